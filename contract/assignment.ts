@@ -1,0 +1,168 @@
+/**
+ * The signed assignment: the control plane's word, carried on the pod, that this pod's containers
+ * get exactly these cards on this node. A compact JWS (EdDSA or ES256) with a `kid` header, verified
+ * against a JWKS that may hold several keys so keys can rotate without a flag day.
+ */
+import * as jose from 'jose';
+import { z } from 'zod';
+import { VcudaError } from './errors.js';
+
+export const ASSIGNMENT_VERSION = 1;
+const ISSUER = 'vcuda-control-plane';
+/** The `iss` of every assignment, for signers that reuse an imported key (control-plane/signing-keys.ts). */
+export const ASSIGNMENT_ISSUER = ISSUER;
+
+export const cardGrantSchema = z.object({
+  uuid: z.string().min(1),
+  /** Hundredths of this card, 1..100. */
+  core: z.number().int().min(1).max(100),
+  memoryBytes: z.number().int().positive(),
+});
+
+export const containerGrantSchema = z.object({
+  name: z.string().min(1),
+  isInit: z.boolean().default(false),
+  cards: z.array(cardGrantSchema).min(1),
+  coreLimit: z.number().int().min(1).max(100),
+  mode: z.enum(['hard', 'soft']),
+});
+
+export const assignmentSchema = z.object({
+  v: z.literal(ASSIGNMENT_VERSION),
+  pod: z.object({ uid: z.string().min(1), namespace: z.string().min(1), name: z.string().min(1) }),
+  node: z.string().min(1),
+  cluster: z.string().min(1),
+  containers: z.array(containerGrantSchema).min(1),
+});
+
+export type CardGrant = z.infer<typeof cardGrantSchema>;
+export type ContainerGrant = z.infer<typeof containerGrantSchema>;
+export type Assignment = z.infer<typeof assignmentSchema>;
+
+/** A verified assignment with its issue and expiry times (unix seconds). */
+export type VerifiedAssignment = Assignment & { issuedAt: number; expiresAt: number; kid: string };
+
+export type AssignmentErrorCode =
+  | 'malformed'
+  | 'bad-signature'
+  | 'unknown-kid'
+  | 'wrong-pod'
+  | 'wrong-node'
+  | 'expired';
+
+export class AssignmentError extends VcudaError {
+  constructor(
+    override readonly code: AssignmentErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(code, message, options);
+  }
+}
+
+export type SigningAlgorithm = 'EdDSA' | 'ES256';
+
+/** A private key able to sign, with its id; the public half goes into the JWKS. */
+export type SigningKey = { kid: string; alg: SigningAlgorithm; privateJwk: jose.JWK; publicJwk: jose.JWK };
+
+export async function generateSigningKey(kid: string, alg: SigningAlgorithm = 'EdDSA'): Promise<SigningKey> {
+  const { privateKey, publicKey } = await jose.generateKeyPair(alg, { extractable: true });
+  const privateJwk = { ...(await jose.exportJWK(privateKey)), kid, alg };
+  const publicJwk = { ...(await jose.exportJWK(publicKey)), kid, alg, use: 'sig' };
+  return { kid, alg, privateJwk, publicJwk };
+}
+
+export function jwksOf(keys: readonly Pick<SigningKey, 'publicJwk'>[]): jose.JSONWebKeySet {
+  return { keys: keys.map((k) => k.publicJwk) };
+}
+
+export async function signAssignment(
+  assignment: Assignment,
+  key: SigningKey,
+  opts: { nowSeconds: number; ttlSeconds: number },
+): Promise<string> {
+  const parsed = assignmentSchema.parse(assignment);
+  const privateKey = await jose.importJWK(key.privateJwk, key.alg);
+  return new jose.SignJWT({ ...parsed })
+    .setProtectedHeader({ alg: key.alg, kid: key.kid, typ: 'vcuda-assignment+jwt' })
+    .setIssuer(ISSUER)
+    .setSubject(parsed.pod.uid)
+    .setIssuedAt(opts.nowSeconds)
+    .setExpirationTime(opts.nowSeconds + opts.ttlSeconds)
+    .sign(privateKey);
+}
+
+export type VerifyExpectation = {
+  podUid: string;
+  node: string;
+  nowSeconds: number;
+  /** Rebuilding state for pods already running: the signature still counts, the expiry no longer does. */
+  ignoreExpiry?: boolean;
+};
+
+/** Verifies signature, key id, pod, node and expiry; each failure has its own code. */
+export async function verifyAssignment(
+  token: string,
+  jwks: jose.JSONWebKeySet,
+  expect: VerifyExpectation,
+): Promise<VerifiedAssignment> {
+  let header: jose.ProtectedHeaderParameters;
+  try {
+    header = jose.decodeProtectedHeader(token);
+  } catch (cause) {
+    throw new AssignmentError('malformed', 'assignment is not a compact JWS', { cause });
+  }
+  const kid = header.kid;
+  if (!kid) throw new AssignmentError('malformed', 'assignment has no kid header');
+  const jwk = jwks.keys.find((k) => k.kid === kid);
+  if (!jwk) throw new AssignmentError('unknown-kid', `assignment signed with unknown key "${kid}"`);
+  if (header.alg !== 'EdDSA' && header.alg !== 'ES256') {
+    throw new AssignmentError('malformed', `assignment algorithm ${String(header.alg)} is not allowed`);
+  }
+  let payload: jose.JWTPayload;
+  try {
+    const publicKey = await jose.importJWK(jwk, header.alg);
+    ({ payload } = await jose.jwtVerify(token, publicKey, {
+      issuer: ISSUER,
+      algorithms: [header.alg],
+      currentDate: new Date(expect.nowSeconds * 1000),
+      // Expiry is checked below so it can be waived for running pods and reported with its own code.
+      clockTolerance: Number.MAX_SAFE_INTEGER,
+    }));
+  } catch (cause) {
+    if (cause instanceof jose.errors.JWSSignatureVerificationFailed) {
+      throw new AssignmentError('bad-signature', `assignment signature does not verify with key "${kid}"`, {
+        cause,
+      });
+    }
+    throw new AssignmentError('malformed', `assignment is malformed: ${(cause as Error).message}`, { cause });
+  }
+  const parsed = assignmentSchema.safeParse(payload);
+  if (!parsed.success || typeof payload.iat !== 'number' || typeof payload.exp !== 'number') {
+    throw new AssignmentError('malformed', 'assignment claims do not match the assignment schema');
+  }
+  const a = parsed.data;
+  if (a.pod.uid !== expect.podUid || payload.sub !== expect.podUid) {
+    throw new AssignmentError('wrong-pod', `assignment is for pod ${a.pod.uid}, not ${expect.podUid}`);
+  }
+  if (a.node !== expect.node) {
+    throw new AssignmentError('wrong-node', `assignment is for node ${a.node}, not ${expect.node}`);
+  }
+  if (!expect.ignoreExpiry && payload.exp <= expect.nowSeconds) {
+    throw new AssignmentError(
+      'expired',
+      `assignment expired ${expect.nowSeconds - payload.exp}s ago (at ${new Date(payload.exp * 1000).toISOString()})`,
+    );
+  }
+  return { ...a, issuedAt: payload.iat, expiresAt: payload.exp, kid };
+}
+
+/** Reads the claims without verifying them: for display and matching only, never for granting. */
+export function peekAssignment(token: string): Assignment | undefined {
+  try {
+    const parsed = assignmentSchema.safeParse(jose.decodeJwt(token));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}

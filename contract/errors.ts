@@ -1,0 +1,68 @@
+/** One violated rule on one field of an input object. Sorted and joined into messages users read. */
+export type FieldError = {
+  /** Where, in the object's own field syntax: `spec.containers[0].resources.limits["nvidia.com/vcuda-core"]`. */
+  readonly path: string;
+  /** The rule, stable and short: tests assert on it. */
+  readonly rule: string;
+  /** The full sentence a person reads. */
+  readonly message: string;
+};
+
+export function fieldError(path: string, rule: string, detail: string): FieldError {
+  return { path, rule, message: `${path}: ${detail}` };
+}
+
+export function sortFieldErrors(errors: readonly FieldError[]): FieldError[] {
+  return [...errors].sort((a, b) => a.path.localeCompare(b.path) || a.rule.localeCompare(b.rule));
+}
+
+/** Joins violations into one message, one per line, stable order. */
+export function formatFieldErrors(errors: readonly FieldError[]): string {
+  return sortFieldErrors(errors)
+    .map((e) => e.message)
+    .join('\n');
+}
+
+/** Base class of vcuda's errors: a stable `code` for programs, a message for people. */
+export class VcudaError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** Input failed validation; carries every violation, not only the first. */
+export class ValidationError extends VcudaError {
+  constructor(
+    readonly errors: readonly FieldError[],
+    what = 'input',
+  ) {
+    super('invalid', `${what} is invalid:\n${formatFieldErrors(errors)}`);
+  }
+}
+
+/** Turns zod issues into FieldErrors so every boundary reports the same way. */
+export function fieldErrorsFromZod(
+  issues: readonly { path: readonly PropertyKey[]; message: string; code: string }[],
+  root = '',
+): FieldError[] {
+  return issues.map((issue) => {
+    const path = formatPath(root, issue.path);
+    return { path: path || '(root)', rule: issue.code, message: `${path || '(root)'}: ${issue.message}` };
+  });
+}
+
+/** `spec.containers[0].resources.limits["nvidia.com/vcuda-core"]` from its segments. */
+export function formatPath(root: string, segments: readonly PropertyKey[]): string {
+  let out = root;
+  for (const s of segments) {
+    if (typeof s === 'number') out += `[${s}]`;
+    else if (typeof s === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(s)) out += out ? `.${s}` : s;
+    else out += `[${JSON.stringify(String(s))}]`;
+  }
+  return out;
+}

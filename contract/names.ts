@@ -1,0 +1,79 @@
+/**
+ * Every resource, annotation and label name that crosses a process boundary.
+ *
+ * User-facing names live under the configurable resource domain (`nvidia.com` by
+ * default, `tencent.com` for clusters migrating from gpu-manager). Names that only
+ * vcuda may write live under `vcuda.io/`: the webhook strips them from user pods,
+ * so their presence on a pod means the control plane put them there.
+ */
+
+export const DEFAULT_RESOURCE_DOMAIN = 'nvidia.com';
+export const VCUDA_PREFIX = 'vcuda.io/';
+
+/** Annotations only vcuda writes. */
+export const vcudaAnnotations = {
+  /** Pod: the signed assignment (compact JWS) written at bind. */
+  assignment: 'vcuda.io/assignment',
+  /** Pod: the node the assignment was made for (readable without verifying the JWS). */
+  assignedNode: 'vcuda.io/assigned-node',
+  /** Pod: the ledger's reservation time (ISO-8601), for expiry of unconfirmed binds. */
+  assignedAt: 'vcuda.io/assigned-at',
+  /**
+   * Pod: written by the node agent once every container's Allocate succeeded (ISO-8601).
+   * Until then the pod is a *pending assignment* on its node; the extender never leaves two
+   * pending assignments of the same shape on one node, which makes Allocate's pod unambiguous.
+   */
+  allocatedAt: 'vcuda.io/allocated-at',
+  /** Node: the node agent's inventory (JSON, see inventory.ts). */
+  inventory: 'vcuda.io/inventory',
+  /** Node: the node agent's heartbeat (ISO-8601). */
+  heartbeat: 'vcuda.io/heartbeat',
+} as const;
+
+export type ResourceNames = {
+  readonly domain: string;
+  /** Extended resource: compute in hundredths of a card. */
+  readonly core: string;
+  /** Extended resource: device memory in memory units. */
+  readonly memory: string;
+  /** Pod annotation: compute ceiling 1..100 per card. */
+  readonly coreLimit: string;
+  /** Pod annotations: comma-separated GPU model substrings to require / avoid. */
+  readonly gpuModelInclude: string;
+  readonly gpuModelExclude: string;
+  /** Pod annotations: comma-separated card UUIDs to require / avoid. */
+  readonly gpuUuidInclude: string;
+  readonly gpuUuidExclude: string;
+  /** Pod annotation: `binpack` or `spread`, overrides the cluster default. */
+  readonly placement: string;
+  /** Pod annotation: `true` to require all cards of the pod on one NUMA node. */
+  readonly singleNuma: string;
+};
+
+const DOMAIN_PATTERN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$/;
+
+/** Builds every user-facing name from one resource domain; refuses a domain Kubernetes would refuse. */
+export function resourceNames(domain: string = DEFAULT_RESOURCE_DOMAIN): ResourceNames {
+  if (!DOMAIN_PATTERN.test(domain) || domain.length > 253) {
+    throw new Error(`resource domain "${domain}" is not a DNS subdomain (e.g. nvidia.com)`);
+  }
+  if (domain === 'kubernetes.io' || domain.endsWith('.kubernetes.io') || domain === 'vcuda.io') {
+    throw new Error(`resource domain "${domain}" is reserved`);
+  }
+  return Object.freeze({
+    domain,
+    core: `${domain}/vcuda-core`,
+    memory: `${domain}/vcuda-memory`,
+    coreLimit: `${domain}/vcuda-core-limit`,
+    gpuModelInclude: `${domain}/vcuda-gpu-model-include`,
+    gpuModelExclude: `${domain}/vcuda-gpu-model-exclude`,
+    gpuUuidInclude: `${domain}/vcuda-gpu-uuid-include`,
+    gpuUuidExclude: `${domain}/vcuda-gpu-uuid-exclude`,
+    placement: `${domain}/vcuda-placement`,
+    singleNuma: `${domain}/vcuda-single-numa`,
+  });
+}
+
+export function isVcudaAnnotation(key: string): boolean {
+  return key.startsWith(VCUDA_PREFIX);
+}

@@ -1,0 +1,166 @@
+import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { pod } from '../test/builders/pod.js';
+import { ValidationError } from './errors.js';
+import { resourceNames } from './names.js';
+import { type QuantityPolicy, readPodGpuRequest, requestsGpu, validatePodGpu } from './pod-request.js';
+
+const policy: QuantityPolicy = { names: resourceNames(), memoryUnitMiB: 1 };
+const CORE = 'nvidia.com/vcuda-core';
+const MEM = 'nvidia.com/vcuda-memory';
+const rules = (p: ReturnType<ReturnType<typeof pod>['obj']>, pol = policy) => validatePodGpu(p, pol).map((e) => e.rule);
+
+describe('validatePodGpu: the rule table', () => {
+  it.each([
+    ['a share with memory', pod().share(30, 8192), []],
+    ['one whole card without memory', pod().whole(1), []],
+    ['two whole cards with memory per card', pod().container('c', { [CORE]: '200', [MEM]: '81559' }), []],
+    ['the smallest share', pod().share(1, 1), []],
+    ['the largest share', pod().share(99, 1), []],
+    ['150 core', pod().container('c', { [CORE]: '150', [MEM]: '1' }), ['core-share-or-whole']],
+    ['0 core', pod().container('c', { [CORE]: '0', [MEM]: '1' }), ['core-positive']],
+    ['negative core', pod().container('c', { [CORE]: '-30', [MEM]: '1' }), ['core-positive']],
+    ['fractional core', pod().container('c', { [CORE]: '30.5', [MEM]: '1' }), ['whole-number']],
+    ['garbage core', pod().container('c', { [CORE]: 'thirty', [MEM]: '1' }), ['whole-number']],
+    ['share without memory', pod().container('c', { [CORE]: '30' }), ['share-needs-memory']],
+    ['memory without core', pod().container('c', { [MEM]: '1024' }), ['memory-needs-core']],
+    ['zero memory', pod().container('c', { [CORE]: '30', [MEM]: '0' }), ['memory-positive']],
+    [
+      'requests differ from limits',
+      pod().container('c', { [CORE]: '30', [MEM]: '1024' }, { [CORE]: '20', [MEM]: '1024' }),
+      ['requests-equal-limits'],
+    ],
+    ['requests only', pod().container('c', {}, { [CORE]: '30', [MEM]: '1024' }), []],
+    ['soft limit above the request', pod().share(30, 1024).coreLimit(60), []],
+    ['limit equal to the request', pod().share(30, 1024).coreLimit(30), []],
+    ['limit below the request', pod().share(30, 1024).coreLimit(20), ['core-limit-at-least-request']],
+    ['limit above 100', pod().share(30, 1024).coreLimit(101), ['core-limit-range']],
+    ['limit 0', pod().share(30, 1024).coreLimit(0), ['core-limit-range']],
+    ['limit not a number', pod().share(30, 1024).coreLimit('fast'), ['core-limit-range']],
+    ['limit below a whole card', pod().whole(1).coreLimit(50), ['core-limit-at-least-request']],
+    ['no GPU at all', pod().container('c', { cpu: '1' }), []],
+    [
+      'init container checked too',
+      pod()
+        .share(30, 1)
+        .init('setup', { [CORE]: '250' }),
+      ['core-share-or-whole'],
+    ],
+  ])('%s', (_name, builder, expected) => {
+    expect(rules(builder.obj())).toEqual(expected);
+  });
+
+  it('lists every violation of every container, not only the first', () => {
+    const p = pod()
+      .container('a', { [CORE]: '150', [MEM]: '1' })
+      .container('b', { [CORE]: '30' })
+      .container('c', { [MEM]: '5' })
+      .coreLimit(500)
+      .obj();
+    const errors = validatePodGpu(p, policy);
+    expect(errors.map((e) => e.rule).sort()).toEqual(
+      ['core-limit-range', 'core-share-or-whole', 'memory-needs-core', 'share-needs-memory'].sort(),
+    );
+  });
+
+  it('names the field and the rule in the message', () => {
+    const [error] = validatePodGpu(
+      pod()
+        .container('c', { [CORE]: '150', [MEM]: '1' })
+        .obj(),
+      policy,
+    );
+    expect(error?.path).toBe('spec.containers[0].resources.limits["nvidia.com/vcuda-core"]');
+    expect(error?.message).toBe(
+      'spec.containers[0].resources.limits["nvidia.com/vcuda-core"]: 150 is neither below 100 nor a multiple of 100',
+    );
+  });
+
+  it('works under another resource domain and ignores the default one there', () => {
+    const tencent: QuantityPolicy = { names: resourceNames('tencent.com'), memoryUnitMiB: 256 };
+    const p = pod('p', 'tencent.com').share(30, 4).obj();
+    expect(validatePodGpu(p, tencent)).toEqual([]);
+    expect(readPodGpuRequest(p, tencent).containers[0]?.memoryMiBPerCard).toBe(1024);
+    expect(requestsGpu(p, resourceNames())).toBe(false);
+  });
+
+  it('accepts every share with memory and refuses every non-multiple above 100 (property)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 2000 }), fc.integer({ min: 1, max: 200_000 }), (core, mem) => {
+        const errors = rules(
+          pod()
+            .container('c', { [CORE]: String(core), [MEM]: String(mem) })
+            .obj(),
+        );
+        const valid = core < 100 || core % 100 === 0;
+        expect(errors).toEqual(valid ? [] : ['core-share-or-whole']);
+      }),
+    );
+  });
+});
+
+describe('readPodGpuRequest', () => {
+  it('normalizes shares, whole cards, limits and modes', () => {
+    const p = pod()
+      .share(30, 8192, 'model')
+      .whole(2, 'trainer')
+      .init('warm', { [CORE]: '10', [MEM]: '64' })
+      .coreLimit(60);
+    expect(readPodGpuRequest(p.obj(), policy).containers).toEqual([
+      { name: 'warm', isInit: true, corePerCard: 10, cards: 1, memoryMiBPerCard: 64, coreLimit: 60, mode: 'soft' },
+      { name: 'model', isInit: false, corePerCard: 30, cards: 1, memoryMiBPerCard: 8192, coreLimit: 60, mode: 'soft' },
+      {
+        name: 'trainer',
+        isInit: false,
+        corePerCard: 100,
+        cards: 2,
+        memoryMiBPerCard: undefined,
+        coreLimit: 100,
+        mode: 'hard',
+      },
+    ]);
+  });
+
+  it('defaults to a hard limit equal to the request', () => {
+    const [c] = readPodGpuRequest(pod().share(25, 100).obj(), policy).containers;
+    expect(c).toMatchObject({ coreLimit: 25, mode: 'hard' });
+  });
+
+  it('throws a ValidationError carrying every violation', () => {
+    const bad = pod('bad')
+      .container('c', { [CORE]: '150' })
+      .obj();
+    try {
+      readPodGpuRequest(bad, policy);
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ValidationError);
+      expect((err as ValidationError).errors.map((e) => e.rule)).toEqual(['core-share-or-whole']);
+      expect((err as ValidationError).message).toContain('pod team-a/bad is invalid');
+    }
+  });
+
+  it('reads the real API server payloads unchanged', () => {
+    // Byte-for-byte copies of the captured payloads live with the webhook's tests.
+    const dir = 'webhooks/testdata/kubernetes-1.26';
+    const share = JSON.parse(
+      readFileSync(new URL(`${dir}/admission-mutate-create-share.json`, `file://${process.cwd()}/`), 'utf8'),
+    );
+    expect(readPodGpuRequest(share.request.object, policy).containers).toEqual([
+      { name: 'model', isInit: false, corePerCard: 30, cards: 1, memoryMiBPerCard: 8192, coreLimit: 60, mode: 'soft' },
+    ]);
+    const multi = JSON.parse(
+      readFileSync(new URL(`${dir}/admission-mutate-create-multi-container.json`, `file://${process.cwd()}/`), 'utf8'),
+    );
+    const containers = readPodGpuRequest(multi.request.object, policy).containers;
+    expect(containers.map((c) => [c.name, c.corePerCard, c.cards])).toEqual([
+      ['train', 100, 2],
+      ['sidecar', 10, 1],
+    ]);
+    const none = JSON.parse(
+      readFileSync(new URL(`${dir}/admission-mutate-create-no-gpu.json`, `file://${process.cwd()}/`), 'utf8'),
+    );
+    expect(requestsGpu(none.request.object, resourceNames())).toBe(false);
+  });
+});
