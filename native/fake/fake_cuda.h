@@ -1,0 +1,69 @@
+/* Internals shared by the fake driver's files. */
+#ifndef FAKEGPU_CUDA_H
+#define FAKEGPU_CUDA_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "fake_state.h"
+#include "vc_cuda.h"
+
+#define FG_EXPORT __attribute__((visibility("default")))
+#define FG_STREAM_QUEUE 1024 /* pending kernels per stream before a launch blocks */
+
+struct CUctx_st {
+  uint32_t magic;
+  int device;
+  int primary;
+};
+
+struct fg_graph_common {
+  uint32_t magic;
+  int device;
+  uint64_t cost_ns;
+};
+struct CUgraph_st {
+  struct fg_graph_common g;
+};
+struct CUgraphExec_st {
+  struct fg_graph_common g;
+};
+
+struct CUstream_st {
+  uint32_t magic;
+  int device;
+  pthread_mutex_t lock;
+  uint64_t tail_ns;                  /* end of the last work queued */
+  uint64_t pending[FG_STREAM_QUEUE]; /* end times of queued kernels (ring) */
+  uint32_t head, count;
+  struct CUgraph_st *capture; /* non-NULL while capturing */
+};
+
+struct CUfunc_st {
+  uint32_t magic;
+  char name[64];
+  uint64_t wave_ns; /* 0: FAKEGPU_KERNEL_US */
+};
+
+#define FG_MAGIC_CTX 0x43545831u
+#define FG_MAGIC_STREAM 0x5354524du
+#define FG_MAGIC_FUNC 0x46554e43u
+#define FG_MAGIC_GRAPH 0x47525048u
+#define FG_MAGIC_EVENT 0x45564e54u
+
+/* 0 after cuInit succeeded. */
+int fg_initialized(void);
+
+/* The calling thread's current context, or NULL. */
+CUcontext fg_current(void);
+
+/* The stream a handle names (NULL, legacy, per-thread: the current device's default stream). */
+struct CUstream_st *fg_stream(CUstream s);
+
+/* Queues `duration_ns` on `stream` (respecting its queue bound); returns the end time. */
+uint64_t fg_stream_enqueue(struct CUstream_st *stream, uint64_t duration_ns);
+
+/* Kernel duration from grid and function cost: ceil(blocks / SMs) waves. */
+uint64_t fg_kernel_ns(CUfunction f, uint64_t blocks);
+
+#endif

@@ -1,0 +1,59 @@
+/* The simulated machine as described by the environment (read once per process):
+ *   FAKEGPU_DEVICES   "2x81559" (count x MiB) or a list "81559,40960"; default "1x81559"
+ *   FAKEGPU_SMS       SMs per device (default 132)
+ *   FAKEGPU_STATE     host-wide shared state file (default /tmp/fakegpu-<uid>.state)
+ *   FAKEGPU_KERNEL_US cost of one wave of a kernel, microseconds (default 10)
+ *   FAKEGPU_SAMPLE_MS utilization sampling period, ms (default 100)
+ *   FAKEGPU_UTIL_WINDOW_MS window of nvmlDeviceGetUtilizationRates, ms (default 1000)
+ *   FAKEGPU_CONTEXT_MIB device memory a context takes (default 0)
+ *   FAKEGPU_NAME      device name (default "NVIDIA H100 80GB HBM3")
+ *   FAKEGPU_UUID_SEED number mixed into UUIDs so simulated nodes differ (default 0)
+ *   FAKEGPU_NVLINK    0 disables NVLink (default: on when there are 2+ devices)
+ *   FAKEGPU_VISIBLE_DEVICES  the devices this process enumerates, in order: node indexes or UUIDs
+ *                     ("3,1", "GPU-…,GPU-…"), "all" (the default), or "none"/"void". The other
+ *                     variables describe the whole node; this one is what the container runtime
+ *                     exposes to one container (NVIDIA_VISIBLE_DEVICES). */
+#ifndef FAKEGPU_ENV_H
+#define FAKEGPU_ENV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FG_MAX_DEVICES 16
+
+struct fg_env {
+  int device_count;
+  uint64_t memory_mib[FG_MAX_DEVICES];
+  uint32_t sms;
+  char state_path[512];
+  uint64_t wave_ns;
+  uint64_t sample_ns;
+  uint64_t util_window_ns;
+  uint64_t context_bytes;
+  char name[96];
+  uint32_t uuid_seed;
+  int nvlink;
+  char visible[1024]; /* FAKEGPU_VISIBLE_DEVICES as given ("" when unset) */
+};
+
+/* Parsed once; never NULL (bad values fall back to defaults with a message on stderr). */
+const struct fg_env *fg_env(void);
+
+/* Pure parser for FAKEGPU_DEVICES; returns the count or -1. */
+int fg_parse_devices(const char *spec, uint64_t *mib, int max);
+
+/* Deterministic identity of node device `index` (FAKEGPU_VISIBLE_DEVICES does not apply). */
+void fg_device_uuid(int index, unsigned char out[16]);
+void fg_device_uuid_text(int index, char out[48]);
+unsigned int fg_device_pci_bus(int index);
+/* The same for an explicit seed (pure). */
+void fg_uuid_text_of(uint32_t seed, int index, char out[48]);
+
+/* Pure parser for FAKEGPU_VISIBLE_DEVICES over a node of `node_count` devices whose UUIDs come from
+ * `seed`: fills nodes[ordinal] = node index and returns the count (0..max). Unset, "" or "all":
+ * every device in node order; "none" or "void": 0. -1 for an entry that names no device or names
+ * one twice, with the reason in err (the caller then shows no device: fail closed, as the
+ * container runtime refuses a container whose device list it cannot satisfy). */
+int fg_parse_visible(const char *spec, int node_count, uint32_t seed, int *nodes, int max, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,35 @@
+/* Internals shared by the fake driver's memory files: the per-process table of what was
+ * allocated (pointer / handle -> device, bytes) and address assignment. */
+#ifndef FAKEGPU_MEM_H
+#define FAKEGPU_MEM_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define VMM_GRANULARITY (2u << 20)
+
+struct node {
+  uint64_t key;
+  int kind; /* 1 linear, 2 vmm handle, 3 vmm mapping, 4 pool allocation (handle = pool) */
+  int device;
+  uint64_t bytes;
+  uint64_t handle; /* mapping: its handle; pool allocation: its pool */
+  int maps, released;
+  struct node *next;
+};
+
+extern pthread_mutex_t fg_mem_lock;
+
+/* The slot holding (kind, key) or the empty slot at the end of its chain. Caller holds the lock. */
+struct node **fg_mem_find(int kind, uint64_t key);
+
+/* Records an entry (takes the lock). 0, or -1 out of memory. */
+int fg_mem_put(int kind, uint64_t key, int device, uint64_t bytes, uint64_t handle);
+
+/* A fresh device address range of `bytes` on `dev`. */
+uint64_t fg_take_va(int dev, uint64_t bytes);
+
+/* The current context's device, or the CUresult explaining why there is none. */
+int fg_current_device(int *dev);
+
+#endif

@@ -1,0 +1,294 @@
+#define _GNU_SOURCE
+#include "fake_state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define READY 0x46414b45u
+
+static struct fg_state *state;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int own_slot = -1;
+static pid_t own_pid;
+static int visible_nodes[FG_MAX_DEVICES];
+static int visible_count;
+static pid_t cached_pid; /* getpid() is a system call; reset in the child after fork */
+static void forget_pid(void) { cached_pid = 0; }
+static pid_t self_pid(void) {
+  if (!cached_pid) cached_pid = getpid();
+  return cached_pid;
+}
+
+uint64_t fg_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void fg_sleep_until(uint64_t t) {
+  struct timespec ts = {.tv_sec = (time_t)(t / 1000000000u), .tv_nsec = (long)(t % 1000000000u)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+  }
+}
+
+static void init_fresh(struct fg_state *s, const struct fg_env *e) {
+  memcpy(s->magic, "FAKEGPU1", 8);
+  s->version = 1;
+  s->device_count = (uint32_t)e->device_count;
+  s->sms = e->sms;
+  s->sample_ns = e->sample_ns;
+  struct timespec rt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  s->realtime_offset_ns = (int64_t)((uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec) - (int64_t)fg_now_ns();
+  for (int i = 0; i < e->device_count; i++) {
+    s->devices[i].memory_total = e->memory_mib[i] << 20;
+    s->devices[i].next_va = 0x7f0000000000ull + ((uint64_t)i << 36);
+  }
+  pthread_mutexattr_t a;
+  pthread_mutexattr_init(&a);
+  pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&s->lock, &a);
+  pthread_mutexattr_destroy(&a);
+  atomic_store(&s->ready, READY);
+}
+
+static void resolve_visible(const struct fg_state *s, const struct fg_env *e) {
+  char err[160] = "";
+  int n = fg_parse_visible(e->visible, (int)s->device_count, e->uuid_seed, visible_nodes, FG_MAX_DEVICES, err,
+                           sizeof err);
+  if (n < 0) {
+    fprintf(stderr, "fakegpu: FAKEGPU_VISIBLE_DEVICES=%s: %s; no device is visible\n", e->visible, err);
+    n = 0;
+  }
+  visible_count = n;
+}
+
+int fg_visible_count(void) { return fg_state() ? visible_count : 0; }
+
+int fg_node(int ordinal) { return fg_state() && ordinal >= 0 && ordinal < visible_count ? visible_nodes[ordinal] : -1; }
+
+int fg_ordinal(int node) {
+  if (!fg_state()) return -1;
+  for (int i = 0; i < visible_count; i++)
+    if (visible_nodes[i] == node) return i;
+  return -1;
+}
+
+static void open_state(void) {
+  const struct fg_env *e = fg_env();
+  int fd = open(e->state_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    fprintf(stderr, "fakegpu: open %s: %s\n", e->state_path, strerror(errno));
+    return;
+  }
+  if (flock(fd, LOCK_EX) != 0 || ftruncate(fd, sizeof(struct fg_state)) != 0) {
+    fprintf(stderr, "fakegpu: preparing %s: %s\n", e->state_path, strerror(errno));
+    close(fd);
+    return;
+  }
+  void *map = mmap(NULL, sizeof(struct fg_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) {
+    fprintf(stderr, "fakegpu: mmap %s: %s\n", e->state_path, strerror(errno));
+    close(fd);
+    return;
+  }
+  struct fg_state *s = map;
+  if (atomic_load(&s->ready) != READY) init_fresh(s, e);
+  else if (s->device_count != (uint32_t)e->device_count || s->sms != e->sms)
+    fprintf(stderr, "fakegpu: %s describes %u devices / %u SMs; using it (FAKEGPU_DEVICES/SMS ignored)\n",
+            e->state_path, s->device_count, s->sms);
+  /* The mapping keeps the open file description alive, so close() alone would not drop the lock. */
+  flock(fd, LOCK_UN);
+  close(fd);
+  resolve_visible(s, e);
+  pthread_atfork(NULL, NULL, forget_pid);
+  state = s;
+}
+
+struct fg_state *fg_state(void) {
+  pthread_once(&once, open_state);
+  return state;
+}
+
+void fg_lock(void) {
+  /* A process killed while holding the lock leaves every field consistent (each update is a
+   * single store or a sum recomputed by readers), so EOWNERDEAD only needs marking consistent. */
+  if (pthread_mutex_lock(&state->lock) == EOWNERDEAD) pthread_mutex_consistent(&state->lock);
+}
+
+void fg_unlock(void) { pthread_mutex_unlock(&state->lock); }
+
+static int proc_start(pid_t pid, char *st, uint64_t *start) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  if (!p || p[1] != ' ') return -1;
+  *st = p[2];
+  p += 2;
+  for (int f = 3; f < 22; f++) {
+    p = strchr(p, ' ');
+    if (!p) return -1;
+    p++;
+  }
+  *start = strtoull(p, NULL, 10);
+  return 0;
+}
+
+static void free_proc_locked(int k) {
+  struct fg_proc *p = &state->procs[k];
+  for (uint32_t d = 0; d < state->device_count; d++) {
+    struct fg_device *dev = &state->devices[d];
+    dev->memory_used = dev->memory_used > p->used[d] ? dev->memory_used - p->used[d] : 0;
+    for (int b = 0; b < FG_BUCKETS; b++) dev->buckets[b].proc_busy_ns[k] = 0;
+  }
+  memset(p, 0, sizeof *p);
+}
+
+void fg_reclaim_dead_locked(void) {
+  for (int k = 0; k < FG_MAX_PROCS; k++) {
+    struct fg_proc *p = &state->procs[k];
+    if (!p->live) continue;
+    char st = 0;
+    uint64_t start = 0;
+    if (proc_start((pid_t)p->pid, &st, &start) != 0 || st == 'Z' || st == 'X' || start != p->start_ticks)
+      free_proc_locked(k);
+  }
+}
+
+int fg_own_proc_locked(void) {
+  pid_t pid = self_pid();
+  if (own_slot >= 0 && own_pid == pid) return own_slot;
+  char st;
+  uint64_t start = 0;
+  if (proc_start(pid, &st, &start) != 0) return -1;
+  fg_reclaim_dead_locked();
+  for (int k = 0; k < FG_MAX_PROCS; k++) {
+    struct fg_proc *p = &state->procs[k];
+    if (p->live) continue;
+    memset(p, 0, sizeof *p);
+    p->pid = (uint32_t)pid;
+    p->start_ticks = start;
+    p->live = 1;
+    own_slot = k;
+    own_pid = pid;
+    return k;
+  }
+  fprintf(stderr, "fakegpu: all %d process slots are in use\n", FG_MAX_PROCS);
+  return -1;
+}
+
+static struct fg_bucket *bucket_for(struct fg_device *d, uint64_t period) {
+  struct fg_bucket *b = &d->buckets[period % FG_BUCKETS];
+  if (b->period == period) return b;
+  if (b->period > period) return NULL; /* older than the history we keep */
+  memset(b, 0, sizeof *b);
+  b->period = period;
+  return b;
+}
+
+uint64_t fg_schedule(int dev, uint64_t not_before_ns, uint64_t duration_ns) {
+  if (dev < 0) return not_before_ns + duration_ns;
+  struct fg_device *d = &state->devices[dev];
+  fg_lock();
+  int k = fg_own_proc_locked();
+  uint64_t now = fg_now_ns();
+  uint64_t start = not_before_ns > now ? not_before_ns : now;
+  if (d->busy_until_ns > start) start = d->busy_until_ns;
+  uint64_t end = start + duration_ns;
+  d->busy_until_ns = end;
+  d->busy_total_ns += duration_ns;
+  /* Credit the busy interval to the sampling periods it overlaps. */
+  uint64_t sample = state->sample_ns;
+  for (uint64_t t = start; t < end;) {
+    uint64_t period = t / sample;
+    uint64_t period_end = (period + 1) * sample;
+    uint64_t slice_end = end < period_end ? end : period_end;
+    if (period >= now / sample + FG_BUCKETS) break; /* beyond the kept horizon */
+    struct fg_bucket *b = bucket_for(d, period);
+    if (b) {
+      b->busy_ns += slice_end - t;
+      if (k >= 0) b->proc_busy_ns[k] += slice_end - t;
+    }
+    t = slice_end;
+  }
+  fg_unlock();
+  return end;
+}
+
+int fg_mem_charge(int dev, uint64_t bytes) {
+  if (dev < 0) return -1;
+  struct fg_device *d = &state->devices[dev];
+  fg_lock();
+  int k = fg_own_proc_locked();
+  if (d->memory_used + bytes > d->memory_total) fg_reclaim_dead_locked();
+  int rc = -1;
+  if (k >= 0 && d->memory_used + bytes <= d->memory_total) {
+    d->memory_used += bytes;
+    state->procs[k].used[dev] += bytes;
+    rc = 0;
+  }
+  fg_unlock();
+  return rc;
+}
+
+void fg_mem_uncharge(int dev, uint64_t bytes) {
+  if (dev < 0) return;
+  struct fg_device *d = &state->devices[dev];
+  fg_lock();
+  int k = fg_own_proc_locked();
+  d->memory_used = d->memory_used > bytes ? d->memory_used - bytes : 0;
+  if (k >= 0) state->procs[k].used[dev] = state->procs[k].used[dev] > bytes ? state->procs[k].used[dev] - bytes : 0;
+  fg_unlock();
+}
+
+void fg_mark_context(int dev) {
+  if (dev < 0) return;
+  fg_lock();
+  int k = fg_own_proc_locked();
+  if (k >= 0) state->procs[k].context_mask |= 1u << dev;
+  fg_unlock();
+}
+
+uint64_t fg_busy_in_window(int dev, uint64_t window_ns, uint64_t *covered_ns) {
+  struct fg_device *d = &state->devices[dev];
+  uint64_t sample = state->sample_ns;
+  uint64_t current = fg_now_ns() / sample;
+  uint64_t periods = window_ns / sample ? window_ns / sample : 1;
+  if (periods > FG_BUCKETS - 1) periods = FG_BUCKETS - 1;
+  uint64_t busy = 0;
+  fg_lock();
+  for (uint64_t p = current - periods; p < current; p++) {
+    struct fg_bucket *b = &d->buckets[p % FG_BUCKETS];
+    if (b->period == p) busy += b->busy_ns;
+  }
+  fg_unlock();
+  *covered_ns = periods * sample;
+  return busy;
+}
+
+int fg_inject_xid(int dev, uint64_t xid) {
+  struct fg_state *s = fg_state();
+  if (!s || dev < 0 || (uint32_t)dev >= s->device_count) return -1;
+  fg_lock();
+  struct fg_device *d = &s->devices[dev];
+  d->xid[d->xid_seq % FG_XID_RING] = xid;
+  d->xid_seq++;
+  fg_unlock();
+  return 0;
+}

@@ -1,0 +1,99 @@
+/* Host-wide state of the simulated GPUs, in a shared file (FAKEGPU_STATE) mapped by every process
+ * using the fake driver or fake NVML: device memory, per-process usage, the per-device kernel
+ * timeline (kernels of ALL processes serialize per device, like time-slicing), busy-time buckets
+ * for utilization, and injected Xid events. One robust process-shared mutex guards it. */
+#ifndef FAKEGPU_STATE_H
+#define FAKEGPU_STATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "fake_env.h"
+
+#define FG_MAX_PROCS 256
+#define FG_BUCKETS 64
+#define FG_XID_RING 64
+
+struct fg_proc {
+  uint32_t live;
+  uint32_t pid;
+  uint64_t start_ticks;
+  uint64_t used[FG_MAX_DEVICES];
+  uint32_t context_mask; /* devices this process has a context on */
+  uint32_t reserved;
+};
+
+/* Busy time of one sampling period, in total and per process slot. */
+struct fg_bucket {
+  uint64_t period; /* absolute period number (monotonic ns / sample ns) */
+  uint64_t busy_ns;
+  uint64_t proc_busy_ns[FG_MAX_PROCS];
+};
+
+struct fg_device {
+  uint64_t memory_total;
+  uint64_t memory_used;
+  uint64_t busy_until_ns; /* end of the last kernel scheduled on the device timeline */
+  uint64_t busy_total_ns;
+  uint64_t next_va;
+  uint64_t xid_seq; /* events injected so far; entry i at xid[i % FG_XID_RING] */
+  uint64_t xid[FG_XID_RING];
+  struct fg_bucket buckets[FG_BUCKETS];
+};
+
+struct fg_state {
+  char magic[8];
+  uint32_t version;
+  uint32_t device_count;
+  uint32_t sms;
+  _Atomic uint32_t ready;
+  int64_t realtime_offset_ns; /* CLOCK_REALTIME - CLOCK_MONOTONIC at creation: NVML timestamps */
+  uint64_t sample_ns;
+  pthread_mutex_t lock;
+  struct fg_proc procs[FG_MAX_PROCS];
+  struct fg_device devices[FG_MAX_DEVICES];
+};
+
+/* The mapped state (created on first use), or NULL with a message on stderr. */
+struct fg_state *fg_state(void);
+
+/* What this process enumerates (FAKEGPU_VISIBLE_DEVICES resolved against the node once the state
+ * is open; 0 devices when the state cannot be opened or the list names an unknown device).
+ * CUDA ordinals and NVML indexes are positions in this list; the state is indexed by node index. */
+int fg_visible_count(void);
+/* Node index of visible device `ordinal`; -1 when out of range. */
+int fg_node(int ordinal);
+/* Ordinal of node device `node` in this process; -1 when it is not visible. */
+int fg_ordinal(int node);
+
+/* Lock/unlock the state (repairs nothing: every update keeps it consistent at each store). */
+void fg_lock(void);
+void fg_unlock(void);
+
+uint64_t fg_now_ns(void);
+void fg_sleep_until(uint64_t mono_ns);
+
+/* This process's slot (claimed on first use, dead processes' slots and memory reclaimed first);
+ * -1 when all are taken. Caller holds the lock. */
+int fg_own_proc_locked(void);
+
+/* Frees slots of dead processes and their device memory. Caller holds the lock. */
+void fg_reclaim_dead_locked(void);
+
+/* Schedules `duration_ns` of work on device `dev` no earlier than `not_before_ns`; returns its end.
+ * Busy time is credited to this process's slot in the sampling buckets. */
+uint64_t fg_schedule(int dev, uint64_t not_before_ns, uint64_t duration_ns);
+
+/* Device memory of node device `dev`: 0, or -1 when the device is full or dev is negative. */
+int fg_mem_charge(int dev, uint64_t bytes);
+void fg_mem_uncharge(int dev, uint64_t bytes);
+void fg_mark_context(int dev);
+
+/* Busy ns of `dev` in completed periods of the last `window_ns`, and the window actually covered. */
+uint64_t fg_busy_in_window(int dev, uint64_t window_ns, uint64_t *covered_ns);
+
+/* Appends an Xid event for `dev`. 0, or -1 when dev is out of range. */
+int fg_inject_xid(int dev, uint64_t xid);
+
+#endif

@@ -1,0 +1,100 @@
+#include "charge.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "init.h"
+#include "log.h"
+#include "real.h"
+#include "region.h"
+
+#define MAX_ORDINALS 64
+#define INDEX_UNKNOWN (-2)
+
+/* CUDA ordinal -> config record, resolved once: UUIDs do not change while a process runs. */
+static _Atomic int ordinal_index[MAX_ORDINALS];
+static _Atomic int ordinal_index_ready;
+static _Atomic uint8_t context_charged[MAX_ORDINALS];
+
+void vc_format_uuid(const unsigned char b[16], char out[48]) {
+  snprintf(out, 48, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
+           b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+static int lookup_index(CUdevice dev) {
+  CUuuid uuid;
+  __typeof__(&cuDeviceGetUuid_v2) get_v2 = VC_REAL_CUDA(cuDeviceGetUuid_v2);
+  __typeof__(&cuDeviceGetUuid) get_v1 = VC_REAL_CUDA(cuDeviceGetUuid);
+  CUresult rc = get_v2 ? get_v2(&uuid, dev) : get_v1 ? get_v1(&uuid, dev) : CUDA_ERROR_NOT_INITIALIZED;
+  if (rc != CUDA_SUCCESS) return -1;
+  char text[48];
+  vc_format_uuid((const unsigned char *)uuid.bytes, text);
+  int index = vc_config_find_uuid(text);
+  if (index < 0) {
+    static int once;
+    VC_LOG_ONCE(once, VC_LOG_ERROR, "device %d (%s) is not in the limit file; its memory is refused", dev, text);
+  }
+  return index;
+}
+
+int vc_device_index(CUdevice dev) {
+  if (vc_init_ensure() != 0) return -1;
+  if (dev < 0 || dev >= MAX_ORDINALS) return lookup_index(dev);
+  if (!atomic_load_explicit(&ordinal_index_ready, memory_order_acquire)) {
+    for (int i = 0; i < MAX_ORDINALS; i++) atomic_store_explicit(&ordinal_index[i], INDEX_UNKNOWN, memory_order_relaxed);
+    atomic_store_explicit(&ordinal_index_ready, 1, memory_order_release);
+  }
+  int index = atomic_load_explicit(&ordinal_index[dev], memory_order_relaxed);
+  if (index == INDEX_UNKNOWN) {
+    index = lookup_index(dev);
+    atomic_store_explicit(&ordinal_index[dev], index, memory_order_relaxed);
+  }
+  return index;
+}
+
+CUresult vc_current_index(int *index) {
+  __typeof__(&cuCtxGetDevice) get = VC_REAL_CUDA(cuCtxGetDevice);
+  CUdevice dev = -1;
+  *index = -1;
+  if (!get) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = get(&dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  *index = vc_device_index(dev);
+  return CUDA_SUCCESS;
+}
+
+CUresult vc_charge(int index, uint64_t bytes) {
+  if (index < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  uint64_t limit = vc_config_memory_limit(index);
+  int rc = vc_region_reserve(index, bytes, limit);
+  if (rc == 0) return CUDA_SUCCESS;
+  if (rc == -ENOMEM)
+    vc_log(VC_LOG_DEBUG, "device record %d: %llu bytes refused (limit %llu)", index, (unsigned long long)bytes,
+           (unsigned long long)limit);
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void vc_uncharge(int index, uint64_t bytes) {
+  if (index >= 0) vc_region_release(index, bytes);
+}
+
+uint64_t vc_visible_total(int index, uint64_t physical_total) {
+  if (index < 0) return 0;
+  uint64_t limit = vc_config_memory_limit(index);
+  return limit < physical_total ? limit : physical_total;
+}
+
+uint64_t vc_container_used(int index) { return index < 0 ? 0 : vc_region_used(index); }
+
+CUresult vc_charge_context(CUdevice dev) {
+  uint64_t overhead = vc_init_context_overhead_bytes();
+  if (overhead == 0) return CUDA_SUCCESS;
+  int index = vc_device_index(dev);
+  if (index < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (dev >= 0 && dev < MAX_ORDINALS && atomic_exchange(&context_charged[dev], 1)) return CUDA_SUCCESS;
+  CUresult rc = vc_charge(index, overhead);
+  if (rc != CUDA_SUCCESS && dev >= 0 && dev < MAX_ORDINALS) atomic_store(&context_charged[dev], 0);
+  return rc;
+}

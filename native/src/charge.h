@@ -1,0 +1,34 @@
+/* Charging device memory to the container: maps CUDA devices to limit-file records by UUID and
+ * reserves/releases bytes in the shared region against the live limit. */
+#ifndef VCUDA_CHARGE_H
+#define VCUDA_CHARGE_H
+
+#include <stdint.h>
+
+#include "vc_cuda.h"
+
+/* Formats a 16-byte UUID as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (out: 48 bytes). */
+void vc_format_uuid(const unsigned char bytes[16], char out[48]);
+
+/* The limit-file record of CUDA device `dev`, matched by UUID; -1 when the device is not in the
+ * file or the library is not initialised (callers then refuse: fail closed). */
+int vc_device_index(CUdevice dev);
+
+/* The config record of the current context's device in *index (-1 as above). Returns the
+ * driver's error when there is no current context, so hooks can return it unchanged. */
+CUresult vc_current_index(int *index);
+
+/* Reserves `bytes` on record `index`; CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY. */
+CUresult vc_charge(int index, uint64_t bytes);
+void vc_uncharge(int index, uint64_t bytes);
+
+/* Live limit of record `index` capped at the physical size; 0 when unknown. */
+uint64_t vc_visible_total(int index, uint64_t physical_total);
+
+/* Container usage on record `index`. */
+uint64_t vc_container_used(int index);
+
+/* Charges the context overhead once per (process, device); CUDA_SUCCESS or OUT_OF_MEMORY. */
+CUresult vc_charge_context(CUdevice dev);
+
+#endif

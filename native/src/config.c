@@ -1,0 +1,264 @@
+/* Limit file reader. The file is mmapped read-only; every read goes through the seqlock:
+ * load seq (acquire), copy, fence, reload seq; retry while odd or changed. The CRC check after
+ * the copy catches writers that skip the seqlock. A snapshot is cached and only refreshed when
+ * seq moves, so the common case is one atomic load. */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void build_crc_table(void) {
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    crc_table[i] = c;
+  }
+}
+
+static uint32_t crc_update(uint32_t crc, const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++) crc = crc_table[(crc ^ p[i]) & 0xFFu] ^ (crc >> 8);
+  return crc;
+}
+
+uint32_t vc_config_checksum(const unsigned char *buf, size_t len) {
+  static const unsigned char zeros[8];
+  pthread_once(&crc_once, build_crc_table);
+  uint32_t crc = 0xFFFFFFFFu;
+  crc = crc_update(crc, buf, VC_CFG_OFF_SEQ);
+  crc = crc_update(crc, zeros, 8);
+  crc = crc_update(crc, buf + VC_CFG_OFF_SEQ + 8, VC_CFG_OFF_CRC32 - (VC_CFG_OFF_SEQ + 8));
+  crc = crc_update(crc, zeros, 4);
+  crc = crc_update(crc, buf + VC_CFG_OFF_CRC32 + 4, len - (VC_CFG_OFF_CRC32 + 4));
+  return crc ^ 0xFFFFFFFFu;
+}
+
+static uint32_t rd32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+
+static int copy_text(char *dst, size_t dstlen, const unsigned char *src, size_t srclen) {
+  size_t n = strnlen((const char *)src, srclen);
+  if (n >= dstlen || n == srclen) return -1; /* must be NUL terminated inside its field */
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+  return 0;
+}
+
+#define FAIL(...)                            \
+  do {                                       \
+    if (err) snprintf(err, errlen, __VA_ARGS__); \
+    return -EINVAL;                          \
+  } while (0)
+
+int vc_config_parse(const unsigned char *buf, size_t len, struct vc_config *out, char *err, size_t errlen) {
+  if (len < VC_CONFIG_HEADER_SIZE) FAIL("file is %zu bytes, shorter than the %u-byte header", len, VC_CONFIG_HEADER_SIZE);
+  if (memcmp(buf + VC_CFG_OFF_MAGIC, VC_CONFIG_MAGIC, 8) != 0) FAIL("bad magic (expected \"VCUDACFG\")");
+  uint32_t version = rd32(buf + VC_CFG_OFF_VERSION);
+  if (version != VC_CONFIG_VERSION) FAIL("unsupported version %u (this library reads %u)", version, VC_CONFIG_VERSION);
+  if (rd32(buf + VC_CFG_OFF_HEADER_SIZE) != VC_CONFIG_HEADER_SIZE) FAIL("header size must be 512");
+  if (rd32(buf + VC_CFG_OFF_RECORD_SIZE) != VC_CONFIG_RECORD_SIZE) FAIL("device record size must be 128");
+  uint32_t count = rd32(buf + VC_CFG_OFF_DEVICE_COUNT);
+  if (count > VC_CONFIG_MAX_DEVICES) FAIL("device count %u exceeds %u", count, VC_CONFIG_MAX_DEVICES);
+  size_t want = VC_CONFIG_HEADER_SIZE + (size_t)count * VC_CONFIG_RECORD_SIZE;
+  if (len != want) FAIL("file is %zu bytes, expected %zu for %u devices", len, want, count);
+  uint64_t seq = rd64(buf + VC_CFG_OFF_SEQ);
+  if (seq & 1u) FAIL("a write is in progress (odd seq %llu)", (unsigned long long)seq);
+  uint32_t stored = rd32(buf + VC_CFG_OFF_CRC32);
+  uint32_t actual = vc_config_checksum(buf, len);
+  if (stored != actual) FAIL("checksum mismatch (stored %08x, computed %08x)", stored, actual);
+  struct vc_config c;
+  memset(&c, 0, sizeof c);
+  c.seq = seq;
+  c.written_at_ms = rd64(buf + VC_CFG_OFF_WRITTEN_AT_MS);
+  c.device_count = count;
+  if (copy_text(c.pod_uid, sizeof c.pod_uid, buf + VC_CFG_OFF_POD_UID, 64)) FAIL("pod UID is not NUL terminated");
+  if (copy_text(c.container, sizeof c.container, buf + VC_CFG_OFF_CONTAINER, 64))
+    FAIL("container name is not NUL terminated");
+  if (copy_text(c.region_path, sizeof c.region_path, buf + VC_CFG_OFF_REGION_PATH, 256))
+    FAIL("region path is not NUL terminated");
+  if (c.region_path[0] == '\0') FAIL("region path is empty");
+  for (uint32_t i = 0; i < count; i++) {
+    const unsigned char *r = buf + VC_CONFIG_HEADER_SIZE + (size_t)i * VC_CONFIG_RECORD_SIZE;
+    struct vc_device_limit *d = &c.devices[i];
+    if (copy_text(d->uuid, sizeof d->uuid, r + VC_CFG_REC_UUID, 48) || d->uuid[0] == '\0')
+      FAIL("device %u: uuid is empty or not NUL terminated", i);
+    d->host_index = rd32(r + VC_CFG_REC_HOST_INDEX);
+    d->mode = rd32(r + VC_CFG_REC_MODE);
+    d->memory_limit_bytes = rd64(r + VC_CFG_REC_MEMORY_LIMIT);
+    d->core_request = rd32(r + VC_CFG_REC_CORE_REQUEST);
+    d->core_limit = rd32(r + VC_CFG_REC_CORE_LIMIT);
+    if (d->mode > VC_MODE_SOFT) FAIL("device %u: mode %u is neither 0 (hard) nor 1 (soft)", i, d->mode);
+    if (d->memory_limit_bytes == 0) FAIL("device %u: memory limit must be > 0", i);
+    if (d->core_request < 1 || d->core_request > 100) FAIL("device %u: core request %u outside 1..100", i, d->core_request);
+    if (d->core_limit < d->core_request || d->core_limit > 100)
+      FAIL("device %u: core limit %u outside request..100", i, d->core_limit);
+  }
+  *out = c;
+  return 0;
+}
+
+static struct {
+  pthread_mutex_t lock;
+  const unsigned char *map;
+  size_t len;
+  char path[512];
+  struct vc_config snap;
+  int snap_ok;
+  int corrupt_logged;
+} cfg = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static _Atomic uint64_t *seq_word(void) { return (_Atomic uint64_t *)(uintptr_t)(cfg.map + VC_CFG_OFF_SEQ); }
+
+/* Seqlock read of the mapped image into `copy`; 0, -EAGAIN when the writer kept it busy. */
+static int read_stable(unsigned char *copy, char *err, size_t errlen, struct vc_config *out) {
+  int last = -EAGAIN;
+  for (int attempt = 0; attempt < 1000; attempt++) {
+    uint64_t s1 = atomic_load_explicit(seq_word(), memory_order_acquire);
+    if (s1 & 1u) {
+      sched_yield();
+      continue;
+    }
+    memcpy(copy, cfg.map, cfg.len);
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t s2 = atomic_load_explicit(seq_word(), memory_order_relaxed);
+    if (s1 != s2) continue;
+    last = vc_config_parse(copy, cfg.len, out, err, errlen);
+    if (last == 0) return 0;
+    /* A writer that does not bump seq may have been caught mid-write: retry a few times. */
+    if (attempt > 20) return last;
+    sched_yield();
+  }
+  if (last == -EAGAIN && err) snprintf(err, errlen, "the writer kept seq odd for too long");
+  return last;
+}
+
+int vc_config_open(const char *path, char *err, size_t errlen) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    snprintf(err, errlen, "open %s: %s", path, strerror(e));
+    return -e;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    snprintf(err, errlen, "fstat %s: %s", path, strerror(e));
+    return -e;
+  }
+  size_t len = (size_t)st.st_size;
+  size_t max = VC_CONFIG_HEADER_SIZE + VC_CONFIG_MAX_DEVICES * VC_CONFIG_RECORD_SIZE;
+  if (len < VC_CONFIG_HEADER_SIZE || len > max) {
+    close(fd);
+    snprintf(err, errlen, "%s: file is %zu bytes, expected %u..%zu", path, len, VC_CONFIG_HEADER_SIZE, max);
+    return -EINVAL;
+  }
+  void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+  int e = errno;
+  close(fd);
+  if (map == MAP_FAILED) {
+    snprintf(err, errlen, "mmap %s: %s", path, strerror(e));
+    return -e;
+  }
+  unsigned char copy[VC_CONFIG_HEADER_SIZE + VC_CONFIG_MAX_DEVICES * VC_CONFIG_RECORD_SIZE];
+  struct vc_config snap;
+  pthread_mutex_lock(&cfg.lock);
+  if (cfg.map) munmap((void *)(uintptr_t)cfg.map, cfg.len);
+  cfg.map = map;
+  cfg.len = len;
+  snprintf(cfg.path, sizeof cfg.path, "%s", path);
+  char why[200] = "";
+  int rc = read_stable(copy, why, sizeof why, &snap);
+  if (rc == 0) {
+    cfg.snap = snap;
+    cfg.snap_ok = 1;
+  } else {
+    cfg.snap_ok = 0;
+    snprintf(err, errlen, "%s: %s", path, why);
+  }
+  pthread_mutex_unlock(&cfg.lock);
+  return rc;
+}
+
+/* Caller holds cfg.lock. */
+static int refresh_locked(void) {
+  if (!cfg.map) return -ENOENT;
+  uint64_t seq = atomic_load_explicit(seq_word(), memory_order_acquire);
+  if (cfg.snap_ok && seq == cfg.snap.seq) return 0;
+  unsigned char copy[VC_CONFIG_HEADER_SIZE + VC_CONFIG_MAX_DEVICES * VC_CONFIG_RECORD_SIZE];
+  struct vc_config snap;
+  char why[200] = "";
+  int rc = read_stable(copy, why, sizeof why, &snap);
+  if (rc == 0) {
+    if (cfg.snap_ok && snap.device_count != cfg.snap.device_count)
+      vc_log(VC_LOG_WARN, "%s: device count changed %u -> %u while running", cfg.path, cfg.snap.device_count,
+             snap.device_count);
+    cfg.snap = snap;
+    cfg.snap_ok = 1;
+    cfg.corrupt_logged = 0;
+    return 0;
+  }
+  cfg.snap_ok = 0;
+  if (!cfg.corrupt_logged) {
+    cfg.corrupt_logged = 1;
+    vc_log(VC_LOG_ERROR, "%s: %s; refusing device memory until the file is valid again", cfg.path, why);
+  }
+  return rc;
+}
+
+int vc_config_snapshot(struct vc_config *out) {
+  pthread_mutex_lock(&cfg.lock);
+  int rc = refresh_locked();
+  if (rc == 0) *out = cfg.snap;
+  pthread_mutex_unlock(&cfg.lock);
+  return rc;
+}
+
+uint64_t vc_config_memory_limit(int index) {
+  uint64_t limit = 0;
+  pthread_mutex_lock(&cfg.lock);
+  if (refresh_locked() == 0 && index >= 0 && (uint32_t)index < cfg.snap.device_count)
+    limit = cfg.snap.devices[index].memory_limit_bytes;
+  pthread_mutex_unlock(&cfg.lock);
+  return limit;
+}
+
+int vc_config_find_uuid(const char *uuid) {
+  int found = -1;
+  pthread_mutex_lock(&cfg.lock);
+  if (refresh_locked() == 0) {
+    for (uint32_t i = 0; i < cfg.snap.device_count; i++) {
+      if (strcasecmp(cfg.snap.devices[i].uuid, uuid) == 0) {
+        found = (int)i;
+        break;
+      }
+    }
+  }
+  pthread_mutex_unlock(&cfg.lock);
+  return found;
+}
+
+void vc_config_close(void) {
+  pthread_mutex_lock(&cfg.lock);
+  if (cfg.map) munmap((void *)(uintptr_t)cfg.map, cfg.len);
+  cfg.map = NULL;
+  cfg.snap_ok = 0;
+  pthread_mutex_unlock(&cfg.lock);
+}

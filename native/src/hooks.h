@@ -1,0 +1,30 @@
+/* Shared by the hook files: export marker, the hook table lookups, and exports that are not in
+ * vc_cuda.h because their legacy signatures differ from what <cuda.h> declares today. */
+#ifndef VCUDA_HOOKS_H
+#define VCUDA_HOOKS_H
+
+#include <stdint.h>
+
+#include "vc_cuda.h"
+
+#define VC_EXPORT __attribute__((visibility("default")))
+
+/* Legacy (pre-3.2) array exports, 32-bit descriptors; charged at the size the driver reports. */
+CUresult cuArrayCreate(CUarray *pHandle, const void *pAllocateArray);
+CUresult cuArray3DCreate(CUarray *pHandle, const void *pAllocateArray);
+
+/* The hook that replaces `real_fn`, which the driver resolved for (base, version, flags), or
+ * NULL when libvcuda does not intercept it (memory, views, contexts, cuGetProcAddress itself). */
+void *vc_hook_for_proc(const char *base, int cuda_version, uint64_t flags, void *real_fn);
+
+/* The hook exported under `export_name` (cu* or nvml*), or NULL. */
+void *vc_hook_for_export(const char *export_name);
+
+/* NVML side of vc_hook_for_export (hooks_nvml.c). */
+void *vc_nvml_hook_for_export(const char *export_name);
+
+/* Everything a driver lookup returns goes through here: memory/view hooks first, then the
+ * compute limiter's launch hooks, else the driver's own pointer. */
+void *vc_wrap_resolved(const char *base, int cuda_version, uint64_t flags, void *real_fn);
+
+#endif

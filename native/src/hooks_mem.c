@@ -1,0 +1,128 @@
+/* Linear device memory: every path reserves against the container budget BEFORE the driver
+ * allocates (over the limit the driver is never asked, so nothing stays allocated), records the
+ * pointer, and gives the bytes back on free. Pitch allocations are charged after the driver
+ * chose the pitch and freed again when they do not fit. */
+#include "alloc_table.h"
+#include "charge.h"
+#include "hooks.h"
+#include "real.h"
+
+/* Reserve -> allocate -> record; undoes the reservation when the driver fails. */
+static CUresult charge_then(int index, uint64_t bytes, CUresult driver_rc, CUdeviceptr ptr, CUresult (*undo)(CUdeviceptr)) {
+  if (driver_rc != CUDA_SUCCESS) {
+    vc_uncharge(index, bytes);
+    return driver_rc;
+  }
+  if (vc_alloc_put(VC_ALLOC_LINEAR, ptr, index, bytes) != 0) {
+    if (undo) undo(ptr);
+    vc_uncharge(index, bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult free_v2(CUdeviceptr p) {
+  __typeof__(&cuMemFree_v2) real = VC_REAL_CUDA(cuMemFree_v2);
+  return real ? real(p) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+/* Index of the current device, or the driver's error when there is no usable context. */
+#define CURRENT_INDEX_OR_RETURN(index)      \
+  int index;                                \
+  do {                                      \
+    CUresult rc_ = vc_current_index(&index); \
+    if (rc_ != CUDA_SUCCESS) return rc_;    \
+  } while (0)
+
+VC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+  __typeof__(&cuMemAlloc_v2) real = VC_REAL_CUDA(cuMemAlloc_v2);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!dptr || bytesize == 0) return real(dptr, bytesize);
+  CURRENT_INDEX_OR_RETURN(index);
+  if (vc_charge(index, bytesize) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = real(dptr, bytesize);
+  return charge_then(index, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0, free_v2);
+}
+
+VC_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
+  __typeof__(&cuMemAlloc) real = VC_REAL_CUDA(cuMemAlloc);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!dptr || bytesize == 0) return real(dptr, bytesize);
+  CURRENT_INDEX_OR_RETURN(index);
+  if (vc_charge(index, bytesize) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = real(dptr, bytesize);
+  return charge_then(index, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0, free_v2);
+}
+
+VC_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+  __typeof__(&cuMemAllocManaged) real = VC_REAL_CUDA(cuMemAllocManaged);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!dptr || bytesize == 0) return real(dptr, bytesize, flags);
+  CURRENT_INDEX_OR_RETURN(index);
+  /* Managed memory may migrate to the host, but it can all be resident on the device: count it. */
+  if (vc_charge(index, bytesize) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = real(dptr, bytesize, flags);
+  return charge_then(index, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0, free_v2);
+}
+
+/* A pitched allocation was charged at its unpadded estimate before the driver ran: charge the
+ * driver's padding on top, or undo everything (the allocation included) when it does not fit. */
+static CUresult settle_pitched(int index, uint64_t estimate, CUresult rc, CUdeviceptr ptr, uint64_t bytes) {
+  if (rc != CUDA_SUCCESS || !estimate) {
+    vc_uncharge(index, estimate);
+    return rc;
+  }
+  if (bytes > estimate && vc_charge(index, bytes - estimate) != CUDA_SUCCESS) {
+    free_v2(ptr);
+    vc_uncharge(index, estimate);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return charge_then(index, bytes, CUDA_SUCCESS, ptr, free_v2);
+}
+
+VC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                      unsigned int ElementSizeBytes) {
+  __typeof__(&cuMemAllocPitch_v2) real = VC_REAL_CUDA(cuMemAllocPitch_v2);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  CURRENT_INDEX_OR_RETURN(index);
+  /* Reserve the unpadded size first so an obviously-too-large request never reaches the driver. */
+  uint64_t estimate = (uint64_t)WidthInBytes * Height;
+  if (estimate && vc_charge(index, estimate) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  if (rc != CUDA_SUCCESS) return settle_pitched(index, estimate, rc, 0, 0);
+  return settle_pitched(index, estimate, rc, *dptr, (uint64_t)*pPitch * Height);
+}
+
+VC_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                                   unsigned int Height, unsigned int ElementSizeBytes) {
+  __typeof__(&cuMemAllocPitch) real = VC_REAL_CUDA(cuMemAllocPitch);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  CURRENT_INDEX_OR_RETURN(index);
+  uint64_t estimate = (uint64_t)WidthInBytes * Height;
+  if (estimate && vc_charge(index, estimate) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  if (rc != CUDA_SUCCESS) return settle_pitched(index, estimate, rc, 0, 0);
+  return settle_pitched(index, estimate, rc, *dptr, (uint64_t)*pPitch * Height);
+}
+
+static CUresult free_with(CUdeviceptr ptr, CUresult (*real)(CUdeviceptr)) {
+  struct vc_alloc a;
+  int known = vc_alloc_take(VC_ALLOC_LINEAR, ptr, &a) == 0;
+  CUresult rc = real(ptr);
+  if (!known) return rc;
+  if (rc == CUDA_SUCCESS) vc_uncharge(a.device, a.bytes);
+  else vc_alloc_put(VC_ALLOC_LINEAR, ptr, a.device, a.bytes); /* still allocated */
+  return rc;
+}
+
+VC_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  __typeof__(&cuMemFree_v2) real = VC_REAL_CUDA(cuMemFree_v2);
+  return real ? free_with(dptr, real) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static CUresult free_v1_adapter(CUdeviceptr p) {
+  __typeof__(&cuMemFree) real = VC_REAL_CUDA(cuMemFree);
+  return real ? real((CUdeviceptr_v1)p) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+VC_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) { return free_with(dptr, free_v1_adapter); }

@@ -1,0 +1,193 @@
+/* Stream-ordered allocation (cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemFreeAsync). A memory
+ * pool keeps freed memory reserved on the device up to its release threshold (PyTorch's
+ * cudaMallocAsync backend sets it to "never release"), so counting live allocations alone would
+ * let a container hold more than its limit. Each pool is therefore charged
+ *     max(the pool's reserved memory as the driver reports it, its live allocations)
+ * re-read after every allocation, free and trim of that pool. An allocation first reserves its
+ * size (over the limit: refused before the driver is asked) and is undone when the pool then
+ * needs more than the budget allows. Memory the driver gives back at a synchronization point is
+ * uncharged at the pool's next operation: the count errs on the side of the limit. */
+#include <pthread.h>
+#include <stdint.h>
+
+#include "alloc_table.h"
+#include "charge.h"
+#include "hooks.h"
+#include "log.h"
+#include "real.h"
+#include "region.h"
+
+#define MAX_POOLS 256
+
+struct pool_charge {
+  CUmemoryPool pool;
+  int index;        /* config record */
+  uint64_t charged; /* what the region holds for this pool */
+  uint64_t live;    /* bytes of allocations not yet freed */
+};
+
+static struct pool_charge pools[MAX_POOLS];
+static int pool_count;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Caller holds lock. NULL when `create` is 0 and the pool is unknown, or the table is full. */
+static struct pool_charge *pool_entry(CUmemoryPool pool, int index, int create) {
+  for (int i = 0; i < pool_count; i++)
+    if (pools[i].pool == pool) return &pools[i];
+  if (!create) return NULL;
+  for (int i = 0; i < pool_count; i++) {
+    if (pools[i].charged == 0 && pools[i].live == 0) { /* reuse an idle entry */
+      pools[i] = (struct pool_charge){.pool = pool, .index = index};
+      return &pools[i];
+    }
+  }
+  if (pool_count == MAX_POOLS) {
+    static int once;
+    VC_LOG_ONCE(once, VC_LOG_ERROR, "more than %d memory pools in use; refusing stream-ordered allocations", MAX_POOLS);
+    return NULL;
+  }
+  pools[pool_count] = (struct pool_charge){.pool = pool, .index = index};
+  return &pools[pool_count++];
+}
+
+static uint64_t pool_reserved(CUmemoryPool pool, uint64_t fallback) {
+  __typeof__(&cuMemPoolGetAttribute) get = VC_REAL_CUDA(cuMemPoolGetAttribute);
+  uint64_t reserved = 0;
+  if (!get || get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS) return fallback;
+  return reserved;
+}
+
+/* Brings the pool's charge to max(reserved, live). Growth during an allocation may be refused;
+ * growth seen after a free or trim cannot be, and is recorded even past the limit so the views
+ * stay true. Caller holds lock. */
+static CUresult settle(struct pool_charge *p, int may_refuse) {
+  uint64_t reserved = pool_reserved(p->pool, p->live);
+  uint64_t target = reserved > p->live ? reserved : p->live;
+  if (target > p->charged) {
+    uint64_t more = target - p->charged;
+    int rc = may_refuse ? (vc_charge(p->index, more) == CUDA_SUCCESS ? 0 : -1)
+                        : vc_region_reserve(p->index, more, UINT64_MAX);
+    if (rc != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  } else if (target < p->charged) {
+    vc_uncharge(p->index, p->charged - target);
+  }
+  p->charged = target;
+  return CUDA_SUCCESS;
+}
+
+/* The pool cuMemAllocAsync would use: the current device's current pool. */
+static CUresult device_pool(CUmemoryPool *pool, int *index) {
+  __typeof__(&cuCtxGetDevice) get_dev = VC_REAL_CUDA(cuCtxGetDevice);
+  __typeof__(&cuDeviceGetMemPool) get_pool = VC_REAL_CUDA(cuDeviceGetMemPool);
+  CUdevice dev;
+  if (!get_dev || !get_pool) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = get_dev(&dev);
+  if (rc == CUDA_SUCCESS) rc = get_pool(pool, dev);
+  if (rc == CUDA_SUCCESS) *index = vc_device_index(dev);
+  return rc;
+}
+
+typedef CUresult (*alloc_async_fn)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult (*alloc_pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+
+/* Exactly one of `real` (device's current pool) and `pool_real` (explicit `pool`) is used. */
+static CUresult alloc_in_pool(alloc_async_fn real, alloc_pool_fn pool_real, CUdeviceptr *dptr, size_t bytes,
+                              CUmemoryPool pool, CUstream stream) {
+  if (!real && !pool_real) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!dptr || bytes == 0 || (!real && !pool))
+    return real ? real(dptr, bytes, stream) : pool_real(dptr, bytes, pool, stream);
+  int index = -1;
+  /* An explicit pool is charged to the current device: where the caller works, and in practice
+   * where its pools live. */
+  CUresult rc = real ? device_pool(&pool, &index) : vc_current_index(&index);
+  if (rc != CUDA_SUCCESS) return rc;
+  pthread_mutex_lock(&lock);
+  struct pool_charge *p = pool_entry(pool, index, 1);
+  /* Memory the pool already holds (charged, not in use) serves the request first. */
+  uint64_t cached = p && p->charged > p->live ? p->charged - p->live : 0;
+  uint64_t extra = bytes > cached ? bytes - cached : 0;
+  if (!p || (extra && vc_charge(index, extra) != CUDA_SUCCESS)) {
+    pthread_mutex_unlock(&lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  rc = real ? real(dptr, bytes, stream) : pool_real(dptr, bytes, pool, stream);
+  if (rc != CUDA_SUCCESS) {
+    vc_uncharge(index, extra);
+    pthread_mutex_unlock(&lock);
+    return rc;
+  }
+  p->charged += extra;
+  p->live += bytes;
+  if (settle(p, 1) != CUDA_SUCCESS ||
+      vc_alloc_put_handle(VC_ALLOC_POOL, *dptr, index, bytes, (uint64_t)(uintptr_t)pool) != 0) {
+    __typeof__(&cuMemFreeAsync) free_async = VC_REAL_CUDA(cuMemFreeAsync);
+    if (free_async) free_async(*dptr, stream);
+    p->live -= bytes;
+    settle(p, 0);
+    pthread_mutex_unlock(&lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  pthread_mutex_unlock(&lock);
+  return CUDA_SUCCESS;
+}
+
+VC_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+  return alloc_in_pool(VC_REAL_CUDA(cuMemAllocAsync), NULL, dptr, bytesize, NULL, hStream);
+}
+
+VC_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+  return alloc_in_pool(VC_REAL_CUDA(cuMemAllocAsync_ptsz), NULL, dptr, bytesize, NULL, hStream);
+}
+
+VC_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
+  return alloc_in_pool(NULL, VC_REAL_CUDA(cuMemAllocFromPoolAsync), dptr, bytesize, pool, hStream);
+}
+
+VC_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                                CUstream hStream) {
+  return alloc_in_pool(NULL, VC_REAL_CUDA(cuMemAllocFromPoolAsync_ptsz), dptr, bytesize, pool, hStream);
+}
+
+/* cuMemFreeAsync also frees cuMemAlloc pointers (in stream order); those are linear entries. */
+static CUresult free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdeviceptr dptr, CUstream stream) {
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  struct vc_alloc a;
+  pthread_mutex_lock(&lock);
+  if (vc_alloc_take(VC_ALLOC_POOL, dptr, &a) == 0) {
+    CUresult rc = real(dptr, stream);
+    struct pool_charge *p = pool_entry((CUmemoryPool)(uintptr_t)a.handle, a.device, 0);
+    if (rc != CUDA_SUCCESS) {
+      vc_alloc_put_handle(VC_ALLOC_POOL, dptr, a.device, a.bytes, a.handle);
+    } else if (p) {
+      p->live = p->live > a.bytes ? p->live - a.bytes : 0;
+      settle(p, 0);
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+  }
+  pthread_mutex_unlock(&lock);
+  int known = vc_alloc_take(VC_ALLOC_LINEAR, dptr, &a) == 0;
+  CUresult rc = real(dptr, stream);
+  if (known && rc == CUDA_SUCCESS) vc_uncharge(a.device, a.bytes);
+  else if (known) vc_alloc_put(VC_ALLOC_LINEAR, dptr, a.device, a.bytes);
+  return rc;
+}
+
+VC_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  return free_async(VC_REAL_CUDA(cuMemFreeAsync), dptr, hStream);
+}
+
+VC_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+  return free_async(VC_REAL_CUDA(cuMemFreeAsync_ptsz), dptr, hStream);
+}
+
+VC_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+  __typeof__(&cuMemPoolTrimTo) real = VC_REAL_CUDA(cuMemPoolTrimTo);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  pthread_mutex_lock(&lock);
+  CUresult rc = real(pool, minBytesToKeep);
+  struct pool_charge *p = rc == CUDA_SUCCESS ? pool_entry(pool, -1, 0) : NULL;
+  if (p) settle(p, 0);
+  pthread_mutex_unlock(&lock);
+  return rc;
+}

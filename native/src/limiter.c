@@ -1,0 +1,349 @@
+/* Compute limiter: bucket refill, tickets, and the controller that steers the refill rate and
+ * the per-launch cost estimate from the node agent's measurements. The control law and the
+ * reasons for each constant are in native/COMPUTE.md. */
+#include "limiter.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#ifdef VC_LIMITER_TRACE
+#include <stdio.h>
+#endif
+
+#define NS_PER_MS 1000000ull
+
+/* Controller gains (dimensionless; see COMPUTE.md). */
+#define COST_GAIN 0.5            /* fraction of the log cost error corrected per estimate */
+#define COST_SNAP 2.0            /* an error beyond 2x is corrected at once when it persists (new kernels) */
+#define COST_STEP_MAX 64.0       /* one estimate moves the cost by at most 64x either way */
+#define TRIM_GAIN 0.25           /* integral trim: fraction of the share error added per estimate */
+#define TRIM_UP_MAX_BP 300       /* the trim may lift the rate at most 3 points above the target */
+#define MIN_WINDOW_LAUNCHES 4    /* an estimate needs at least this many launches' worth of charge */
+#define MIN_WINDOW_NS 200000ull  /* ... and at least 200 µs of charged GPU time */
+#define MIN_RATE_BP 10u
+#define CONTENDED_WINDOW_MS 500u /* estimation window while neighbours keep the card busy */
+
+static uint32_t clamp_u32(int64_t v, uint32_t lo, uint32_t hi) {
+  if (v < (int64_t)lo) return lo;
+  if (v > (int64_t)hi) return hi;
+  return (uint32_t)v;
+}
+
+static uint64_t current_cost_ns(const vc_limiter_state *s) {
+  uint64_t q8 = atomic_load_explicit(&s->cost_q8, memory_order_relaxed);
+  return q8 ? (q8 >> 8) + 1 : VC_LIMITER_DEFAULT_COST_NS;
+}
+
+/* Adds the tokens earned between the last refill and `now_ns`. One process claims each interval
+ * with a CAS on refill_at_ns, so concurrent refills never add the same time twice. */
+static void refill(vc_limiter_state *s, uint64_t now_ns) {
+  uint64_t prev = atomic_load_explicit(&s->refill_at_ns, memory_order_relaxed);
+  if (prev >= now_ns) return;
+  /* acq_rel: the winner's token update must not be reordered before its claim. */
+  if (!atomic_compare_exchange_strong_explicit(&s->refill_at_ns, &prev, now_ns, memory_order_acq_rel,
+                                               memory_order_relaxed)) {
+    return; /* another launcher refilled this interval */
+  }
+  uint64_t rate = atomic_load_explicit(&s->rate_bp, memory_order_relaxed);
+  if (rate < MIN_RATE_BP) rate = MIN_RATE_BP;
+  uint64_t dt = now_ns - prev;
+  /* First refill ever, or after a long idle: start from a full bucket, never more. */
+  if (prev == 0 || dt > VC_LIMITER_BURST_NS) dt = VC_LIMITER_BURST_NS;
+  int64_t add = (int64_t)(dt * rate / VC_LIMITER_FULL_BP);
+  int64_t cap = (int64_t)((uint64_t)VC_LIMITER_BURST_NS * rate / VC_LIMITER_FULL_BP);
+  int64_t old = atomic_load_explicit(&s->tokens_ns, memory_order_relaxed);
+  int64_t next;
+  do {
+    if (old >= cap) return;
+    next = old + add > cap ? cap : old + add;
+  } while (!atomic_compare_exchange_weak_explicit(&s->tokens_ns, &old, next, memory_order_relaxed,
+                                                  memory_order_relaxed));
+  /* release: a waiter that sees the new refilled total also sees the tokens it stands for. */
+  atomic_fetch_add_explicit(&s->refilled_ns, (uint64_t)(next - old), memory_order_release);
+}
+
+uint64_t vc_limiter_wait_ns(vc_limiter_state *s, int64_t ticket, uint64_t *ticket_base, uint64_t now_ns) {
+  if (ticket >= 0) return 0;
+  /* The ticket's place: refills counted from the first call cover its debt. Stored +1 so that 0
+   * means "not yet taken". */
+  if (*ticket_base == 0) *ticket_base = atomic_load_explicit(&s->refilled_ns, memory_order_acquire) + 1;
+  refill(s, now_ns);
+  uint64_t covered = atomic_load_explicit(&s->refilled_ns, memory_order_acquire) - (*ticket_base - 1);
+  uint64_t need = (uint64_t)(-ticket);
+  if (covered >= need) return 0;
+  uint64_t rate = atomic_load_explicit(&s->rate_bp, memory_order_relaxed);
+  if (rate < MIN_RATE_BP) rate = MIN_RATE_BP;
+  uint64_t sleep_ns = (need - covered) * VC_LIMITER_FULL_BP / rate;
+  if (sleep_ns > VC_LIMITER_MAX_SLEEP_NS) sleep_ns = VC_LIMITER_MAX_SLEEP_NS;
+  if (sleep_ns < 1000) sleep_ns = 1000;
+  return sleep_ns;
+}
+
+uint64_t vc_limiter_inflight_cap_ns(const vc_limiter_state *s) {
+  uint64_t rate = atomic_load_explicit(&s->rate_bp, memory_order_relaxed);
+  if (rate < MIN_RATE_BP) rate = MIN_RATE_BP;
+  if (rate > VC_LIMITER_FULL_BP) rate = VC_LIMITER_FULL_BP;
+  uint64_t cap = (uint64_t)VC_LIMITER_INFLIGHT_NS * rate / VC_LIMITER_FULL_BP;
+  uint64_t two = 2 * current_cost_ns(s);
+  return cap > two ? cap : two;
+}
+
+void vc_limiter_note_wait(vc_limiter_state *s, uint64_t waited_ns) {
+  atomic_fetch_add_explicit(&s->waited_ns, waited_ns, memory_order_relaxed);
+}
+
+/* Whether other tenants keep the card busy: less idle time than the soft headroom, and at least
+ * that much of the busy time is not ours. Then a shortfall is contention, not a slow bucket. */
+static int is_contended(const vc_limiter_sample *last) {
+  uint32_t busy = last->card_busy_bp > VC_LIMITER_FULL_BP ? VC_LIMITER_FULL_BP : last->card_busy_bp;
+  uint32_t others = busy > last->measured_bp ? busy - last->measured_bp : 0;
+  return VC_LIMITER_FULL_BP - busy < VC_LIMITER_SOFT_HEADROOM_BP && others >= VC_LIMITER_SOFT_HEADROOM_BP;
+}
+
+uint32_t vc_limiter_target_bp(const vc_limiter_limits *lim, const vc_limiter_sample *last) {
+  uint32_t limit = lim->limit_bp > VC_LIMITER_FULL_BP ? VC_LIMITER_FULL_BP : lim->limit_bp;
+  uint32_t request = lim->request_bp > limit ? limit : lim->request_bp;
+  /* Hard on a contended card: leave a point idle so a shared queue's backlog can drain; with
+   * every tenant at exactly its limit the backlog would wander and move shares with it. */
+  if (!lim->is_soft) return last && last->seq != 0 && is_contended(last) && limit > 200 ? limit - 100 : limit;
+  /* Soft without a measurement yet: hold the guarantee, burst once the card is known idle. */
+  if (last == NULL || last->seq == 0) return request;
+  uint32_t busy = last->card_busy_bp > VC_LIMITER_FULL_BP ? VC_LIMITER_FULL_BP : last->card_busy_bp;
+  int64_t mine = last->measured_bp;
+  /* Saturated with neighbours: yield fast (2 headrooms per sample) down to the request, because a
+   * neighbour squeezed by our queue looks like a neighbour that wants less. */
+  if (is_contended(last)) return clamp_u32(mine - 2 * (int64_t)VC_LIMITER_SOFT_HEADROOM_BP, request, limit);
+  /* Idle time: grow into half of what exceeds the headroom per sample (no overshoot into a
+   * neighbour's rising demand). */
+  int64_t idle = (int64_t)VC_LIMITER_FULL_BP - busy;
+  int64_t grow = idle > VC_LIMITER_SOFT_HEADROOM_BP ? (idle - VC_LIMITER_SOFT_HEADROOM_BP) / 2 : 0;
+  return clamp_u32(mine + grow, request, limit);
+}
+
+static uint64_t limits_key_of(const vc_limiter_limits *lim) {
+  return (uint64_t)lim->request_bp | (uint64_t)lim->limit_bp << 16 | (uint64_t)(lim->is_soft ? 1 : 0) << 32 |
+         1ull << 40; /* never 0, so a zeroed state always counts as changed */
+}
+
+static void publish_rate(vc_limiter_state *s, uint32_t target) {
+  int64_t trim = atomic_load_explicit(&s->trim_bp, memory_order_relaxed);
+  atomic_store_explicit(&s->target_bp, target, memory_order_relaxed);
+  atomic_store_explicit(&s->rate_bp, clamp_u32((int64_t)target + trim, MIN_RATE_BP, VC_LIMITER_FULL_BP),
+                        memory_order_relaxed);
+}
+
+void vc_limiter_set_limits(vc_limiter_state *s, const vc_limiter_limits *lim, const vc_limiter_sample *last) {
+  uint64_t key = limits_key_of(lim);
+  /* A new limit invalidates the trim learned for the old one; the cost estimate stays valid. */
+  if (atomic_exchange_explicit(&s->limits_key, key, memory_order_relaxed) != key) {
+    atomic_store_explicit(&s->trim_bp, 0, memory_order_relaxed);
+  }
+  publish_rate(s, vc_limiter_target_bp(lim, last));
+}
+
+static uint64_t charged_total_ns(const vc_limiter_state *s) {
+  /* Everything ever charged = everything refilled minus what is left (tokens start at 0). */
+  uint64_t refilled = atomic_load_explicit(&s->refilled_ns, memory_order_acquire);
+  int64_t tokens = atomic_load_explicit(&s->tokens_ns, memory_order_relaxed);
+  return refilled - (uint64_t)tokens;
+}
+
+/* Starts a new estimation window at the current totals. */
+static void restart_window(vc_limiter_state *s, uint64_t charged, uint64_t waited, uint64_t now_ns) {
+  atomic_store_explicit(&s->window_start_ns, now_ns, memory_order_relaxed);
+  atomic_store_explicit(&s->seen_charged_ns, charged, memory_order_relaxed);
+  atomic_store_explicit(&s->seen_waited_ns, waited, memory_order_relaxed);
+  atomic_store_explicit(&s->acc_measured_ns, 0, memory_order_relaxed);
+  atomic_store_explicit(&s->acc_elapsed_ms, 0, memory_order_relaxed);
+}
+
+/* Closes an estimation window: corrects the per-launch cost by the measured/charged ratio
+ * (feed-forward) and, when the bucket was the bottleneck, integrates the share error (trim). */
+static void estimate(vc_limiter_state *s, uint32_t target, uint64_t measured_ns, uint64_t charged_ns,
+                     uint64_t elapsed_ms, uint64_t observed_ns, int was_throttled, int contended) {
+  /* Rates, not totals: GPU time per sampled ns against estimated time charged per observed ns. */
+  double ratio = ((double)measured_ns / ((double)elapsed_ms * (double)NS_PER_MS)) /
+                 ((double)charged_ns / (double)observed_ns);
+  int first = atomic_load_explicit(&s->cost_q8, memory_order_relaxed) == 0;
+  /* The first estimate replaces the default guess whole; later ones move it boundedly. */
+  double step_max = first ? 4096.0 : COST_STEP_MAX;
+  if (ratio < 1.0 / step_max) ratio = 1.0 / step_max;
+  if (ratio > step_max) ratio = step_max;
+  /* A window off by more than 2x is believed at once for the first estimate (anything beats the
+   * default guess) and when the next window agrees (the kernel mix really changed); a lone one
+   * is a pause of the process or of the sampler and is dropped, trim included. */
+  int direction = ratio > COST_SNAP ? 1 : ratio < 1.0 / COST_SNAP ? -1 : 0;
+  int32_t streak = atomic_load_explicit(&s->outlier_streak, memory_order_relaxed);
+  if (direction != 0 && !first && streak * direction <= 0) {
+    atomic_store_explicit(&s->outlier_streak, direction, memory_order_relaxed);
+    return;
+  }
+  atomic_store_explicit(&s->outlier_streak, 0, memory_order_relaxed);
+  double gain = direction != 0 ? 1.0 : COST_GAIN;
+  double cost = (double)current_cost_ns(s) * pow(ratio, gain);
+  if (cost < 100.0) cost = 100.0;
+  if (cost > 1e9) cost = 1e9;
+  atomic_store_explicit(&s->cost_q8, (uint64_t)(cost * 256.0), memory_order_relaxed);
+
+  int32_t trim = atomic_load_explicit(&s->trim_bp, memory_order_relaxed);
+  if (was_throttled) {
+    double achieved_bp = (double)measured_ns * 1e4 / ((double)elapsed_ms * (double)NS_PER_MS);
+    double step = TRIM_GAIN * ((double)target - achieved_bp);
+    /* Contended: a small shortfall is queueing behind neighbours, and pushing harder only builds
+     * a backlog that later overshoots the limit; only a shortfall beyond the headroom (a
+     * guarantee really missed) raises the trim, and slowly. */
+    if (contended && step > 0) {
+      step = (double)target - achieved_bp > VC_LIMITER_SOFT_HEADROOM_BP ? step / 4 : 0;
+    }
+    trim += (int32_t)step;
+    /* Asymmetric: down as far as a quarter of the target (a cost estimate that runs hot), up by
+     * at most 3 points, because a shortfall is more often time the process could not launch
+     * (CPU starvation, a pause) than a slow bucket, and a large lift overshoots the limit. */
+    int32_t up = (int32_t)(target / 20 < TRIM_UP_MAX_BP ? target / 20 : TRIM_UP_MAX_BP) + 50;
+    int32_t down = (int32_t)(target / 4 + 100);
+    if (trim > up) trim = up;
+    if (trim < -down) trim = -down;
+  } else {
+    trim /= 2; /* demand-limited: the error says nothing about the rate; let the trim fade */
+  }
+  atomic_store_explicit(&s->trim_bp, trim, memory_order_relaxed);
+#ifdef VC_LIMITER_TRACE
+  fprintf(stderr, "estimate: measured %llu charged %llu elapsed %llu throttled %d cost %.0f trim %d\n",
+          (unsigned long long)measured_ns, (unsigned long long)charged_ns, (unsigned long long)elapsed_ms,
+          was_throttled, cost, trim);
+#endif
+}
+
+void vc_limiter_observe(vc_limiter_state *s, const vc_limiter_sample *sample, const vc_limiter_limits *lim,
+                        uint64_t now_ns) {
+  if (sample->seq == 0 || (sample->seq & 1)) return;
+  uint64_t seen = atomic_load_explicit(&s->seen_seq, memory_order_acquire);
+  if (seen == sample->seq) return;
+  /* acq_rel: exactly one process folds each sample in, and it sees the previous one's stores. */
+  if (!atomic_compare_exchange_strong_explicit(&s->seen_seq, &seen, sample->seq, memory_order_acq_rel,
+                                               memory_order_acquire)) {
+    return;
+  }
+  atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
+  uint64_t charged = charged_total_ns(s);
+  uint64_t waited = atomic_load_explicit(&s->waited_ns, memory_order_relaxed);
+  uint64_t prev_time = atomic_exchange_explicit(&s->seen_time_ms, sample->time_ms, memory_order_relaxed);
+  uint64_t elapsed = sample->time_ms > prev_time ? sample->time_ms - prev_time : 0;
+  uint32_t period = sample->period_ms;
+  uint32_t target = vc_limiter_target_bp(lim, sample);
+  vc_limiter_set_limits(s, lim, sample);
+
+  /* Samples must tile time: a gap (missed samples, node-agent restart) or the first sample
+   * restarts the window instead of pairing charges with the wrong measurements. */
+  int contiguous = prev_time != 0 && period != 0 && elapsed * 2 >= period && elapsed * 2 <= 3ull * period;
+  if (!contiguous) {
+    restart_window(s, charged, waited, now_ns);
+    return;
+  }
+  uint64_t acc_measured = atomic_load_explicit(&s->acc_measured_ns, memory_order_relaxed) +
+                          (uint64_t)sample->measured_bp * elapsed * (NS_PER_MS / VC_LIMITER_FULL_BP);
+  uint64_t acc_elapsed = atomic_load_explicit(&s->acc_elapsed_ms, memory_order_relaxed) + elapsed;
+  uint64_t window_charged = charged - atomic_load_explicit(&s->seen_charged_ns, memory_order_relaxed);
+  uint64_t min_charge = MIN_WINDOW_LAUNCHES * current_cost_ns(s);
+  if (min_charge < MIN_WINDOW_NS) min_charge = MIN_WINDOW_NS;
+  /* Contended, our kernels queue behind the neighbours' and drain later: a short window pairs
+   * charges with the wrong executions. Half a second averages the backlog out. */
+  /* The very first estimate is taken at once: anything beats the default guess. */
+  int has_estimate = atomic_load_explicit(&s->cost_q8, memory_order_relaxed) != 0;
+  uint64_t min_elapsed_ms = is_contended(sample) && has_estimate ? CONTENDED_WINDOW_MS : 0;
+  if (window_charged < min_charge || acc_elapsed < min_elapsed_ms) {
+    /* Too few launches for a ratio worth trusting (big kernels, idle tenant), or a contended
+     * window still short: keep summing. */
+    atomic_store_explicit(&s->acc_measured_ns, acc_measured, memory_order_relaxed);
+    atomic_store_explicit(&s->acc_elapsed_ms, acc_elapsed, memory_order_relaxed);
+    if (acc_elapsed > 10000) restart_window(s, charged, waited, now_ns); /* idle for 10 s: forget */
+    return;
+  }
+  uint64_t window_waited = waited - atomic_load_explicit(&s->seen_waited_ns, memory_order_relaxed);
+  /* Throttled: launches were held for at least 1 % of the window. */
+  int was_throttled = window_waited * 100 >= acc_elapsed * NS_PER_MS;
+  uint64_t observed_ns = now_ns - atomic_load_explicit(&s->window_start_ns, memory_order_relaxed);
+  /* The charges were observed over about the time the samples cover, or the pairing is off
+   * (a stalled sampler, a stopped process): then start over rather than trust the ratio. */
+  int paired = observed_ns * 2 >= acc_elapsed * NS_PER_MS && observed_ns <= 2 * acc_elapsed * NS_PER_MS;
+  /* Nothing measured although the bucket held launches: kernels far cheaper than the estimate
+   * (NVML rounds a share under 1 % to 0). Treated as the largest step down, so the estimator
+   * cannot stay stuck at a guess that keeps the tenant near zero. */
+  if (acc_measured == 0 && was_throttled && paired) acc_measured = window_charged / (uint64_t)64 + 1;
+  if (acc_measured > 0 && paired) {
+    estimate(s, target, acc_measured, window_charged, acc_elapsed, observed_ns, was_throttled, is_contended(sample));
+  }
+  restart_window(s, charged, waited, now_ns);
+  publish_rate(s, target);
+}
+
+int vc_limiter_read_sample(const void *device_block, vc_limiter_sample *out) {
+  const unsigned char *b = device_block;
+  /* The node agent writes these fields with plain stores between two seq stores; reading them
+   * as relaxed atomics between acquire loads of seq is the classic seqlock reader. */
+  const _Atomic uint64_t *seq = (const _Atomic uint64_t *)(b + 64);
+  const _Atomic uint64_t *time_ms = (const _Atomic uint64_t *)(b + 72);
+  const _Atomic uint32_t *measured = (const _Atomic uint32_t *)(b + 80);
+  const _Atomic uint32_t *busy = (const _Atomic uint32_t *)(b + 84);
+  const _Atomic uint32_t *period = (const _Atomic uint32_t *)(b + 88);
+  for (int attempt = 0; attempt < 64; attempt++) {
+    uint64_t before = atomic_load_explicit(seq, memory_order_acquire);
+    if (before & 1) continue;
+    vc_limiter_sample v = {
+        .seq = before,
+        .time_ms = atomic_load_explicit(time_ms, memory_order_relaxed),
+        .measured_bp = atomic_load_explicit(measured, memory_order_relaxed),
+        .card_busy_bp = atomic_load_explicit(busy, memory_order_relaxed),
+        .period_ms = atomic_load_explicit(period, memory_order_relaxed),
+    };
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(seq, memory_order_relaxed) == before) {
+      *out = v;
+      return 0;
+    }
+  }
+  return -EAGAIN;
+}
+
+/* Limit-file offsets pinned by contract/limit-config.ts. */
+#define CFG_MAGIC "VCUDACFG"
+#define CFG_HEADER_SIZE 512u
+#define CFG_RECORD_SIZE 128u
+#define CFG_OFF_COUNT 16
+#define CFG_OFF_SEQ 24
+#define CFG_REC_MODE 52
+#define CFG_REC_REQUEST 64
+#define CFG_REC_LIMIT 68
+
+int vc_limiter_read_limits(const void *config, uint64_t length, unsigned index, vc_limiter_limits *out,
+                           uint64_t *seq) {
+  const unsigned char *b = config;
+  if (length < CFG_HEADER_SIZE) return -EINVAL;
+  for (int i = 0; i < 8; i++) {
+    if (b[i] != (unsigned char)CFG_MAGIC[i]) return -EINVAL;
+  }
+  const _Atomic uint64_t *seqp = (const _Atomic uint64_t *)(b + CFG_OFF_SEQ);
+  for (int attempt = 0; attempt < 64; attempt++) {
+    uint64_t before = atomic_load_explicit(seqp, memory_order_acquire);
+    if (before & 1) continue;
+    uint32_t count = atomic_load_explicit((const _Atomic uint32_t *)(b + CFG_OFF_COUNT), memory_order_relaxed);
+    if (index >= count || CFG_HEADER_SIZE + (uint64_t)(index + 1) * CFG_RECORD_SIZE > length) return -EINVAL;
+    const unsigned char *rec = b + CFG_HEADER_SIZE + (uint64_t)index * CFG_RECORD_SIZE;
+    uint32_t mode = atomic_load_explicit((const _Atomic uint32_t *)(rec + CFG_REC_MODE), memory_order_relaxed);
+    uint32_t request = atomic_load_explicit((const _Atomic uint32_t *)(rec + CFG_REC_REQUEST), memory_order_relaxed);
+    uint32_t limit = atomic_load_explicit((const _Atomic uint32_t *)(rec + CFG_REC_LIMIT), memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(seqp, memory_order_relaxed) != before) continue;
+    /* Out-of-range values cannot come from the node agent's writer; clamp rather than trust. */
+    if (limit < 1) limit = 1;
+    if (limit > 100) limit = 100;
+    if (request < 1) request = 1;
+    if (request > limit) request = limit;
+    out->request_bp = request * 100;
+    out->limit_bp = limit * 100;
+    out->is_soft = mode == 1;
+    *seq = before;
+    return 0;
+  }
+  return -EAGAIN;
+}

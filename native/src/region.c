@@ -1,0 +1,389 @@
+/* Shared accounting region. One robust process-shared mutex guards every change to the device
+ * counters and process slots: a reservation is check + two updates, and a process killed inside
+ * that critical section must not leave them inconsistent. With PTHREAD_MUTEX_ROBUST the next
+ * locker gets EOWNERDEAD and rebuilds the device counters from the slots. Uncontended, the lock
+ * is one atomic instruction (futex), and allocation is not the launch fast path.
+ *
+ * Dead processes: each slot records pid + start time. A slot whose pid is gone, a zombie, or now
+ * another process (start time differs) is freed and its bytes returned by whichever process of
+ * the container next reserves, queries usage, or fails a reservation, at most every 200 ms, so a
+ * process killed with -9 gives its memory back within a second of the next call. */
+#define _GNU_SOURCE
+#include "region.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "init.h"
+#include "log.h"
+#include "proc_stat.h"
+
+#define READY_MARK 0x59444552u /* "REDY" */
+#define RECLAIM_PERIOD_MS 200u
+
+struct region_header {
+  char magic[8];                   /* 0 */
+  uint32_t version;                /* 8 */
+  uint32_t header_size;            /* 12 */
+  uint32_t device_count;           /* 16 */
+  uint32_t device_block_size;      /* 20 */
+  uint32_t slot_capacity;          /* 24 */
+  uint32_t slot_size;              /* 28 */
+  _Atomic uint32_t slot_high_water; /* 32: slots [0, high water) have ever been used */
+  _Atomic uint32_t ready;          /* 36: READY_MARK once the lock is initialised */
+  _Atomic uint64_t last_reclaim_ms; /* 40 */
+  uint8_t reserved[16];            /* 48 */
+  pthread_mutex_t lock;            /* 64 */
+};
+_Static_assert(offsetof(struct region_header, lock) == 64, "lock at 64");
+_Static_assert(sizeof(struct region_header) <= 128, "header fields fit in 128 bytes");
+
+static struct {
+  unsigned char *map;
+  uint32_t device_count;
+  int own_slot;
+  pid_t own_pid;
+} rg = {.own_slot = -1};
+
+static struct region_header *hdr(void) { return (struct region_header *)rg.map; }
+
+/* getpid() is a system call on current glibc; the pid only changes across fork. */
+static pid_t cached_pid;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void forget_pid(void) { cached_pid = 0; }
+static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_pid); }
+static pid_t self_pid(void) {
+  if (!cached_pid) cached_pid = getpid();
+  return cached_pid;
+}
+
+static struct vc_device_block *block(uint32_t i) {
+  return (struct vc_device_block *)(rg.map + VC_REGION_HEADER_SIZE + VC_REGION_DEVICE_BLOCK_SIZE * i);
+}
+
+static struct vc_process_slot *slot(uint32_t k) {
+  return (struct vc_process_slot *)(rg.map + VC_REGION_SLOTS_OFFSET + VC_REGION_SLOT_SIZE * k);
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int is_slot_dead(const struct vc_process_slot *s) {
+  char state = 0;
+  uint64_t start = 0;
+  if (vc_proc_stat((pid_t)s->pid, &state, &start) != 0) return 1;
+  if (state == 'Z' || state == 'X') return 1;
+  return start != s->start_ticks;
+}
+
+static void free_slot_locked(struct vc_process_slot *s) {
+  for (uint32_t i = 0; i < rg.device_count; i++) {
+    uint64_t mine = atomic_load_explicit(&s->used_bytes[i], memory_order_relaxed);
+    if (!mine) continue;
+    uint64_t used = atomic_load_explicit(&block(i)->used_bytes, memory_order_relaxed);
+    atomic_store_explicit(&block(i)->used_bytes, used > mine ? used - mine : 0, memory_order_release);
+    atomic_store_explicit(&s->used_bytes[i], 0, memory_order_relaxed);
+  }
+  atomic_store_explicit(&s->state, VC_SLOT_FREE, memory_order_release);
+}
+
+static int reclaim_locked(void) {
+  int freed = 0;
+  uint32_t hw = atomic_load_explicit(&hdr()->slot_high_water, memory_order_acquire);
+  for (uint32_t k = 0; k < hw; k++) {
+    struct vc_process_slot *s = slot(k);
+    if (atomic_load_explicit(&s->state, memory_order_acquire) != VC_SLOT_LIVE) continue;
+    if ((int)k == rg.own_slot && rg.own_pid == self_pid()) continue;
+    if (!is_slot_dead(s)) continue;
+    vc_log(VC_LOG_INFO, "reclaiming slot %u of dead pid %u", k, s->pid);
+    free_slot_locked(s);
+    freed++;
+  }
+  atomic_store_explicit(&hdr()->last_reclaim_ms, now_ms(), memory_order_relaxed);
+  return freed;
+}
+
+/* The previous owner died holding the lock: rebuild the counters from the slots. */
+static void repair_locked(void) {
+  uint32_t hw = atomic_load_explicit(&hdr()->slot_high_water, memory_order_acquire);
+  for (uint32_t i = 0; i < rg.device_count; i++) {
+    uint64_t sum = 0;
+    for (uint32_t k = 0; k < hw; k++) {
+      if (atomic_load_explicit(&slot(k)->state, memory_order_acquire) == VC_SLOT_LIVE)
+        sum += atomic_load_explicit(&slot(k)->used_bytes[i], memory_order_relaxed);
+    }
+    atomic_store_explicit(&block(i)->used_bytes, sum, memory_order_release);
+  }
+  vc_log(VC_LOG_WARN, "a process died while updating the accounting region; counters rebuilt from slots");
+}
+
+static int lock_region(void) {
+  int rc = pthread_mutex_lock(&hdr()->lock);
+  if (rc == EOWNERDEAD) {
+    repair_locked();
+    pthread_mutex_consistent(&hdr()->lock);
+    return 0;
+  }
+  if (rc != 0) vc_log(VC_LOG_ERROR, "region lock: %s", strerror(rc));
+  return rc;
+}
+
+static void unlock_region(void) { pthread_mutex_unlock(&hdr()->lock); }
+
+static void maybe_reclaim_locked(void) {
+  uint64_t last = atomic_load_explicit(&hdr()->last_reclaim_ms, memory_order_relaxed);
+  if (now_ms() - last >= RECLAIM_PERIOD_MS) reclaim_locked();
+}
+
+/* This process's slot, claimed on first use (again after fork). -ENOSPC when all are taken. */
+static int own_slot_locked(void) {
+  pid_t pid = self_pid();
+  if (rg.own_slot >= 0 && rg.own_pid == pid) return rg.own_slot;
+  char state;
+  uint64_t start = 0;
+  if (vc_proc_stat(pid, &state, &start) != 0) return -EIO;
+  struct region_header *h = hdr();
+  uint32_t hw = atomic_load_explicit(&h->slot_high_water, memory_order_acquire);
+  uint32_t k = 0;
+  for (; k < hw; k++) {
+    if (atomic_load_explicit(&slot(k)->state, memory_order_acquire) == VC_SLOT_FREE) break;
+  }
+  if (k == hw) {
+    if (hw == VC_REGION_SLOT_CAPACITY && reclaim_locked() > 0) return own_slot_locked();
+    if (hw == VC_REGION_SLOT_CAPACITY) {
+      vc_log(VC_LOG_ERROR, "all %u process slots of the accounting region are in use; refusing this allocation",
+             VC_REGION_SLOT_CAPACITY);
+      return -ENOSPC;
+    }
+    atomic_store_explicit(&h->slot_high_water, hw + 1, memory_order_release);
+  }
+  struct vc_process_slot *s = slot(k);
+  s->pid = (uint32_t)pid;
+  s->start_ticks = start;
+  for (uint32_t i = 0; i < VC_REGION_MAX_DEVICES; i++) atomic_store_explicit(&s->used_bytes[i], 0, memory_order_relaxed);
+  atomic_store_explicit(&s->state, VC_SLOT_LIVE, memory_order_release);
+  rg.own_slot = (int)k;
+  rg.own_pid = pid;
+  return (int)k;
+}
+
+static int init_header_locked(uint32_t device_count) {
+  struct region_header *h = hdr();
+  if (atomic_load_explicit(&h->ready, memory_order_acquire) == READY_MARK) return 0;
+  memcpy(h->magic, VC_REGION_MAGIC, 8);
+  h->version = VC_REGION_VERSION;
+  h->header_size = VC_REGION_HEADER_SIZE;
+  if (h->device_count < device_count) h->device_count = device_count;
+  h->device_block_size = VC_REGION_DEVICE_BLOCK_SIZE;
+  h->slot_capacity = VC_REGION_SLOT_CAPACITY;
+  h->slot_size = VC_REGION_SLOT_SIZE;
+  pthread_mutexattr_t attr;
+  int rc = pthread_mutexattr_init(&attr);
+  if (rc == 0) rc = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  if (rc == 0) rc = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  if (rc == 0) rc = pthread_mutex_init(&h->lock, &attr);
+  pthread_mutexattr_destroy(&attr);
+  if (rc != 0) return -rc;
+  atomic_store_explicit(&h->ready, READY_MARK, memory_order_release);
+  return 0;
+}
+
+int vc_region_open(const char *path, uint32_t device_count, char *err, size_t errlen) {
+  if (device_count > VC_REGION_MAX_DEVICES) {
+    snprintf(err, errlen, "%s: %u devices, at most %u", path, device_count, VC_REGION_MAX_DEVICES);
+    return -EINVAL;
+  }
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    int e = errno;
+    snprintf(err, errlen, "open %s: %s", path, strerror(e));
+    return -e;
+  }
+  int rc = 0;
+  void *map = MAP_FAILED;
+  /* flock serialises creation between processes that start at once; released on close. */
+  if (flock(fd, LOCK_EX) != 0) {
+    rc = -errno;
+    snprintf(err, errlen, "flock %s: %s", path, strerror(-rc));
+    goto fail;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    rc = -errno;
+    snprintf(err, errlen, "fstat %s: %s", path, strerror(-rc));
+    goto fail;
+  }
+  /* Sized for every slot up front: the file is sparse, so unused slots cost no memory, and the
+   * mapping never has to move under other threads. */
+  if ((uint64_t)st.st_size < VC_REGION_FILE_SIZE && ftruncate(fd, VC_REGION_FILE_SIZE) != 0) {
+    rc = -errno;
+    snprintf(err, errlen, "ftruncate %s: %s", path, strerror(-rc));
+    goto fail;
+  }
+  map = mmap(NULL, VC_REGION_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) {
+    rc = -errno;
+    snprintf(err, errlen, "mmap %s: %s", path, strerror(-rc));
+    goto fail;
+  }
+  rg.map = map;
+  rc = init_header_locked(device_count);
+  if (rc != 0) {
+    snprintf(err, errlen, "%s: initialising the lock: %s", path, strerror(-rc));
+    goto fail;
+  }
+  if (memcmp(hdr()->magic, VC_REGION_MAGIC, 8) != 0 || hdr()->version != VC_REGION_VERSION ||
+      hdr()->slot_size != VC_REGION_SLOT_SIZE) {
+    rc = -EINVAL;
+    snprintf(err, errlen, "%s: not a version-%u accounting region", path, VC_REGION_VERSION);
+    goto fail;
+  }
+  rg.device_count = device_count;
+  rg.own_slot = -1;
+  pthread_once(&atfork_once, register_atfork);
+  /* The mapping keeps the open file description alive: unlock explicitly, close() would not. */
+  flock(fd, LOCK_UN);
+  close(fd);
+  return 0;
+fail:
+  if (map != MAP_FAILED) munmap(map, VC_REGION_FILE_SIZE);
+  rg.map = NULL;
+  flock(fd, LOCK_UN);
+  close(fd);
+  return rc;
+}
+
+struct vc_device_block *vc_region_device(int config_index) {
+  if (!rg.map && vc_init_ensure() != 0) return NULL;
+  if (!rg.map || config_index < 0 || (uint32_t)config_index >= rg.device_count) return NULL;
+  return block((uint32_t)config_index);
+}
+
+int vc_region_reserve(int index, uint64_t bytes, uint64_t limit) {
+  if (!rg.map || index < 0 || (uint32_t)index >= rg.device_count) return -ENODEV;
+  if (lock_region() != 0) return -EIO;
+  maybe_reclaim_locked();
+  int k = own_slot_locked();
+  if (k < 0) {
+    unlock_region();
+    return k;
+  }
+  struct vc_device_block *b = block((uint32_t)index);
+  uint64_t used = atomic_load_explicit(&b->used_bytes, memory_order_relaxed);
+  if (bytes > limit || used > limit - bytes) {
+    if (reclaim_locked() > 0) used = atomic_load_explicit(&b->used_bytes, memory_order_relaxed);
+    if (bytes > limit || used > limit - bytes) {
+      unlock_region();
+      return -ENOMEM;
+    }
+  }
+  /* Release stores: lock-free readers (views, node agent) see a value that was true. */
+  atomic_store_explicit(&b->used_bytes, used + bytes, memory_order_release);
+  struct vc_process_slot *s = slot((uint32_t)k);
+  uint64_t mine = atomic_load_explicit(&s->used_bytes[index], memory_order_relaxed);
+  atomic_store_explicit(&s->used_bytes[index], mine + bytes, memory_order_release);
+  unlock_region();
+  return 0;
+}
+
+void vc_region_release(int index, uint64_t bytes) {
+  if (!rg.map || index < 0 || (uint32_t)index >= rg.device_count || bytes == 0) return;
+  if (lock_region() != 0) return;
+  struct vc_device_block *b = block((uint32_t)index);
+  uint64_t used = atomic_load_explicit(&b->used_bytes, memory_order_relaxed);
+  atomic_store_explicit(&b->used_bytes, used > bytes ? used - bytes : 0, memory_order_release);
+  if (rg.own_slot >= 0 && rg.own_pid == self_pid()) {
+    struct vc_process_slot *s = slot((uint32_t)rg.own_slot);
+    uint64_t mine = atomic_load_explicit(&s->used_bytes[index], memory_order_relaxed);
+    atomic_store_explicit(&s->used_bytes[index], mine > bytes ? mine - bytes : 0, memory_order_release);
+  }
+  unlock_region();
+}
+
+uint64_t vc_region_used(int index) {
+  if (!rg.map || index < 0 || (uint32_t)index >= rg.device_count) return 0;
+  uint64_t last = atomic_load_explicit(&hdr()->last_reclaim_ms, memory_order_relaxed);
+  if (now_ms() - last >= RECLAIM_PERIOD_MS && lock_region() == 0) {
+    maybe_reclaim_locked();
+    unlock_region();
+  }
+  return atomic_load_explicit(&block((uint32_t)index)->used_bytes, memory_order_acquire);
+}
+
+int vc_region_reclaim_dead(void) {
+  if (!rg.map || lock_region() != 0) return 0;
+  int freed = reclaim_locked();
+  unlock_region();
+  return freed;
+}
+
+int vc_region_pids(uint32_t *pids, int max) {
+  if (!rg.map) return 0;
+  int n = 0;
+  uint32_t hw = atomic_load_explicit(&hdr()->slot_high_water, memory_order_acquire);
+  for (uint32_t k = 0; k < hw && n < max; k++) {
+    if (atomic_load_explicit(&slot(k)->state, memory_order_acquire) == VC_SLOT_LIVE) pids[n++] = slot(k)->pid;
+  }
+  return n;
+}
+
+static int compare_host_pid(const void *a, const void *b) {
+  uint32_t x = ((const struct vc_pidmap_entry *)a)->host_pid, y = ((const struct vc_pidmap_entry *)b)->host_pid;
+  return (x > y) - (x < y);
+}
+
+/* Seqlock read of the node agent's map. The writer uses plain positioned writes (no atomics in
+ * Node), so the copy is bytewise and only trusted when seq was even and unchanged around it;
+ * acquire on the first load and a fence before the second keep the copy between them. */
+int vc_region_host_pids(struct vc_pidmap_entry *out, int max, uint64_t now_unix_ms, uint32_t *flags) {
+  if (!rg.map || max < 0) return -1;
+  struct vc_pidmap_header *h = (struct vc_pidmap_header *)(rg.map + VC_REGION_PIDMAP_OFFSET);
+  const unsigned char *entries = rg.map + VC_REGION_PIDMAP_OFFSET + VC_REGION_PIDMAP_HEADER_SIZE;
+  for (int attempt = 0; attempt < 16; attempt++) {
+    uint64_t seq = atomic_load_explicit(&h->seq, memory_order_acquire);
+    if (seq & 1u) {
+      sched_yield();
+      continue;
+    }
+    struct vc_pidmap_header copy;
+    memcpy(&copy, (const void *)h, sizeof copy);
+    uint32_t n = copy.count < VC_REGION_PIDMAP_CAPACITY ? copy.count : VC_REGION_PIDMAP_CAPACITY;
+    if ((uint32_t)max < n) n = (uint32_t)max;
+    if (n) memcpy(out, entries, (size_t)n * VC_REGION_PIDMAP_ENTRY_SIZE);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&h->seq, memory_order_relaxed) != seq) continue;
+    if (copy.version != VC_REGION_PIDMAP_VERSION || copy.entry_size != VC_REGION_PIDMAP_ENTRY_SIZE) return -1;
+    /* Stale (the node agent stopped publishing) or from the future (a clock step): not trusted. */
+    if (copy.published_ms > now_unix_ms + copy.valid_ms || now_unix_ms - copy.published_ms > copy.valid_ms)
+      return -1;
+    /* Sorted here too, so lookups can bisect whatever order the writer used. */
+    qsort(out, n, sizeof *out, compare_host_pid);
+    if (flags) *flags = copy.flags | (copy.count > n ? VC_PIDMAP_FLAG_TRUNCATED : 0u);
+    return (int)n;
+  }
+  return -1;
+}
+
+void vc_region_close(void) {
+  if (!rg.map) return;
+  if (rg.own_slot >= 0 && rg.own_pid == self_pid() && lock_region() == 0) {
+    free_slot_locked(slot((uint32_t)rg.own_slot));
+    unlock_region();
+  }
+  munmap(rg.map, VC_REGION_FILE_SIZE);
+  rg.map = NULL;
+  rg.own_slot = -1;
+}

@@ -1,0 +1,131 @@
+/**
+ * Runs the C tests of native/ (against the fake driver) so `npm test` covers them, and checks the
+ * limit-file format across languages: a file written by `vcuda config write` is read back by the
+ * C reader (native/test/config_test FILE prints what it decoded).
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { encodeLimitConfig } from '../../contract/index.js';
+
+const root = resolve(import.meta.dirname, '../..');
+const build = join(root, 'native/build');
+const tmp = mkdtempSync(join(tmpdir(), 'vcuda-native-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+const cTests = readdirSync(join(build, 'test')).filter((f) => f.endsWith('_test'));
+
+describe('native C tests', () => {
+  it('are built', () => {
+    expect(cTests).toEqual(expect.arrayContaining(['config_test', 'memory_test']));
+  });
+  it.each(cTests)('%s passes', (name) => {
+    const run = spawnSync(join(build, 'test', name), [], {
+      env: { ...process.env, VC_BUILD: build, VC_NATIVE: join(root, 'native') },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(run.stderr.split('\n').filter((l) => l.startsWith('FAIL'))).toEqual([]);
+    expect(run.status).toBe(0);
+  });
+});
+
+describe('limit file across languages', () => {
+  it('the C reader decodes what vcuda config write wrote', { timeout: 60_000 }, () => {
+    const file = join(tmp, 'vcuda.conf');
+    execFileSync(
+      process.execPath,
+      [
+        join(root, 'bin/vcuda.js'),
+        'config',
+        'write',
+        '--out',
+        file,
+        '--region',
+        '/run/vcuda/pod-1/main.region',
+        '--pod-uid',
+        'pod-1',
+        '--container',
+        'main',
+        '--device',
+        '0:memory=4GiB,core=30,limit=50,mode=soft,uuid=GPU-fa4e6770-0000-4000-8000-000000000000',
+        '--device',
+        '3:memory=512MiB,core=20',
+      ],
+      { encoding: 'utf8' },
+    );
+    const decoded = JSON.parse(execFileSync(join(build, 'test/config_test'), [file], { encoding: 'utf8' }));
+    expect(decoded).toEqual({
+      podUid: 'pod-1',
+      containerName: 'main',
+      regionPath: '/run/vcuda/pod-1/main.region',
+      seq: 0,
+      devices: [
+        {
+          uuid: 'GPU-fa4e6770-0000-4000-8000-000000000000',
+          hostIndex: 0,
+          mode: 'soft',
+          memoryLimitBytes: 4 * 2 ** 30,
+          coreRequest: 30,
+          coreLimit: 50,
+        },
+        {
+          uuid: 'GPU-index-3',
+          hostIndex: 3,
+          mode: 'hard',
+          memoryLimitBytes: 512 * 2 ** 20,
+          coreRequest: 20,
+          coreLimit: 20,
+        },
+      ],
+    });
+  });
+
+  it('the C reader refuses a file the writer did not produce', () => {
+    const file = join(tmp, 'garbage.conf');
+    execFileSync('sh', ['-c', `head -c 640 /dev/zero > ${file}`]);
+    const run = spawnSync(join(build, 'test/config_test'), [file], { encoding: 'utf8' });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain('bad magic');
+  });
+});
+
+describe('a limit file written by TypeScript is enforced by libvcuda', () => {
+  it('allows up to the limit and refuses past it', () => {
+    const config = join(tmp, 'enforced.conf');
+    writeFileSync(
+      config,
+      encodeLimitConfig({
+        podUid: 'pod-2',
+        containerName: 'main',
+        regionPath: join(tmp, 'enforced.region'),
+        writtenAtMs: Date.now(),
+        devices: [
+          {
+            uuid: 'GPU-fa4e6770-0000-4000-8000-000000000000',
+            hostIndex: 0,
+            mode: 'hard',
+            memoryLimitBytes: 32 * 2 ** 20,
+            coreRequest: 30,
+            coreLimit: 30,
+          },
+        ],
+      }),
+    );
+    const env = {
+      ...process.env,
+      LD_PRELOAD: join(build, 'libvcuda.so'),
+      LD_LIBRARY_PATH: join(build, 'fake'),
+      FAKEGPU_STATE: join(tmp, 'enforced.fakegpu'),
+      FAKEGPU_DEVICES: '1x1024',
+      VCUDA_CONFIG: config,
+      VCUDA_CONTEXT_OVERHEAD_MIB: '0',
+    };
+    const tryMiB = (mib: number) =>
+      spawnSync(join(build, 'test/mem_client'), ['try', String(mib)], { env, encoding: 'utf8' }).status;
+    expect(tryMiB(32)).toBe(0);
+    expect(tryMiB(33)).toBe(3); // CUDA_ERROR_OUT_OF_MEMORY
+  });
+});
