@@ -1,0 +1,66 @@
+/**
+ * The connection factory: a `DATABASE_URL`-style url gives postgres.js against a real server;
+ * none gives embedded PGlite in a data directory, or in memory when there is none (tests, `npm
+ * start`). Both run the same migrations and the same queries through one drizzle type.
+ */
+import { PGlite } from '@electric-sql/pglite';
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
+import * as schema from './schema.js';
+
+export type VcudaSchema = typeof schema;
+export type VcudaDb = PgDatabase<PgQueryResultHKT, VcudaSchema>;
+
+export type DbConfig = {
+  /** `postgres://user@host:5432/db`; absent: embedded PGlite. */
+  url?: string;
+  /** PGlite data directory; absent with no url: in memory. */
+  dataDir?: string;
+  /** postgres.js pool size (default 10). */
+  maxConnections?: number;
+};
+
+const closers = new WeakMap<object, () => Promise<void>>();
+
+/** A parameterised query straight to the driver, for the ledger's hot path (no query builder). */
+export type RawQuery = (text: string, params: unknown[]) => Promise<Record<string, unknown>[]>;
+const rawQueries = new WeakMap<object, RawQuery>();
+
+/** The driver-level query function behind a handle from `connectDb` (undefined for other handles). */
+export function rawQueryOf(db: VcudaDb): RawQuery | undefined {
+  return rawQueries.get(db);
+}
+
+export async function connectDb(config: DbConfig = {}): Promise<VcudaDb> {
+  if (config.url) {
+    const client = postgres(config.url, {
+      max: config.maxConnections ?? 10,
+      // Notices (e.g. "schema already exists, skipping") are not worth a log line per start.
+      onnotice: () => {},
+    });
+    const db = drizzlePostgres(client, { schema }) as unknown as VcudaDb;
+    closers.set(db, () => client.end({ timeout: 5 }));
+    rawQueries.set(db, async (text, params) => [...(await client.unsafe(text, params as never[], { prepare: true }))]);
+    return db;
+  }
+  const client = config.dataDir ? new PGlite(config.dataDir) : new PGlite();
+  await client.waitReady;
+  const db = drizzlePglite(client, { schema }) as unknown as VcudaDb;
+  closers.set(db, () => client.close());
+  return db;
+}
+
+/** Closes the pool or the embedded database behind a handle from `connectDb`; idempotent. */
+export async function closeDb(db: VcudaDb): Promise<void> {
+  const close = closers.get(db);
+  closers.delete(db);
+  await close?.();
+}
+
+/** Rows of a raw `db.execute(sql...)`: postgres.js returns an array, PGlite `{ rows }`. */
+export function rowsOf<T>(result: unknown): T[] {
+  if (Array.isArray(result)) return result as T[];
+  return ((result as { rows?: T[] }).rows ?? []) as T[];
+}

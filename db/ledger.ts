@@ -1,0 +1,287 @@
+/**
+ * The ledger: the single arbiter of GPU capacity and quota across every cluster sharing this
+ * database.
+ *
+ * Concurrency: reserve and release each run as ONE call of a server-side function
+ * (`vcuda_reserve`, `vcuda_release`, migration 0002) in its own transaction. It locks the rows it
+ * will change with `SELECT ... FOR UPDATE`: the pod's hold row, then cards by uuid, then quotas
+ * by id, so racing reservations queue on the first row they share instead of deadlocking, and
+ * the loser re-reads the winner's totals before it decides. Row locks were chosen over
+ * SERIALIZABLE because racing pods conflict on purpose (the last capacity of a card), where
+ * SERIALIZABLE would abort and retry whole transactions. One round trip per operation keeps the
+ * rows locked for microseconds, which is what bounds throughput on a hot card or team quota.
+ * The rules and messages are specified and unit-tested in `capacity-check.ts`; the functions
+ * follow them and `ledger-functions.test.ts` checks that they agree. Deadlocks (possible only
+ * against administrative operations) are retried.
+ */
+import { and, eq, lt, ne, sql } from 'drizzle-orm';
+import { z } from 'zod';
+import { fieldErrorsFromZod, ValidationError, VcudaError } from '../contract/index.js';
+import { checkQuotas, sumDemandByCard, type Violation } from './capacity-check.js';
+import { rawQueryOf, rowsOf, type VcudaDb } from './connect.js';
+import { pgErrorCode, retryTransient, UNIQUE_VIOLATION } from './pg-errors.js';
+import { createQuotaAdmin, type QuotaRequest, selectApplicableQuotas } from './quotas.js';
+import { allocations } from './schema.js';
+import { createUsageStore } from './usage.js';
+
+export type LedgerCard = { uuid: string; index: number; model: string; memoryMiB: number };
+export type ReserveItem = { container: string; cardUuid: string; core: number; memoryMiB: number };
+export type ReserveRequest = {
+  cluster: string;
+  podUid: string;
+  namespace: string;
+  pod: string;
+  node: string;
+  items: ReserveItem[];
+};
+export type LivePod = { uid: string; namespace: string; name: string };
+export type LedgerOptions = { clock: () => Date };
+
+const name = z.string().min(1).max(253);
+const reserveRequestSchema = z.object({
+  cluster: name,
+  podUid: name,
+  namespace: name,
+  pod: name,
+  node: name,
+  items: z
+    .array(
+      z.object({
+        container: name,
+        cardUuid: name,
+        core: z.number().int().min(1).max(100),
+        memoryMiB: z.number().int().min(0),
+      }),
+    )
+    .min(1)
+    .refine((items) => new Set(items.map((i) => `${i.container}\u0000${i.cardUuid}`)).size === items.length, {
+      message: 'a container may name each card once',
+    }),
+});
+
+const cardSchema = z.object({
+  uuid: name,
+  index: z.number().int().min(0),
+  model: name,
+  memoryMiB: z.number().int().positive(),
+});
+
+function parse<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
+  const result = schema.safeParse(value);
+  if (!result.success) throw new ValidationError(fieldErrorsFromZod(result.error.issues), what);
+  return result.data;
+}
+
+/** The most specific error wins: a bad request before a lost race before a full quota. */
+function throwViolations(what: string, violations: readonly Violation[]): void {
+  if (violations.length === 0) return;
+  const order: Violation['code'][] = ['invalid', 'not-found', 'capacity-conflict', 'quota-exceeded'];
+  const code = order.find((c) => violations.some((v) => v.code === c)) ?? 'capacity-conflict';
+  throw new VcudaError(code, `${what}: ${violations.map((v) => v.message).join('; ')}`);
+}
+
+/** The function's verdict: a JSON object, already parsed by postgres.js and PGlite alike. */
+type ReserveVerdict = { reused: boolean } | { violations: Violation[] };
+
+const VIOLATIONS_SQLSTATE = 'VC001';
+
+/** `vcuda_reserve` raises VC001 with the violations as JSON when a quota is short. */
+function violationsOf(err: unknown): Violation[] | undefined {
+  if (pgErrorCode(err) !== VIOLATIONS_SQLSTATE) return undefined;
+  for (let e: unknown = err, depth = 0; e && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    if ((e as { code?: unknown }).code === VIOLATIONS_SQLSTATE) {
+      return JSON.parse((e as Error).message) as Violation[];
+    }
+  }
+  return undefined;
+}
+
+// One prepared statement each, like reserve: the query builder cost more client CPU than the call.
+const CONFIRM_SQL = `with bound as (
+  update allocations set state = 'bound', bound_at = $3::timestamptz
+  where cluster = $1 and pod_uid = $2 and state <> 'released' returning 1)
+select count(*)::int as n from bound`;
+const CONFIRM_MANY_SQL = `update allocations set state = 'bound', bound_at = $3::timestamptz
+where cluster = $1 and pod_uid in (select jsonb_array_elements_text($2::jsonb)) and state <> 'released'
+returning pod_uid`;
+
+const parseJson = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T;
+
+export function createLedger(db: VcudaDb, opts: LedgerOptions) {
+  const { clock } = opts;
+  // The hot calls (reserve, confirm, release, node registration) go straight to the driver when
+  // it is ours: the query builder costs more client CPU than the call itself.
+  const raw = rawQueryOf(db);
+  async function query<T>(text: string, params: unknown[]): Promise<T[]> {
+    if (raw) return (await raw(text, params)) as T[];
+    // Split keeps the placeholder numbers at odd positions, so $3 before $1 binds the right value.
+    const parts = text.split(/\$(\d+)/);
+    const built = sql.join(
+      parts.map((part, i) => (i % 2 === 0 ? sql.raw(part) : sql`${params[Number(part) - 1]}`)),
+      sql``,
+    );
+    return rowsOf<T>(await db.execute(built));
+  }
+
+  async function reserveOnce(req: ReserveRequest): Promise<{ reused: boolean }> {
+    const what = `reserve ${req.namespace}/${req.pod}`;
+    const payload = JSON.stringify({ ...req, demand: sumDemandByCard(req.items) });
+    let verdict: ReserveVerdict;
+    try {
+      const rows = await query<{ r: unknown }>('select vcuda_reserve($1::jsonb, $2::timestamptz) as r', [
+        payload,
+        clock().toISOString(),
+      ]);
+      verdict = parseJson<ReserveVerdict>(rows[0]?.r);
+    } catch (err) {
+      const violations = violationsOf(err);
+      if (!violations) throw err;
+      verdict = { violations };
+    }
+    if ('violations' in verdict) {
+      throwViolations(what, verdict.violations);
+      throw new VcudaError('capacity-conflict', `${what}: refused`);
+    }
+    return { reused: verdict.reused };
+  }
+
+  /** Releases every live row of one pod; returns how many rows it released. */
+  async function releasePod(cluster: string, podUid: string, onlyState?: 'reserved'): Promise<number> {
+    const rows = await retryTransient(() =>
+      query<{ n: number }>('select vcuda_release($1, $2, $3::timestamptz, $4::text) as n', [
+        cluster,
+        podUid,
+        clock().toISOString(),
+        onlyState ?? null,
+      ]),
+    );
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  return {
+    /**
+     * Records a node's cards; cards it no longer reports take no new reservations. One call of
+     * `vcuda_upsert_node` (migration 0007): one multi-row upsert instead of a statement per card.
+     */
+    async upsertNode(cluster: string, node: string, nodeCards: LedgerCard[]): Promise<void> {
+      const list = parse(z.array(cardSchema), nodeCards, `node ${cluster}/${node} cards`);
+      // A card listed twice keeps its last entry, as the per-card upserts used to leave it.
+      const byUuid = new Map(list.map((c) => [c.uuid, c]));
+      const payload = JSON.stringify([...byUuid.values()]);
+      await retryTransient(() =>
+        query('select vcuda_upsert_node($1, $2, $3::jsonb, $4::timestamptz)', [
+          cluster,
+          node,
+          payload,
+          clock().toISOString(),
+        ]),
+      );
+    },
+
+    /** All-or-nothing for every item of the pod; idempotent by (cluster, podUid). */
+    async reserve(request: ReserveRequest): Promise<{ reused: boolean }> {
+      const req = parse(reserveRequestSchema, request, 'reservation');
+      try {
+        return await retryTransient(() => reserveOnce(req));
+      } catch (err) {
+        // The same pod raced itself (two replicas binding it): the other one holds it.
+        if (pgErrorCode(err) === UNIQUE_VIOLATION) return { reused: true };
+        throw err;
+      }
+    },
+
+    /** reserved -> bound, once the Binding succeeded. Fails when the reservation expired. */
+    async confirm(cluster: string, podUid: string): Promise<void> {
+      const rows = await query<{ n: number }>(CONFIRM_SQL, [cluster, podUid, clock().toISOString()]);
+      if (Number(rows[0]?.n ?? 0) === 0) {
+        throw new VcudaError('not-found', `confirm ${cluster}/${podUid}: the pod holds no reservation (expired?)`);
+      }
+    },
+
+    /**
+     * `confirm` for many pods of one cluster in one statement (for callers that batch binds).
+     * Does not throw for a pod without a reservation: it is returned in `missing`, in input order.
+     */
+    async confirmMany(cluster: string, podUids: readonly string[]): Promise<{ missing: string[] }> {
+      if (podUids.length === 0) return { missing: [] };
+      const rows = await query<{ pod_uid: string }>(CONFIRM_MANY_SQL, [
+        cluster,
+        JSON.stringify(podUids),
+        clock().toISOString(),
+      ]);
+      const confirmed = new Set(rows.map((r) => r.pod_uid));
+      return { missing: [...new Set(podUids)].filter((uid) => !confirmed.has(uid)) };
+    },
+
+    async release(cluster: string, podUid: string): Promise<{ released: number }> {
+      return { released: await releasePod(cluster, podUid) };
+    },
+
+    /** Releases pods whose reservation was never confirmed within `olderThanMs`; returns how many pods. */
+    async expireReservations(olderThanMs: number): Promise<number> {
+      const cutoff = new Date(clock().getTime() - olderThanMs);
+      const stale = await db
+        .selectDistinct({ cluster: allocations.cluster, podUid: allocations.podUid })
+        .from(allocations)
+        .where(and(eq(allocations.state, 'reserved'), lt(allocations.reservedAt, cutoff)));
+      let expired = 0;
+      for (const pod of stale) {
+        if ((await releasePod(pod.cluster, pod.podUid, 'reserved')) > 0) expired += 1;
+      }
+      return expired;
+    },
+
+    /**
+     * Brings the ledger in line with a cluster's live GPU pods: releases what no longer exists
+     * and reports live pods the ledger does not hold. Rows reserved after `listedAt` are left
+     * alone: the pod list was taken before they existed.
+     */
+    async reconcile(
+      cluster: string,
+      livePods: LivePod[],
+      options: { listedAt?: Date } = {},
+    ): Promise<{ released: string[]; missingFromLedger: LivePod[] }> {
+      const held = await db
+        .selectDistinct({ podUid: allocations.podUid, reservedAt: allocations.reservedAt })
+        .from(allocations)
+        .where(and(eq(allocations.cluster, cluster), ne(allocations.state, 'released')));
+      const liveUids = new Set(livePods.map((p) => p.uid));
+      const heldUids = new Set(held.map((h) => h.podUid));
+      const listedAt = options.listedAt?.getTime() ?? Number.POSITIVE_INFINITY;
+      const gone = [
+        ...new Set(
+          held.filter((h) => !liveUids.has(h.podUid) && h.reservedAt.getTime() <= listedAt).map((h) => h.podUid),
+        ),
+      ].sort();
+      const released: string[] = [];
+      for (const uid of gone) {
+        if ((await releasePod(cluster, uid)) > 0) released.push(uid);
+      }
+      return { released, missingFromLedger: livePods.filter((p) => !heldUids.has(p.uid)) };
+    },
+
+    /** Admission's dry run: would this much more fit the namespace's and team's quotas now? */
+    async precheckQuota(q: {
+      cluster: string;
+      namespace: string;
+      core: number;
+      memoryMiB: number;
+      gpuModel?: string;
+    }): Promise<{ ok: true } | { ok: false; message: string }> {
+      const rows = await selectApplicableQuotas(db, q.cluster, q.namespace);
+      const model = q.gpuModel ?? '';
+      // Without a model, only model-independent quotas can be judged.
+      const applicable = rows.filter((r) => r.gpuModel === '' || r.gpuModel === model);
+      const demand = [{ cardUuid: '(pod)', core: q.core, memoryMiB: q.memoryMiB }];
+      const violations = checkQuotas(applicable, demand, () => model);
+      if (violations.length === 0) return { ok: true };
+      return { ok: false, message: `${q.namespace}: ${violations.map((v) => v.message).join('; ')}` };
+    },
+
+    ...createQuotaAdmin(db, { clock }),
+    ...createUsageStore(db, { clock }),
+  };
+}
+
+export type Ledger = ReturnType<typeof createLedger>;
+export type { QuotaRequest };

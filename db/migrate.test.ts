@@ -1,0 +1,66 @@
+import { randomBytes } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import postgres from 'postgres';
+import { afterAll, describe, expect, it } from 'vitest';
+import { closeDb, connectDb, rowsOf } from './connect.js';
+import { migrate } from './migrate.js';
+import { ADMIN_URL, isPostgresReachable } from './test-databases.js';
+
+const reachable = await isPostgresReachable();
+
+describe('migrate', () => {
+  it('creates every table on PGlite and is a no-op the second time', { timeout: 120_000 }, async () => {
+    const db = await connectDb({});
+    try {
+      expect(await migrate(db)).toEqual({ applied: 8, total: 8 });
+      expect(await migrate(db)).toEqual({ applied: 0, total: 8 });
+      const tables = rowsOf<{ t: string }>(
+        await db.execute(sql`select tablename as t from pg_tables where schemaname = 'public' order by 1`),
+      ).map((r) => r.t);
+      expect(tables).toEqual([
+        'allocation_days',
+        'allocations',
+        'cards',
+        'clusters',
+        'nodes',
+        'pod_holds',
+        'quotas',
+        'team_namespaces',
+        'usage_days',
+        'usage_samples',
+      ]);
+    } finally {
+      await closeDb(db);
+    }
+  });
+
+  describe.skipIf(!reachable)('on PostgreSQL', () => {
+    const dbName = `vcuda_test_${randomBytes(6).toString('hex')}`;
+    const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+    afterAll(async () => {
+      await admin.unsafe(`drop database if exists ${dbName} with (force)`);
+      await admin.end({ timeout: 2 });
+    });
+
+    it('lets replicas that start together migrate once: the advisory lock serialises them', async () => {
+      await admin.unsafe(`create database ${dbName}`);
+      const url = new URL(ADMIN_URL);
+      url.pathname = `/${dbName}`;
+      const replicas = await Promise.all(
+        Array.from({ length: 4 }, () => connectDb({ url: url.toString(), maxConnections: 1 })),
+      );
+      try {
+        const results = await Promise.all(replicas.map((db) => migrate(db)));
+        expect(results.map((r) => r.applied).sort()).toEqual([0, 0, 0, 8]);
+        const rows = rowsOf<{ n: number }>(
+          await (replicas[0] as (typeof replicas)[number]).execute(
+            sql`select count(*)::int as n from drizzle.__drizzle_migrations`,
+          ),
+        );
+        expect(rows[0]?.n).toBe(8);
+      } finally {
+        for (const db of replicas) await closeDb(db);
+      }
+    });
+  });
+});
