@@ -1,0 +1,26 @@
+/** The admission webhooks' Prometheus metrics, registered on the registry the process serves at /metrics. */
+import { Counter, Histogram, type Registry } from 'prom-client';
+import type { AdmissionObserver } from './admission-routes.js';
+
+export function createAdmissionMetrics(registry: Registry): AdmissionObserver {
+  const registers = [registry];
+  const reviews = new Counter({
+    name: 'vcuda_admission_reviews_total',
+    help: 'AdmissionReviews answered, by hook (mutate, validate) and outcome (allowed, patched, refused, bad-request)',
+    labelNames: ['hook', 'outcome'],
+    registers,
+  });
+  const seconds = new Histogram({
+    name: 'vcuda_admission_duration_seconds',
+    help: 'Time from request to answer, quota pre-check included, by hook',
+    labelNames: ['hook'],
+    buckets: [0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers,
+  });
+  return {
+    observe(hook, outcome, durationMs) {
+      reviews.inc({ hook, outcome });
+      seconds.observe({ hook }, durationMs / 1000);
+    },
+  };
+}

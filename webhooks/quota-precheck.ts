@@ -1,0 +1,52 @@
+/**
+ * The quota pre-check at admission: what a pod will hold in the ledger, as far as admission can
+ * know it. The ledger's reservation at bind stays the real gate; this only refuses early a pod
+ * that could never fit its namespace's quota, with the ledger's own message.
+ */
+import type { ContainerGpuRequest, PodGpuRequest } from '../contract/index.js';
+
+/** The ledger's pre-check, as the routes use it (structurally the ledger's `precheckQuota`). */
+export type QuotaPrecheck = (q: {
+  cluster: string;
+  namespace: string;
+  core: number;
+  memoryMiB: number;
+  gpuModel?: string;
+}) => Promise<{ ok: true } | { ok: false; message: string }>;
+
+export type PodQuotaUsage = {
+  /** Hundredths of a card: a 30 share = 30, two whole cards = 200. */
+  core: number;
+  /** Known memory only: whole cards without a stated memory hold the card's, unknown until bind. */
+  memoryMiB: number;
+  /** True when some whole cards' memory is not counted (the card is chosen at bind). */
+  hasUncountedMemory: boolean;
+};
+
+type Sum = { core: number; memoryMiB: number; uncounted: boolean };
+
+function sumOf(containers: readonly ContainerGpuRequest[]): Sum {
+  let core = 0;
+  let memoryMiB = 0;
+  let uncounted = false;
+  for (const c of containers) {
+    core += c.corePerCard * c.cards;
+    if (c.memoryMiBPerCard === undefined) uncounted = true;
+    else memoryMiB += c.memoryMiBPerCard * c.cards;
+  }
+  return { core, memoryMiB, uncounted };
+}
+
+/**
+ * Kubernetes' effective request: init containers run one at a time before the app containers,
+ * so the pod holds the larger of the biggest init container and the sum of the app containers,
+ * for core and memory separately.
+ */
+export function measurePodQuotaUsage(request: PodGpuRequest): PodQuotaUsage {
+  const app = sumOf(request.containers.filter((c) => !c.isInit));
+  const inits = request.containers.filter((c) => c.isInit).map((c) => sumOf([c]));
+  const core = Math.max(app.core, ...inits.map((i) => i.core));
+  const memoryMiB = Math.max(app.memoryMiB, ...inits.map((i) => i.memoryMiB));
+  const hasUncountedMemory = app.uncounted || inits.some((i) => i.uncounted);
+  return { core, memoryMiB, hasUncountedMemory };
+}

@@ -1,0 +1,301 @@
+/**
+ * The Mutating- and ValidatingWebhookConfiguration the control plane keeps current. Building them
+ * is pure (config, resource names, caBundle, API server version); `ensureWebhookRegistration`
+ * creates or replaces them through a narrow client and checks what the API server stored.
+ *
+ * Scoping, so pods that do not use vcuda never depend on it being up:
+ * - API servers with matchConditions (from `matchConditionsFromMinor`): one webhook per kind,
+ *   failurePolicy Fail, and a CEL condition that selects pods naming a vcuda resource.
+ * - Older ones (1.26): the validating hook selects pods labelled `vcuda.io/gpu` (the mutating hook
+ *   sets it) with Fail; the mutating hook is Fail in namespaces labelled `vcuda.io/admission=enforce`
+ *   and Ignore everywhere else (it cannot select by a label the pod does not carry yet).
+ */
+import { type ResourceNames, VcudaError } from '../contract/index.js';
+import type { RegistrationConfig } from './config.js';
+import { VCUDA_POD_LABEL } from './mutate.js';
+
+export const NAMESPACE_ENFORCE_LABEL = 'vcuda.io/admission';
+export const NAMESPACE_ENFORCE_VALUE = 'enforce';
+const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
+const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'vcuda' };
+
+export type ServerVersion = { major: number; minor: number };
+export type Scoping = 'match-conditions' | 'selectors';
+
+type LabelSelector = {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: { key: string; operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist'; values?: string[] }[];
+};
+
+export type Webhook = {
+  name: string;
+  clientConfig: {
+    url?: string;
+    service?: { namespace: string; name: string; path: string; port: number };
+    caBundle: string;
+  };
+  rules: { operations: string[]; apiGroups: string[]; apiVersions: string[]; resources: string[]; scope: string }[];
+  failurePolicy: 'Fail' | 'Ignore';
+  matchPolicy: 'Equivalent';
+  namespaceSelector: LabelSelector;
+  objectSelector: LabelSelector;
+  sideEffects: 'None';
+  timeoutSeconds: number;
+  admissionReviewVersions: string[];
+  matchConditions?: { name: string; expression: string }[];
+  reinvocationPolicy?: 'Never';
+};
+
+export type WebhookConfiguration = {
+  apiVersion: 'admissionregistration.k8s.io/v1';
+  kind: 'MutatingWebhookConfiguration' | 'ValidatingWebhookConfiguration';
+  metadata: { name: string; labels: Record<string, string>; resourceVersion?: string };
+  webhooks: Webhook[];
+};
+
+/** `{major:"1", minor:"26+"}` (managed clusters add a `+`) to numbers; unreadable -> undefined. */
+export function parseServerVersion(info: { major?: string; minor?: string }): ServerVersion | undefined {
+  const major = Number.parseInt(info.major ?? '', 10);
+  const minor = Number.parseInt(info.minor ?? '', 10);
+  return Number.isInteger(major) && Number.isInteger(minor) ? { major, minor } : undefined;
+}
+
+export function chooseScoping(
+  version: ServerVersion,
+  config: Pick<RegistrationConfig, 'matchConditionsFromMinor'>,
+): Scoping {
+  return version.major > 1 || version.minor >= config.matchConditionsFromMinor ? 'match-conditions' : 'selectors';
+}
+
+/** CEL: does any container (init included) name a vcuda resource in limits or requests? */
+export function requestsVcudaExpression(names: ResourceNames): string {
+  const inMap = (map: string) =>
+    `(has(c.resources.${map}) && ('${names.core}' in c.resources.${map} || '${names.memory}' in c.resources.${map}))`;
+  const any = (list: string) => `${list}.exists(c, has(c.resources) && (${inMap('limits')} || ${inMap('requests')}))`;
+  // `has(...) && ...` rather than a ternary with `[]`: the type checker needs no list unification.
+  return `(has(object.spec.initContainers) && ${any('object.spec.initContainers')}) || ${any('object.spec.containers')}`;
+}
+
+export type RegistrationInput = {
+  config: RegistrationConfig;
+  names: ResourceNames;
+  /** PEM bundle the API server trusts for the webhook's serving certificate. */
+  caBundlePem: string;
+  scoping: Scoping;
+};
+
+function clientConfig(config: RegistrationConfig, path: string, caBundlePem: string): Webhook['clientConfig'] {
+  const caBundle = Buffer.from(caBundlePem).toString('base64');
+  if (config.url) return { url: `${config.url.replace(/\/+$/, '')}${path}`, caBundle };
+  const { serviceNamespace: namespace, serviceName: name, servicePort: port } = config;
+  return { service: { namespace, name, path, port }, caBundle };
+}
+
+function podRules(operations: string[]): Webhook['rules'] {
+  return [{ operations, apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], scope: 'Namespaced' }];
+}
+
+/** Both configuration objects, complete (every defaultable field set, so comparing is exact). */
+export function buildWebhookConfigurations(input: RegistrationInput): {
+  mutating: WebhookConfiguration;
+  validating: WebhookConfiguration;
+} {
+  const { config, names, caBundlePem, scoping } = input;
+  const exempt: LabelSelector['matchExpressions'] = config.exemptNamespaces.length
+    ? [{ key: NAMESPACE_NAME_LABEL, operator: 'NotIn', values: [...config.exemptNamespaces].sort() }]
+    : [];
+  const base = (name: string, path: string, operations: string[]) => ({
+    name,
+    clientConfig: clientConfig(config, path, caBundlePem),
+    rules: podRules(operations),
+    matchPolicy: 'Equivalent' as const,
+    sideEffects: 'None' as const,
+    timeoutSeconds: config.timeoutSeconds,
+    admissionReviewVersions: ['v1'],
+    objectSelector: {},
+  });
+  const conditions = [{ name: 'requests-vcuda-resources', expression: requestsVcudaExpression(names) }];
+
+  let mutatingHooks: Webhook[];
+  let validatingHooks: Webhook[];
+  if (scoping === 'match-conditions') {
+    mutatingHooks = [
+      {
+        ...base('mutate.pods.vcuda.io', '/admission/mutate', ['CREATE']),
+        failurePolicy: 'Fail',
+        namespaceSelector: { matchExpressions: exempt },
+        matchConditions: conditions,
+        reinvocationPolicy: 'Never',
+      },
+    ];
+    validatingHooks = [
+      {
+        ...base('validate.pods.vcuda.io', '/admission/validate', ['CREATE', 'UPDATE']),
+        failurePolicy: 'Fail',
+        namespaceSelector: { matchExpressions: exempt },
+        matchConditions: conditions,
+      },
+    ];
+  } else {
+    const enforce = { key: NAMESPACE_ENFORCE_LABEL, values: [NAMESPACE_ENFORCE_VALUE] };
+    mutatingHooks = [
+      {
+        ...base('mutate.pods.vcuda.io', '/admission/mutate', ['CREATE']),
+        failurePolicy: 'Fail',
+        namespaceSelector: { matchExpressions: [{ ...enforce, operator: 'In' }, ...exempt] },
+        reinvocationPolicy: 'Never',
+      },
+      {
+        ...base('mutate-best-effort.pods.vcuda.io', '/admission/mutate', ['CREATE']),
+        failurePolicy: 'Ignore',
+        namespaceSelector: { matchExpressions: [{ ...enforce, operator: 'NotIn' }, ...exempt] },
+        reinvocationPolicy: 'Never',
+      },
+    ];
+    validatingHooks = [
+      {
+        ...base('validate.pods.vcuda.io', '/admission/validate', ['CREATE', 'UPDATE']),
+        failurePolicy: 'Fail',
+        namespaceSelector: { matchExpressions: exempt },
+        objectSelector: { matchExpressions: [{ key: VCUDA_POD_LABEL, operator: 'Exists' }] },
+      },
+    ];
+  }
+  const metadata = (suffix: string) => ({ name: `${config.name}-${suffix}`, labels: { ...MANAGED_BY } });
+  return {
+    mutating: {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'MutatingWebhookConfiguration',
+      metadata: metadata('mutate-pods'),
+      webhooks: mutatingHooks,
+    },
+    validating: {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingWebhookConfiguration',
+      metadata: metadata('validate-pods'),
+      webhooks: validatingHooks,
+    },
+  };
+}
+
+/** True when every field `want` sets has the same value in `have` (the API server adds defaults). */
+export function isSubsetOf(want: unknown, have: unknown): boolean {
+  if (Array.isArray(want)) {
+    return Array.isArray(have) && want.length === have.length && want.every((w, i) => isSubsetOf(w, have[i]));
+  }
+  if (want !== null && typeof want === 'object') {
+    if (have === null || typeof have !== 'object' || Array.isArray(have)) return false;
+    const h = have as Record<string, unknown>;
+    return Object.entries(want as Record<string, unknown>).every(([k, v]) => {
+      // An empty selector and an absent one mean the same to the API server.
+      if (v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length === 0) {
+        return h[k] === undefined || isSubsetOf(v, h[k]);
+      }
+      if (Array.isArray(v) && v.length === 0 && h[k] === undefined) return true;
+      return isSubsetOf(v, h[k]);
+    });
+  }
+  return want === have;
+}
+
+/** A configuration as read back from the API server (with its defaults and resourceVersion). */
+export type StoredConfiguration = {
+  metadata?: { name?: string; resourceVersion?: string; labels?: Record<string, string> };
+  webhooks?: unknown[];
+};
+
+/** What registration needs from the API server; `kube-adapters.ts` implements it with client-node. */
+export type WebhookConfigurationClient = {
+  serverVersion(): Promise<{ major?: string; minor?: string; gitVersion?: string }>;
+  read(kind: WebhookConfiguration['kind'], name: string): Promise<StoredConfiguration | undefined>;
+  /** Throws a VcudaError with code `conflict` when it already exists. */
+  create(obj: WebhookConfiguration): Promise<StoredConfiguration>;
+  /** Throws a VcudaError with code `conflict` when `metadata.resourceVersion` is stale. */
+  replace(obj: WebhookConfiguration): Promise<StoredConfiguration>;
+};
+
+export type EnsureAction = 'created' | 'updated' | 'unchanged';
+
+export type RegistrationOutcome = {
+  serverVersion: string;
+  scoping: Scoping;
+  mutating: EnsureAction;
+  validating: EnsureAction;
+  /** Why the scoping differs from what the version suggested, when it does. */
+  note?: string;
+};
+
+function isConflict(err: unknown): boolean {
+  return err instanceof VcudaError && err.code === 'conflict';
+}
+
+async function ensureOne(
+  client: WebhookConfigurationClient,
+  want: WebhookConfiguration,
+): Promise<{ action: EnsureAction; stored: StoredConfiguration }> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const stored = await client.read(want.kind, want.metadata.name);
+    try {
+      if (!stored) return { action: 'created', stored: await client.create(want) };
+      const same =
+        isSubsetOf(want.webhooks, stored.webhooks) &&
+        isSubsetOf(want.metadata.labels, stored.metadata?.labels) &&
+        // Selectors mode omits matchConditions (1.26 does not know them): stale ones must go too.
+        want.webhooks.every((w, i) => w.matchConditions || !hasMatchConditions(stored.webhooks?.[i]));
+      if (same) return { action: 'unchanged', stored };
+      const next = { ...want, metadata: { ...want.metadata, resourceVersion: stored.metadata?.resourceVersion } };
+      return { action: 'updated', stored: await client.replace(next) };
+    } catch (err) {
+      // Another replica wrote it between our read and write: read again and compare.
+      if (!isConflict(err)) throw err;
+    }
+  }
+  throw new VcudaError('unavailable', `${want.kind} ${want.metadata.name} kept changing under concurrent writers`);
+}
+
+function hasMatchConditions(webhook: unknown): boolean {
+  const conditions = (webhook as { matchConditions?: unknown } | undefined)?.matchConditions;
+  return Array.isArray(conditions) && conditions.length > 0;
+}
+
+function keptMatchConditions(stored: StoredConfiguration): boolean {
+  return (stored.webhooks ?? []).every(hasMatchConditions);
+}
+
+/**
+ * Creates or updates both configurations for this API server. Call it after
+ * `ensureServingCertificate`, with the bundle just read from the shared Secret, so a replica never
+ * writes back a stale caBundle.
+ */
+export async function ensureWebhookRegistration(
+  client: WebhookConfigurationClient,
+  input: Omit<RegistrationInput, 'scoping'>,
+): Promise<RegistrationOutcome> {
+  const info = await client.serverVersion();
+  const version = parseServerVersion(info);
+  const serverVersion = info.gitVersion ?? `${info.major ?? '?'}.${info.minor ?? '?'}`;
+  // An unreadable version gets the selectors, which every v1 API server accepts.
+  let scoping: Scoping = version ? chooseScoping(version, input.config) : 'selectors';
+  let note: string | undefined;
+  let built = buildWebhookConfigurations({ ...input, scoping });
+  let mutating = await ensureOne(client, built.mutating);
+  let validating = await ensureOne(client, built.validating);
+  if (
+    scoping === 'match-conditions' &&
+    !(keptMatchConditions(mutating.stored) && keptMatchConditions(validating.stored))
+  ) {
+    // The feature gate is off: the server dropped the conditions, so Fail would now cover every pod.
+    scoping = 'selectors';
+    note = `API server ${serverVersion} dropped matchConditions; using selectors`;
+    built = buildWebhookConfigurations({ ...input, scoping });
+    mutating = await ensureOne(client, built.mutating);
+    validating = await ensureOne(client, built.validating);
+  }
+  return {
+    serverVersion,
+    scoping,
+    mutating: mutating.action,
+    validating: validating.action,
+    ...(note ? { note } : {}),
+  };
+}

@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import { checkPod, renderManifests } from './webhook-command.js';
+
+const CA = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+const base = {
+  namespace: 'vcuda-system',
+  service: 'vcuda-control-plane',
+  port: 443,
+  domain: 'nvidia.com',
+  timeoutSeconds: 5,
+  caBundlePem: CA,
+};
+
+describe('vcuda webhook manifests', () => {
+  it('renders both configurations as YAML for the given server version', () => {
+    const old = parseAllDocuments(renderManifests({ ...base, serverVersion: '1.26' })).map((d) => d.toJS());
+    expect(old.map((d) => [d.kind, d.webhooks.length])).toEqual([
+      ['MutatingWebhookConfiguration', 2],
+      ['ValidatingWebhookConfiguration', 1],
+    ]);
+    expect(JSON.stringify(old)).not.toContain('matchConditions');
+    const recent = parseAllDocuments(
+      renderManifests({ ...base, serverVersion: 'v1.30', url: 'https://10.0.0.5:8443' }),
+    ).map((d) => d.toJS());
+    expect(recent[0].webhooks[0].matchConditions).toHaveLength(1);
+    expect(recent[1].webhooks[0].clientConfig.url).toBe('https://10.0.0.5:8443/admission/validate');
+  });
+
+  it('refuses a version it cannot read', () => {
+    expect(() => renderManifests({ ...base, serverVersion: 'latest' })).toThrow('--server-version "latest"');
+  });
+});
+
+describe('vcuda webhook check', () => {
+  const opts = { domain: 'nvidia.com', memoryUnitMiB: 1, namespace: 'default' };
+
+  it('admits a good pod and shows the patch', async () => {
+    const yaml = `
+apiVersion: v1
+kind: Pod
+metadata:
+  name: infer
+  annotations:
+    vcuda.io/assignment: forged
+spec:
+  containers:
+    - name: model
+      image: pytorch
+      resources:
+        limits:
+          nvidia.com/vcuda-core: 30
+          nvidia.com/vcuda-memory: 8192
+`;
+    const out = await checkPod(yaml, { ...opts, schedulerName: 'vcuda-scheduler' });
+    expect(out.admitted).toBe(true);
+    expect(out.output).toContain('warning: removed annotation vcuda.io/assignment');
+    expect(out.output).toContain('path: /metadata/annotations/nvidia.com~1vcuda-core-limit');
+    expect(out.output).toContain('value: vcuda-scheduler');
+  });
+
+  it('prints every problem of a bad pod and reports it as not admitted', async () => {
+    const json = JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'bad', namespace: 'team-a' },
+      spec: { nodeName: 'n1', containers: [{ name: 'c', resources: { limits: { 'nvidia.com/vcuda-core': '150' } } }] },
+    });
+    const out = await checkPod(json, opts);
+    expect(out.admitted).toBe(false);
+    expect(out.output).toContain('vcuda refused pod team-a/bad: 2 problems:');
+    expect(out.output).toContain('spec.nodeName');
+  });
+
+  it('names what is wrong with something that is not a pod', async () => {
+    await expect(checkPod('kind: Pod\nspec: {}\n', opts)).rejects.toThrow('request.object.spec.containers');
+  });
+});

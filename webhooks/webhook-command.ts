@@ -1,0 +1,137 @@
+/**
+ * `vcuda webhook manifests`: the two webhook configurations as YAML, for clusters where the
+ * manifests (not the control plane) register them. `vcuda webhook check POD.yaml`: what admission
+ * would answer for a pod, without a cluster: the refusal message, or the patched pod's vcuda parts.
+ */
+import { readFileSync } from 'node:fs';
+import type { Command } from 'commander';
+import fastJsonPatch from 'fast-json-patch';
+import { parse as parseYaml, stringify as toYaml } from 'yaml';
+import { resourceNames } from '../contract/index.js';
+import type { AdmissionReviewOut } from './admission-review.js';
+import { admissionRoutes } from './admission-routes.js';
+import { registrationConfigSchema } from './config.js';
+import { buildWebhookConfigurations, chooseScoping, parseServerVersion } from './registration.js';
+
+export type ManifestOptions = {
+  serverVersion: string;
+  url?: string | undefined;
+  caBundlePem: string;
+  namespace: string;
+  service: string;
+  port: number;
+  domain: string;
+  timeoutSeconds: number;
+};
+
+export function renderManifests(o: ManifestOptions): string {
+  const config = registrationConfigSchema.parse({
+    url: o.url,
+    serviceNamespace: o.namespace,
+    serviceName: o.service,
+    servicePort: o.port,
+    timeoutSeconds: o.timeoutSeconds,
+  });
+  const [major = '', minor = ''] = o.serverVersion.replace(/^v/, '').split('.');
+  const version = parseServerVersion({ major, minor });
+  if (!version) throw new Error(`--server-version ${JSON.stringify(o.serverVersion)} is not MAJOR.MINOR (e.g. 1.26)`);
+  const built = buildWebhookConfigurations({
+    config,
+    names: resourceNames(o.domain),
+    caBundlePem: o.caBundlePem,
+    scoping: chooseScoping(version, config),
+  });
+  return `${toYaml(built.mutating)}---\n${toYaml(built.validating)}`;
+}
+
+export type CheckOptions = {
+  domain: string;
+  memoryUnitMiB: number;
+  schedulerName?: string | undefined;
+  namespace: string;
+};
+
+/** Runs a pod through both hooks exactly as the API server would call them. */
+export async function checkPod(podText: string, o: CheckOptions): Promise<{ admitted: boolean; output: string }> {
+  const pod = parseYaml(podText) as { metadata?: { namespace?: string; name?: string } };
+  const app = admissionRoutes({
+    names: resourceNames(o.domain),
+    memoryUnitMiB: o.memoryUnitMiB,
+    clusterName: 'check',
+    schedulerName: o.schedulerName,
+    privilegedUsernames: [],
+    maxBodyBytes: 3 * 1024 * 1024,
+    logger: { info: () => {}, warn: () => {} },
+  });
+  const namespace = pod?.metadata?.namespace ?? o.namespace;
+  const ask = async (hook: 'mutate' | 'validate', object: unknown) => {
+    const body = JSON.stringify({
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      request: {
+        uid: `check-${hook}`,
+        kind: { group: '', version: 'v1', kind: 'Pod' },
+        operation: 'CREATE',
+        namespace,
+        name: pod?.metadata?.name,
+        userInfo: { username: 'vcuda-check' },
+        object,
+        dryRun: true,
+      },
+    });
+    const res = await app.request(`/${hook}`, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/json' },
+    });
+    const json = (await res.json()) as AdmissionReviewOut & { error?: { message: string } };
+    if (res.status !== 200) throw new Error(json.error?.message ?? `HTTP ${res.status}`);
+    return json.response;
+  };
+  const mutated = await ask('mutate', pod);
+  const warnings = (mutated.warnings ?? []).map((w) => `warning: ${w}\n`).join('');
+  if (!mutated.allowed) return { admitted: false, output: `${warnings}${mutated.status?.message ?? 'refused'}\n` };
+  const patch = mutated.patch ? JSON.parse(Buffer.from(mutated.patch, 'base64').toString('utf8')) : [];
+  const patched = fastJsonPatch.applyPatch(structuredClone(pod), patch, true, false).newDocument;
+  const validated = await ask('validate', patched);
+  if (!validated.allowed) return { admitted: false, output: `${warnings}${validated.status?.message ?? 'refused'}\n` };
+  const changes = patch.length ? toYaml(patch) : '(no changes)\n';
+  return { admitted: true, output: `${warnings}admitted; patch:\n${changes}` };
+}
+
+export function registerWebhookCommand(program: Command): void {
+  const webhook = program
+    .command('webhook')
+    .description('admission webhooks: configuration manifests, offline pod check');
+  webhook
+    .command('manifests')
+    .description('print the Mutating/ValidatingWebhookConfiguration YAML for an API server version')
+    .option('--server-version <v>', 'Kubernetes MAJOR.MINOR of the API server', '1.26')
+    .option('--url <url>', 'https://host:port of a control plane outside the cluster (instead of the Service)')
+    .option('--ca-file <path>', 'PEM bundle that signed the serving certificate (caBundle)')
+    .option('--namespace <ns>', "the control plane's namespace", 'vcuda-system')
+    .option('--service <name>', "the control plane's Service", 'vcuda-control-plane')
+    .option('--port <n>', 'the Service port', (v) => Number.parseInt(v, 10), 443)
+    .option('--domain <domain>', 'resource domain', 'nvidia.com')
+    .option('--timeout-seconds <n>', 'webhook timeout', (v) => Number.parseInt(v, 10), 5)
+    .action((o: Omit<ManifestOptions, 'caBundlePem'> & { caFile?: string }) => {
+      const caBundlePem = o.caFile ? readFileSync(o.caFile, 'utf8') : '';
+      if (!caBundlePem)
+        process.stderr.write('note: no --ca-file; caBundle is empty (the API server then uses its own roots)\n');
+      process.stdout.write(renderManifests({ ...o, caBundlePem }));
+    });
+  webhook
+    .command('check')
+    .description('run a pod manifest (YAML or JSON) through admission without a cluster')
+    .argument('<file>', 'pod manifest, or - for stdin')
+    .option('--domain <domain>', 'resource domain', 'nvidia.com')
+    .option('--memory-unit-mib <n>', 'size of one vcuda-memory unit', (v) => Number.parseInt(v, 10), 1)
+    .option('--scheduler-name <name>', 'scheduler profile the webhook sets on vcuda pods')
+    .option('--namespace <ns>', 'namespace when the manifest names none', 'default')
+    .action(async (file: string, o: CheckOptions) => {
+      const text = readFileSync(file === '-' ? 0 : file, 'utf8');
+      const { admitted, output } = await checkPod(text, o);
+      process.stdout.write(output);
+      if (!admitted) process.exitCode = 1;
+    });
+}

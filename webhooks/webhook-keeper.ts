@@ -1,0 +1,116 @@
+/**
+ * Keeps a running control plane's webhook current: the serving certificate (re-issued in the
+ * shared Secret before expiry, or re-read from supplied files that cert-manager renews in place)
+ * and the webhook configurations' caBundle. The caller swaps the TLS context in `onCertificate`
+ * (`server.setSecureContext`), so a rotation needs no restart.
+ */
+import type { ResourceNames } from '../contract/index.js';
+import {
+  type CertificateSecretStore,
+  type CertificateSubject,
+  ensureServingCertificate,
+  readCertificateFiles,
+  type ServingCertificate,
+  serviceDnsNames,
+} from './certificates.js';
+import type { RegistrationConfig, WebhookConfig } from './config.js';
+import {
+  ensureWebhookRegistration,
+  type RegistrationOutcome,
+  type WebhookConfigurationClient,
+} from './registration.js';
+
+/** The names the serving certificate must cover: the URL's host outside the cluster, else the Service's. */
+export function certificateSubjectFor(registration: RegistrationConfig): CertificateSubject {
+  if (registration.url) {
+    const host = new URL(registration.url).hostname.replace(/^\[|\]$/g, '');
+    const isIp = /^[\d.]+$/.test(host) || host.includes(':');
+    return isIp ? { dnsNames: [], ipAddresses: [host] } : { dnsNames: [host], ipAddresses: [] };
+  }
+  return {
+    dnsNames: serviceDnsNames({ name: registration.serviceName, namespace: registration.serviceNamespace }),
+    ipAddresses: [],
+  };
+}
+
+export type WebhookKeeperDeps = {
+  config: Pick<WebhookConfig, 'registration' | 'certificates'>;
+  names: ResourceNames;
+  /** Self-issued mode: the shared Secret. */
+  secretStore?: CertificateSecretStore | undefined;
+  /** Files mode: how to read the supplied files. */
+  readFile?: ((path: string) => string) | undefined;
+  /** Absent: the configurations are managed elsewhere (manifests), only the certificate is kept. */
+  registrationClient?: WebhookConfigurationClient | undefined;
+  clock: () => Date;
+  logger: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
+  onCertificate: (cert: ServingCertificate) => void;
+};
+
+export type WebhookKeeper = {
+  /** One pass: certificate, then registration with the bundle just read. */
+  refresh(): Promise<{ certificate: ServingCertificate; registration?: RegistrationOutcome }>;
+  /** Refreshes every `intervalMs` until the returned function is called; failures are logged and retried. */
+  start(intervalMs: number): () => void;
+};
+
+export function createWebhookKeeper(deps: WebhookKeeperDeps): WebhookKeeper {
+  const { certificates: c, registration } = deps.config;
+  let current: ServingCertificate | undefined;
+  let lastRegistration = '';
+
+  async function loadCertificate(): Promise<ServingCertificate> {
+    if (c.mode === 'files') {
+      if (!deps.readFile || !c.certFile || !c.keyFile)
+        throw new Error('certificates.mode "files" needs certFile, keyFile and a reader');
+      return readCertificateFiles({ certFile: c.certFile, keyFile: c.keyFile, caFile: c.caFile }, deps.readFile);
+    }
+    if (!deps.secretStore) throw new Error('certificates.mode "self" needs the certificate Secret');
+    const outcome = await ensureServingCertificate(
+      deps.secretStore,
+      certificateSubjectFor(registration),
+      { validityDays: c.validityDays, rotateBeforeDays: c.rotateBeforeDays },
+      deps.clock(),
+    );
+    if (outcome.action !== 'kept') {
+      deps.logger.info(
+        { action: outcome.action, reason: outcome.reason, notAfter: outcome.notAfter },
+        'webhook certificate',
+      );
+    }
+    return outcome;
+  }
+
+  async function refresh() {
+    const certificate = await loadCertificate();
+    if (current?.certPem !== certificate.certPem || current.keyPem !== certificate.keyPem) {
+      current = certificate;
+      deps.onCertificate(certificate);
+    }
+    if (!deps.registrationClient) return { certificate };
+    const outcome = await ensureWebhookRegistration(deps.registrationClient, {
+      config: registration,
+      names: deps.names,
+      caBundlePem: certificate.caBundlePem,
+    });
+    const summary = JSON.stringify(outcome);
+    if (summary !== lastRegistration && (outcome.mutating !== 'unchanged' || outcome.validating !== 'unchanged')) {
+      deps.logger.info(outcome, 'webhook configurations ensured');
+    }
+    lastRegistration = summary;
+    return { certificate, registration: outcome };
+  }
+
+  return {
+    refresh,
+    start(intervalMs) {
+      const timer = setInterval(() => {
+        refresh().catch((err: unknown) =>
+          deps.logger.warn({ err: String(err) }, 'webhook refresh failed; retrying later'),
+        );
+      }, intervalMs);
+      timer.unref();
+      return () => clearInterval(timer);
+    },
+  };
+}
