@@ -1,0 +1,167 @@
+/**
+ * The control plane's in-memory view of Nodes and Pods, fed by watch events (or directly by tests
+ * and the simulator) and handed out as immutable ClusterSnapshots. Holds nothing a restart would
+ * lose: every value here is derived from Kubernetes objects, so a fresh replica rebuilds it from a list.
+ */
+import {
+  type ClusterSnapshot,
+  composeNodeSnapshot,
+  type NodeInventoryRead,
+  type NodeLike,
+  type NodeSnapshot,
+  type PodHold,
+  type PodWithStatus,
+  readNodeInventory,
+  readPodHold,
+} from './placement/cluster-snapshot.js';
+
+/** Why capacity may have freed on a node: pending pods refused for capacity should be retried. */
+export type CapacityFreed = {
+  node: string;
+  why: 'pod-ended' | 'pod-allocated' | 'node-recovered';
+  /** The pod that ended, so its ledger rows can be released. */
+  pod?: { uid: string; namespace: string; name: string };
+};
+
+type PodEntry = { pod: PodWithStatus; hold: PodHold | undefined };
+
+function podKey(pod: PodWithStatus): string {
+  return `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
+}
+
+function refOf(pod: PodWithStatus): { uid: string; namespace: string; name: string } {
+  return { uid: pod.metadata?.uid ?? '', namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' };
+}
+
+function healthyCount(inv: NodeInventoryRead | undefined): number {
+  if (!inv || inv.inventoryError) return -1;
+  return inv.cards.filter((c) => c.healthy).length;
+}
+
+export class ClusterState {
+  private readonly inventories = new Map<string, NodeInventoryRead>();
+  private readonly pods = new Map<string, PodEntry>();
+  /** Node name -> keys of pods holding cards there. */
+  private readonly holdsByNode = new Map<string, Set<string>>();
+  private readonly nodeSnapshots = new Map<string, NodeSnapshot>();
+  private version = 0;
+  private current: ClusterSnapshot | undefined;
+  private readonly listeners = new Set<(e: CapacityFreed) => void>();
+
+  /** Called whenever capacity may have freed; returns the unsubscribe function. */
+  onCapacityFreed(listener: (e: CapacityFreed) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The latest immutable view; the same object until something changes. */
+  snapshot(): ClusterSnapshot {
+    if (!this.current) {
+      this.current = Object.freeze({ version: this.version, nodes: new Map(this.nodeSnapshots) });
+    }
+    return this.current;
+  }
+
+  pod(namespace: string, name: string): PodWithStatus | undefined {
+    return this.pods.get(`${namespace}/${name}`)?.pod;
+  }
+
+  allPods(): IterableIterator<PodWithStatus> {
+    const it = this.pods.values();
+    return (function* () {
+      for (const e of it) yield e.pod;
+    })();
+  }
+
+  upsertNode(node: NodeLike): void {
+    const name = node.metadata?.name;
+    if (!name) return;
+    const before = this.inventories.get(name);
+    const inv = readNodeInventory(node);
+    this.inventories.set(name, inv);
+    this.rebuild(name);
+    if (before && healthyCount(inv) > healthyCount(before)) this.emit({ node: name, why: 'node-recovered' });
+  }
+
+  removeNode(name: string): void {
+    this.inventories.delete(name);
+    this.nodeSnapshots.delete(name);
+    this.touch();
+  }
+
+  upsertPod(pod: PodWithStatus): void {
+    const hold = readPodHold(pod);
+    const before = this.setPod(pod, hold);
+    if (before?.hold && !hold) this.emit({ node: before.hold.node, why: 'pod-ended', pod: refOf(pod) });
+    else if (before?.hold?.pending && hold && !hold.pending) this.emit({ node: hold.node, why: 'pod-allocated' });
+  }
+
+  /**
+   * Counts a bind in progress before the API server has it (kube-scheduler's "assume"), so the
+   * next filter already sees these cards taken. The watch's next update of the pod replaces it;
+   * a failed bind puts the original pod back with `upsertPod`.
+   */
+  assumePod(pod: PodWithStatus, hold: PodHold): void {
+    this.setPod(pod, hold);
+  }
+
+  /**
+   * Undoes a failed bind's assume: puts the pod back as the cluster has it. Unlike upsertPod this
+   * reports no ended pod: the pod did not end, and its ledger rows (another attempt's, another
+   * replica's) must not be released on the strength of this replica's rollback.
+   */
+  restorePod(pod: PodWithStatus): void {
+    this.setPod(pod, readPodHold(pod));
+  }
+
+  removePod(pod: PodWithStatus): void {
+    const key = podKey(pod);
+    const before = this.pods.get(key);
+    this.pods.delete(key);
+    if (!before) return;
+    this.moveHold(key, before.hold, undefined);
+    if (before.hold) this.emit({ node: before.hold.node, why: 'pod-ended', pod: refOf(before.pod) });
+  }
+
+  /** Stores the pod with its hold, moves the hold's count between nodes, and returns the entry it replaced. */
+  private setPod(pod: PodWithStatus, hold: PodHold | undefined): PodEntry | undefined {
+    const key = podKey(pod);
+    const before = this.pods.get(key);
+    this.pods.set(key, { pod, hold });
+    this.moveHold(key, before?.hold, hold);
+    return before;
+  }
+
+  private moveHold(key: string, from: PodHold | undefined, to: PodHold | undefined): void {
+    if (!from && !to) return;
+    if (from) this.holdsByNode.get(from.node)?.delete(key);
+    if (to) {
+      const set = this.holdsByNode.get(to.node) ?? new Set<string>();
+      this.holdsByNode.set(to.node, set);
+      set.add(key);
+    }
+    if (from) this.rebuild(from.node);
+    if (to && to.node !== from?.node) this.rebuild(to.node);
+  }
+
+  private rebuild(node: string): void {
+    const inv = this.inventories.get(node);
+    if (!inv) return; // pods on a node not seen yet count once the node arrives
+    const holds: PodHold[] = [];
+    for (const key of this.holdsByNode.get(node) ?? []) {
+      const h = this.pods.get(key)?.hold;
+      if (h) holds.push(h);
+    }
+    this.nodeSnapshots.set(node, composeNodeSnapshot(inv, holds));
+    this.touch();
+  }
+
+  private touch(): void {
+    this.version += 1;
+    this.current = undefined;
+  }
+
+  private emit(e: CapacityFreed): void {
+    for (const l of this.listeners) l(e);
+  }
+}

@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { ValidationError } from '../contract/index.js';
+import { loadControlPlaneConfig, parseConfigFile } from './config.js';
+import { flagsToConfig } from './main.js';
+
+describe('control plane config', () => {
+  it('fills defaults', () => {
+    const c = loadControlPlaneConfig({});
+    expect(c).toMatchObject({
+      port: 8080,
+      httpsPort: 8443,
+      placement: { default: 'binpack' },
+      kube: { mode: 'in-cluster' },
+    });
+    expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it('takes flags over env over file', () => {
+    const file = parseConfigFile('port: 1000\nclusterName: from-file\nplacement:\n  default: spread\n', 'cp.yaml');
+    const c = loadControlPlaneConfig({
+      file,
+      env: { VCUDA_PORT: '2000', VCUDA_CLUSTER_NAME: 'from-env', DATABASE_URL: 'postgres://x@h/db' },
+      flags: flagsToConfig({ port: 3000 }),
+    });
+    expect(c.port).toBe(3000);
+    expect(c.clusterName).toBe('from-env');
+    expect(c.placement.default).toBe('spread');
+    expect(c.database.url).toBe('postgres://x@h/db');
+  });
+
+  it.each([
+    { name: 'bad placement', flags: { placement: { default: 'random' } }, field: 'placement.default' },
+    { name: 'bad port', flags: { port: 70000 }, field: 'port' },
+    { name: 'reserved domain', flags: { resourceDomain: 'kubernetes.io' }, field: 'resourceDomain' },
+    { name: 'file keys without a file', flags: { signingKeys: { source: 'file' } }, field: 'signingKeys.file' },
+    { name: 'secret keys without a cluster', flags: { kube: { mode: 'none' } }, field: 'signingKeys.source' },
+  ])('names the field: $name', ({ flags, field }) => {
+    try {
+      loadControlPlaneConfig({ flags });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ValidationError);
+      expect((err as ValidationError).errors.map((e) => e.path)).toContain(field);
+    }
+  });
+
+  it('reads numbers from the environment and refuses non-numbers', () => {
+    expect(loadControlPlaneConfig({ env: { VCUDA_HEARTBEAT_STALE_SECONDS: '30' } }).heartbeatStaleSeconds).toBe(30);
+    expect(() => loadControlPlaneConfig({ env: { VCUDA_PORT: 'eighty' } })).toThrow(/port/);
+  });
+});

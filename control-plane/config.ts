@@ -1,0 +1,173 @@
+/**
+ * The control plane's one configuration object: built once at start from a file (YAML or JSON),
+ * the environment and flags (flags win, then env, then file, then defaults), validated with zod,
+ * frozen and passed down. Nothing below `main.ts` reads `process.env`.
+ */
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { DEFAULT_RESOURCE_DOMAIN, fieldErrorsFromZod, resourceNames, ValidationError } from '../contract/index.js';
+import { webhookConfigSchema } from '../webhooks/config.js';
+import { placementPolicies } from './placement/placement-request.js';
+
+const port = z.number().int().min(0).max(65535);
+
+export const controlPlaneConfigSchema = z
+  .object({
+    /** Plain HTTP: extender, API, dashboard, metrics, health. 0 = any free port (tests). */
+    port: port.default(8080),
+    host: z.string().min(1).default('0.0.0.0'),
+    /** HTTPS for the admission webhooks (the API server only calls HTTPS); 0 = off. */
+    httpsPort: port.default(8443),
+    /** The control plane's namespace: signing-key Secret, JWKS ConfigMap, webhook certificate. */
+    namespace: z.string().min(1).default('vcuda-system'),
+    clusterName: z.string().min(1).default('default'),
+    resourceDomain: z.string().min(1).default(DEFAULT_RESOURCE_DOMAIN),
+    memoryUnitMiB: z.number().int().min(1).default(1),
+    /** This replica's name in Events (the pod name in a cluster). */
+    instanceId: z.string().min(1).default('vcuda-control-plane'),
+    database: z
+      .object({
+        /** postgres://…; absent: embedded PGlite in `dataDir`, or in memory without it. */
+        url: z.string().min(1).optional(),
+        dataDir: z.string().min(1).optional(),
+        maxConnections: z.number().int().min(1).default(10),
+      })
+      .default({ maxConnections: 10 }),
+    kube: z
+      .object({
+        /** `in-cluster` (service account), `kubeconfig` (file or default), `none` (no cluster: local runs). */
+        mode: z.enum(['in-cluster', 'kubeconfig', 'none']).default('in-cluster'),
+        kubeconfig: z.string().min(1).optional(),
+      })
+      .default({ mode: 'in-cluster' }),
+    placement: z
+      .object({
+        /** Cluster default; a pod's `<domain>/vcuda-placement` annotation overrides it. */
+        default: z.enum(placementPolicies).default('binpack'),
+      })
+      .default({ default: 'binpack' }),
+    /** A node agent silent for longer is not offered new pods. */
+    heartbeatStaleSeconds: z.number().int().min(5).default(60),
+    /** Signed assignments expire after this; pending ones stop blocking their container sizes after it too. */
+    assignmentTtlSeconds: z.number().int().min(30).default(600),
+    /** Ledger reservations a bind never confirmed are released after this (a replica died mid-bind). */
+    reservationTimeoutSeconds: z.number().int().min(10).default(60),
+    signingKeys: z
+      .object({
+        source: z.enum(['secret', 'file', 'ephemeral']).default('secret'),
+        /** For `file`: JSON {"keys":[{kid,alg,privateJwk,publicJwk}]}, newest first. */
+        file: z.string().min(1).optional(),
+        /** For `secret`: the key id of a key created on first start. */
+        kid: z.string().min(1).default('vcuda-1'),
+        /** Publish the public JWKS as ConfigMap vcuda-jwks (node agents mount it). */
+        publishJwks: z.boolean().default(true),
+      })
+      .default({ source: 'secret', kid: 'vcuda-1', publishJwks: true }),
+    /** `auto`: create/update the webhook configurations at start; `off`: the manifests do it. */
+    webhookRegistration: z.enum(['auto', 'off']).default('auto'),
+    webhook: webhookConfigSchema.partial().default({}),
+    logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  })
+  .superRefine((c, ctx) => {
+    try {
+      resourceNames(c.resourceDomain);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', path: ['resourceDomain'], message: (err as Error).message });
+    }
+    if (c.signingKeys.source === 'file' && !c.signingKeys.file) {
+      ctx.addIssue({ code: 'custom', path: ['signingKeys', 'file'], message: 'source "file" needs signingKeys.file' });
+    }
+    if (c.signingKeys.source === 'secret' && c.kube.mode === 'none') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['signingKeys', 'source'],
+        message: 'source "secret" needs a cluster; use "file" or "ephemeral" with kube.mode "none"',
+      });
+    }
+  });
+
+export type ControlPlaneConfig = Readonly<z.infer<typeof controlPlaneConfigSchema>>;
+export type ControlPlaneConfigInput = z.input<typeof controlPlaneConfigSchema>;
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
+  const keys = path.split('.');
+  let cur = target;
+  for (const k of keys.slice(0, -1)) {
+    cur[k] = (cur[k] as Record<string, unknown> | undefined) ?? {};
+    cur = cur[k] as Record<string, unknown>;
+  }
+  cur[keys[keys.length - 1] as string] = value;
+}
+
+function deepMerge(base: unknown, over: unknown): unknown {
+  if (!over || typeof over !== 'object' || Array.isArray(over)) return over === undefined ? base : over;
+  const out: Record<string, unknown> =
+    base && typeof base === 'object' && !Array.isArray(base) ? { ...(base as Record<string, unknown>) } : {};
+  for (const [k, v] of Object.entries(over)) out[k] = deepMerge(out[k], v);
+  return out;
+}
+
+/** Environment variable -> config path, and how to read it. */
+export const envKeys: Record<string, [path: string, kind: 'string' | 'int' | 'bool']> = {
+  VCUDA_PORT: ['port', 'int'],
+  VCUDA_HOST: ['host', 'string'],
+  VCUDA_HTTPS_PORT: ['httpsPort', 'int'],
+  VCUDA_NAMESPACE: ['namespace', 'string'],
+  VCUDA_CLUSTER_NAME: ['clusterName', 'string'],
+  VCUDA_RESOURCE_DOMAIN: ['resourceDomain', 'string'],
+  VCUDA_MEMORY_UNIT_MIB: ['memoryUnitMiB', 'int'],
+  VCUDA_INSTANCE_ID: ['instanceId', 'string'],
+  DATABASE_URL: ['database.url', 'string'],
+  VCUDA_DATA_DIR: ['database.dataDir', 'string'],
+  VCUDA_KUBE_MODE: ['kube.mode', 'string'],
+  KUBECONFIG: ['kube.kubeconfig', 'string'],
+  VCUDA_PLACEMENT: ['placement.default', 'string'],
+  VCUDA_HEARTBEAT_STALE_SECONDS: ['heartbeatStaleSeconds', 'int'],
+  VCUDA_ASSIGNMENT_TTL_SECONDS: ['assignmentTtlSeconds', 'int'],
+  VCUDA_RESERVATION_TIMEOUT_SECONDS: ['reservationTimeoutSeconds', 'int'],
+  VCUDA_SIGNING_KEY_SOURCE: ['signingKeys.source', 'string'],
+  VCUDA_SIGNING_KEY_FILE: ['signingKeys.file', 'string'],
+  VCUDA_WEBHOOK_REGISTRATION: ['webhookRegistration', 'string'],
+  VCUDA_WEBHOOK_CERT_MODE: ['webhook.certificates.mode', 'string'],
+  VCUDA_WEBHOOK_CERT_FILE: ['webhook.certificates.certFile', 'string'],
+  VCUDA_WEBHOOK_KEY_FILE: ['webhook.certificates.keyFile', 'string'],
+  VCUDA_WEBHOOK_CA_FILE: ['webhook.certificates.caFile', 'string'],
+  VCUDA_LOG_LEVEL: ['logLevel', 'string'],
+};
+
+function fromEnv(env: Env): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, [path, kind]] of Object.entries(envKeys)) {
+    const raw = env[name];
+    if (raw === undefined || raw === '') continue;
+    const value = kind === 'int' ? (/^\d+$/.test(raw) ? Number(raw) : raw) : kind === 'bool' ? raw === 'true' : raw;
+    setPath(out, path, value);
+  }
+  return out;
+}
+
+/** Parses a config file's text (YAML, of which JSON is a subset). */
+export function parseConfigFile(text: string, where: string): unknown {
+  try {
+    return parseYaml(text) ?? {};
+  } catch (err) {
+    throw new ValidationError(
+      [{ path: where, rule: 'yaml', message: `${where}: ${(err as Error).message}` }],
+      'config file',
+    );
+  }
+}
+
+/** Builds the one frozen config; throws ValidationError naming every bad field. */
+export function loadControlPlaneConfig(sources: {
+  file?: unknown;
+  env?: Env;
+  flags?: ControlPlaneConfigInput | Record<string, unknown>;
+}): ControlPlaneConfig {
+  const merged = deepMerge(deepMerge(sources.file ?? {}, fromEnv(sources.env ?? {})), sources.flags ?? {});
+  const parsed = controlPlaneConfigSchema.safeParse(merged);
+  if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), 'control plane config');
+  return Object.freeze(parsed.data);
+}

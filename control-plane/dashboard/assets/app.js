@@ -1,0 +1,355 @@
+// The dashboard page: draws the overview the control plane computes (control-plane/dashboard/overview.ts)
+// and redraws it on every Server-Sent Event. All text goes through textContent: pod names and refusal
+// messages come from users.
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs ?? {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') node.className = v;
+    else node.setAttribute(k, String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    node.append(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
+  }
+  return node;
+}
+
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+const fmt = (n, digits = 0) => Number(n).toLocaleString('en-US', { maximumFractionDigits: digits });
+
+function bar(kind, pct, label, testid) {
+  const fill = el('span');
+  fill.style.width = `${Math.min(100, Math.max(0, pct))}%`;
+  return el(
+    'div',
+    { class: `bar ${kind}${pct >= 100 ? ' full' : ''}`, 'data-testid': testid, title: label },
+    fill,
+    el('em', {}, label),
+  );
+}
+
+function durationText(ms) {
+  const min = Math.round(ms / 60000);
+  if (min < 60) return `${min} min`;
+  const h = Math.floor(min / 60);
+  return h < 48 ? `${h} h ${min % 60} min` : `${Math.floor(h / 24)} d ${h % 24} h`;
+}
+
+function renderTotals(t) {
+  const box = document.getElementById('totals');
+  box.replaceChildren(
+    el('span', {}, 'cards ', el('b', { 'data-testid': 'total-cards' }, fmt(t.cards)), ` (${fmt(t.freeCards)} free)`),
+    el('span', {}, 'core ', el('b', { 'data-testid': 'total-core' }, `${fmt(t.coreUsed)} / ${fmt(t.coreCapacity)}`)),
+    el(
+      'span',
+      {},
+      'memory ',
+      el('b', { 'data-testid': 'total-memory' }, `${fmt(t.memoryUsedMiB)} / ${fmt(t.memoryCapacityMiB)} MiB`),
+    ),
+  );
+}
+
+function renderCard(cluster, node, c) {
+  const cls = ['card', c.isOvercommitted ? 'over' : '', c.healthy === false ? 'unhealthy' : ''].join(' ').trim();
+  return el(
+    'article',
+    {
+      class: cls,
+      'data-testid': 'card',
+      'data-cluster': cluster,
+      'data-node': node,
+      'data-uuid': c.uuid,
+      'data-core-used': c.coreUsed,
+      'data-memory-used-mib': c.memoryUsedMiB,
+    },
+    el(
+      'div',
+      { class: 'card-title' },
+      el('span', {}, `#${c.index} ${c.model}`),
+      c.healthy === false ? el('span', { class: 'stage stage-quota' }, 'unhealthy') : null,
+    ),
+    el('div', { class: 'uuid', title: c.uuid }, c.uuid),
+    el('div', { class: 'bar-label' }, 'core'),
+    bar('core', c.corePct, `${c.coreUsed} / 100 core`, 'core-bar'),
+    el('div', { class: 'bar-label' }, 'memory'),
+    bar('mem', c.memoryPct, `${fmt(c.memoryUsedMiB)} / ${fmt(c.memoryMiB)} MiB`, 'memory-bar'),
+    c.pods.length === 0
+      ? el('p', { class: 'empty' }, 'no pods')
+      : el(
+          'ul',
+          { class: 'pods' },
+          c.pods.map((p) =>
+            el(
+              'li',
+              {
+                class: p.state,
+                'data-testid': 'pod',
+                title: p.state === 'reserved' ? 'reserved, not yet bound' : 'bound',
+              },
+              el('span', { class: 'pod-name' }, `${p.namespace}/${p.pod}`),
+              el('span', {}, `${p.core}% · ${fmt(p.memoryMiB)} MiB`),
+            ),
+          ),
+        ),
+  );
+}
+
+function renderClusters(clusters) {
+  const box = document.getElementById('clusters');
+  if (clusters.length === 0) {
+    box.replaceChildren(el('p', { class: 'empty' }, 'No nodes with vcuda cards yet: is the node agent running?'));
+    return;
+  }
+  box.replaceChildren(
+    ...clusters.map((cl) =>
+      el(
+        'div',
+        { class: 'cluster', 'data-testid': 'cluster', 'data-cluster': cl.name },
+        el(
+          'h3',
+          {},
+          cl.name,
+          el(
+            'span',
+            { class: 'sub' },
+            `${cl.nodes.length} nodes · ${cl.totals.cards} cards · core ${fmt(cl.totals.coreUsed)} / ${fmt(cl.totals.coreCapacity)}`,
+          ),
+        ),
+        cl.nodes.map((n) =>
+          el(
+            'div',
+            { class: 'node', 'data-testid': 'node', 'data-node': n.name },
+            el(
+              'div',
+              { class: 'node-head' },
+              el('strong', {}, n.name),
+              el(
+                'span',
+                { class: 'sub' },
+                `free core ${n.freeCore} (largest ${n.largestFreeCore}) · fragmentation ${n.fragmentationPct}%${n.strandedCore ? ` · stranded ${n.strandedCore}` : ''}`,
+              ),
+            ),
+            el(
+              'div',
+              { class: 'cards' },
+              n.cards.map((c) => renderCard(cl.name, n.name, c)),
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+function table(head, rows, empty) {
+  if (rows.length === 0) return el('p', { class: 'empty' }, empty);
+  return el(
+    'table',
+    {},
+    el(
+      'thead',
+      {},
+      el(
+        'tr',
+        {},
+        head.map((h) => el('th', {}, h)),
+      ),
+    ),
+    el('tbody', {}, rows),
+  );
+}
+
+function renderQuotas(quotas) {
+  document.getElementById('quota-list').replaceChildren(
+    table(
+      ['scope', 'name', 'cluster', 'gpu model', 'core', 'memory'],
+      quotas.map((q) =>
+        el(
+          'tr',
+          { class: q.isAtLimit ? 'at-limit' : '', 'data-testid': 'quota', 'data-name': q.name },
+          el('td', {}, q.scope),
+          el('td', {}, q.name),
+          el('td', {}, q.cluster ?? 'all'),
+          el('td', {}, q.gpuModel ?? 'any'),
+          el('td', {}, bar('core', q.corePct, `${fmt(q.coreUsed)} / ${fmt(q.coreLimit)}`, 'quota-core')),
+          el(
+            'td',
+            {},
+            bar('mem', q.memoryPct, `${fmt(q.memoryUsedMiB)} / ${fmt(q.memoryLimitMiB)} MiB`, 'quota-memory'),
+          ),
+        ),
+      ),
+      'No quotas defined.',
+    ),
+  );
+}
+
+// A horizontal bar chart in inline SVG: one row per item, an optional inner bar (e.g. used within
+// allocated) drawn over it, and the item's text at the end of the bar.
+function barChart(items, testid) {
+  if (items.length === 0) return el('p', { class: 'empty' }, 'nothing in this window');
+  const rowH = 20;
+  const labelW = 170;
+  const width = 480;
+  const barSpace = width - labelW - 110;
+  const max = Math.max(...items.map((i) => i.value), 1e-9);
+  const chart = svg('svg', {
+    viewBox: `0 0 ${width} ${items.length * rowH + 4}`,
+    width: '100%',
+    role: 'img',
+    'data-testid': testid,
+  });
+  items.forEach((item, i) => {
+    const y = i * rowH + 2;
+    const w = Math.max(1, (barSpace * item.value) / max);
+    const label = item.label.length > 26 ? `${item.label.slice(0, 25)}…` : item.label;
+    chart.append(svg('text', { x: 0, y: y + 13 }, label));
+    const bar = { x: labelW, y: y + 2, height: rowH - 6, rx: 2 };
+    chart.append(svg('rect', { ...bar, width: w, fill: item.color, 'data-value': item.value }));
+    if (item.inner !== undefined) {
+      const innerW = Math.min(w, (barSpace * item.inner) / max);
+      chart.append(svg('rect', { ...bar, width: innerW, fill: item.innerColor, 'data-inner': item.inner }));
+    }
+    chart.append(svg('text', { x: labelW + w + 4, y: y + 13, class: 'v' }, item.text));
+  });
+  return chart;
+}
+
+const hoursItem = (x, color, innerColor) => ({
+  label: x.key,
+  value: x.allocatedGpuHours,
+  inner: x.usedGpuHours,
+  color,
+  innerColor,
+  text: `${fmt(x.allocatedGpuHours, 2)} h, ${x.efficiencyPct === null ? '-' : fmt(x.efficiencyPct, 1)} % used`,
+});
+
+function renderReports(r) {
+  document.getElementById('chart-ns').replaceChildren(
+    barChart(
+      r.gpuHoursByNamespace.map((x) => hoursItem(x, '#a9c1f2', '#2f5fbf')),
+      'gpu-hours-ns',
+    ),
+  );
+  document.getElementById('chart-team').replaceChildren(
+    barChart(
+      r.gpuHoursByTeam.map((x) => hoursItem(x, '#d4c2f2', '#6a3fb9')),
+      'gpu-hours-team',
+    ),
+  );
+  document.getElementById('chart-frag').replaceChildren(
+    barChart(
+      r.fragmentation
+        .filter((x) => x.fragmentationPct > 0 || x.strandedCore > 0)
+        .map((x) => ({
+          label: `${x.cluster}/${x.node}`,
+          value: x.fragmentationPct,
+          color: '#d98a00',
+          text: `${x.fragmentationPct} %${x.strandedCore ? `, ${x.strandedCore} core stranded` : ''}`,
+        })),
+      'fragmentation',
+    ),
+  );
+  document.getElementById('idle').replaceChildren(
+    table(
+      ['pod', 'node / card', 'share', 'held', 'card utilization'],
+      r.idle.map((a) =>
+        el(
+          'tr',
+          { 'data-testid': 'idle-row' },
+          el('td', {}, `${a.cluster}/${a.namespace}/${a.pod}`),
+          el('td', {}, `${a.node} `, el('span', { class: 'uuid' }, a.cardUuid)),
+          el('td', { class: 'num' }, `${a.core}% · ${fmt(a.memoryMiB)} MiB`),
+          el('td', { class: 'num' }, durationText(a.heldMs)),
+          el(
+            'td',
+            { class: 'num' },
+            a.utilizationPct === undefined ? 'never sampled' : `${fmt(a.utilizationPct, 1)} %`,
+          ),
+        ),
+      ),
+      'No idle allocations.',
+    ),
+  );
+}
+
+function renderRefusals(refusals) {
+  document.getElementById('refusal-list').replaceChildren(
+    table(
+      ['when', 'stage', 'pod', 'reason', 'message'],
+      refusals.map((r) =>
+        el(
+          'tr',
+          { 'data-testid': 'refusal', 'data-pod': `${r.namespace}/${r.pod}`, 'data-stage': r.stage },
+          el('td', { class: 'num' }, new Date(r.at).toLocaleString()),
+          el('td', {}, el('span', { class: `stage stage-${r.stage}` }, r.stage)),
+          el('td', {}, `${r.cluster ? `${r.cluster}/` : ''}${r.namespace}/${r.pod}`),
+          el('td', {}, r.reason),
+          el('td', { class: 'msg' }, r.message),
+        ),
+      ),
+      'No refusals recently.',
+    ),
+  );
+}
+
+// Keeps the picker's options in step with the clusters the ledger knows, without losing the choice.
+function renderClusterPicker(names, chosen) {
+  const picker = document.getElementById('cluster');
+  const want = ['', ...names];
+  const have = [...picker.options].map((o) => o.value);
+  if (want.join('\n') !== have.join('\n')) {
+    picker.replaceChildren(...want.map((n) => el('option', { value: n }, n === '' ? 'all clusters' : n)));
+  }
+  picker.value = chosen ?? '';
+}
+
+function render(o) {
+  renderClusterPicker(o.clusterNames, o.cluster);
+  renderTotals(o.totals);
+  renderClusters(o.clusters);
+  renderQuotas(o.quotas);
+  renderReports(o.reports);
+  renderRefusals(o.refusals);
+  const updated = document.getElementById('updated');
+  updated.textContent = new Date(o.generatedAt).toLocaleString();
+  updated.setAttribute('datetime', o.generatedAt);
+  document.body.dataset.rendered = o.generatedAt;
+}
+
+function setLive(state) {
+  const live = document.getElementById('live');
+  live.dataset.state = state;
+  live.textContent = state;
+}
+
+let source;
+
+function connect() {
+  source?.close();
+  const query = new URLSearchParams({ windowHours: document.getElementById('window').value });
+  const cluster = document.getElementById('cluster').value;
+  if (cluster) query.set('cluster', cluster);
+  source = new EventSource(`/ui/stream?${query}`);
+  source.addEventListener('overview', (e) => {
+    setLive('live');
+    render(JSON.parse(e.data));
+  });
+  source.addEventListener('failure', () => setLive('reconnecting'));
+  // EventSource reconnects by itself; say so meanwhile.
+  source.onerror = () => setLive('reconnecting');
+}
+
+document.getElementById('window').addEventListener('change', connect);
+document.getElementById('cluster').addEventListener('change', connect);
+connect();

@@ -1,0 +1,226 @@
+/**
+ * The dashboard's view of the ledger: cards with their live allocations read from the ledger's
+ * tables, quotas, GPU-hours and idle allocations through the db's report runner, refusals from
+ * whatever log the control plane passes in. Every cluster sharing the ledger shows up.
+ */
+import { asc, ne } from 'drizzle-orm';
+import type { VcudaDb } from '../../db/connect.js';
+import { allocations, cards } from '../../db/schema.js';
+import type {
+  CardState,
+  ClusterState,
+  DashboardSource,
+  GpuHoursRow,
+  IdleAllocation,
+  QuotaUse,
+  Refusal,
+} from './source.js';
+
+type ReportRow = Record<string, string | number | null>;
+
+/** The subset of the db's report runner (`createReportRunner`) the dashboard uses. */
+export type ReportRunner = {
+  run(
+    name: 'gpu-hours' | 'quota-usage' | 'idle',
+    params: { since?: Date; until?: Date; groupBy?: 'namespace'; limit?: number },
+  ): Promise<{ rows: ReportRow[] }>;
+};
+
+/** Cards a node reports now (the control plane's watch of Node inventories), with their health. */
+export type LiveNodeCards = {
+  cluster: string;
+  node: string;
+  cards: { uuid: string; index: number; model: string; memoryMiB: number; healthy: boolean }[];
+};
+
+export type LedgerSourceDeps = {
+  db: VcudaDb;
+  reports: ReportRunner;
+  clock: () => Date;
+  readRefusals: (limit: number) => Promise<Refusal[]>;
+  /**
+   * Optional: the nodes this control plane watches. The ledger learns a node's cards at its first
+   * bind, so without this an idle node is missing from the page; with it, health shows too.
+   */
+  readLiveNodes?: () => LiveNodeCards[] | Promise<LiveNodeCards[]>;
+};
+
+type CardRow = {
+  uuid: string;
+  cluster: string;
+  node: string;
+  index: number;
+  model: string;
+  memoryMiB: number;
+  isPresent: boolean;
+  healthy?: boolean;
+};
+
+const str = (v: ReportRow[string] | undefined) => (v === null || v === undefined ? '' : String(v));
+const num = (v: ReportRow[string] | undefined) => (v === null || v === undefined ? 0 : Number(v));
+
+/** Groups card rows and their live allocations into clusters → nodes → cards. */
+export function groupCapacity(
+  ledgerCards: CardRow[],
+  allocationRows: {
+    cluster: string;
+    podUid: string;
+    namespace: string;
+    pod: string;
+    container: string;
+    cardUuid: string;
+    core: number;
+    memoryMiB: number;
+    state: string;
+    reservedAt: Date;
+  }[],
+  liveNodes: readonly LiveNodeCards[] = [],
+): ClusterState[] {
+  // The live view adds cards the ledger has not seen yet and says which are healthy.
+  const live = new Map<string, CardRow>();
+  for (const n of liveNodes) {
+    for (const c of n.cards) live.set(c.uuid, { ...c, cluster: n.cluster, node: n.node, isPresent: true });
+  }
+  const cardRows: CardRow[] = ledgerCards.map((c) => {
+    const l = live.get(c.uuid);
+    return l ? { ...c, healthy: l.healthy } : c;
+  });
+  const known = new Set(ledgerCards.map((c) => c.uuid));
+  for (const l of live.values()) if (!known.has(l.uuid)) cardRows.push(l);
+  cardRows.sort((a, b) => a.cluster.localeCompare(b.cluster) || a.node.localeCompare(b.node) || a.index - b.index);
+  const byCard = new Map<string, CardState['allocations']>();
+  for (const a of allocationRows) {
+    const list = byCard.get(a.cardUuid) ?? [];
+    list.push({
+      cluster: a.cluster,
+      namespace: a.namespace,
+      pod: a.pod,
+      podUid: a.podUid,
+      container: a.container,
+      core: a.core,
+      memoryMiB: a.memoryMiB,
+      state: a.state === 'reserved' ? 'reserved' : 'bound',
+      since: a.reservedAt.toISOString(),
+    });
+    byCard.set(a.cardUuid, list);
+  }
+  const clusters = new Map<string, Map<string, CardState[]>>();
+  for (const c of cardRows) {
+    // A card the node no longer reports still matters while pods hold it.
+    const held = byCard.get(c.uuid) ?? [];
+    if (!c.isPresent && held.length === 0) continue;
+    const nodes = clusters.get(c.cluster) ?? new Map<string, CardState[]>();
+    const list = nodes.get(c.node) ?? [];
+    list.push({
+      uuid: c.uuid,
+      index: c.index,
+      model: c.model,
+      memoryMiB: c.memoryMiB,
+      ...(!c.isPresent ? { healthy: false } : c.healthy !== undefined ? { healthy: c.healthy } : {}),
+      allocations: held,
+    });
+    nodes.set(c.node, list);
+    clusters.set(c.cluster, nodes);
+  }
+  return [...clusters].map(([name, nodes]) => ({
+    name,
+    nodes: [...nodes].map(([node, nodeCards]) => ({ name: node, cards: nodeCards })),
+  }));
+}
+
+export function quotaFromReport(r: ReportRow): QuotaUse {
+  const scope = r.scope === 'team' ? 'team' : 'namespace';
+  const subject = str(r.subject);
+  const slash = subject.indexOf('/');
+  return {
+    scope,
+    // A namespace quota's subject is `cluster/namespace`, a team's is the team.
+    name: scope === 'team' || slash < 0 ? subject : subject.slice(slash + 1),
+    ...(scope === 'namespace' && slash >= 0 ? { cluster: subject.slice(0, slash) } : {}),
+    ...(str(r.gpuModel) ? { gpuModel: str(r.gpuModel) } : {}),
+    coreLimit: num(r.coreLimit),
+    coreUsed: num(r.coreUsed),
+    memoryLimitMiB: num(r.memoryLimitMiB),
+    memoryUsedMiB: num(r.memoryUsedMiB),
+  };
+}
+
+export function idleFromReport(r: ReportRow, now: Date): IdleAllocation {
+  const since = Date.parse(str(r.heldSince));
+  return {
+    cluster: str(r.cluster),
+    namespace: str(r.namespace),
+    pod: str(r.pod),
+    node: str(r.node),
+    cardUuid: str(r.card),
+    core: num(r.core),
+    memoryMiB: num(r.memoryMiB),
+    heldMs: Number.isNaN(since) ? 0 : Math.max(0, now.getTime() - since),
+    ...(r.meanSmPct === null || r.meanSmPct === undefined ? {} : { utilizationPct: num(r.meanSmPct) }),
+  };
+}
+
+export function gpuHoursFromReport(r: ReportRow): GpuHoursRow {
+  return {
+    cluster: str(r.cluster),
+    namespace: str(r.namespace),
+    ...(str(r.team) ? { team: str(r.team) } : {}),
+    allocatedGpuHours: num(r.allocatedGpuHours),
+    usedGpuHours: num(r.usedGpuHours),
+  };
+}
+
+export function createLedgerDashboardSource(deps: LedgerSourceDeps): DashboardSource {
+  return {
+    async readClusters() {
+      // Only the columns the page shows: row transfer dominates the cost on large ledgers.
+      const [cardRows, allocationRows, liveNodes] = await Promise.all([
+        deps.db
+          .select({
+            uuid: cards.uuid,
+            cluster: cards.cluster,
+            node: cards.node,
+            index: cards.index,
+            model: cards.model,
+            memoryMiB: cards.memoryMiB,
+            isPresent: cards.isPresent,
+          })
+          .from(cards)
+          .orderBy(asc(cards.cluster), asc(cards.node), asc(cards.index)),
+        deps.db
+          .select({
+            cluster: allocations.cluster,
+            podUid: allocations.podUid,
+            namespace: allocations.namespace,
+            pod: allocations.pod,
+            container: allocations.container,
+            cardUuid: allocations.cardUuid,
+            core: allocations.core,
+            memoryMiB: allocations.memoryMiB,
+            state: allocations.state,
+            reservedAt: allocations.reservedAt,
+          })
+          .from(allocations)
+          .where(ne(allocations.state, 'released')),
+        deps.readLiveNodes?.() ?? [],
+      ]);
+      return groupCapacity(cardRows, allocationRows, liveNodes);
+    },
+    async readQuotas() {
+      return (await deps.reports.run('quota-usage', {})).rows.map(quotaFromReport);
+    },
+    async readReports(window) {
+      const [hours, idle] = await Promise.all([
+        deps.reports.run('gpu-hours', { since: window.from, until: window.to, groupBy: 'namespace' }),
+        deps.reports.run('idle', { since: window.from, until: window.to }),
+      ]);
+      const now = deps.clock();
+      return {
+        // The report has one row per day; the page shows the whole window.
+        gpuHours: hours.rows.map(gpuHoursFromReport),
+        idle: idle.rows.map((r) => idleFromReport(r, now)),
+      };
+    },
+    readRefusals: deps.readRefusals,
+  };
+}

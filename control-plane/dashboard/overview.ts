@@ -1,0 +1,289 @@
+/**
+ * The dashboard's view model, computed from what the sources return: per-card bars, node and
+ * cluster totals, fragmentation, quota percentages and report rankings. Pure, so every number
+ * the page shows is tested here and the browser code only draws.
+ */
+import type {
+  CardState,
+  ClusterState,
+  DashboardReports,
+  IdleAllocation,
+  NodeState,
+  QuotaUse,
+  Refusal,
+  ReportWindow,
+} from './source.js';
+
+export type PodOnCard = {
+  namespace: string;
+  pod: string;
+  core: number;
+  memoryMiB: number;
+  state: 'reserved' | 'bound';
+};
+
+export type CardView = {
+  uuid: string;
+  index: number;
+  model: string;
+  memoryMiB: number;
+  healthy: boolean | null;
+  coreUsed: number;
+  memoryUsedMiB: number;
+  corePct: number;
+  memoryPct: number;
+  /** Never expected (the ledger forbids it); shown in red when a source reports it. */
+  isOvercommitted: boolean;
+  pods: PodOnCard[];
+};
+
+export type Totals = {
+  cards: number;
+  freeCards: number;
+  coreUsed: number;
+  coreCapacity: number;
+  memoryUsedMiB: number;
+  memoryCapacityMiB: number;
+};
+
+export type NodeView = {
+  name: string;
+  cards: CardView[];
+  totals: Totals;
+  /** Free compute summed over the node's cards that still have memory to give. */
+  freeCore: number;
+  /** The biggest share one new pod could still get on this node. */
+  largestFreeCore: number;
+  /** 0 when all free compute sits on one card, towards 100 when it is scattered in slivers. */
+  fragmentationPct: number;
+  /** Free compute on cards whose free memory is below `strandedBelowMiB`: unusable in practice. */
+  strandedCore: number;
+};
+
+export type ClusterView = { name: string; nodes: NodeView[]; totals: Totals };
+
+export type QuotaView = QuotaUse & { corePct: number; memoryPct: number; isAtLimit: boolean };
+
+export type RankedHours = {
+  key: string;
+  allocatedGpuHours: number;
+  usedGpuHours: number;
+  /** Used over allocated, percent; null when nothing was allocated. */
+  efficiencyPct: number | null;
+};
+
+export type Overview = {
+  generatedAt: string;
+  window: { from: string; to: string };
+  /** Every cluster the sources know, whatever the filter: the page's cluster picker. */
+  clusterNames: string[];
+  /** The cluster shown, or null for all. */
+  cluster: string | null;
+  totals: Totals;
+  clusters: ClusterView[];
+  quotas: QuotaView[];
+  reports: {
+    gpuHoursByNamespace: RankedHours[];
+    gpuHoursByTeam: RankedHours[];
+    idle: IdleAllocation[];
+    fragmentation: {
+      cluster: string;
+      node: string;
+      fragmentationPct: number;
+      freeCore: number;
+      strandedCore: number;
+    }[];
+  };
+  refusals: Refusal[];
+};
+
+export type OverviewOptions = {
+  /** Free memory below this makes the card's free compute count as stranded. */
+  strandedBelowMiB: number;
+  /** Rows kept in each ranking. */
+  topN: number;
+};
+
+export const defaultOverviewOptions: OverviewOptions = { strandedBelowMiB: 1024, topN: 12 };
+
+function percent(part: number, whole: number): number {
+  return whole > 0 ? Math.round((1000 * part) / whole) / 10 : 0;
+}
+
+/** Sums a pod's containers on one card into one row: operators think in pods. */
+function groupPods(card: CardState): PodOnCard[] {
+  const byPod = new Map<string, PodOnCard>();
+  for (const a of card.allocations) {
+    const key = `${a.namespace}/${a.pod}`;
+    const row = byPod.get(key);
+    if (row) {
+      row.core += a.core;
+      row.memoryMiB += a.memoryMiB;
+      if (a.state === 'reserved') row.state = 'reserved';
+    } else {
+      byPod.set(key, { namespace: a.namespace, pod: a.pod, core: a.core, memoryMiB: a.memoryMiB, state: a.state });
+    }
+  }
+  return [...byPod.values()].sort(
+    (a, b) => b.core - a.core || `${a.namespace}/${a.pod}`.localeCompare(`${b.namespace}/${b.pod}`),
+  );
+}
+
+export function viewCard(card: CardState): CardView {
+  const coreUsed = card.allocations.reduce((s, a) => s + a.core, 0);
+  const memoryUsedMiB = card.allocations.reduce((s, a) => s + a.memoryMiB, 0);
+  return {
+    uuid: card.uuid,
+    index: card.index,
+    model: card.model,
+    memoryMiB: card.memoryMiB,
+    healthy: card.healthy ?? null,
+    coreUsed,
+    memoryUsedMiB,
+    corePct: percent(coreUsed, 100),
+    memoryPct: percent(memoryUsedMiB, card.memoryMiB),
+    isOvercommitted: coreUsed > 100 || memoryUsedMiB > card.memoryMiB,
+    pods: groupPods(card),
+  };
+}
+
+function sumTotals(cards: readonly CardView[]): Totals {
+  return {
+    cards: cards.length,
+    freeCards: cards.filter((c) => c.coreUsed === 0 && c.memoryUsedMiB === 0).length,
+    coreUsed: cards.reduce((s, c) => s + c.coreUsed, 0),
+    coreCapacity: 100 * cards.length,
+    memoryUsedMiB: cards.reduce((s, c) => s + c.memoryUsedMiB, 0),
+    memoryCapacityMiB: cards.reduce((s, c) => s + c.memoryMiB, 0),
+  };
+}
+
+export function viewNode(node: NodeState, opts: OverviewOptions = defaultOverviewOptions): NodeView {
+  const cards = [...node.cards].sort((a, b) => a.index - b.index).map(viewCard);
+  let freeCore = 0;
+  let largestFreeCore = 0;
+  let strandedCore = 0;
+  for (const c of cards) {
+    const free = Math.max(0, 100 - c.coreUsed);
+    if (c.memoryMiB - c.memoryUsedMiB < opts.strandedBelowMiB) {
+      strandedCore += free;
+      continue;
+    }
+    freeCore += free;
+    largestFreeCore = Math.max(largestFreeCore, free);
+  }
+  return {
+    name: node.name,
+    cards,
+    totals: sumTotals(cards),
+    freeCore,
+    largestFreeCore,
+    fragmentationPct: freeCore > 0 ? Math.round(100 * (1 - largestFreeCore / freeCore)) : 0,
+    strandedCore,
+  };
+}
+
+export function viewQuota(q: QuotaUse): QuotaView {
+  const corePct = percent(q.coreUsed, q.coreLimit);
+  const memoryPct = percent(q.memoryUsedMiB, q.memoryLimitMiB);
+  return { ...q, corePct, memoryPct, isAtLimit: corePct >= 100 || memoryPct >= 100 };
+}
+
+const round2 = (n: number) => Math.round(n * 100) / 100;
+
+function rankHours(
+  rows: readonly { key: string; allocatedGpuHours: number; usedGpuHours: number }[],
+  topN: number,
+): RankedHours[] {
+  const byKey = new Map<string, { key: string; allocated: number; used: number }>();
+  for (const r of rows) {
+    const acc = byKey.get(r.key) ?? { key: r.key, allocated: 0, used: 0 };
+    acc.allocated += r.allocatedGpuHours;
+    acc.used += r.usedGpuHours;
+    byKey.set(r.key, acc);
+  }
+  return [...byKey.values()]
+    .map((r) => ({
+      key: r.key,
+      allocatedGpuHours: round2(r.allocated),
+      usedGpuHours: round2(r.used),
+      efficiencyPct: r.allocated > 0 ? Math.round((1000 * r.used) / r.allocated) / 10 : null,
+    }))
+    .sort((a, b) => b.allocatedGpuHours - a.allocatedGpuHours || a.key.localeCompare(b.key))
+    .slice(0, topN);
+}
+
+export type OverviewInput = {
+  clusters: ClusterState[];
+  quotas: QuotaUse[];
+  reports: DashboardReports;
+  refusals: Refusal[];
+  window: ReportWindow;
+  now: Date;
+  /** Show only this cluster (team quotas, which span clusters, stay). */
+  cluster?: string;
+};
+
+/** The input restricted to one cluster; rows without a cluster (team quotas) are kept. */
+function onlyCluster(input: OverviewInput, cluster: string): OverviewInput {
+  const keep = (c: string | undefined) => c === undefined || c === cluster;
+  return {
+    ...input,
+    clusters: input.clusters.filter((c) => c.name === cluster),
+    quotas: input.quotas.filter((q) => keep(q.cluster)),
+    reports: {
+      gpuHours: input.reports.gpuHours.filter((r) => r.cluster === cluster),
+      idle: input.reports.idle.filter((r) => r.cluster === cluster),
+    },
+    refusals: input.refusals.filter((r) => keep(r.cluster)),
+  };
+}
+
+export function buildOverview(all: OverviewInput, opts: OverviewOptions = defaultOverviewOptions): Overview {
+  const clusterNames = [
+    ...new Set([...all.clusters.map((c) => c.name), ...all.reports.gpuHours.map((r) => r.cluster)]),
+  ].sort();
+  const input = all.cluster ? onlyCluster(all, all.cluster) : all;
+  const clusters: ClusterView[] = [...input.clusters]
+    .sort((a, b) => a.name.localeCompare(b.name))
+    .map((c) => {
+      const nodes = [...c.nodes].sort((a, b) => a.name.localeCompare(b.name)).map((n) => viewNode(n, opts));
+      return { name: c.name, nodes, totals: sumTotals(nodes.flatMap((n) => n.cards)) };
+    });
+  const allNodes = clusters.flatMap((c) => c.nodes.map((n) => ({ cluster: c.name, node: n })));
+  return {
+    generatedAt: input.now.toISOString(),
+    window: { from: input.window.from.toISOString(), to: input.window.to.toISOString() },
+    clusterNames,
+    cluster: all.cluster ?? null,
+    totals: sumTotals(allNodes.flatMap((n) => n.node.cards)),
+    clusters,
+    quotas: input.quotas
+      .map(viewQuota)
+      .sort(
+        (a, b) => Math.max(b.corePct, b.memoryPct) - Math.max(a.corePct, a.memoryPct) || a.name.localeCompare(b.name),
+      ),
+    reports: {
+      gpuHoursByNamespace: rankHours(
+        input.reports.gpuHours.map((r) => ({ ...r, key: `${r.cluster}/${r.namespace}` })),
+        opts.topN,
+      ),
+      gpuHoursByTeam: rankHours(
+        input.reports.gpuHours.filter((r) => r.team).map((r) => ({ ...r, key: r.team as string })),
+        opts.topN,
+      ),
+      idle: [...input.reports.idle].sort((a, b) => b.heldMs - a.heldMs).slice(0, opts.topN),
+      fragmentation: allNodes
+        .map(({ cluster, node }) => ({
+          cluster,
+          node: node.name,
+          fragmentationPct: node.fragmentationPct,
+          freeCore: node.freeCore,
+          strandedCore: node.strandedCore,
+        }))
+        .sort((a, b) => b.fragmentationPct - a.fragmentationPct || b.strandedCore - a.strandedCore)
+        .slice(0, opts.topN),
+    },
+    refusals: [...input.refusals].sort((a, b) => b.at.localeCompare(a.at)),
+  };
+}

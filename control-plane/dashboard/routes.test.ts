@@ -1,0 +1,236 @@
+import { describe, expect, it } from 'vitest';
+import { createApp } from '../app.js';
+import type { Overview } from './overview.js';
+import { dashboardRoutes } from './routes.js';
+import type { DashboardSource, ReportWindow } from './source.js';
+
+function fakeSource(overrides: Partial<DashboardSource> = {}) {
+  const calls = { clusters: 0, windows: [] as ReportWindow[] };
+  const source: DashboardSource = {
+    async readClusters() {
+      calls.clusters++;
+      return [
+        {
+          name: 'local',
+          nodes: [
+            {
+              name: 'node-a',
+              cards: [
+                {
+                  uuid: 'GPU-aa',
+                  index: 0,
+                  model: 'A100',
+                  memoryMiB: 40960,
+                  allocations: [
+                    {
+                      cluster: 'local',
+                      namespace: 'ml',
+                      pod: 'share-30',
+                      podUid: 'u1',
+                      container: 'main',
+                      core: 30,
+                      memoryMiB: 8192,
+                      state: 'bound',
+                      since: '2026-01-01T00:00:00.000Z',
+                    },
+                  ],
+                },
+              ],
+            },
+          ],
+        },
+      ];
+    },
+    async readQuotas() {
+      return [];
+    },
+    async readReports(window) {
+      calls.windows.push(window);
+      return { gpuHours: [], idle: [] };
+    },
+    async readRefusals() {
+      return [];
+    },
+    ...overrides,
+  };
+  return { source, calls };
+}
+
+function appWith(source: DashboardSource, clock = () => new Date('2026-01-01T12:00:00.000Z')) {
+  return createApp({ dashboard: dashboardRoutes({ source, clock, cacheMs: 1000, streamIntervalMs: 10 }) });
+}
+
+describe('dashboard page and assets', () => {
+  it('serves the page with a CSP and only same-origin assets', async () => {
+    const res = await appWith(fakeSource().source).request('/');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/text\/html/);
+    expect(res.headers.get('content-security-policy')).toContain("default-src 'self'");
+    const html = await res.text();
+    expect(html).toContain('src="/ui/app.js"');
+    expect(html).toContain('href="/ui/app.css"');
+    expect(html).not.toMatch(/(src|href)="(https?:)?\/\//);
+  });
+
+  it.each([
+    ['/ui/app.js', /text\/javascript/, 'EventSource'],
+    ['/ui/app.css', /text\/css/, '.card'],
+  ])('serves %s', async (path, type, content) => {
+    const res = await appWith(fakeSource().source).request(path);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(type);
+    expect(await res.text()).toContain(content);
+  });
+
+  it('leaves the control plane’s own routes alone', async () => {
+    const res = await appWith(fakeSource().source).request('/healthz');
+    expect(await res.text()).toBe('ok');
+  });
+});
+
+describe('GET /ui/overview', () => {
+  it('returns the computed overview', async () => {
+    const res = await appWith(fakeSource().source).request('/ui/overview');
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as Overview;
+    expect(body.totals).toMatchObject({ cards: 1, coreUsed: 30, memoryUsedMiB: 8192, memoryCapacityMiB: 40960 });
+    expect(body.clusters[0]?.nodes[0]?.cards[0]?.pods).toEqual([
+      { namespace: 'ml', pod: 'share-30', core: 30, memoryMiB: 8192, state: 'bound' },
+    ]);
+  });
+
+  it('asks the reports for the window the page chose', async () => {
+    const { source, calls } = fakeSource();
+    await appWith(source).request('/ui/overview?windowHours=2');
+    expect(calls.windows[0]).toEqual({
+      from: new Date('2026-01-01T10:00:00.000Z'),
+      to: new Date('2026-01-01T12:00:00.000Z'),
+    });
+  });
+
+  it('filters by cluster and caches each cluster apart', async () => {
+    const { source, calls } = fakeSource();
+    const app = appWith(source);
+    const all = (await (await app.request('/ui/overview')).json()) as Overview;
+    const other = (await (await app.request('/ui/overview?cluster=elsewhere')).json()) as Overview;
+    expect(all.cluster).toBeNull();
+    expect(all.totals.cards).toBe(1);
+    expect(other.cluster).toBe('elsewhere');
+    expect(other.clusterNames).toEqual(['local']);
+    expect(other.totals.cards).toBe(0);
+    expect(calls.clusters).toBe(2);
+  });
+
+  it('refuses a cluster name longer than Kubernetes allows, naming the field', async () => {
+    const res = await appWith(fakeSource().source).request(`/ui/overview?cluster=${'x'.repeat(254)}`);
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toContain('query.cluster');
+  });
+
+  it.each(['0', 'abc', '1.5', '99999'])('refuses windowHours=%s naming the field', async (value) => {
+    const res = await appWith(fakeSource().source).request(`/ui/overview?windowHours=${value}`);
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('invalid');
+    expect(body.error.message).toContain('query.windowHours');
+  });
+
+  it('shares one load between requests within cacheMs and reloads after it', async () => {
+    const { source, calls } = fakeSource();
+    let nowMs = Date.parse('2026-01-01T12:00:00.000Z');
+    const app = appWith(source, () => new Date(nowMs));
+    await Promise.all([app.request('/ui/overview'), app.request('/ui/overview'), app.request('/ui/overview')]);
+    expect(calls.clusters).toBe(1);
+    nowMs += 1500;
+    await app.request('/ui/overview');
+    expect(calls.clusters).toBe(2);
+  });
+
+  it('answers 503 when the ledger is down, and does not cache the failure', async () => {
+    let down = true;
+    const { source } = fakeSource();
+    const failing: DashboardSource = {
+      ...source,
+      readClusters: async () => {
+        if (down) {
+          const { VcudaError } = await import('../../contract/index.js');
+          throw new VcudaError('unavailable', 'ledger unreachable');
+        }
+        return source.readClusters();
+      },
+    };
+    const app = appWith(failing);
+    expect((await app.request('/ui/overview')).status).toBe(503);
+    down = false;
+    expect((await app.request('/ui/overview')).status).toBe(200);
+  });
+});
+
+describe('GET /ui/stream', () => {
+  it('pushes the overview as a Server-Sent Event', async () => {
+    const res = await appWith(fakeSource().source).request('/ui/stream');
+    expect(res.headers.get('content-type')).toMatch(/text\/event-stream/);
+    const reader = res.body!.getReader();
+    let text = '';
+    while (!text.includes('\n\n')) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+    await reader.cancel();
+    const lines = text.split('\n');
+    expect(lines).toContain('event: overview');
+    const data = JSON.parse((lines.find((l) => l.startsWith('data: ')) ?? '').slice(6));
+    expect(data.totals.coreUsed).toBe(30);
+  });
+
+  async function readEvents(res: Response, forMs: number): Promise<string[]> {
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    let text = '';
+    const deadline = Date.now() + forMs;
+    while (Date.now() < deadline) {
+      const chunk = await Promise.race([
+        reader.read(),
+        new Promise<undefined>((r) => setTimeout(() => r(undefined), Math.max(1, deadline - Date.now()))),
+      ]);
+      if (!chunk || chunk.done) break;
+      text += new TextDecoder().decode(chunk.value);
+    }
+    await reader.cancel();
+    return text.split('\n').filter((l) => l.startsWith('event: '));
+  }
+
+  it('does not push again when only the clock moved, pushes at once when a card changes', async () => {
+    let nowMs = Date.parse('2026-01-01T12:00:00.000Z');
+    let core = 30;
+    const { source } = fakeSource();
+    const changing: DashboardSource = {
+      ...source,
+      readClusters: async () => {
+        const clusters = await source.readClusters();
+        const alloc = clusters[0]?.nodes[0]?.cards[0]?.allocations[0];
+        if (alloc) alloc.core = core;
+        return clusters;
+      },
+    };
+    const app = createApp({
+      dashboard: dashboardRoutes({
+        source: changing,
+        // Every reading of the clock is a second later: windows move on every load.
+        clock: () => {
+          nowMs += 1000;
+          return new Date(nowMs);
+        },
+        cacheMs: 0,
+        streamIntervalMs: 5,
+      }),
+    });
+    const quiet = await readEvents(await app.request('/ui/stream'), 150);
+    expect(quiet).toEqual(['event: overview']);
+    const res = await app.request('/ui/stream');
+    setTimeout(() => {
+      core = 40;
+    }, 50);
+    expect(await readEvents(res, 200)).toEqual(['event: overview', 'event: overview']);
+  });
+});

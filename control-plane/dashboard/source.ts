@@ -1,0 +1,106 @@
+/**
+ * What the dashboard reads, declared by the dashboard (the consumer) and kept as small as the page
+ * needs. The ledger adapter (`ledger-source.ts`) and the refusal log implement it; tests pass fakes.
+ * Quantities use the ledger's units: core in hundredths of a card, memory in MiB.
+ */
+
+/** One container's share of one card, as the ledger holds it. */
+export type CardAllocation = {
+  cluster: string;
+  namespace: string;
+  pod: string;
+  podUid: string;
+  container: string;
+  /** Hundredths of this card, 1..100. */
+  core: number;
+  memoryMiB: number;
+  /** `reserved` until the Binding succeeded, then `bound`. */
+  state: 'reserved' | 'bound';
+  /** ISO-8601 time the ledger row was written. */
+  since: string;
+};
+
+export type CardState = {
+  uuid: string;
+  index: number;
+  model: string;
+  memoryMiB: number;
+  /** Absent when the source does not know (the ledger does not track health). */
+  healthy?: boolean;
+  allocations: CardAllocation[];
+};
+
+export type NodeState = { name: string; cards: CardState[] };
+
+export type ClusterState = { name: string; nodes: NodeState[] };
+
+/** Use of one quota: a namespace in one cluster, or a team across clusters. */
+export type QuotaUse = {
+  scope: 'namespace' | 'team';
+  /** The namespace or team name. */
+  name: string;
+  /** Set for namespace quotas; absent for a team (it spans clusters). */
+  cluster?: string;
+  /** Restricts the quota to one GPU model (substring), when set. */
+  gpuModel?: string;
+  coreLimit: number;
+  coreUsed: number;
+  memoryLimitMiB: number;
+  memoryUsedMiB: number;
+};
+
+/** GPU-hours in the report window of one namespace (and its team, when it has one). */
+export type GpuHoursRow = {
+  cluster: string;
+  namespace: string;
+  team?: string;
+  /** Held: sum over allocations of (core / 100) x hours held. */
+  allocatedGpuHours: number;
+  /** Used: sum over usage samples of (SM share) x hours sampled. */
+  usedGpuHours: number;
+};
+
+/** An allocation whose card did little work for it: the reclaim candidates. */
+export type IdleAllocation = {
+  cluster: string;
+  namespace: string;
+  pod: string;
+  node: string;
+  cardUuid: string;
+  core: number;
+  memoryMiB: number;
+  /** How long the allocation has been held (ms). */
+  heldMs: number;
+  /** Mean measured utilization of the card while held, 0..100; absent when never sampled. */
+  utilizationPct?: number;
+};
+
+export type DashboardReports = {
+  gpuHours: GpuHoursRow[];
+  idle: IdleAllocation[];
+};
+
+/** Where a pod was turned away. */
+export type RefusalStage = 'admission' | 'quota' | 'scheduling' | 'bind' | 'allocate';
+
+export type Refusal = {
+  /** ISO-8601. */
+  at: string;
+  stage: RefusalStage;
+  cluster?: string;
+  namespace: string;
+  pod: string;
+  /** The Event reason (contract/events.ts), e.g. `VcudaQuotaRefused`. */
+  reason: string;
+  message: string;
+};
+
+export type ReportWindow = { from: Date; to: Date };
+
+export type DashboardSource = {
+  readClusters(): Promise<ClusterState[]>;
+  readQuotas(): Promise<QuotaUse[]>;
+  readReports(window: ReportWindow): Promise<DashboardReports>;
+  /** Most recent first, at most `limit`. */
+  readRefusals(limit: number): Promise<Refusal[]>;
+};

@@ -1,0 +1,280 @@
+/**
+ * Bind: choose the cards, reserve them in the ledger (the arbiter between replicas), sign the
+ * assignment, write it on the pod, create the Binding, confirm. Any failure after the reservation
+ * releases it. Safe to retry: a pod already bound to this node is a success, a pod that already
+ * carries an assignment for this node keeps its cards.
+ */
+import {
+  type Assignment,
+  MIB,
+  type PodLike,
+  peekAssignment,
+  type QuantityPolicy,
+  VcudaError,
+  vcudaAnnotations,
+} from '../../contract/index.js';
+import type { ClusterState } from '../cluster-state.js';
+import type { ControlPlaneKube } from '../kube-client.js';
+import { holdOfAssignment, type PodWithStatus } from '../placement/cluster-snapshot.js';
+import { type FitContext, fitPod } from '../placement/fit.js';
+import { type PlacementPolicy, readPlacementRequest } from '../placement/placement-request.js';
+import type { AssignmentSigner } from '../signing-keys.js';
+import type { BindingArgs } from './extender-api.js';
+import { LedgerNodes, type NodeRegistrationLedger } from './ledger-nodes.js';
+
+type Item = { container: string; cardUuid: string; core: number; memoryMiB: number };
+
+/** The slice of the ledger (db/ledger.ts) bind uses: node registration (LedgerNodes) and reservations. */
+export type BindLedger = NodeRegistrationLedger & {
+  reserve(req: {
+    cluster: string;
+    podUid: string;
+    namespace: string;
+    pod: string;
+    node: string;
+    items: Item[];
+  }): Promise<{ reused: boolean }>;
+  confirm(cluster: string, podUid: string): Promise<void>;
+  release(cluster: string, podUid: string): Promise<{ released: number }>;
+};
+
+export type BinderConfig = {
+  cluster: string;
+  quantity: QuantityPolicy;
+  defaultPlacement: PlacementPolicy;
+  heartbeatStaleMs: number;
+  assignmentTtlMs: number;
+};
+
+/** The fit context the extender's filter and bind both judge with at `now`. */
+export function fitContextOf(config: BinderConfig, now: Date): FitContext {
+  return {
+    nowMs: now.getTime(),
+    heartbeatStaleMs: config.heartbeatStaleMs,
+    pendingTtlMs: config.assignmentTtlMs,
+    memoryUnitMiB: config.quantity.memoryUnitMiB,
+  };
+}
+
+export type BinderDeps = {
+  config: BinderConfig;
+  state: ClusterState;
+  kube: ControlPlaneKube;
+  ledger: BindLedger;
+  signer: AssignmentSigner;
+  clock: () => Date;
+  /** Shared with whoever registers nodes in the background; the binder makes its own otherwise. */
+  ledgerNodes?: LedgerNodes;
+};
+
+export type BindOutcome = { pod: string; node: string; cards: string[]; reused: boolean };
+
+/** Per card, one ledger item carrying the pod's whole hold there (containers joined in its name). */
+function itemsOf(a: Assignment): Item[] {
+  const byCard = new Map<
+    string,
+    { names: string[]; app: { core: number; mem: number }; init: { core: number; mem: number } }
+  >();
+  for (const c of a.containers) {
+    for (const g of c.cards) {
+      const e = byCard.get(g.uuid) ?? { names: [], app: { core: 0, mem: 0 }, init: { core: 0, mem: 0 } };
+      e.names.push(c.name);
+      const mem = Math.ceil(g.memoryBytes / MIB);
+      if (c.isInit) e.init = { core: Math.max(e.init.core, g.core), mem: Math.max(e.init.mem, mem) };
+      else e.app = { core: e.app.core + g.core, mem: e.app.mem + mem };
+      byCard.set(g.uuid, e);
+    }
+  }
+  return [...byCard.entries()].map(([cardUuid, e]) => ({
+    container: e.names.join(','),
+    cardUuid,
+    core: Math.max(e.app.core, e.init.core),
+    memoryMiB: Math.max(e.app.mem, e.init.mem),
+  }));
+}
+
+export class Binder {
+  private readonly ledgerNodes: LedgerNodes;
+
+  constructor(private readonly deps: BinderDeps) {
+    this.ledgerNodes = deps.ledgerNodes ?? new LedgerNodes(deps.ledger, deps.config.cluster);
+  }
+
+  private async readPod(args: BindingArgs): Promise<PodWithStatus> {
+    const pod = await this.deps.kube.readPod(args.PodNamespace, args.PodName);
+    const what = `bind ${args.PodNamespace}/${args.PodName}`;
+    if (!pod) throw new VcudaError('not-found', `${what}: pod not found`);
+    if (pod.metadata?.uid !== args.PodUID) {
+      throw new VcudaError(
+        'conflict',
+        `${what}: pod was recreated (uid ${pod.metadata?.uid}, expected ${args.PodUID})`,
+      );
+    }
+    return pod;
+  }
+
+  /** Makes sure the ledger knows this node's cards before reserving on them. */
+  private async syncLedgerNode(node: string): Promise<void> {
+    const snap = this.deps.state.snapshot().nodes.get(node);
+    if (snap) await this.ledgerNodes.ensure(snap);
+  }
+
+  private plan(pod: PodWithStatus, args: BindingArgs, now: Date): { assignment: Assignment; isExisting: boolean } {
+    const { config, state } = this.deps;
+    const existing = peekAssignment(pod.metadata?.annotations?.[vcudaAnnotations.assignment] ?? '');
+    // A retry after a crash: the pod already names its cards on this node; keep them.
+    if (existing && existing.node === args.Node && existing.pod.uid === args.PodUID) {
+      return { assignment: existing, isExisting: true };
+    }
+    const req = readPlacementRequest(pod as PodLike, config.quantity, config.defaultPlacement);
+    const fit = fitPod(req, state.snapshot().nodes.get(args.Node), fitContextOf(config, now));
+    if (!fit.ok) {
+      throw new VcudaError(
+        'capacity-conflict',
+        `bind ${args.PodNamespace}/${args.PodName} to ${args.Node}: ${fit.refusal.message}`,
+      );
+    }
+    const assignment: Assignment = {
+      v: 1,
+      pod: { uid: args.PodUID, namespace: args.PodNamespace, name: args.PodName },
+      node: args.Node,
+      cluster: config.cluster,
+      containers: fit.placement.containers.map((c) => ({
+        name: c.name,
+        isInit: c.isInit,
+        cards: c.cards.map((g) => ({ uuid: g.uuid, core: g.core, memoryBytes: g.memoryMiB * MIB })),
+        coreLimit: c.coreLimit,
+        mode: c.mode,
+      })),
+    };
+    return { assignment, isExisting: false };
+  }
+
+  /**
+   * Plans and assumes in the request's own tick (when the pod is cached), so every later filter
+   * and bind in this replica sees these cards taken; the ledger settles races between replicas.
+   */
+  async bind(args: BindingArgs): Promise<BindOutcome> {
+    const { ledger, state, config } = this.deps;
+    const now = this.deps.clock();
+    const podRef = `${args.PodNamespace}/${args.PodName}`;
+    const cached = state.pod(args.PodNamespace, args.PodName);
+    // The cached pod needs no await, so the assume below lands in the same tick as the request.
+    const pod = cached?.metadata?.uid === args.PodUID ? cached : await this.readPod(args);
+    const boundTo = pod.spec?.nodeName;
+    if (boundTo) {
+      const a = peekAssignment(pod.metadata?.annotations?.[vcudaAnnotations.assignment] ?? '');
+      if (boundTo === args.Node && a?.node === args.Node) {
+        await ledger.confirm(config.cluster, args.PodUID).catch(() => undefined);
+        return {
+          pod: podRef,
+          node: args.Node,
+          cards: a.containers.flatMap((c) => c.cards.map((g) => g.uuid)),
+          reused: true,
+        };
+      }
+      throw new VcudaError('conflict', `bind ${podRef}: already bound to ${boundTo}`);
+    }
+    const { assignment, isExisting } = this.plan(pod, args, now);
+    const items = itemsOf(assignment);
+    // Taken from now on in this replica's view, so filters running meanwhile do not offer these cards.
+    const assignedAt = now.toISOString();
+    state.assumePod(pod, holdOfAssignment(assignment, { [vcudaAnnotations.assignedAt]: assignedAt }));
+    try {
+      return await this.reserveAndBind(args, assignment, items, isExisting, assignedAt, now);
+    } catch (err) {
+      // Back to what the cluster says, unless the watch has reported a newer pod meanwhile.
+      if (state.pod(args.PodNamespace, args.PodName) === pod) state.restorePod(pod);
+      throw err;
+    }
+  }
+
+  private async reserveAndBind(
+    args: BindingArgs,
+    assignment: Assignment,
+    items: Item[],
+    isExisting: boolean,
+    assignedAt: string,
+    now: Date,
+  ): Promise<BindOutcome> {
+    const { kube, ledger, signer, state, config } = this.deps;
+    const podRef = `${args.PodNamespace}/${args.PodName}`;
+    await this.syncLedgerNode(args.Node);
+    const request = {
+      cluster: config.cluster,
+      podUid: args.PodUID,
+      namespace: args.PodNamespace,
+      pod: args.PodName,
+      node: args.Node,
+      items,
+    };
+    const { reused } = await ledger.reserve(request);
+    if (reused && !isExisting) {
+      // Another attempt for this pod holds a reservation it has not written on the pod yet: it is
+      // either still running (let it finish) or died (the reservation expires). Never take it over.
+      throw new VcudaError('conflict', `bind ${podRef}: another bind of this pod is in progress; retry`);
+    }
+    try {
+      const token = await signer.sign(assignment, now);
+      const patched = await kube.patchPodAnnotations(args.PodNamespace, args.PodName, {
+        [vcudaAnnotations.assignment]: token,
+        [vcudaAnnotations.assignedNode]: args.Node,
+        [vcudaAnnotations.assignedAt]: assignedAt,
+      });
+      await this.createBinding(args);
+      // Count it here at once rather than when the watch reports it, so the next pod sees these cards taken.
+      state.upsertPod({ ...patched, spec: { ...(patched.spec ?? {}), nodeName: args.Node } } as PodWithStatus);
+    } catch (err) {
+      await this.undo(args);
+      throw err;
+    }
+    // The Binding exists: from here the pod runs on these cards, so a failed confirm must not release.
+    await this.confirm(args.PodUID);
+    return {
+      pod: podRef,
+      node: args.Node,
+      cards: assignment.containers.flatMap((c) => c.cards.map((g) => g.uuid)),
+      reused,
+    };
+  }
+
+  /**
+   * reserved -> bound. Retried, because an unconfirmed row is expired after the reservation
+   * timeout while its pod runs; what still fails is left to the reconcile and logged by the caller.
+   */
+  private async confirm(podUid: string): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.deps.ledger.confirm(this.deps.config.cluster, podUid);
+        return;
+      } catch (err) {
+        if (attempt >= 3 || (err instanceof VcudaError && err.code === 'not-found')) return;
+        await new Promise((r) => setTimeout(r, 50 * attempt));
+      }
+    }
+  }
+
+  private async createBinding(args: BindingArgs): Promise<void> {
+    try {
+      await this.deps.kube.bindPod(args.PodNamespace, args.PodName, args.PodUID, args.Node);
+    } catch (err) {
+      // A Binding from an earlier attempt that timed out on our side counts as done.
+      if (err instanceof VcudaError && err.code === 'conflict') {
+        const now = await this.deps.kube.readPod(args.PodNamespace, args.PodName).catch(() => undefined);
+        if (now?.spec?.nodeName === args.Node && now.metadata?.uid === args.PodUID) return;
+      }
+      throw err;
+    }
+  }
+
+  private async undo(args: BindingArgs): Promise<void> {
+    await this.deps.ledger.release(this.deps.config.cluster, args.PodUID).catch(() => undefined);
+    await this.deps.kube
+      .patchPodAnnotations(args.PodNamespace, args.PodName, {
+        [vcudaAnnotations.assignment]: null,
+        [vcudaAnnotations.assignedNode]: null,
+        [vcudaAnnotations.assignedAt]: null,
+      })
+      .catch(() => undefined);
+  }
+}

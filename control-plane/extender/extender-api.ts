@@ -1,0 +1,59 @@
+/**
+ * The scheduler extender wire format (k8s.io/kube-scheduler/extender/v1): PascalCase keys, nil
+ * pointers as null. Validated with zod at the edge; the Pod is kept as the client sent it.
+ */
+import { z } from 'zod';
+import type { PodWithStatus } from '../placement/cluster-snapshot.js';
+
+const nodeList = z
+  .object({ items: z.array(z.object({ metadata: z.object({ name: z.string() }).loose() }).loose()).nullish() })
+  .loose();
+
+export const extenderArgsSchema = z
+  .object({
+    Pod: z
+      .object({
+        metadata: z
+          .object({ name: z.string().min(1), namespace: z.string().optional(), uid: z.string().optional() })
+          .loose(),
+        spec: z.object({}).loose().nullish(),
+      })
+      .loose(),
+    /** Only when nodeCacheCapable is false. */
+    Nodes: nodeList.nullish(),
+    /** Only when nodeCacheCapable is true. */
+    NodeNames: z.array(z.string()).nullish(),
+  })
+  .loose();
+
+export const bindingArgsSchema = z
+  .object({
+    PodName: z.string().min(1),
+    PodNamespace: z.string().min(1),
+    PodUID: z.string().min(1),
+    Node: z.string().min(1),
+  })
+  .loose();
+
+export type ExtenderArgs = z.infer<typeof extenderArgsSchema>;
+export type BindingArgs = z.infer<typeof bindingArgsSchema>;
+
+export type ExtenderFilterResult = {
+  Nodes: null;
+  NodeNames: string[];
+  FailedNodes: Record<string, string>;
+  FailedAndUnresolvableNodes: Record<string, string>;
+  Error: string;
+};
+export type HostPriority = { Host: string; Score: number };
+export type ExtenderBindingResult = { Error: string };
+
+/** The node names a request offers, whichever form kube-scheduler used. */
+export function offeredNodeNames(args: ExtenderArgs): string[] {
+  if (args.NodeNames) return args.NodeNames;
+  return (args.Nodes?.items ?? []).map((n) => n.metadata.name);
+}
+
+export function podOf(args: ExtenderArgs): PodWithStatus {
+  return args.Pod as PodWithStatus;
+}

@@ -1,0 +1,74 @@
+/**
+ * Which nodes' cards the ledger knows. A reservation names cards, so the ledger must know a
+ * node's cards before its first bind; registering them takes a transaction of its own, which on a
+ * fresh replica would otherwise land in the first bind of every node at once. So the control
+ * plane registers every watched node in the background (at start and on each housekeeping tick),
+ * binds only wait for a registration already under way, and concurrent binds to one node share it.
+ */
+import type { NodeSnapshot } from '../placement/cluster-snapshot.js';
+
+type LedgerCard = { uuid: string; index: number; model: string; memoryMiB: number };
+
+/** The slice of the ledger (db/ledger.ts) this needs. */
+export type NodeRegistrationLedger = {
+  upsertNode(cluster: string, node: string, cards: LedgerCard[]): Promise<void>;
+};
+
+export class LedgerNodes {
+  /** Per node: the card list last sent (as JSON) and that registration's outcome. */
+  private readonly known = new Map<string, { sig: string; done: Promise<void> }>();
+  private readonly cardsOf = new WeakMap<NodeSnapshot['cards'], { cards: LedgerCard[]; sig: string }>();
+
+  constructor(
+    private readonly ledger: NodeRegistrationLedger,
+    private readonly cluster: string,
+  ) {}
+
+  /** Resolves once the ledger knows this node's current cards. */
+  ensure(node: NodeSnapshot): Promise<void> {
+    const { cards, sig } = this.describe(node);
+    const entry = this.known.get(node.name);
+    if (entry && entry.sig === sig) return entry.done;
+    const done = this.ledger.upsertNode(this.cluster, node.name, cards).catch((err: unknown) => {
+      // Forget a failed registration so the next bind or tick tries again.
+      if (this.known.get(node.name)?.done === done) this.known.delete(node.name);
+      throw err;
+    });
+    this.known.set(node.name, { sig, done });
+    return done;
+  }
+
+  /** Registers every node of a snapshot not yet known, `concurrency` at a time. */
+  async ensureAll(
+    nodes: Iterable<NodeSnapshot>,
+    concurrency = 4,
+  ): Promise<{ registered: number; failed: number; firstError?: unknown }> {
+    const todo = [...nodes].filter((n) => !n.inventoryError && this.known.get(n.name)?.sig !== this.describe(n).sig);
+    let next = 0;
+    let failed = 0;
+    let firstError: unknown;
+    const worker = async () => {
+      while (next < todo.length) {
+        const node = todo[next++] as NodeSnapshot;
+        try {
+          await this.ensure(node);
+        } catch (err) {
+          failed += 1;
+          firstError ??= err;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, concurrency) }, worker));
+    return { registered: todo.length - failed, failed, ...(failed > 0 ? { firstError } : {}) };
+  }
+
+  private describe(node: NodeSnapshot): { cards: LedgerCard[]; sig: string } {
+    let d = this.cardsOf.get(node.cards);
+    if (!d) {
+      const cards = node.cards.map((c) => ({ uuid: c.uuid, index: c.index, model: c.model, memoryMiB: c.memoryMiB }));
+      d = { cards, sig: JSON.stringify(cards) };
+      this.cardsOf.set(node.cards, d);
+    }
+    return d;
+  }
+}

@@ -1,0 +1,90 @@
+/**
+ * No stalls. kube-scheduler parks a pod the extender refused in its unschedulable queue and only
+ * retries it on a cluster event it thinks may help, or after 5 minutes. A vcuda pod finishing
+ * (phase Succeeded/Failed) is an update of an assigned pod, which 1.26 does not treat as freeing
+ * anything, and the node agent allocating a pending pod is invisible to it too. So when capacity
+ * frees, we patch an annotation on the pods refused for capacity: any metadata change of an
+ * unschedulable pod makes the scheduling queue move it to the active (or backoff) queue at once.
+ */
+import type { CapacityFreed } from '../cluster-state.js';
+
+/** The annotation the nudge writes; its value is the time, so each nudge is a real change. */
+export const NUDGE_ANNOTATION = 'vcuda.io/capacity-freed-at';
+
+export type NudgeTarget = { namespace: string; name: string; uid: string };
+
+export type NudgerDeps = {
+  patch: (t: NudgeTarget, annotations: Record<string, string>) => Promise<void>;
+  clock: () => Date;
+  onNudged?: (t: NudgeTarget) => void;
+  onError?: (t: NudgeTarget, err: unknown) => void;
+  /** Frees close together are handled once (default 100 ms). */
+  debounceMs?: number;
+  /** At most this many pods per round, oldest refusal first (default 200). */
+  maxPerRound?: number;
+};
+
+export class Nudger {
+  private readonly refused = new Map<string, NudgeTarget & { sinceMs: number }>();
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
+  private running: Promise<void> = Promise.resolve();
+
+  constructor(private readonly deps: NudgerDeps) {}
+
+  /** Remembers a pod that filter refused for lack of capacity. */
+  rememberRefused(t: NudgeTarget): void {
+    if (!this.refused.has(t.uid)) this.refused.set(t.uid, { ...t, sinceMs: this.deps.clock().getTime() });
+  }
+
+  /** Forgets a pod that was bound or deleted. */
+  forget(uid: string): void {
+    this.refused.delete(uid);
+  }
+
+  waiting(): number {
+    return this.refused.size;
+  }
+
+  /** Capacity freed somewhere: nudge the refused pods soon (coalescing bursts of frees). */
+  capacityFreed(_e?: CapacityFreed): void {
+    if (this.closed || this.refused.size === 0 || this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.running = this.running.then(async () => {
+        await this.nudgeNow();
+      });
+    }, this.deps.debounceMs ?? 100);
+    this.timer.unref();
+  }
+
+  /** Nudges now; returns how many pods were patched. */
+  async nudgeNow(): Promise<number> {
+    const batch = [...this.refused.values()]
+      .sort((a, b) => a.sinceMs - b.sinceMs)
+      .slice(0, this.deps.maxPerRound ?? 200);
+    const value = this.deps.clock().toISOString();
+    let done = 0;
+    await Promise.all(
+      batch.map(async (t) => {
+        // Forget first: if the retry is refused again, filter remembers it again.
+        this.refused.delete(t.uid);
+        try {
+          await this.deps.patch(t, { [NUDGE_ANNOTATION]: value });
+          done += 1;
+          this.deps.onNudged?.(t);
+        } catch (err) {
+          this.deps.onError?.(t, err);
+        }
+      }),
+    );
+    return done;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+}

@@ -1,0 +1,311 @@
+/**
+ * The immutable view of the cluster that every placement decision reads: per node, its cards with
+ * the core and memory already promised to pods, the links between cards, and the pending
+ * assignments (bound, not yet allocated by the node agent). Built from Kubernetes objects by pure
+ * functions, so tests construct it from plain objects and the watch cache rebuilds it after a restart.
+ */
+import {
+  type Assignment,
+  type CardLink,
+  MIB,
+  nodeInventorySchema,
+  type PodLike,
+  peekAssignment,
+  vcudaAnnotations,
+} from '../../contract/index.js';
+
+export type CardSnapshot = Readonly<{
+  uuid: string;
+  index: number;
+  model: string;
+  memoryMiB: number;
+  numaNode: number | null;
+  healthy: boolean;
+  healthReason?: string | undefined;
+  /** Hundredths of the card already promised to pods. */
+  usedCore: number;
+  usedMemoryMiB: number;
+}>;
+
+/** A pod bound here whose containers the node agent has not allocated yet. */
+export type PendingAssignment = Readonly<{
+  podUid: string;
+  pod: string;
+  /** The distinct per-container core amounts it waits to be allocated with (see coreAmountsOf). */
+  coreAmounts: readonly number[];
+  assignedAtMs: number;
+}>;
+
+export type NodeSnapshot = Readonly<{
+  name: string;
+  cards: readonly CardSnapshot[];
+  /** links[i][j] between cards[i] and cards[j]. */
+  links: readonly (readonly CardLink[])[];
+  /** Latest heartbeat (ms since epoch); 0 when none was ever seen. */
+  heartbeatMs: number;
+  /** MiB per vcuda-memory unit the node agent advertises with (0 when unknown). */
+  memoryUnitMiB: number;
+  /** Set when the inventory annotation is missing or malformed: the node is unusable for vcuda. */
+  inventoryError?: string;
+  pending: readonly PendingAssignment[];
+  /**
+   * Over healthy cards: the most core and memory free on any one card, how many are entirely
+   * free, and the memory every one of them has (0 when they differ), so most nodes are decided
+   * without walking their cards.
+   */
+  free: Readonly<{
+    healthyCards: number;
+    maxCore: number;
+    maxMemoryMiB: number;
+    wholeCards: number;
+    uniformMemoryMiB: number;
+  }>;
+  /** Indexes of the healthy cards, in card order. */
+  healthyIndexes: readonly number[];
+  /** Over all cards, for scoring without walking them. */
+  totals: Readonly<{ usedCore: number; usedMemoryMiB: number; memoryMiB: number }>;
+}>;
+
+export type ClusterSnapshot = Readonly<{
+  /** Grows with every change, so results computed on one snapshot can be reused while it holds. */
+  version: number;
+  nodes: ReadonlyMap<string, NodeSnapshot>;
+}>;
+
+/** The parts of a Kubernetes Node vcuda reads. */
+export type NodeLike = { metadata?: { name?: string; annotations?: Record<string, string> | null } | null };
+
+/** The parts of a Pod the snapshot reads, on top of what placement reads. */
+export type PodWithStatus = PodLike & {
+  metadata?: PodLike['metadata'] & { deletionTimestamp?: unknown };
+  status?: { phase?: string } | null;
+};
+
+/**
+ * The distinct per-container core amounts of a pod's GPU containers (init ones included: the
+ * kubelet allocates them too), ascending. One Allocate call sees ONE container's amount, so two
+ * pending pods on a node must share none of them: `[30]` and `[30, 50]` both wait for a 30.
+ */
+export function coreAmountsOf(perContainerCore: readonly number[]): number[] {
+  return [...new Set(perContainerCore)].sort((a, b) => a - b);
+}
+
+/** The smallest core amount both lists hold (each ascending, as coreAmountsOf returns), if any. */
+export function sharedCoreAmount(a: readonly number[], b: readonly number[]): number | undefined {
+  let i = 0;
+  let j = 0;
+  while (i < a.length && j < b.length) {
+    const x = a[i] as number;
+    const y = b[j] as number;
+    if (x === y) return x;
+    if (x < y) i += 1;
+    else j += 1;
+  }
+  return undefined;
+}
+
+/** Whether a pod still holds what it was assigned (finished pods give their cards back). */
+export function isPodHoldingCards(pod: PodWithStatus): boolean {
+  const phase = pod.status?.phase;
+  return phase !== 'Succeeded' && phase !== 'Failed';
+}
+
+/** The node a pod's assignment is for, if it has one. */
+export function assignedNodeOf(pod: PodWithStatus): string | undefined {
+  const a = pod.metadata?.annotations;
+  if (!a?.[vcudaAnnotations.assignment]) return undefined;
+  return a[vcudaAnnotations.assignedNode] ?? pod.spec?.nodeName;
+}
+
+function parseTimeMs(text: string | undefined): number {
+  if (!text) return 0;
+  const ms = Date.parse(text);
+  return Number.isFinite(ms) ? ms : 0;
+}
+
+type CardUse = { core: number; memoryMiB: number };
+
+/**
+ * Per card, what one pod holds: containers run side by side, init containers one at a time before
+ * them, so a card carries max(sum of app containers, largest init container), as Kubernetes counts.
+ */
+export function podCardUse(
+  containers: readonly { isInit: boolean; cards: readonly { uuid: string; core: number; memoryMiB: number }[] }[],
+): Map<string, CardUse> {
+  const app = new Map<string, CardUse>();
+  const init = new Map<string, CardUse>();
+  for (const c of containers) {
+    for (const g of c.cards) {
+      if (c.isInit) {
+        const cur = init.get(g.uuid) ?? { core: 0, memoryMiB: 0 };
+        init.set(g.uuid, { core: Math.max(cur.core, g.core), memoryMiB: Math.max(cur.memoryMiB, g.memoryMiB) });
+      } else {
+        const cur = app.get(g.uuid) ?? { core: 0, memoryMiB: 0 };
+        app.set(g.uuid, { core: cur.core + g.core, memoryMiB: cur.memoryMiB + g.memoryMiB });
+      }
+    }
+  }
+  for (const [uuid, i] of init) {
+    const a = app.get(uuid) ?? { core: 0, memoryMiB: 0 };
+    app.set(uuid, { core: Math.max(a.core, i.core), memoryMiB: Math.max(a.memoryMiB, i.memoryMiB) });
+  }
+  return app;
+}
+
+/** A node's inventory annotation, parsed once per change (the watch cache keeps it between pod updates). */
+export type NodeInventoryRead = Readonly<{
+  name: string;
+  cards: readonly Omit<CardSnapshot, 'usedCore' | 'usedMemoryMiB'>[];
+  links: readonly (readonly CardLink[])[];
+  heartbeatMs: number;
+  /** MiB per vcuda-memory unit on this node (0 when unknown). */
+  memoryUnitMiB: number;
+  inventoryError?: string;
+}>;
+
+export function readNodeInventory(node: NodeLike): NodeInventoryRead {
+  const name = node.metadata?.name ?? '';
+  const annotations = node.metadata?.annotations ?? {};
+  const raw = annotations[vcudaAnnotations.inventory];
+  const heartbeatAnnotationMs = parseTimeMs(annotations[vcudaAnnotations.heartbeat]);
+  const unusable = (inventoryError: string): NodeInventoryRead => ({
+    name,
+    cards: [],
+    links: [],
+    heartbeatMs: heartbeatAnnotationMs,
+    memoryUnitMiB: 0,
+    inventoryError,
+  });
+  if (!raw) return unusable('no vcuda inventory (is the node agent running?)');
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    return unusable('vcuda inventory is not JSON');
+  }
+  const parsed = nodeInventorySchema.safeParse(json);
+  if (!parsed.success) {
+    const first = parsed.error.issues[0];
+    return unusable(
+      `vcuda inventory is malformed (${first ? `${first.path.join('.') || '(root)'}: ${first.message}` : 'invalid'})`,
+    );
+  }
+  const inv = parsed.data;
+  return {
+    name,
+    cards: inv.cards.map((c) => ({
+      uuid: c.uuid,
+      index: c.index,
+      model: c.model,
+      memoryMiB: c.memoryMiB,
+      numaNode: c.numaNode,
+      healthy: c.healthy,
+      ...(c.healthReason ? { healthReason: c.healthReason } : {}),
+    })),
+    links: inv.links,
+    heartbeatMs: Math.max(heartbeatAnnotationMs, parseTimeMs(inv.heartbeat)),
+    memoryUnitMiB: inv.memoryUnitMiB,
+  };
+}
+
+/** What one pod's assignment means for its node; undefined when it holds nothing there. */
+export type PodHold = Readonly<{
+  node: string;
+  cardUse: ReadonlyMap<string, CardUse>;
+  /** Present while the node agent has not allocated the pod yet. */
+  pending?: PendingAssignment;
+}>;
+
+export function readPodHold(pod: PodWithStatus): PodHold | undefined {
+  if (!isPodHoldingCards(pod)) return undefined;
+  const token = pod.metadata?.annotations?.[vcudaAnnotations.assignment];
+  if (!token) return undefined;
+  const assignment = peekAssignment(token);
+  return assignment ? holdOfAssignment(assignment, pod.metadata?.annotations ?? {}) : undefined;
+}
+
+/** What an assignment holds on its node; pending until the node agent marks the pod allocated. */
+export function holdOfAssignment(assignment: Assignment, podAnnotations: Record<string, string>): PodHold {
+  const containers = assignment.containers.map((c) => ({
+    isInit: c.isInit,
+    cards: c.cards.map((g) => ({ uuid: g.uuid, core: g.core, memoryMiB: Math.ceil(g.memoryBytes / MIB) })),
+  }));
+  const hold: PodHold = { node: assignment.node, cardUse: podCardUse(containers) };
+  if (podAnnotations[vcudaAnnotations.allocatedAt]) return hold;
+  return {
+    ...hold,
+    pending: {
+      podUid: assignment.pod.uid,
+      pod: `${assignment.pod.namespace}/${assignment.pod.name}`,
+      coreAmounts: coreAmountsOf(assignment.containers.map((c) => c.cards.reduce((s, g) => s + g.core, 0))),
+      assignedAtMs: parseTimeMs(podAnnotations[vcudaAnnotations.assignedAt]),
+    },
+  };
+}
+
+/** One node's snapshot from its parsed inventory and the holds of the pods assigned to it. */
+export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<PodHold>): NodeSnapshot {
+  const used = new Map<string, CardUse>();
+  const pending: PendingAssignment[] = [];
+  for (const hold of holds) {
+    if (hold.node !== inv.name) continue;
+    for (const [uuid, u] of hold.cardUse) {
+      const cur = used.get(uuid);
+      used.set(uuid, cur ? { core: cur.core + u.core, memoryMiB: cur.memoryMiB + u.memoryMiB } : u);
+    }
+    if (hold.pending) pending.push(hold.pending);
+  }
+  const free = { healthyCards: 0, maxCore: 0, maxMemoryMiB: 0, wholeCards: 0, uniformMemoryMiB: -1 };
+  const healthyIndexes: number[] = [];
+  const totals = { usedCore: 0, usedMemoryMiB: 0, memoryMiB: 0 };
+  const cards = inv.cards.map((c, i): CardSnapshot => {
+    const u = used.get(c.uuid);
+    const card: CardSnapshot = {
+      uuid: c.uuid,
+      index: c.index,
+      model: c.model,
+      memoryMiB: c.memoryMiB,
+      numaNode: c.numaNode,
+      healthy: c.healthy,
+      healthReason: c.healthReason,
+      usedCore: u?.core ?? 0,
+      usedMemoryMiB: u?.memoryMiB ?? 0,
+    };
+    totals.usedCore += card.usedCore;
+    totals.usedMemoryMiB += card.usedMemoryMiB;
+    totals.memoryMiB += card.memoryMiB;
+    if (card.healthy) {
+      healthyIndexes.push(i);
+      free.healthyCards += 1;
+      free.maxCore = Math.max(free.maxCore, 100 - card.usedCore);
+      free.maxMemoryMiB = Math.max(free.maxMemoryMiB, card.memoryMiB - card.usedMemoryMiB);
+      if (card.usedCore === 0 && card.usedMemoryMiB === 0) free.wholeCards += 1;
+      if (free.uniformMemoryMiB === -1) free.uniformMemoryMiB = card.memoryMiB;
+      else if (free.uniformMemoryMiB !== card.memoryMiB) free.uniformMemoryMiB = 0;
+    }
+    return card;
+  });
+  if (free.uniformMemoryMiB === -1) free.uniformMemoryMiB = 0;
+  return {
+    name: inv.name,
+    cards,
+    links: inv.links,
+    heartbeatMs: inv.heartbeatMs,
+    memoryUnitMiB: inv.memoryUnitMiB,
+    ...(inv.inventoryError ? { inventoryError: inv.inventoryError } : {}),
+    pending,
+    free,
+    healthyIndexes,
+    totals,
+  };
+}
+
+/** Builds one node's snapshot from its Node object and the pods assigned to it. */
+export function buildNodeSnapshot(node: NodeLike, pods: Iterable<PodWithStatus>): NodeSnapshot {
+  const holds: PodHold[] = [];
+  for (const pod of pods) {
+    const hold = readPodHold(pod);
+    if (hold) holds.push(hold);
+  }
+  return composeNodeSnapshot(readNodeInventory(node), holds);
+}

@@ -1,0 +1,147 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { eventReasons, podEvent, vcudaAnnotations, verifyAssignment } from '../contract/index.js';
+import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
+import { migrate } from '../db/migrate.js';
+import { ClusterState } from './cluster-state.js';
+import { loadControlPlaneConfig } from './config.js';
+import type { Overview } from './dashboard/overview.js';
+import { type RunningControlPlane, startControlPlane } from './server.js';
+import { JWKS_CONFIGMAP_NAME, SIGNING_SECRET_NAME } from './signing-keys.js';
+import { gpuNode, gpuPod } from './testing/builders.js';
+import { type FakeKubeApi, startFakeKubeApi } from './testing/fake-kube-api.js';
+
+const now = new Date('2026-11-22T04:00:30Z');
+const silent = { logLevel: 'silent' as const, port: 0, httpsPort: 0, host: '127.0.0.1' };
+
+async function postJson(url: string, body: unknown) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+}
+
+describe('startControlPlane', () => {
+  // One migrated database for the file: migrating PGlite is the slow part of a start.
+  let db: VcudaDb;
+  beforeAll(async () => {
+    db = await connectDb({});
+    await migrate(db);
+  });
+  afterAll(async () => {
+    await closeDb(db);
+  });
+  let cp: RunningControlPlane | undefined;
+  let api: FakeKubeApi | undefined;
+  afterEach(async () => {
+    await cp?.close();
+    await api?.close();
+    cp = undefined;
+    api = undefined;
+  });
+
+  it('runs without a cluster (vcuda local): filter and bind over HTTP, metrics, clean close', async () => {
+    const state = new ClusterState();
+    state.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
+    const pod = gpuPod('p', [{ core: 30, memoryMiB: 1024 }]);
+    state.upsertPod(pod);
+    const config = loadControlPlaneConfig({
+      flags: { ...silent, kube: { mode: 'none' }, signingKeys: { source: 'ephemeral' } },
+    });
+    cp = await startControlPlane(config, { db, state, clock: () => now });
+
+    const filter = await postJson(`${cp.url}/scheduler/filter`, { Pod: pod, Nodes: null, NodeNames: ['n1'] });
+    expect(filter.json.NodeNames).toEqual(['n1']);
+    const bind = await postJson(`${cp.url}/scheduler/bind`, {
+      PodName: 'p',
+      PodNamespace: 'default',
+      PodUID: 'uid-p',
+      Node: 'n1',
+    });
+    expect(bind.json).toEqual({ Error: '' });
+    const bound = state.pod('default', 'p');
+    expect(bound?.spec?.nodeName).toBe('n1');
+    const a = await verifyAssignment(bound?.metadata?.annotations?.[vcudaAnnotations.assignment] as string, cp.jwks, {
+      podUid: 'uid-p',
+      node: 'n1',
+      nowSeconds: now.getTime() / 1000,
+    });
+    expect(a.containers[0]?.cards[0]?.core).toBe(30);
+
+    const metrics = await (await fetch(`${cp.url}/metrics`)).text();
+    expect(metrics).toContain('vcuda_extender_binds_total{result="bound"} 1');
+    expect(metrics).toContain('vcuda_extender_request_duration_seconds_bucket');
+    expect(metrics).toContain('vcuda_watch_cache_nodes 1');
+    expect((await fetch(`${cp.url}/readyz`)).status).toBe(200);
+    expect((await fetch(`${cp.url}/api/v1/reports`)).status).toBe(200);
+  });
+
+  it('in a cluster: creates the shared signing keys once and publishes the JWKS ConfigMap', async () => {
+    api = await startFakeKubeApi();
+    api.putNode(gpuNode({ name: 'n1', cards: 1 }));
+    const config = loadControlPlaneConfig({
+      flags: { ...silent, kube: { mode: 'kubeconfig' }, namespace: 'vcuda-system' },
+    });
+    cp = await startControlPlane(config, { db, kubeConfig: api.kubeConfig, clock: () => now });
+    expect(api.secrets.has(`vcuda-system/${SIGNING_SECRET_NAME}`)).toBe(true);
+    const cm = api.configMaps.get(`vcuda-system/${JWKS_CONFIGMAP_NAME}`) as unknown as { data: Record<string, string> };
+    expect(JSON.parse(cm.data['jwks.json'] as string)).toEqual(cp.jwks);
+    const first = cp.jwks;
+    await cp.close();
+    // A second replica (or a restart) signs with the same keys.
+    cp = await startControlPlane(config, { db, kubeConfig: api.kubeConfig, clock: () => now });
+    expect(cp.jwks).toEqual(first);
+    for (let i = 0; i < 100 && (await fetch(`${cp.url}/readyz`)).status !== 200; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(cp.state.snapshot().nodes.has('n1')).toBe(true);
+  });
+  it('in a cluster: the dashboard lists refusals other processes emitted and idle nodes from the watch cache', async () => {
+    api = await startFakeKubeApi();
+    // A node that never had a bind: the ledger does not know it, only the watch cache does.
+    api.putNode(gpuNode({ name: 'idle-1', cards: 2 }));
+    const config = loadControlPlaneConfig({
+      flags: { ...silent, kube: { mode: 'kubeconfig' }, namespace: 'vcuda-system', clusterName: 'east' },
+    });
+    // The overview is cached per clock second; a moving clock lets each poll load afresh.
+    let tick = now.getTime();
+    const clock = () => {
+      tick += 2000;
+      return new Date(tick);
+    };
+    cp = await startControlPlane(config, { db, kubeConfig: api.kubeConfig, clock });
+    // The node agent, not this replica, reports a refused Allocate.
+    const event = podEvent(
+      { namespace: 'team-a', name: 'trainer-0', uid: 'uid-trainer-0' },
+      eventReasons.allocateFailed,
+      'Allocate of 30 core on node idle-1 is ambiguous',
+      { type: 'Warning', component: 'vcuda-node-agent', host: 'idle-1', now, nameSuffix: 'a1' },
+    );
+    const posted = await fetch(`${api.url}/api/v1/namespaces/team-a/events`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(event),
+    });
+    expect(posted.status).toBe(201);
+
+    let overview: Overview | undefined;
+    for (let i = 0; i < 200; i++) {
+      overview = (await (await fetch(`${cp.url}/ui/overview`)).json()) as Overview;
+      const hasNode = overview.clusters.some((c) => c.nodes.some((n) => n.name === 'idle-1'));
+      if (hasNode && overview.refusals.length > 0) break;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(overview?.refusals).toContainEqual(
+      expect.objectContaining({
+        stage: 'allocate',
+        cluster: 'east',
+        namespace: 'team-a',
+        pod: 'trainer-0',
+        reason: 'VcudaAllocateFailed',
+      }),
+    );
+    const east = overview?.clusters.find((c) => c.name === 'east');
+    const idle = east?.nodes.find((n) => n.name === 'idle-1');
+    expect(idle?.cards.map((c) => c.healthy)).toEqual([true, true]);
+  });
+});

@@ -1,0 +1,451 @@
+/**
+ * Starts one control-plane process from its config: database (migrated), Kubernetes connection,
+ * signing keys, watch cache, ledger housekeeping, and the HTTP(S) servers of the composed app.
+ * A plain function returning `{ url, close }`, so `vcuda local` and tests run it in-process.
+ */
+import { readFileSync } from 'node:fs';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type ServerOptions } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { KubeConfig } from '@kubernetes/client-node';
+import type { Hono } from 'hono';
+import type * as jose from 'jose';
+import { type Logger, pino } from 'pino';
+import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+import { type PodRef, podEvent, resourceNames } from '../contract/index.js';
+import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
+import { createLedger } from '../db/ledger.js';
+import { migrate } from '../db/migrate.js';
+import { createReportRunner } from '../db/reports.js';
+import { createUsageStore } from '../db/usage.js';
+import { createAdmissionListener } from '../webhooks/admission-handler.js';
+import { createAdmissionMetrics } from '../webhooks/admission-metrics.js';
+import { type AdmissionRoutesDeps, admissionRoutes } from '../webhooks/admission-routes.js';
+import type { ServingCertificate } from '../webhooks/certificates.js';
+import { webhookConfigSchema } from '../webhooks/config.js';
+import { kubeCertificateSecretStore, kubeWebhookConfigurationClient } from '../webhooks/kube-adapters.js';
+import { createWebhookKeeper, type WebhookKeeper } from '../webhooks/webhook-keeper.js';
+import { reportsRoutes } from './api/reports-routes.js';
+import { usageRoutes } from './api/usage-routes.js';
+import { apiRoutes, createApp } from './app.js';
+import { ClusterState } from './cluster-state.js';
+import type { ControlPlaneConfig } from './config.js';
+import { createLedgerDashboardSource } from './dashboard/ledger-source.js';
+import { watchRefusalEvents } from './dashboard/refusal-events.js';
+import { createRefusalLog } from './dashboard/refusals.js';
+import { dashboardRoutes } from './dashboard/routes.js';
+import { createExtenderMetrics } from './extender/extender-metrics.js';
+import { LedgerNodes } from './extender/ledger-nodes.js';
+import { Nudger } from './extender/nudger.js';
+import { extenderRoutes } from './extender/routes.js';
+import { type ControlPlaneKube, createKubeClient } from './kube-client.js';
+import { createLocalKube } from './local-kube.js';
+import { isPodHoldingCards } from './placement/cluster-snapshot.js';
+import { createAssignmentSigner, type KeySet, loadSigningKeys, publishJwks } from './signing-keys.js';
+import { createWatchCache, type WatchCache } from './watch-cache.js';
+
+export type ControlPlaneOverrides = {
+  /** Use this database (left open on close) instead of connecting from config. */
+  db?: VcudaDb;
+  /** Use this cluster connection instead of the one config describes. */
+  kubeConfig?: KubeConfig;
+  /** With `kube.mode: none`: the state the caller feeds with nodes and pods (the simulator). */
+  state?: ClusterState;
+  keys?: KeySet;
+  clock?: () => Date;
+  logger?: Logger;
+};
+
+export type RunningControlPlane = {
+  /** Plain HTTP base url (extender, API, dashboard, metrics, and the webhooks too). */
+  url: string;
+  /** HTTPS base url of the webhooks, when served. */
+  httpsUrl?: string;
+  app: Hono;
+  state: ClusterState;
+  jwks: jose.JSONWebKeySet;
+  close(): Promise<void>;
+};
+
+const HOUSEKEEPING_MS = 15_000;
+const RECONCILE_MS = 60_000;
+const DOWNSAMPLE_MS = 3_600_000;
+/** Certificate and webhook-configuration re-check; rotation happens days before expiry. */
+const WEBHOOK_REFRESH_MS = 10 * 60_000;
+/**
+ * The watch cache may not have seen a pod yet that another replica is binding right now; only rows
+ * reserved at least this long before a reconcile can be judged by the cache's pod list.
+ */
+const RECONCILE_GRACE_MS = 30_000;
+
+function loadKubeConfig(config: ControlPlaneConfig, overrides: ControlPlaneOverrides): KubeConfig | undefined {
+  if (overrides.kubeConfig) return overrides.kubeConfig;
+  if (config.kube.mode === 'none') return undefined;
+  const kc = new KubeConfig();
+  if (config.kube.mode === 'in-cluster') kc.loadFromCluster();
+  else if (config.kube.kubeconfig) kc.loadFromFile(config.kube.kubeconfig);
+  else kc.loadFromDefault();
+  return kc;
+}
+
+type Listening = {
+  url: string;
+  close: () => Promise<void>;
+  /** Swaps the TLS certificate of an HTTPS listener without a restart. */
+  setCertificate: (tls: { key: string; cert: string }) => void;
+};
+
+type RequestFront = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+/** Serves `app`; with `tls`, HTTPS, where `front` may answer a request first (returns true). */
+function listen(
+  app: Hono,
+  host: string,
+  port: number,
+  tls?: { key: string; cert: string },
+  front?: RequestFront,
+): Promise<Listening> {
+  return new Promise((resolve, reject) => {
+    const server = serve(
+      tls
+        ? {
+            fetch: app.fetch,
+            port,
+            hostname: host,
+            createServer: ((options: ServerOptions, handler: RequestListener) =>
+              createHttpsServer(options, (req, res) => {
+                if (!front?.(req, res)) handler(req, res);
+              })) as unknown as typeof createHttpsServer,
+            serverOptions: tls,
+          }
+        : { fetch: app.fetch, port, hostname: host },
+      (info: AddressInfo) => {
+        const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+        resolve({
+          url: `${tls ? 'https' : 'http'}://${shown}:${info.port}`,
+          setCertificate: (next) =>
+            (server as unknown as { setSecureContext?: (o: { key: string; cert: string }) => void }).setSecureContext?.(
+              next,
+            ),
+          close: () =>
+            new Promise<void>((done) => {
+              (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
+              server.close(() => done());
+            }),
+        });
+      },
+    );
+    server.once('error', reject);
+  });
+}
+
+export async function startControlPlane(
+  config: ControlPlaneConfig,
+  overrides: ControlPlaneOverrides = {},
+): Promise<RunningControlPlane> {
+  const clock = overrides.clock ?? (() => new Date());
+  const log = overrides.logger ?? pino({ level: config.logLevel, name: 'vcuda-control-plane' });
+  const closers: (() => Promise<void> | void)[] = [];
+  const close = async () => {
+    for (const c of closers.reverse()) {
+      try {
+        await c();
+      } catch (err) {
+        log.warn({ err: String(err) }, 'shutdown step failed');
+      }
+    }
+    closers.length = 0;
+  };
+  try {
+    // 1. Database, migrated before anything uses it.
+    const db = overrides.db ?? (await connectDb(config.database));
+    if (!overrides.db) closers.push(() => closeDb(db));
+    await migrate(db);
+    const ledger = createLedger(db, { clock });
+
+    // 2. Cluster connection and view.
+    const kc = loadKubeConfig(config, overrides);
+    const refusals = createRefusalLog();
+    let watch: WatchCache | undefined;
+    let state: ClusterState;
+    let kube: ControlPlaneKube;
+    const onEvent = (_ns: string, event: object) => {
+      refusals.recordEvent(event as Parameters<typeof refusals.recordEvent>[0], config.clusterName);
+    };
+    if (kc) {
+      watch = createWatchCache(
+        kc,
+        { onError: (err) => log.warn({ err: String(err) }, 'watch failed; relisting') },
+        overrides.state,
+      );
+      state = watch.state;
+      const client = createKubeClient(kc);
+      kube = {
+        ...client,
+        createEvent: async (ns, event) => {
+          onEvent(ns, event);
+          await client.createEvent(ns, event);
+        },
+      };
+    } else {
+      state = overrides.state ?? new ClusterState();
+      kube = createLocalKube(state, onEvent);
+    }
+
+    // 3. Signing keys shared by every replica; the public half where node agents read it.
+    const keys =
+      overrides.keys ??
+      (await loadSigningKeys(
+        config.signingKeys.source === 'secret'
+          ? { kind: 'secret', namespace: config.namespace, kid: config.signingKeys.kid }
+          : config.signingKeys.source === 'file'
+            ? { kind: 'file', path: config.signingKeys.file as string }
+            : { kind: 'ephemeral' },
+        kube,
+      ));
+    if (kc && config.signingKeys.publishJwks) await publishJwks(kube, config.namespace, keys);
+
+    // 4. Metrics.
+    const registry = new Registry();
+    collectDefaultMetrics({ register: registry, prefix: 'vcuda_control_plane_' });
+    const extenderMetrics = createExtenderMetrics(registry);
+    new Gauge({
+      name: 'vcuda_watch_cache_nodes',
+      help: 'Nodes in the control plane view',
+      registers: [registry],
+      collect() {
+        this.set(state.snapshot().nodes.size);
+      },
+    });
+
+    // 5. No stalls, and the ledger follows the pods: an ended pod's rows are released at once.
+    const nudger = new Nudger({
+      clock,
+      patch: async (t, annotations) => {
+        await kube.patchPodAnnotations(t.namespace, t.name, annotations);
+      },
+      onNudged: () => extenderMetrics.nudges.inc(),
+      onError: (t, err) => log.debug({ pod: `${t.namespace}/${t.name}`, err: String(err) }, 'nudge failed'),
+    });
+    closers.push(() => nudger.close());
+    const unsubscribe = state.onCapacityFreed((e) => {
+      if (e.why === 'pod-ended' && e.pod?.uid) {
+        nudger.forget(e.pod.uid);
+        ledger.release(config.clusterName, e.pod.uid).catch((err) => log.warn({ err: String(err) }, 'release failed'));
+      }
+      nudger.capacityFreed(e);
+    });
+    closers.push(unsubscribe);
+    // The ledger learns every watched node's cards in the background, so first binds do not wait for it.
+    const ledgerNodes = new LedgerNodes(ledger, config.clusterName);
+    const registerNodes = () => {
+      if (watch && !watch.isSynced()) return;
+      ledgerNodes
+        .ensureAll(state.snapshot().nodes.values())
+        .then(
+          (r) =>
+            r.failed > 0 &&
+            log.warn({ failed: r.failed, err: String(r.firstError) }, 'registering nodes in the ledger failed'),
+        )
+        .catch((err) => log.warn({ err: String(err) }, 'registering nodes in the ledger failed'));
+    };
+    const housekeeping = setInterval(() => {
+      registerNodes();
+      ledger
+        .expireReservations(config.reservationTimeoutSeconds * 1000)
+        .then((n) => n > 0 && log.info({ released: n }, 'expired unconfirmed reservations'))
+        .catch((err) => log.warn({ err: String(err) }, 'expiring reservations failed'));
+    }, HOUSEKEEPING_MS);
+    housekeeping.unref();
+    closers.push(() => clearInterval(housekeeping));
+    if (watch) {
+      const reconcile = setInterval(() => {
+        if (!watch?.isSynced()) return;
+        const live = [...state.allPods()].filter(isPodHoldingCards).map((p) => ({
+          uid: p.metadata?.uid ?? '',
+          namespace: p.metadata?.namespace ?? '',
+          name: p.metadata?.name ?? '',
+        }));
+        ledger
+          .reconcile(config.clusterName, live, { listedAt: new Date(clock().getTime() - RECONCILE_GRACE_MS) })
+          .then(
+            (r) => r.released.length > 0 && log.info({ released: r.released.length }, 'reconciled ledger with cluster'),
+          )
+          .catch((err) => log.warn({ err: String(err) }, 'reconcile failed'));
+      }, RECONCILE_MS);
+      reconcile.unref();
+      closers.push(() => clearInterval(reconcile));
+    }
+
+    // 6. The composed app.
+    const names = resourceNames(config.resourceDomain);
+    const webhook = webhookConfigSchema.parse({
+      ...config.webhook,
+      resourceDomain: config.resourceDomain,
+      memoryUnitMiB: config.memoryUnitMiB,
+      clusterName: config.clusterName,
+    });
+    const admissionDeps: AdmissionRoutesDeps = {
+      names,
+      memoryUnitMiB: config.memoryUnitMiB,
+      clusterName: config.clusterName,
+      schedulerName: webhook.schedulerName,
+      privilegedUsernames: webhook.privilegedUsernames,
+      maxBodyBytes: webhook.maxBodyBytes,
+      observer: createAdmissionMetrics(registry),
+      logger: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m) },
+      precheckQuota: (q) => ledger.precheckQuota(q),
+      events: {
+        record: (pod: PodRef, reason, message) =>
+          kube.createEvent(
+            pod.namespace,
+            podEvent(pod, reason, message, {
+              component: 'vcuda-webhook',
+              host: config.instanceId,
+              now: clock(),
+              nameSuffix: `${clock().getTime().toString(36)}.${config.instanceId}.${Math.floor(performance.now())}`,
+            }),
+          ),
+      },
+    };
+    const admission = admissionRoutes(admissionDeps);
+    // The HTTPS listener answers reviews without building web Request/Response objects.
+    const admissionListener = createAdmissionListener(admissionDeps);
+    const scheduler = extenderRoutes({
+      config: {
+        cluster: config.clusterName,
+        quantity: { names, memoryUnitMiB: config.memoryUnitMiB },
+        defaultPlacement: config.placement.default,
+        heartbeatStaleMs: config.heartbeatStaleSeconds * 1000,
+        assignmentTtlMs: config.assignmentTtlSeconds * 1000,
+        instanceId: config.instanceId,
+      },
+      state,
+      kube,
+      ledger,
+      signer: createAssignmentSigner(keys, config.assignmentTtlSeconds),
+      clock,
+      metrics: extenderMetrics,
+      nudger,
+      ledgerNodes,
+      log: (msg, fields) => log.info(fields ?? {}, msg),
+    });
+    const reports = createReportRunner(db, { clock });
+    const usageStore = createUsageStore(db, { clock });
+    // Raw usage samples become hourly, then daily rows, so the table does not grow without bound.
+    const downsample = setInterval(() => {
+      usageStore.downsampleUsage().catch((err) => log.warn({ err: String(err) }, 'usage downsampling failed'));
+    }, DOWNSAMPLE_MS);
+    downsample.unref();
+    closers.push(() => clearInterval(downsample));
+    const app = createApp({
+      admission,
+      scheduler,
+      api: apiRoutes(reportsRoutes({ reports }), usageRoutes({ clusterName: config.clusterName, usage: usageStore })),
+      dashboard: dashboardRoutes({
+        source: createLedgerDashboardSource({
+          db,
+          reports,
+          clock,
+          readRefusals: (n) => refusals.readRefusals(n),
+          // Idle nodes (not in the ledger before their first bind) and card health, from the watch cache.
+          readLiveNodes: () =>
+            [...state.snapshot().nodes.values()].map((n) => ({
+              cluster: config.clusterName,
+              node: n.name,
+              cards: n.cards.map(({ uuid, index, model, memoryMiB, healthy }) => ({
+                uuid,
+                index,
+                model,
+                memoryMiB,
+                healthy,
+              })),
+            })),
+        }),
+        clock,
+      }),
+      metrics: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
+      isReady: async () => (watch ? watch.isSynced() : true),
+    });
+
+    // 7. Serve; then follow the cluster (readiness waits for the first full list).
+    const http = await listen(app, config.host, config.port);
+    closers.push(http.close);
+    let httpsUrl: string | undefined;
+    let https: Listening | undefined;
+    const keeper = createKeeper(config, webhook, names, kc, clock, log, (cert) =>
+      https?.setCertificate({ key: cert.keyPem, cert: cert.certPem }),
+    );
+    if (keeper) {
+      // First pass: the certificate (issued, kept or read) and the configurations with its CA.
+      const { certificate } = await keeper.refresh();
+      https = await listen(
+        app,
+        config.host,
+        config.httpsPort,
+        { key: certificate.keyPem, cert: certificate.certPem },
+        admissionListener,
+      );
+      closers.push(https.close);
+      httpsUrl = https.url;
+      // Then rotation before expiry (or renewed files) and drifted configurations, without a restart.
+      closers.push(keeper.start(WEBHOOK_REFRESH_MS));
+    }
+    if (kc) {
+      // Every replica lists every refusal of the cluster (the other replicas', the node agents'
+      // VcudaAllocateFailed), not only its own. The log replaces a pod's row per reason, so this
+      // replica's own events arriving twice (recorded at creation, then watched) show once.
+      const events = watchRefusalEvents(kc, refusals, {
+        cluster: config.clusterName,
+        onError: (err) => log.warn({ err: String(err) }, 'refusal event watch failed; relisting'),
+      });
+      closers.push(() => events.stop());
+    }
+    if (watch) {
+      const w = watch;
+      closers.push(() => w.stop());
+      w.start().then(
+        () => {
+          log.info({ nodes: state.snapshot().nodes.size }, 'watch cache synced');
+          registerNodes();
+        },
+        (err) => log.error({ err: String(err) }, 'watch cache failed to start'),
+      );
+    } else registerNodes();
+    log.info({ url: http.url, httpsUrl }, 'control plane listening');
+    return { url: http.url, ...(httpsUrl ? { httpsUrl } : {}), app, state, jwks: keys.jwks, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+/** The webhook's certificate keeper, or none when the webhooks are served over plain HTTP only. */
+function createKeeper(
+  config: ControlPlaneConfig,
+  webhook: ReturnType<typeof webhookConfigSchema.parse>,
+  names: ReturnType<typeof resourceNames>,
+  kc: KubeConfig | undefined,
+  clock: () => Date,
+  log: Logger,
+  onCertificate: (cert: ServingCertificate) => void,
+): WebhookKeeper | undefined {
+  if (config.httpsPort === 0) return undefined;
+  const c = webhook.certificates;
+  const fromFiles = c.mode === 'files' && Boolean(c.certFile && c.keyFile);
+  if (!fromFiles && !kc) {
+    log.info('no cluster and no certificate files: webhooks are served over plain HTTP only');
+    return undefined;
+  }
+  return createWebhookKeeper({
+    config: webhook,
+    names,
+    secretStore: !fromFiles && kc ? kubeCertificateSecretStore(kc, c.secretNamespace, c.secretName) : undefined,
+    readFile: (path) => readFileSync(path, 'utf8'),
+    registrationClient: kc && config.webhookRegistration === 'auto' ? kubeWebhookConfigurationClient(kc) : undefined,
+    clock,
+    logger: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m) },
+    onCertificate,
+  });
+}
