@@ -1,0 +1,276 @@
+/**
+ * The node agent assembled from its parts. Everything that touches the outside world comes in
+ * through `AgentDeps`, so main.ts wires real adapters and tests wire fakes around the same code.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { type ResourceNames, resourceNames } from '../contract/index.js';
+import { Allocator } from './allocation/allocator.js';
+import type { EventRecorder, JwksSource, PodAnnotator, PodResourcesLister, PodSource } from './allocation/ports.js';
+import { type CardSampler, createCardSampler } from './compute/card-sampler.js';
+import { createHostPidPublisher, type HostPidPublisher, procSource } from './compute/host-pids.js';
+import { writeShareSample } from './compute/region-feedback.js';
+import { containerKey, placementOf, procCgroupReader } from './compute-wiring.js';
+import type { NodeAgentConfig } from './config.js';
+import { type MemoryAdvertisePlan, planMemoryAdvertise } from './device-plugin/device-list.js';
+import { PluginRunner, type PluginSpec } from './device-plugin/plugin-runner.js';
+import { corePlugin, memoryPlugin } from './device-plugin/plugins.js';
+import { CardHealth, watchCardHealth } from './health.js';
+import { podDirsToRemove } from './housekeeping.js';
+import { buildInventory, InventoryPublisher, type NodePatcher } from './inventory.js';
+import { preloadFileContent } from './limits/allocate-response.js';
+import { listPodDirs, removePodDir } from './limits/container-files.js';
+import { AgentMetrics } from './metrics.js';
+import type { GpuSource } from './nvml/gpu-source.js';
+import { collectUsage, type UsageSink } from './usage.js';
+
+export type AgentLog = { info: (m: string) => void; warn: (m: string) => void; error: (m: string) => void };
+
+/** Node-level extended resources, for vcuda-memory beyond what a device list can carry. */
+export interface NodeCapacityPatcher {
+  patchNodeCapacity(nodeName: string, capacity: Record<string, string>): Promise<void>;
+}
+
+export type AgentDeps = {
+  config: NodeAgentConfig;
+  gpu: GpuSource;
+  pods: PodSource;
+  annotator: PodAnnotator;
+  events: EventRecorder;
+  node: NodePatcher & NodeCapacityPatcher;
+  podResources: PodResourcesLister;
+  jwks: JwksSource;
+  usageSink?: UsageSink;
+  nowMs?: () => number;
+  log: AgentLog;
+  /** Delay between retries of a failed allocated-at annotation (tests shorten it). */
+  retryDelayMs?: number;
+  /** Periodic loops (inventory, housekeeping, usage); tests drive them by hand. Default true. */
+  runLoops?: boolean;
+};
+
+export type NodeAgent = {
+  names: ResourceNames;
+  health: CardHealth;
+  allocator: Allocator;
+  metrics: AgentMetrics;
+  runner: PluginRunner;
+  memoryPlan: MemoryAdvertisePlan;
+  /** One compute sampler per card, by card index. */
+  samplers: CardSampler[];
+  /** Publishes each container's host pids into its region (NVML process lists in pid namespaces). */
+  hostPids: HostPidPublisher;
+  publishInventory: () => Promise<boolean>;
+  housekeep: () => Promise<string[]>;
+  reportUsage: () => Promise<void>;
+  refreshMetrics: () => void;
+  isHealthy: () => boolean;
+  stop: () => Promise<void>;
+};
+
+export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
+  const { config, log } = deps;
+  const nowMs = deps.nowMs ?? Date.now;
+  const names = resourceNames(config.resourceDomain);
+  const health = new CardHealth(deps.gpu.listCards(), config.ignoredXids);
+  const metrics = new AgentMetrics();
+  const memoryPlan = planMemoryAdvertise(health.views(), {
+    memoryUnitMiB: config.memoryUnitMiB,
+    mode: config.memoryAdvertise,
+    budgetBytes: config.listAndWatchBudgetBytes,
+  });
+  log.info(`vcuda-memory via ${memoryPlan.via}: ${memoryPlan.reason}`);
+
+  mkdirSync(dirname(config.paths.preloadHostPath), { recursive: true });
+  writeFileSync(config.paths.preloadHostPath, preloadFileContent(config.paths.libvcudaContainerPath), { mode: 0o644 });
+  mkdirSync(config.paths.containersDir, { recursive: true });
+
+  const allocator = new Allocator({
+    nodeName: config.nodeName,
+    names,
+    containersDir: config.paths.containersDir,
+    response: {
+      devDir: config.paths.devDir,
+      libvcudaHostPath: config.paths.libvcudaHostPath,
+      libvcudaContainerPath: config.paths.libvcudaContainerPath,
+      preloadHostPath: config.paths.preloadHostPath,
+      driverLibraries: config.paths.driverLibraries,
+      setVisibleDevicesEnv: config.setVisibleDevicesEnv,
+    },
+    pods: deps.pods,
+    podResources: deps.podResources,
+    annotator: deps.annotator,
+    events: deps.events,
+    jwks: deps.jwks,
+    cards: health,
+    nowMs,
+    log,
+    ...(deps.retryDelayMs !== undefined ? { retryDelayMs: deps.retryDelayMs } : {}),
+  });
+  try {
+    const learned = await allocator.rebuild();
+    if (learned > 0) log.info(`rebuilt ${learned} running container(s) from PodResources and pod annotations`);
+  } catch (err) {
+    log.warn(`rebuild from the kubelet failed (${(err as Error).message}); starting empty`);
+  }
+
+  const core = corePlugin(names, health, allocator);
+  const timedCore = {
+    ...core,
+    allocate: async (ids: string[]) => {
+      const start = performance.now();
+      try {
+        const res = await core.allocate(ids);
+        metrics.observeAllocate((performance.now() - start) / 1000, 'ok');
+        return res;
+      } catch (err) {
+        metrics.observeAllocate((performance.now() - start) / 1000, (err as { code?: string }).code ?? 'error');
+        throw err;
+      }
+    },
+  };
+  const plugins: PluginSpec[] = [{ handler: timedCore, endpoint: 'vcuda-core.sock' }];
+  if (memoryPlan.via === 'device-plugin') {
+    plugins.push({ handler: memoryPlugin(names, health, config.memoryUnitMiB), endpoint: 'vcuda-memory.sock' });
+  }
+  const runner = new PluginRunner({
+    pluginDir: config.kubelet.devicePluginDir,
+    plugins,
+    registerRetryMs: config.kubelet.registerRetryMs,
+    log,
+  });
+  await runner.start();
+
+  const publisher = new InventoryPublisher(deps.node, config.heartbeatPeriodMs);
+  const publishInventory = async () => {
+    const now = nowMs();
+    const inv = buildInventory({
+      nodeName: config.nodeName,
+      memoryUnitMiB: config.memoryUnitMiB,
+      cards: health.list(),
+      link: (a, b) => deps.gpu.link(a, b),
+      now: new Date(now),
+    });
+    const patched = await publisher.publish(inv, now);
+    if (patched && memoryPlan.via === 'node-status') {
+      // Healthy cards only: a sick card's memory must not be schedulable.
+      const units = health
+        .views()
+        .filter((c) => c.healthy)
+        .reduce((s, c) => s + Math.floor(c.memoryMiB / config.memoryUnitMiB), 0);
+      await deps.node.patchNodeCapacity(config.nodeName, { [names.memory]: String(units) });
+    }
+    return patched;
+  };
+
+  const housekeep = async () => {
+    await deps.pods.refresh();
+    const live = new Set(
+      deps.pods
+        .pods()
+        .filter((p) => !p.isFinished)
+        .map((p) => p.uid),
+    );
+    const removed = podDirsToRemove(
+      listPodDirs(config.paths.containersDir),
+      live,
+      Date.now(), // compared with file times, which the wall clock writes
+      config.housekeepingGraceMs,
+    );
+    for (const uid of removed) removePodDir(config.paths.containersDir, uid);
+    allocator.forgetPods((uid) => !live.has(uid));
+    if (removed.length > 0) log.info(`housekeeping: removed files of ${removed.length} pod(s) that are gone`);
+    return removed;
+  };
+
+  const refreshMetrics = () => {
+    const records = allocator.records();
+    metrics.update(health.list(), records, collectUsage(records));
+  };
+
+  const reportUsage = async () => {
+    if (!deps.usageSink) return;
+    await deps.usageSink.report(
+      config.nodeName,
+      collectUsage(allocator.records()),
+      new Date(nowMs()),
+      config.usagePeriodMs / 1000,
+    );
+  };
+
+  const abort = new AbortController();
+  const healthLoop = watchCardHealth(deps.gpu, health, abort.signal, log, 1000);
+  health.subscribe(() => void publishInventory().catch((err) => log.warn(`inventory: ${(err as Error).message}`)));
+  const timers: NodeJS.Timeout[] = [];
+  const every = (ms: number, what: string, fn: () => Promise<unknown>) => {
+    const t = setInterval(() => void fn().catch((err) => log.warn(`${what}: ${(err as Error).message}`)), ms);
+    t.unref();
+    timers.push(t);
+  };
+  if (deps.runLoops !== false) {
+    await publishInventory().catch((err) => log.warn(`inventory: ${(err as Error).message}`));
+    every(config.inventoryCheckMs, 'inventory', publishInventory);
+    every(config.housekeepingPeriodMs, 'housekeeping', housekeep);
+    if (deps.usageSink) every(config.usagePeriodMs, 'usage report', reportUsage);
+  }
+
+  const placement = placementOf(
+    () => allocator.records(),
+    () => deps.pods.pods(),
+    (uuid) => health.cardByUuid(uuid)?.index,
+    procCgroupReader(config.paths.procRoot),
+  );
+  const samplers = health.list().map((card) =>
+    createCardSampler({
+      cardIndex: card.index,
+      periodMs: Math.max(1, config.computePeriodMs),
+      source: deps.gpu,
+      placement,
+      write: writeShareSample,
+      nowMs,
+      onError: (err) => log.warn(`compute sampler card ${card.index}: ${(err as Error).message}`),
+    }),
+  );
+  if (deps.runLoops !== false && config.computePeriodMs > 0) for (const s of samplers) s.start();
+  const hostPids = createHostPidPublisher({
+    targets: () =>
+      allocator.records().map((r) => ({
+        key: containerKey(r.podUid, r.container),
+        podUid: r.podUid,
+        regionPath: r.paths.regionPath,
+      })),
+    proc: procSource(config.paths.procRoot),
+    containerOfPid: (pid) => placement.containerOfPid(pid),
+    nowMs: () => Date.now(), // libvcuda compares it with CLOCK_REALTIME
+    onError: (err) => log.warn(`host-pid map: ${(err as Error).message}`),
+  });
+  if (deps.runLoops !== false && config.computePeriodMs > 0) hostPids.start();
+
+  let stopped = false;
+  return {
+    names,
+    health,
+    allocator,
+    metrics,
+    runner,
+    memoryPlan,
+    samplers,
+    hostPids,
+    publishInventory,
+    housekeep,
+    reportUsage,
+    refreshMetrics,
+    isHealthy: () => !stopped,
+    stop: async () => {
+      stopped = true;
+      for (const t of timers) clearInterval(t);
+      for (const s of samplers) s.stop();
+      hostPids.stop();
+      abort.abort();
+      await runner.stop();
+      // The NVML wait runs on a worker thread: free the event set only after it returned.
+      await healthLoop;
+      deps.gpu.close();
+    },
+  };
+}

@@ -1,0 +1,49 @@
+/** Pods exactly as a Kubernetes 1.26 API server sends them (byte-for-byte copies in testdata/). */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { resourceNames } from '../../contract/index.js';
+import { type PodObject, toPodView } from './pod-view.js';
+
+const fixture = (name: string) =>
+  (
+    JSON.parse(readFileSync(new URL(`./testdata/kubernetes-1.26/${name}`, import.meta.url), 'utf8')) as {
+      request: { object: PodObject };
+    }
+  ).request.object;
+
+describe('pod view of real payloads', () => {
+  const names = resourceNames('nvidia.com');
+
+  it('lists GPU containers in kubelet order with their core amounts, skipping CPU-only ones', () => {
+    const pod = toPodView(fixture('admission-mutate-create-multi-container.json'), names);
+    // `warm` (an init container without GPU resources) is skipped; `train` gave only requests=limits.
+    expect(pod.gpuContainers).toEqual([
+      { name: 'train', isInit: false, core: 200 },
+      { name: 'sidecar', isInit: false, core: 10 },
+    ]);
+    expect(pod.isFinished).toBe(false);
+  });
+
+  it('reads a share pod and a pod without GPUs', () => {
+    expect(toPodView(fixture('admission-mutate-create-share.json'), names).gpuContainers.map((c) => c.core)).toEqual([
+      30,
+    ]);
+    expect(toPodView(fixture('admission-mutate-create-no-gpu.json'), names).gpuContainers).toEqual([]);
+  });
+
+  it('honours another resource domain', () => {
+    const pod = toPodView(fixture('admission-mutate-create-share.json'), resourceNames('tencent.com'));
+    expect(pod.gpuContainers).toEqual([]);
+  });
+
+  it('strips the runtime prefix from container ids', () => {
+    const pod = toPodView(
+      {
+        metadata: { uid: 'u', name: 'p', namespace: 'n' },
+        status: { phase: 'Running', containerStatuses: [{ name: 'main', containerID: 'containerd://abc' }] },
+      },
+      names,
+    );
+    expect(pod.containerIds).toEqual({ main: 'abc' });
+  });
+});

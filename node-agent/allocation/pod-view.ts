@@ -1,0 +1,90 @@
+/**
+ * The parts of a pod the allocation path reads, taken from the Kubernetes object once (pure).
+ * GPU containers are listed in the order the kubelet allocates them: init containers, then
+ * app containers, each in spec order, skipping those that ask no vcuda-core.
+ */
+import { parseWholeQuantity, type ResourceNames, vcudaAnnotations } from '../../contract/index.js';
+
+export type GpuContainerView = { name: string; isInit: boolean; core: number };
+
+export type PodView = {
+  uid: string;
+  namespace: string;
+  name: string;
+  nodeName: string;
+  annotations: Readonly<Record<string, string>>;
+  gpuContainers: readonly GpuContainerView[];
+  /** Runtime container id (without the `containerd://` prefix) by container name, once running. */
+  containerIds: Readonly<Record<string, string>>;
+  /** Succeeded/Failed pods or pods being deleted start nothing more. */
+  isFinished: boolean;
+};
+
+type ContainerSpec = {
+  name: string;
+  resources?: { limits?: Record<string, unknown> | null; requests?: Record<string, unknown> | null } | null;
+};
+
+export type PodObject = {
+  metadata?: {
+    uid?: string;
+    namespace?: string;
+    name?: string;
+    annotations?: Record<string, string> | null;
+    deletionTimestamp?: unknown;
+  } | null;
+  spec?: {
+    nodeName?: string | null;
+    containers?: ContainerSpec[] | null;
+    initContainers?: ContainerSpec[] | null;
+  } | null;
+  status?: {
+    phase?: string | null;
+    containerStatuses?: { name: string; containerID?: string | null }[] | null;
+    initContainerStatuses?: { name: string; containerID?: string | null }[] | null;
+  } | null;
+};
+
+function coreOf(c: ContainerSpec, names: ResourceNames): number {
+  const raw = c.resources?.limits?.[names.core] ?? c.resources?.requests?.[names.core];
+  if (raw === undefined || raw === null) return 0;
+  const q = parseWholeQuantity(raw);
+  return q.ok && q.value > 0 ? q.value : 0;
+}
+
+export function toPodView(pod: PodObject, names: ResourceNames): PodView {
+  const gpuContainers: GpuContainerView[] = [];
+  for (const [list, isInit] of [
+    [pod.spec?.initContainers ?? [], true],
+    [pod.spec?.containers ?? [], false],
+  ] as const) {
+    for (const c of list) {
+      const core = coreOf(c, names);
+      if (core > 0) gpuContainers.push({ name: c.name, isInit, core });
+    }
+  }
+  const phase = pod.status?.phase ?? '';
+  const containerIds: Record<string, string> = {};
+  for (const st of [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])]) {
+    const id = st.containerID?.replace(/^[a-z-]+:\/\//, '');
+    if (id) containerIds[st.name] = id;
+  }
+  return {
+    uid: pod.metadata?.uid ?? '',
+    namespace: pod.metadata?.namespace ?? '',
+    name: pod.metadata?.name ?? '',
+    nodeName: pod.spec?.nodeName ?? '',
+    annotations: { ...(pod.metadata?.annotations ?? {}) },
+    gpuContainers,
+    containerIds,
+    isFinished: phase === 'Succeeded' || phase === 'Failed' || Boolean(pod.metadata?.deletionTimestamp),
+  };
+}
+
+export function podKey(p: { namespace: string; name: string }): string {
+  return `${p.namespace}/${p.name}`;
+}
+
+export function isAllocatedByAnnotation(pod: PodView): boolean {
+  return Boolean(pod.annotations[vcudaAnnotations.allocatedAt]);
+}

@@ -1,0 +1,64 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { readRegionUsage } from './limits/region-file.js';
+import { type Harness, NODE, startHarness } from './testing/agent-harness.js';
+import { GpuPodBuilder } from './testing/gpu-pod.js';
+
+const proc = mkdtempSync(join(tmpdir(), 'vcuda-proc-'));
+afterAll(() => rmSync(proc, { recursive: true, force: true }));
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+const UID = '1a2b3c4d-0000-4000-8000-00000000abcd';
+const MAIN_ID = 'a'.repeat(64);
+const SIDE_ID = 'b'.repeat(64);
+
+function fakeProcess(pid: number, containerId: string) {
+  mkdirSync(join(proc, String(pid)), { recursive: true });
+  const slice = `kubepods-burstable-pod${UID.replace(/-/g, '_')}.slice`;
+  writeFileSync(join(proc, String(pid), 'cgroup'), `0::/kubepods.slice/${slice}/cri-containerd-${containerId}.scope\n`);
+}
+
+describe('compute feedback wiring', () => {
+  it("writes each container's measured share of its card into that container's region", async () => {
+    h = await startHarness({ config: { paths: { procRoot: proc } } });
+    await h.kubelet.waitFor(() => h?.kubelet.devices(h.names.core).length === 200, 'plugins');
+    const card0 = h.agent.health.list()[0]?.uuid as string;
+    const pod = new GpuPodBuilder(h.names, 'cmp', UID).container('main', 30, 100).container('side', 20, 100);
+    await h.bind(pod, [[card0], [card0]]);
+    await h.kubelet.admitPod(pod.kubelet(false));
+    // The kubelet reports the runtime ids once the containers run.
+    const running = pod.onNode(NODE).obj();
+    running.metadata = h.cluster.get('default', 'cmp')?.metadata ?? null;
+    running.status = {
+      phase: 'Running',
+      containerStatuses: [
+        { name: 'main', containerID: `containerd://${MAIN_ID}` },
+        { name: 'side', containerID: `containerd://${SIDE_ID}` },
+      ],
+    };
+    h.cluster.put(running);
+    fakeProcess(4242, MAIN_ID);
+    fakeProcess(4343, SIDE_ID);
+    const t0 = h.nowMs.value * 1000;
+    h.gpu.samples.set(0, [
+      { pid: 4242, timestampUs: t0 + 50_000, smPercent: 30, memoryPercent: 0 },
+      { pid: 4343, timestampUs: t0 + 50_000, smPercent: 10, memoryPercent: 0 },
+      { pid: 999, timestampUs: t0 + 50_000, smPercent: 20, memoryPercent: 0 },
+    ]);
+    h.gpu.rates.set(0, { gpuPercent: 60, memoryPercent: 0 });
+    h.agent.samplers[0]?.sampleOnce();
+    const records = h.agent.allocator.records();
+    const share = (name: string) => {
+      const r = records.find((x) => x.container === name);
+      return readRegionUsage(r?.paths.regionPath as string, 1)?.[0]?.measuredShareBp;
+    };
+    expect(share('main')).toBe(3000);
+    expect(share('side')).toBe(1000);
+  });
+});

@@ -1,0 +1,60 @@
+/**
+ * Connects node-agent/compute's per-card samplers to what the allocation path knows: which
+ * containers hold a share of each card (the records) and which container a host PID belongs to
+ * (`/proc/PID/cgroup` → pod UID + runtime id → container name from the pod's status).
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ContainerRecord } from './allocation/allocator.js';
+import type { PodView } from './allocation/pod-view.js';
+import type { ContainerOnCard, ContainerPlacement } from './compute/card-sampler.js';
+import { parseProcCgroup } from './compute/cgroup-identity.js';
+
+export function containerKey(podUid: string, container: string): string {
+  return `${podUid}/${container}`;
+}
+
+/** Pure over its inputs; `readCgroup` returns `/proc/PID/cgroup`'s text or undefined. */
+export function placementOf(
+  records: () => readonly ContainerRecord[],
+  pods: () => readonly PodView[],
+  cardIndexOf: (uuid: string) => number | undefined,
+  readCgroup: (pid: number) => string | undefined,
+): ContainerPlacement {
+  return {
+    containersOn(cardIndex: number): ContainerOnCard[] {
+      const out: ContainerOnCard[] = [];
+      for (const r of records()) {
+        r.devices.forEach((d, deviceIndex) => {
+          if (cardIndexOf(d.uuid) === cardIndex) {
+            out.push({ key: containerKey(r.podUid, r.container), regionPath: r.paths.regionPath, deviceIndex });
+          }
+        });
+      }
+      return out;
+    },
+    containerOfPid(pid: number): string | null {
+      const text = readCgroup(pid);
+      const id = text === undefined ? null : parseProcCgroup(text);
+      if (!id) return null;
+      const ours = records().filter((r) => r.podUid === id.podUid);
+      if (ours.length === 0) return null;
+      const pod = pods().find((p) => p.uid === id.podUid);
+      const byId = pod && Object.entries(pod.containerIds).find(([, cid]) => cid === id.containerId)?.[0];
+      // A container the pod's status names but that holds no share (a sidecar) is not a GPU container.
+      if (byId) return ours.some((r) => r.container === byId) ? containerKey(id.podUid, byId) : null;
+      // Before the pod's status names its containers, a pod with one GPU container is unambiguous.
+      return ours.length === 1 ? containerKey(id.podUid, (ours[0] as ContainerRecord).container) : null;
+    },
+  };
+}
+
+export function procCgroupReader(procRoot: string): (pid: number) => string | undefined {
+  return (pid) => {
+    try {
+      return readFileSync(join(procRoot, String(pid), 'cgroup'), 'utf8');
+    } catch {
+      return undefined;
+    }
+  };
+}

@@ -1,0 +1,94 @@
+/**
+ * One sampler per card: every period it asks NVML for the card's process utilization since its
+ * last look, maps host PIDs to containers, and writes each container's measured share and the
+ * card's busy share into the region of every container placed on the card (idle ones get 0, so
+ * their limiters and soft neighbours see the truth). Interfaces are declared here, by their user:
+ * the NVML binding provides ProcessUtilizationSource, the allocation code ContainerPlacement.
+ */
+import { type ContainerShares, computeContainerShares, type ProcessUtilizationSample } from './container-shares.js';
+import { periodicTask } from './periodic-task.js';
+import type { ShareSample } from './region-feedback.js';
+
+/** The two NVML reads the sampler needs; node-agent/nvml's GpuSource (NVML or fake) fits it as is. */
+export interface ProcessUtilizationSource {
+  /** Per-process SM utilization samples of card `cardIndex` newer than `sinceUs` (NVML µs). */
+  processUtilization(cardIndex: number, sinceUs: number): ProcessUtilizationSample[];
+  /** The card's busy share over its last sampling period. */
+  utilizationRates(cardIndex: number): { gpuPercent: number };
+}
+
+/** A container placed on a card, and where its feedback goes. */
+export type ContainerOnCard = {
+  /** Stable key, e.g. `podUid/containerId`. */
+  key: string;
+  regionPath: string;
+  /** Index of this card among the container's devices (config record order). */
+  deviceIndex: number;
+};
+
+export interface ContainerPlacement {
+  /** The containers with a share of card `cardIndex` right now. */
+  containersOn(cardIndex: number): readonly ContainerOnCard[];
+  /** The container key of a host pid, or null (host processes, other pods). */
+  containerOfPid(pid: number): string | null;
+}
+
+export type FeedbackWriter = (regionPath: string, deviceIndex: number, sample: ShareSample) => boolean;
+
+export type CardSamplerOptions = {
+  cardIndex: number;
+  periodMs: number;
+  source: ProcessUtilizationSource;
+  placement: ContainerPlacement;
+  write: FeedbackWriter;
+  nowMs: () => number;
+  /** Called with each period's result (metrics). */
+  onSample?: (shares: ContainerShares, written: number) => void;
+  onError?: (err: unknown) => void;
+};
+
+export type CardSampler = {
+  /** One period's work; returns the shares it wrote. */
+  sampleOnce(): ContainerShares;
+  start(): void;
+  stop(): void;
+};
+
+export function createCardSampler(opts: CardSamplerOptions): CardSampler {
+  // NVML timestamps are host µs; start from "now" so the first period is not the whole buffer.
+  let lastMs = opts.nowMs();
+  let sinceUs = Math.floor(lastMs) * 1000;
+
+  function sampleOnce(): ContainerShares {
+    const samples = opts.source.processUtilization(opts.cardIndex, sinceUs);
+    const shares = computeContainerShares(
+      samples,
+      (pid) => opts.placement.containerOfPid(pid),
+      opts.source.utilizationRates(opts.cardIndex).gpuPercent,
+      sinceUs,
+    );
+    // Nothing new from the driver yet: publish nothing rather than a false 0. The next sample then
+    // spans both ticks, and its time and period still tile time for the limiter.
+    if (shares.intervals === 0) return shares;
+    // The sample is stamped with the driver's own timestamps, so time and period describe exactly
+    // the intervals measured, whenever this tick ran.
+    const timeMs = shares.newestUs / 1000;
+    const periodMs = Math.max(1, Math.round(timeMs - lastMs));
+    lastMs = timeMs;
+    sinceUs = shares.newestUs;
+    let written = 0;
+    for (const c of opts.placement.containersOn(opts.cardIndex)) {
+      const sample: ShareSample = {
+        timeMs,
+        measuredShareBp: shares.byContainer.get(c.key) ?? 0,
+        cardBusyBp: shares.cardBusyBp,
+        periodMs,
+      };
+      if (opts.write(c.regionPath, c.deviceIndex, sample)) written++;
+    }
+    opts.onSample?.(shares, written);
+    return shares;
+  }
+
+  return { sampleOnce, ...periodicTask(sampleOnce, opts.periodMs, opts.onError) };
+}

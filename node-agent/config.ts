@@ -1,0 +1,128 @@
+/**
+ * The node agent's one configuration object: parsed once at start (env, then flags, then an
+ * optional file, in that order of precedence), defaults filled in here, frozen, and passed down.
+ * Nothing below main.ts reads process.env.
+ */
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { DEFAULT_RESOURCE_DOMAIN, fieldErrorsFromZod, ValidationError } from '../contract/index.js';
+
+export const configSchema = z.object({
+  nodeName: z.string().min(1),
+  resourceDomain: z.string().default(DEFAULT_RESOURCE_DOMAIN),
+  /** Size of one vcuda-memory unit in MiB; must match the webhook's and the extender's. */
+  memoryUnitMiB: z.number().int().positive().default(1),
+  /**
+   * How vcuda-memory reaches the kubelet: `device-plugin` (one device per unit), `node-status`
+   * (a node-level extended resource, patched on the Node) or `auto` (device plugin while its
+   * ListAndWatch message fits `listAndWatchBudgetBytes`, node status beyond). See README.
+   */
+  memoryAdvertise: z.enum(['auto', 'device-plugin', 'node-status']).default('auto'),
+  /** The kubelet's gRPC client keeps grpc-go's default 4 MiB receive limit; stay below it. */
+  listAndWatchBudgetBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(4 * 1024 * 1024 - 64 * 1024),
+  kubelet: z
+    .object({
+      devicePluginDir: z.string().default('/var/lib/kubelet/device-plugins'),
+      podResourcesSocket: z.string().default('/var/lib/kubelet/pod-resources/kubelet.sock'),
+      registerRetryMs: z.number().int().positive().default(2000),
+    })
+    .prefault({}),
+  paths: z
+    .object({
+      /** Host dir holding one subdir per container: `<podUID>/<container>/`. */
+      containersDir: z.string().default('/var/lib/vcuda/containers'),
+      /** Host path of libvcuda.so, mounted read-only into every GPU container. */
+      libvcudaHostPath: z.string().default('/var/lib/vcuda/lib/libvcuda.so'),
+      libvcudaContainerPath: z.string().default('/usr/lib/vcuda/libvcuda.so'),
+      /** Host file holding the preload line, mounted read-only at /etc/ld.so.preload. */
+      preloadHostPath: z.string().default('/var/lib/vcuda/ld.so.preload'),
+      /** Driver libraries to mount: host path → container path (read-only). */
+      driverLibraries: z.array(z.object({ hostPath: z.string().min(1), containerPath: z.string().min(1) })).default([]),
+      devDir: z.string().default('/dev'),
+      sysfsRoot: z.string().default('/sys'),
+      /** Host /proc (hostPID): NVML's PIDs → containers through /proc/PID/cgroup. */
+      procRoot: z.string().default('/proc'),
+      jwksPath: z.string().default('/etc/vcuda/jwks/jwks.json'),
+      nvmlLibrary: z.string().default('libnvidia-ml.so.1'),
+    })
+    .prefault({}),
+  heartbeatPeriodMs: z.number().int().positive().default(30_000),
+  inventoryCheckMs: z.number().int().positive().default(5_000),
+  housekeepingPeriodMs: z.number().int().positive().default(60_000),
+  /** A gone pod's files stay this long after their last write (a lagging pod list is not proof). */
+  housekeepingGraceMs: z.number().int().min(0).default(120_000),
+  usagePeriodMs: z.number().int().positive().default(10_000),
+  /** Per-card utilization sampling for the compute limiter; 0 turns it off. */
+  computePeriodMs: z.number().int().min(0).default(100),
+  /** Optional: where usage samples go (`POST {url}/api/v1/usage`); absent = not reported. */
+  controlPlaneUrl: z.url().optional(),
+  /** Xids that are the application's fault and must not mark a card unhealthy. */
+  ignoredXids: z.array(z.number().int()).default([13, 31, 43, 45, 68, 109]),
+  /** Set NVIDIA_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES to the granted UUIDs. */
+  setVisibleDevicesEnv: z.boolean().default(true),
+  http: z
+    .object({ port: z.number().int().min(0).max(65535).default(9400), host: z.string().default('0.0.0.0') })
+    .prefault({}),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace']).default('info'),
+});
+
+export type NodeAgentConfig = Readonly<z.infer<typeof configSchema>>;
+
+/** Env keys the loader understands; each maps onto one config field. */
+const ENV_KEYS: Record<string, (v: string) => Record<string, unknown>> = {
+  NODE_NAME: (v) => ({ nodeName: v }),
+  VCUDA_RESOURCE_DOMAIN: (v) => ({ resourceDomain: v }),
+  VCUDA_MEMORY_UNIT_MIB: (v) => ({ memoryUnitMiB: Number(v) }),
+  VCUDA_CONTROL_PLANE_URL: (v) => ({ controlPlaneUrl: v }),
+  VCUDA_JWKS_PATH: (v) => ({ paths: { jwksPath: v } }),
+  VCUDA_LOG_LEVEL: (v) => ({ logLevel: v }),
+};
+
+function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...a };
+  for (const [k, v] of Object.entries(b)) {
+    const prev = out[k];
+    out[k] =
+      prev && typeof prev === 'object' && !Array.isArray(prev) && v && typeof v === 'object' && !Array.isArray(v)
+        ? merge(prev as Record<string, unknown>, v as Record<string, unknown>)
+        : v;
+  }
+  return out;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** Parses the config from a file's object, env and flags (later wins); throws ValidationError naming fields. */
+export function parseConfig(sources: {
+  file?: Record<string, unknown>;
+  env?: Record<string, string | undefined>;
+  flags?: Record<string, unknown>;
+}): NodeAgentConfig {
+  let raw: Record<string, unknown> = sources.file ?? {};
+  for (const [key, toPartial] of Object.entries(ENV_KEYS)) {
+    const v = sources.env?.[key];
+    if (v !== undefined && v !== '') raw = merge(raw, toPartial(v));
+  }
+  raw = merge(raw, sources.flags ?? {});
+  const parsed = configSchema.safeParse(raw);
+  if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), 'node-agent config');
+  return deepFreeze(parsed.data);
+}
+
+/** Reads a YAML/JSON config file (YAML is a superset of JSON). */
+export function readConfigFile(path: string): Record<string, unknown> {
+  const value: unknown = parseYaml(readFileSync(path, 'utf8'));
+  if (!value || typeof value !== 'object') throw new ValidationError([], `config file ${path} (not a mapping)`);
+  return value as Record<string, unknown>;
+}

@@ -1,0 +1,82 @@
+/**
+ * The two plugins' decisions: `vcuda-core` (100 devices per card, does the allocation work and
+ * requires PreStartContainer) and `vcuda-memory` (one device per memory unit; counted by the
+ * kubelet, nothing to hand the container: the limit comes from the signed assignment).
+ */
+import type { ResourceNames } from '../../contract/index.js';
+import type { Allocator } from '../allocation/allocator.js';
+import type { CardHealth } from '../health.js';
+import { cardOfCoreDevice, listCoreDevices, listMemoryDevices } from './device-list.js';
+import type { PluginHandler } from './plugin-server.js';
+import type { ContainerAllocateResponse, ContainerPreferredAllocationRequest } from './protocol.js';
+
+const EMPTY_RESPONSE: ContainerAllocateResponse = {
+  envs: {},
+  mounts: [],
+  devices: [],
+  annotations: {},
+  cdi_devices: [],
+};
+
+/**
+ * Prefers the devices already required, then devices of the cards the pending container was
+ * granted (`perCard`: card index → core), then fills from the card with the most free slots.
+ * Only cosmetic for safety (the grant decides the cards), but it makes PodResources and
+ * `kubectl describe node` show the cards a container really uses.
+ */
+export function preferCoreDevices(
+  request: ContainerPreferredAllocationRequest,
+  perCard: ReadonlyMap<number, number> = new Map(),
+): string[] {
+  const chosen = [...request.must_include_deviceIDs];
+  const picked = new Set(chosen);
+  for (const [card, count] of perCard) {
+    const ids = request.available_deviceIDs.filter((id) => cardOfCoreDevice(id) === card && !picked.has(id)).sort();
+    for (const id of ids.slice(0, count)) {
+      if (chosen.length >= request.allocation_size) break;
+      chosen.push(id);
+      picked.add(id);
+    }
+  }
+  const taken = new Set(chosen);
+  const byCard = new Map<number, string[]>();
+  for (const id of request.available_deviceIDs) {
+    if (taken.has(id)) continue;
+    const card = cardOfCoreDevice(id) ?? -1;
+    const list = byCard.get(card) ?? [];
+    list.push(id);
+    byCard.set(card, list);
+  }
+  const cards = [...byCard.entries()].sort((a, b) => b[1].length - a[1].length || a[0] - b[0]);
+  for (const [, ids] of cards) {
+    for (const id of ids.sort()) {
+      if (chosen.length >= request.allocation_size) return chosen;
+      chosen.push(id);
+    }
+  }
+  return chosen.slice(0, request.allocation_size);
+}
+
+export function corePlugin(names: ResourceNames, health: CardHealth, allocator: Allocator): PluginHandler {
+  return {
+    resourceName: names.core,
+    options: { pre_start_required: true, get_preferred_allocation_available: true },
+    devices: () => listCoreDevices(health.views()),
+    watchDevices: (listener) => health.subscribe(listener),
+    preferredAllocation: (r) => preferCoreDevices(r, allocator.grantedCoresPerCard(r.allocation_size)),
+    allocate: (ids) => allocator.allocate(ids),
+    preStart: (ids) => allocator.preStart(ids),
+  };
+}
+
+export function memoryPlugin(names: ResourceNames, health: CardHealth, memoryUnitMiB: number): PluginHandler {
+  return {
+    resourceName: names.memory,
+    options: { pre_start_required: false, get_preferred_allocation_available: false },
+    devices: () => listMemoryDevices(health.views(), memoryUnitMiB),
+    watchDevices: (listener) => health.subscribe(listener),
+    preferredAllocation: (r) => [...r.must_include_deviceIDs, ...r.available_deviceIDs].slice(0, r.allocation_size),
+    allocate: async () => EMPTY_RESPONSE,
+    preStart: async () => {},
+  };
+}

@@ -1,0 +1,88 @@
+/**
+ * Card health: a producer (driver events from the GpuSource) feeding a consumer (the device
+ * plugins' ListAndWatch). A card turns unhealthy on a critical Xid or when it is lost, and stays
+ * so until the agent restarts: when in doubt, fail closed.
+ */
+import type { CardDirectory, CardRef } from './allocation/allocator.js';
+import type { CardHealthView } from './device-plugin/device-list.js';
+import type { GpuCard, GpuEvent, GpuSource } from './nvml/gpu-source.js';
+
+/** Xid 999 means "unknown"; treat it as critical like any Xid not known to be the application's. */
+export function isCriticalXid(xid: number, ignoredXids: readonly number[]): boolean {
+  return !ignoredXids.includes(xid);
+}
+
+export function healthReasonOf(event: GpuEvent): string {
+  return event.kind === 'lost' ? 'GPU is lost' : `Xid ${event.xid}`;
+}
+
+type CardState = GpuCard & { healthy: boolean; healthReason?: string };
+
+export class CardHealth implements CardDirectory {
+  private readonly cards: CardState[];
+  private readonly listeners = new Set<() => void>();
+
+  constructor(
+    cards: readonly GpuCard[],
+    private readonly ignoredXids: readonly number[],
+  ) {
+    this.cards = cards.map((c) => ({ ...c, healthy: true }));
+  }
+
+  list(): readonly CardState[] {
+    return this.cards;
+  }
+
+  views(): CardHealthView[] {
+    return this.cards.map((c) => ({
+      index: c.index,
+      memoryMiB: Math.floor(c.memoryTotalBytes / (1024 * 1024)),
+      numaNode: c.numaNode,
+      healthy: c.healthy,
+    }));
+  }
+
+  cardByUuid(uuid: string): CardRef | undefined {
+    return this.cards.find((c) => c.uuid === uuid);
+  }
+
+  subscribe(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Applies one driver event; true when a card's health changed (and listeners were told). */
+  apply(event: GpuEvent): boolean {
+    if (event.kind === 'xid' && !isCriticalXid(event.xid, this.ignoredXids)) return false;
+    // An event we cannot attribute to a card (index -1) marks every card: fail closed.
+    const targets = event.cardIndex >= 0 ? this.cards.filter((c) => c.index === event.cardIndex) : this.cards;
+    let changed = false;
+    for (const card of targets) {
+      if (!card.healthy) continue;
+      card.healthy = false;
+      card.healthReason = healthReasonOf(event);
+      changed = true;
+    }
+    if (changed) for (const l of this.listeners) l();
+    return changed;
+  }
+}
+
+/** Consumes driver events until `signal` aborts. */
+export async function watchCardHealth(
+  gpu: GpuSource,
+  health: CardHealth,
+  signal: AbortSignal,
+  log: { warn: (m: string) => void },
+  waitMs = 5000,
+): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      const event = await gpu.waitEvent(waitMs, signal);
+      if (event && health.apply(event)) log.warn(`card ${event.cardIndex} unhealthy: ${healthReasonOf(event)}`);
+    } catch (err) {
+      log.warn(`waiting for GPU events failed: ${(err as Error).message}`);
+      if (!signal.aborted) await new Promise((r) => setTimeout(r, waitMs));
+    }
+  }
+}

@@ -1,0 +1,17 @@
+/** The agent's HTTP surface: `/healthz` and Prometheus `/metrics`. */
+import { Hono } from 'hono';
+import type { AgentMetrics } from './metrics.js';
+
+export function createAgentHttp(agent: {
+  isHealthy: () => boolean;
+  refreshMetrics: () => void;
+  metrics: AgentMetrics;
+}): Hono {
+  const app = new Hono();
+  app.get('/healthz', (c) => (agent.isHealthy() ? c.text('ok') : c.text('stopping', 503)));
+  app.get('/metrics', async (c) => {
+    agent.refreshMetrics();
+    return c.body(await agent.metrics.registry.metrics(), 200, { 'content-type': agent.metrics.registry.contentType });
+  });
+  return app;
+}

@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { nodeInventorySchema, vcudaAnnotations } from '../contract/index.js';
+import { buildInventory, InventoryPublisher, type NodePatcher } from './inventory.js';
+import { FakeGpuSource } from './nvml/fake-gpu-source.js';
+
+const gpu = new FakeGpuSource({ cards: 4, memoryMiB: 81559, cardsPerNuma: 2, nvlinks: 4 });
+const cards = gpu.listCards().map((c) => ({ ...c, healthy: true }));
+const inv = (now: number, healthy = true) =>
+  buildInventory({
+    nodeName: 'n1',
+    memoryUnitMiB: 1,
+    cards: cards.map((c, i) => (i === 3 && !healthy ? { ...c, healthy: false, healthReason: 'Xid 79' } : c)),
+    link: (a, b) => gpu.link(a, b),
+    now: new Date(now),
+  });
+
+class RecordingPatcher implements NodePatcher {
+  readonly patches: Record<string, string>[] = [];
+  async patchNodeAnnotations(_node: string, a: Record<string, string>) {
+    this.patches.push(a);
+  }
+}
+
+describe('inventory', () => {
+  it('matches the contract schema, with a square link matrix', () => {
+    const i = inv(0);
+    expect(nodeInventorySchema.safeParse(i).success).toBe(true);
+    expect(i.cards.map((c) => [c.index, c.memoryMiB, c.numaNode])).toEqual([
+      [0, 81559, 0],
+      [1, 81559, 0],
+      [2, 81559, 1],
+      [3, 81559, 1],
+    ]);
+    expect(i.links[0]?.[0]).toEqual({ nvlinks: 0, pcie: 'internal' });
+    expect(i.links[0]?.[1]).toEqual({ nvlinks: 4, pcie: 'node' });
+    expect(i.links[1]?.[2]).toEqual({ nvlinks: 4, pcie: 'system' });
+  });
+
+  it('is patched when it changes or the heartbeat is due, not otherwise', async () => {
+    const patcher = new RecordingPatcher();
+    const pub = new InventoryPublisher(patcher, 30_000);
+    expect(await pub.publish(inv(0), 0)).toBe(true);
+    expect(await pub.publish(inv(10_000), 10_000)).toBe(false);
+    expect(await pub.publish(inv(20_000, false), 20_000)).toBe(true);
+    expect(await pub.publish(inv(40_000, false), 40_000)).toBe(false);
+    expect(await pub.publish(inv(50_000, false), 50_000)).toBe(true);
+    expect(patcher.patches).toHaveLength(3);
+    const last = patcher.patches[2] as Record<string, string>;
+    expect(last[vcudaAnnotations.heartbeat]).toBe(new Date(50_000).toISOString());
+    const published = nodeInventorySchema.parse(JSON.parse(last[vcudaAnnotations.inventory] as string));
+    expect(published.cards[3]).toMatchObject({ healthy: false, healthReason: 'Xid 79' });
+  });
+});

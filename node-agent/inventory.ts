@@ -1,0 +1,88 @@
+/**
+ * The node's inventory, published on its Node object (`vcuda.io/inventory` + `vcuda.io/heartbeat`).
+ * `buildInventory` is pure; `InventoryPublisher` patches only when the content changed or the
+ * heartbeat is due, so a quiet node costs one patch per heartbeat period.
+ */
+import { type CardLink, type NodeInventory, nodeInventorySchema, vcudaAnnotations } from '../contract/index.js';
+import type { GpuLink } from './nvml/gpu-source.js';
+
+export type InventoryCard = {
+  uuid: string;
+  index: number;
+  model: string;
+  memoryTotalBytes: number;
+  numaNode: number | null;
+  pciBusId: string;
+  healthy: boolean;
+  healthReason?: string;
+};
+
+export function buildInventory(input: {
+  nodeName: string;
+  memoryUnitMiB: number;
+  cards: readonly InventoryCard[];
+  link: (a: number, b: number) => GpuLink;
+  now: Date;
+}): NodeInventory {
+  const cards = [...input.cards].sort((a, b) => a.index - b.index);
+  const links: CardLink[][] = cards.map((a) =>
+    cards.map((b) => (a.index === b.index ? { nvlinks: 0, pcie: 'internal' } : input.link(a.index, b.index))),
+  );
+  return nodeInventorySchema.parse({
+    version: 1,
+    node: input.nodeName,
+    memoryUnitMiB: input.memoryUnitMiB,
+    cards: cards.map((c) => ({
+      uuid: c.uuid,
+      index: c.index,
+      model: c.model,
+      memoryMiB: Math.floor(c.memoryTotalBytes / (1024 * 1024)),
+      numaNode: c.numaNode,
+      pciBusId: c.pciBusId,
+      healthy: c.healthy,
+      ...(c.healthReason ? { healthReason: c.healthReason } : {}),
+    })),
+    links,
+    heartbeat: input.now.toISOString(),
+  });
+}
+
+/** Declared here, implemented over the Kubernetes API in kube-adapters.ts. */
+export interface NodePatcher {
+  patchNodeAnnotations(nodeName: string, annotations: Record<string, string>): Promise<void>;
+}
+
+/** The inventory without its heartbeat: what "changed" means. */
+function contentKey(inv: NodeInventory): string {
+  const { heartbeat: _heartbeat, ...rest } = inv;
+  return JSON.stringify(rest);
+}
+
+export class InventoryPublisher {
+  private lastKey: string | undefined;
+  private lastPatchMs = Number.NEGATIVE_INFINITY;
+  patches = 0;
+
+  constructor(
+    private readonly patcher: NodePatcher,
+    private readonly heartbeatPeriodMs: number,
+  ) {}
+
+  /** True when the inventory should be (re)published at `nowMs` (pure decision). */
+  isDue(inv: NodeInventory, nowMs: number): boolean {
+    return contentKey(inv) !== this.lastKey || nowMs - this.lastPatchMs >= this.heartbeatPeriodMs;
+  }
+
+  /** Patches when due; returns whether it patched. A failed patch is retried on the next call. */
+  async publish(inv: NodeInventory, nowMs: number): Promise<boolean> {
+    if (!this.isDue(inv, nowMs)) return false;
+    await this.patcher.patchNodeAnnotations(inv.node, {
+      [vcudaAnnotations.inventory]: JSON.stringify(inv),
+      [vcudaAnnotations.heartbeat]: inv.heartbeat,
+    });
+    this.lastKey = contentKey(inv);
+    this.lastPatchMs = nowMs;
+    this.patches++;
+    return true;
+  }
+}

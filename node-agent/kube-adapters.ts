@@ -1,0 +1,149 @@
+/**
+ * The agent's Kubernetes API adapters (thin: they only translate): a watch cache of the pods on
+ * this node, pod annotations and events, Node annotations and capacity, and the JWKS file.
+ */
+import { readFileSync, statSync } from 'node:fs';
+import * as k8s from '@kubernetes/client-node';
+import type { JSONWebKeySet } from 'jose';
+import { type EventReason, podEvent, type ResourceNames, VcudaError } from '../contract/index.js';
+import type { NodeCapacityPatcher } from './agent.js';
+import { type PodObject, type PodView, toPodView } from './allocation/pod-view.js';
+import type { EventRecorder, JwksSource, PodAnnotator, PodSource } from './allocation/ports.js';
+import type { NodePatcher } from './inventory.js';
+
+const COMPONENT = 'vcuda-node-agent';
+const mergePatch = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+
+type Log = { warn: (m: string) => void };
+
+/** Pods with `spec.nodeName` = this node: listed once, then kept current by a watch that relists on end. */
+export class PodWatchCache implements PodSource {
+  private readonly byUid = new Map<string, PodObject>();
+  private abort: AbortController | undefined;
+  private stopped = false;
+  private readonly api: k8s.CoreV1Api;
+
+  constructor(
+    private readonly kc: k8s.KubeConfig,
+    private readonly nodeName: string,
+    private readonly names: ResourceNames,
+    private readonly log: Log,
+  ) {
+    this.api = kc.makeApiClient(k8s.CoreV1Api);
+  }
+
+  private get fieldSelector(): string {
+    return `spec.nodeName=${this.nodeName}`;
+  }
+
+  pods(): PodView[] {
+    return [...this.byUid.values()].map((p) => toPodView(p, this.names));
+  }
+
+  /** Lists and returns the list's resourceVersion, replacing the cache. */
+  private async list(): Promise<string> {
+    const res = await this.api.listPodForAllNamespaces({ fieldSelector: this.fieldSelector });
+    this.byUid.clear();
+    for (const p of res.items) if (p.metadata?.uid) this.byUid.set(p.metadata.uid, p as PodObject);
+    return res.metadata?.resourceVersion ?? '';
+  }
+
+  async refresh(): Promise<void> {
+    await this.list();
+  }
+
+  async start(): Promise<void> {
+    const resourceVersion = await this.list();
+    await this.watch(resourceVersion);
+  }
+
+  private async watch(resourceVersion: string): Promise<void> {
+    if (this.stopped) return;
+    const w = new k8s.Watch(this.kc);
+    this.abort = await w.watch(
+      '/api/v1/pods',
+      { fieldSelector: this.fieldSelector, resourceVersion, allowWatchBookmarks: true },
+      (phase, obj: PodObject) => {
+        const uid = obj.metadata?.uid;
+        if (!uid) return;
+        if (phase === 'DELETED') this.byUid.delete(uid);
+        else if (phase === 'ADDED' || phase === 'MODIFIED') this.byUid.set(uid, obj);
+      },
+      (err) => {
+        if (this.stopped) return;
+        if (err) this.log.warn(`pod watch ended: ${(err as Error).message ?? err}; relisting`);
+        setTimeout(() => {
+          this.list()
+            .then((rv) => this.watch(rv))
+            .catch((e) => this.log.warn(`pod relist failed: ${(e as Error).message}`));
+        }, 1000).unref();
+      },
+    );
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.abort?.abort();
+  }
+}
+
+export class KubeWriter implements PodAnnotator, EventRecorder, NodePatcher, NodeCapacityPatcher {
+  private readonly api: k8s.CoreV1Api;
+  private seq = 0;
+
+  constructor(
+    kc: k8s.KubeConfig,
+    private readonly nodeName: string,
+    private readonly log: Log,
+  ) {
+    this.api = kc.makeApiClient(k8s.CoreV1Api);
+  }
+
+  async annotatePod(namespace: string, name: string, annotations: Record<string, string>): Promise<void> {
+    await this.api.patchNamespacedPod({ name, namespace, body: { metadata: { annotations } } }, mergePatch);
+  }
+
+  podEvent(pod: { namespace: string; name: string; uid: string }, reason: EventReason, message: string): void {
+    const now = new Date();
+    const body = podEvent(pod, reason, message, {
+      component: COMPONENT,
+      host: this.nodeName,
+      now,
+      nameSuffix: `${now.getTime().toString(36)}${(this.seq++).toString(36)}`,
+    });
+    this.api
+      // The client serializes timestamps from Date objects, not from strings.
+      .createNamespacedEvent({
+        namespace: pod.namespace,
+        body: { ...body, firstTimestamp: now, lastTimestamp: now } as unknown as k8s.CoreV1Event,
+      })
+      .catch((err) => this.log.warn(`event for ${pod.namespace}/${pod.name}: ${(err as Error).message}`));
+  }
+
+  async patchNodeAnnotations(nodeName: string, annotations: Record<string, string>): Promise<void> {
+    await this.api.patchNode({ name: nodeName, body: { metadata: { annotations } } }, mergePatch);
+  }
+
+  async patchNodeCapacity(nodeName: string, capacity: Record<string, string>): Promise<void> {
+    await this.api.patchNodeStatus({ name: nodeName, body: { status: { capacity } } }, mergePatch);
+  }
+}
+
+/** The mounted `vcuda-jwks` ConfigMap; re-read when the kubelet swaps the file (key rotation). */
+export function jwksFromFile(path: string): JwksSource {
+  let cached: { mtimeMs: number; jwks: JSONWebKeySet } | undefined;
+  return async () => {
+    let mtimeMs: number;
+    let parsed: JSONWebKeySet;
+    try {
+      mtimeMs = statSync(path).mtimeMs;
+      if (cached?.mtimeMs === mtimeMs) return cached.jwks;
+      parsed = JSON.parse(readFileSync(path, 'utf8')) as JSONWebKeySet;
+    } catch (err) {
+      throw new VcudaError('unavailable', `JWKS ${path}: ${(err as Error).message}`, { cause: err });
+    }
+    if (!Array.isArray(parsed?.keys)) throw new VcudaError('unavailable', `JWKS ${path}: not a JWKS (no "keys" array)`);
+    cached = { mtimeMs, jwks: parsed };
+    return cached.jwks;
+  };
+}

@@ -1,0 +1,68 @@
+/**
+ * The node agent process: build the config once, wire the real adapters (NVML, the kubelet's
+ * sockets, the API server), start the agent and its HTTP server, stop cleanly on SIGTERM.
+ */
+import { serve } from '@hono/node-server';
+import * as k8s from '@kubernetes/client-node';
+import pino from 'pino';
+import { resourceNames } from '../contract/index.js';
+import { startNodeAgent } from './agent.js';
+import { parseConfig, readConfigFile } from './config.js';
+import { PodResourcesClient } from './device-plugin/pod-resources-client.js';
+import { createAgentHttp } from './http.js';
+import { jwksFromFile, KubeWriter, PodWatchCache } from './kube-adapters.js';
+import { NvmlGpuSource } from './nvml/nvml-gpu-source.js';
+import { HttpUsageSink } from './usage.js';
+
+export type RunOptions = {
+  configFile?: string;
+  flags?: Record<string, unknown>;
+  env: Record<string, string | undefined>;
+};
+
+export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; stop: () => Promise<void> }> {
+  const config = parseConfig({
+    ...(opts.configFile ? { file: readConfigFile(opts.configFile) } : {}),
+    env: opts.env,
+    flags: opts.flags ?? {},
+  });
+  const logger = pino({ name: 'vcuda-node-agent', level: config.logLevel });
+  const log = {
+    info: (m: string) => logger.info(m),
+    warn: (m: string) => logger.warn(m),
+    error: (m: string) => logger.error(m),
+  };
+  const kc = new k8s.KubeConfig();
+  kc.loadFromDefault();
+  const gpu = new NvmlGpuSource({ libraryPath: config.paths.nvmlLibrary, sysfsRoot: config.paths.sysfsRoot });
+  log.info(`NVML: ${gpu.listCards().length} card(s)`);
+  const pods = new PodWatchCache(kc, config.nodeName, resourceNames(config.resourceDomain), log);
+  await pods.start();
+  const writer = new KubeWriter(kc, config.nodeName, log);
+  const podResources = new PodResourcesClient(config.kubelet.podResourcesSocket);
+  const agent = await startNodeAgent({
+    config,
+    gpu,
+    pods,
+    annotator: writer,
+    events: writer,
+    node: writer,
+    podResources,
+    jwks: jwksFromFile(config.paths.jwksPath),
+    ...(config.controlPlaneUrl ? { usageSink: new HttpUsageSink(config.controlPlaneUrl) } : {}),
+    log,
+  });
+  const http = createAgentHttp(agent);
+  const server = serve({ fetch: http.fetch, port: config.http.port, hostname: config.http.host });
+  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once('listening', () => resolve())));
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.http.port;
+  log.info(`node agent for ${config.nodeName} serving /healthz and /metrics on :${port}`);
+  const stop = async () => {
+    await agent.stop();
+    pods.stop();
+    podResources.close();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  };
+  return { port, stop };
+}

@@ -1,0 +1,106 @@
+/**
+ * Prometheus metrics (`vcuda_*`): per container memory used and limit and SM share, per card
+ * totals, Allocate latency. Container and card gauges are rebuilt from the records at scrape time.
+ */
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ContainerRecord } from './allocation/allocator.js';
+import type { UsageSample } from './usage.js';
+
+export type CardMetricView = { uuid: string; index: number; memoryTotalBytes: number; healthy: boolean };
+
+export class AgentMetrics {
+  readonly registry = new Registry();
+  readonly allocateSeconds = new Histogram({
+    name: 'vcuda_allocate_duration_seconds',
+    help: 'Device plugin Allocate latency, by result',
+    labelNames: ['result'],
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [this.registry],
+  });
+  readonly allocations = new Counter({
+    name: 'vcuda_allocations_total',
+    help: 'Allocate calls, by result (ok or the refusal code)',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+  private readonly containerLabels = ['namespace', 'pod', 'container', 'card'] as const;
+  readonly memoryUsed = new Gauge({
+    name: 'vcuda_container_memory_used_bytes',
+    help: 'Device memory used by the container on this card (from its accounting region)',
+    labelNames: this.containerLabels,
+    registers: [this.registry],
+  });
+  readonly memoryLimit = new Gauge({
+    name: 'vcuda_container_memory_limit_bytes',
+    help: 'Device memory limit of the container on this card (from its signed assignment)',
+    labelNames: this.containerLabels,
+    registers: [this.registry],
+  });
+  readonly smShare = new Gauge({
+    name: 'vcuda_container_sm_share_ratio',
+    help: "Container's measured share of the card's SM time, 0..1",
+    labelNames: this.containerLabels,
+    registers: [this.registry],
+  });
+  readonly coreLimit = new Gauge({
+    name: 'vcuda_container_core_limit_ratio',
+    help: 'Compute ceiling of the container on this card, 0..1',
+    labelNames: this.containerLabels,
+    registers: [this.registry],
+  });
+  readonly cardMemoryTotal = new Gauge({
+    name: 'vcuda_card_memory_total_bytes',
+    help: 'Device memory of the card',
+    labelNames: ['card', 'index'],
+    registers: [this.registry],
+  });
+  readonly cardMemoryAllocated = new Gauge({
+    name: 'vcuda_card_memory_allocated_bytes',
+    help: 'Sum of container memory limits on the card',
+    labelNames: ['card', 'index'],
+    registers: [this.registry],
+  });
+  readonly cardCoreAllocated = new Gauge({
+    name: 'vcuda_card_core_allocated',
+    help: 'Sum of container core requests on the card, hundredths',
+    labelNames: ['card', 'index'],
+    registers: [this.registry],
+  });
+  readonly cardHealthy = new Gauge({
+    name: 'vcuda_card_healthy',
+    help: '1 when the card is healthy',
+    labelNames: ['card', 'index'],
+    registers: [this.registry],
+  });
+
+  observeAllocate(seconds: number, result: string): void {
+    this.allocateSeconds.observe({ result: result === 'ok' ? 'ok' : 'refused' }, seconds);
+    this.allocations.inc({ result });
+  }
+
+  /** Replaces the container and card gauges with the current state. */
+  update(cards: readonly CardMetricView[], records: readonly ContainerRecord[], usage: readonly UsageSample[]): void {
+    for (const g of [this.memoryUsed, this.memoryLimit, this.smShare, this.coreLimit]) g.reset();
+    for (const s of usage) {
+      const labels = { namespace: s.namespace, pod: s.pod, container: s.container, card: s.cardUuid };
+      this.memoryUsed.set(labels, s.memoryUsedBytes);
+      this.memoryLimit.set(labels, s.memoryLimitBytes);
+      this.coreLimit.set(labels, s.coreLimit / 100);
+      if (s.smShare !== null) this.smShare.set(labels, s.smShare);
+    }
+    for (const c of cards) {
+      const labels = { card: c.uuid, index: String(c.index) };
+      const devices = records.flatMap((r) => r.devices.filter((d) => d.uuid === c.uuid));
+      this.cardMemoryTotal.set(labels, c.memoryTotalBytes);
+      this.cardMemoryAllocated.set(
+        labels,
+        devices.reduce((s, d) => s + d.memoryLimitBytes, 0),
+      );
+      this.cardCoreAllocated.set(
+        labels,
+        devices.reduce((s, d) => s + d.coreRequest, 0),
+      );
+      this.cardHealthy.set(labels, c.healthy ? 1 : 0);
+    }
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * What the node agent needs from the GPUs, and nothing more. The NVML binding (koffi) and the
+ * in-memory fake both implement it, so everything above can be tested without a driver.
+ */
+import type { PcieLevel } from '../../contract/index.js';
+
+export type GpuCard = {
+  /** NVML index on this node. */
+  index: number;
+  uuid: string;
+  model: string;
+  memoryTotalBytes: number;
+  /** `00000000:3B:00.0` form. */
+  pciBusId: string;
+  /** `/dev/nvidia<minor>`. */
+  minorNumber: number;
+  /** NUMA node of the card's PCI device; null when the platform does not say. */
+  numaNode: number | null;
+};
+
+export type GpuLink = { nvlinks: number; pcie: PcieLevel };
+
+/** A driver event about one card (an Xid error, or the card being lost). */
+export type GpuEvent = { cardIndex: number; kind: 'xid'; xid: number } | { cardIndex: number; kind: 'lost' };
+
+export type ProcessUtilizationSample = {
+  pid: number;
+  /** CPU timestamp of the sample, microseconds. */
+  timestampUs: number;
+  smPercent: number;
+  memoryPercent: number;
+};
+
+export type UtilizationRates = { gpuPercent: number; memoryPercent: number };
+
+export type MemoryUsage = { totalBytes: number; usedBytes: number; freeBytes: number };
+
+export interface GpuSource {
+  listCards(): GpuCard[];
+  /** Link between two cards (by index); symmetric. */
+  link(a: number, b: number): GpuLink;
+  memoryUsage(cardIndex: number): MemoryUsage;
+  /**
+   * Next driver event, or undefined after `timeoutMs` without one (or once `signal` aborts, where the
+   * source can stop early). Does not block the event loop.
+   */
+  waitEvent(timeoutMs: number, signal?: AbortSignal): Promise<GpuEvent | undefined>;
+  /** Per-process samples newer than `sinceUs` (0: everything buffered); empty when none. */
+  processUtilization(cardIndex: number, sinceUs: number): ProcessUtilizationSample[];
+  utilizationRates(cardIndex: number): UtilizationRates;
+  close(): void;
+}
+
+/** NVML topology levels (nvmlGpuTopologyLevel_t) to the inventory's names. */
+export function pcieLevelOf(nvmlLevel: number): PcieLevel {
+  if (nvmlLevel <= 0) return 'internal';
+  if (nvmlLevel <= 10) return 'single';
+  if (nvmlLevel <= 20) return 'multiple';
+  if (nvmlLevel <= 30) return 'hostbridge';
+  if (nvmlLevel <= 40) return 'node';
+  return 'system';
+}

@@ -1,0 +1,101 @@
+/**
+ * The koffi bindings against a compiled NVML stand-in (signatures, struct offsets, the async
+ * event wait), and against native/'s fake NVML when `make -C native` has built it.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { NvmlGpuSource } from './nvml-gpu-source.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const tmp = mkdtempSync(join(tmpdir(), 'vcuda-nvml-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+function compileStub(): string | undefined {
+  const out = join(tmp, 'libnvidia-ml-stub.so');
+  try {
+    execFileSync('cc', ['-shared', '-fPIC', '-O1', '-o', out, join(here, 'testdata/stub-nvml.c')], { stdio: 'pipe' });
+    return out;
+  } catch {
+    return undefined;
+  }
+}
+
+const stub = compileStub();
+
+describe.skipIf(!stub)('NVML through koffi (stub library)', () => {
+  it('reads cards, PCI ids, minors, memory and topology', () => {
+    const gpu = new NvmlGpuSource({ libraryPath: stub as string, sysfsRoot: join(tmp, 'no-sysfs') });
+    try {
+      expect(gpu.listCards()).toEqual(
+        [0, 1].map((i) => ({
+          index: i,
+          uuid: `GPU-0000000${i}-1111-2222-3333-444444444444`,
+          model: 'Stub H100',
+          memoryTotalBytes: 85520809984,
+          pciBusId: `00000000:${(0x3b + i).toString(16).toUpperCase()}:00.0`,
+          minorNumber: 4 + i,
+          numaNode: null,
+        })),
+      );
+      expect(gpu.link(0, 1)).toEqual({ nvlinks: 3, pcie: 'multiple' });
+      expect(gpu.link(1, 1)).toEqual({ nvlinks: 0, pcie: 'internal' });
+      expect(gpu.memoryUsage(1)).toEqual({ totalBytes: 85520809984, usedBytes: 2048, freeBytes: 85520809984 - 2048 });
+      expect(gpu.utilizationRates(1)).toEqual({ gpuPercent: 41, memoryPercent: 7 });
+      expect(gpu.processUtilization(0, 0)).toEqual([
+        { pid: 101, timestampUs: 1000, smPercent: 30, memoryPercent: 5 },
+        { pid: 202, timestampUs: 2000, smPercent: 45, memoryPercent: 6 },
+      ]);
+      expect(gpu.processUtilization(0, 5000)).toEqual([]);
+    } finally {
+      gpu.close();
+    }
+  });
+
+  it('turns an Xid event into a card event without blocking the event loop', async () => {
+    const gpu = new NvmlGpuSource({ libraryPath: stub as string, sysfsRoot: tmp });
+    try {
+      expect(await gpu.waitEvent(50)).toEqual({ cardIndex: 1, kind: 'xid', xid: 79 });
+      let ticks = 0;
+      const timer = setInterval(() => ticks++, 5);
+      expect(await gpu.waitEvent(100)).toBeUndefined();
+      clearInterval(timer);
+      expect(ticks).toBeGreaterThan(0);
+    } finally {
+      gpu.close();
+    }
+  });
+});
+
+const fakeNvml = join(here, '../../native/build/fake/libnvidia-ml.so.1');
+
+const fakeCtl = join(here, '../../native/build/fake/fakegpu-ctl');
+
+describe.skipIf(!existsSync(fakeNvml) || !existsSync(fakeCtl))("NVML through koffi (native/'s fake NVML)", () => {
+  it('lists the simulated cards and turns an injected Xid into a card event', async () => {
+    // The fake reads its machine from the environment of the process that loads it.
+    const env = { FAKEGPU_DEVICES: '2x81559', FAKEGPU_STATE: join(tmp, 'fakegpu.state') };
+    Object.assign(process.env, env);
+    const gpu = new NvmlGpuSource({ libraryPath: fakeNvml, sysfsRoot: tmp });
+    try {
+      const cards = gpu.listCards();
+      expect(cards.map((c) => [c.index, c.memoryTotalBytes])).toEqual([
+        [0, 81559 * 1024 * 1024],
+        [1, 81559 * 1024 * 1024],
+      ]);
+      expect(new Set(cards.map((c) => c.uuid)).size).toBe(2);
+      expect(cards.every((c) => /^GPU-/.test(c.uuid))).toBe(true);
+      expect(gpu.link(0, 1).pcie).toMatch(/internal|single|multiple|hostbridge|node|system/);
+      expect(await gpu.waitEvent(10)).toBeUndefined();
+      execFileSync(fakeCtl, ['xid', '1', '79'], { env: { ...process.env, ...env }, stdio: 'pipe' });
+      expect(await gpu.waitEvent(2000)).toEqual({ cardIndex: 1, kind: 'xid', xid: 79 });
+    } finally {
+      gpu.close();
+      delete process.env['FAKEGPU_DEVICES'];
+      delete process.env['FAKEGPU_STATE'];
+    }
+  });
+});

@@ -1,0 +1,284 @@
+/**
+ * GpuSource over NVML (`libnvidia-ml.so.1`, or the fake one from native/) through koffi.
+ * Versioned export names are used as PROTOCOLS.md §5.1 says; struct layouts follow §5.5.
+ * Every call's return code is checked and turned into an NvmlError naming the call.
+ */
+
+import type * as K from 'koffi';
+import koffi from 'koffi';
+import { VcudaError } from '../../contract/index.js';
+import {
+  type GpuCard,
+  type GpuEvent,
+  type GpuLink,
+  type GpuSource,
+  type MemoryUsage,
+  type ProcessUtilizationSample,
+  pcieLevelOf,
+  type UtilizationRates,
+} from './gpu-source.js';
+import { readNumaNode } from './numa.js';
+
+const NVML_SUCCESS = 0;
+const NVML_ERROR_NOT_SUPPORTED = 3;
+const NVML_ERROR_NOT_FOUND = 6;
+const NVML_ERROR_INSUFFICIENT_SIZE = 7;
+const NVML_ERROR_TIMEOUT = 10;
+const NVML_ERROR_GPU_IS_LOST = 15;
+const NVML_ERROR_INVALID_ARGUMENT = 2;
+const EVENT_XID_CRITICAL = 0x8n;
+const MAX_NVLINKS = 36;
+
+export class NvmlError extends VcudaError {
+  constructor(
+    readonly call: string,
+    readonly nvmlCode: number,
+    text: string,
+  ) {
+    super('nvml', `${call}: ${text} (nvmlReturn_t ${nvmlCode})`);
+  }
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: foreign functions take and return untyped values.
+type Fn = K.KoffiFunc<(...args: any[]) => any>;
+
+const Memory = koffi.struct('vcuda_nvmlMemory_t', { total: 'uint64', free: 'uint64', used: 'uint64' });
+const Utilization = koffi.struct('vcuda_nvmlUtilization_t', { gpu: 'uint32', memory: 'uint32' });
+const ProcessSample = koffi.struct('vcuda_nvmlProcessUtilizationSample_t', {
+  pid: 'uint32',
+  timeStamp: 'uint64',
+  smUtil: 'uint32',
+  memUtil: 'uint32',
+  encUtil: 'uint32',
+  decUtil: 'uint32',
+});
+const EventData = koffi.struct('vcuda_nvmlEventData_t', {
+  device: 'void *',
+  eventType: 'uint64',
+  eventData: 'uint64',
+  gpuInstanceId: 'uint32',
+  computeInstanceId: 'uint32',
+});
+
+type Bindings = Record<
+  | 'init'
+  | 'shutdown'
+  | 'errorString'
+  | 'count'
+  | 'handleByIndex'
+  | 'uuid'
+  | 'name'
+  | 'minor'
+  | 'pciInfo'
+  | 'memory'
+  | 'utilization'
+  | 'processUtilization'
+  | 'commonAncestor'
+  | 'nvLinkState'
+  | 'eventSetCreate'
+  | 'supportedEvents'
+  | 'registerEvents'
+  | 'eventSetWait'
+  | 'eventSetFree',
+  Fn
+>;
+
+function bind(path: string): Bindings {
+  const lib = koffi.load(path);
+  return {
+    init: lib.func('int nvmlInit_v2()'),
+    shutdown: lib.func('int nvmlShutdown()'),
+    errorString: lib.func('const char *nvmlErrorString(int)'),
+    count: lib.func('int nvmlDeviceGetCount_v2(_Out_ uint32 *count)'),
+    handleByIndex: lib.func('int nvmlDeviceGetHandleByIndex_v2(uint32 index, _Out_ void **device)'),
+    uuid: lib.func('int nvmlDeviceGetUUID(void *device, _Out_ uint8 *buf, uint32 length)'),
+    name: lib.func('int nvmlDeviceGetName(void *device, _Out_ uint8 *buf, uint32 length)'),
+    minor: lib.func('int nvmlDeviceGetMinorNumber(void *device, _Out_ uint32 *minor)'),
+    // nvmlPciInfo_t is 68 bytes; busId (char[32]) sits at offset 36.
+    pciInfo: lib.func('int nvmlDeviceGetPciInfo_v3(void *device, _Out_ uint8 *info)'),
+    memory: lib.func('int nvmlDeviceGetMemoryInfo(void *device, _Out_ vcuda_nvmlMemory_t *memory)'),
+    utilization: lib.func('int nvmlDeviceGetUtilizationRates(void *device, _Out_ vcuda_nvmlUtilization_t *u)'),
+    processUtilization: lib.func(
+      'int nvmlDeviceGetProcessUtilization(void *device, _Inout_ uint8 *samples, _Inout_ uint32 *count, uint64 since)',
+    ),
+    commonAncestor: lib.func('int nvmlDeviceGetTopologyCommonAncestor(void *a, void *b, _Out_ int *level)'),
+    nvLinkState: lib.func('int nvmlDeviceGetNvLinkState(void *device, uint32 link, _Out_ int *state)'),
+    eventSetCreate: lib.func('int nvmlEventSetCreate(_Out_ void **set)'),
+    supportedEvents: lib.func('int nvmlDeviceGetSupportedEventTypes(void *device, _Out_ uint64 *mask)'),
+    registerEvents: lib.func('int nvmlDeviceRegisterEvents(void *device, uint64 types, void *set)'),
+    eventSetWait: lib.func('int nvmlEventSetWait_v2(void *set, _Out_ vcuda_nvmlEventData_t *data, uint32 timeoutMs)'),
+    eventSetFree: lib.func('int nvmlEventSetFree(void *set)'),
+  };
+}
+
+function cString(buf: Uint8Array): string {
+  const end = buf.indexOf(0);
+  return Buffer.from(buf.subarray(0, end === -1 ? buf.length : end)).toString('latin1');
+}
+
+export class NvmlGpuSource implements GpuSource {
+  private readonly nv: Bindings;
+  private readonly handles: unknown[] = [];
+  private readonly cards: GpuCard[] = [];
+  private eventSet: unknown;
+  private closed = false;
+
+  /** Loads NVML, initialises it and reads every card once; throws NvmlError when the driver is unusable. */
+  constructor(opts: { libraryPath: string; sysfsRoot: string }) {
+    this.nv = bind(opts.libraryPath);
+    this.check('nvmlInit_v2', this.nv.init());
+    const count = [0];
+    this.check('nvmlDeviceGetCount_v2', this.nv.count(count));
+    for (let i = 0; i < (count[0] ?? 0); i++) {
+      const out: unknown[] = [null];
+      this.check(`nvmlDeviceGetHandleByIndex_v2(${i})`, this.nv.handleByIndex(i, out));
+      const h = out[0];
+      this.handles.push(h);
+      const uuid = new Uint8Array(96);
+      this.check('nvmlDeviceGetUUID', this.nv.uuid(h, uuid, uuid.length));
+      const name = new Uint8Array(96);
+      this.check('nvmlDeviceGetName', this.nv.name(h, name, name.length));
+      const minor = [i];
+      const minorRc = this.nv.minor(h, minor) as number;
+      if (minorRc !== NVML_SUCCESS && minorRc !== NVML_ERROR_NOT_SUPPORTED) {
+        this.check('nvmlDeviceGetMinorNumber', minorRc);
+      }
+      const pci = new Uint8Array(68);
+      this.check('nvmlDeviceGetPciInfo_v3', this.nv.pciInfo(h, pci));
+      const pciBusId = cString(pci.subarray(36, 68));
+      const mem = { total: 0n, free: 0n, used: 0n };
+      this.check('nvmlDeviceGetMemoryInfo', this.nv.memory(h, mem));
+      this.cards.push({
+        index: i,
+        uuid: cString(uuid),
+        model: cString(name),
+        memoryTotalBytes: Number(mem.total),
+        pciBusId,
+        minorNumber: minor[0] ?? i,
+        numaNode: readNumaNode(pciBusId, opts.sysfsRoot),
+      });
+    }
+    this.registerXidEvents();
+  }
+
+  private check(call: string, rc: unknown): void {
+    if (rc === NVML_SUCCESS) return;
+    const code = Number(rc);
+    throw new NvmlError(call, code, String(this.nv.errorString(code) ?? 'unknown error'));
+  }
+
+  private handle(index: number): unknown {
+    const h = this.handles[index];
+    if (h === undefined) throw new RangeError(`no card with NVML index ${index}`);
+    return h;
+  }
+
+  private registerXidEvents(): void {
+    const out: unknown[] = [null];
+    if (this.nv.eventSetCreate(out) !== NVML_SUCCESS) return;
+    this.eventSet = out[0];
+    for (const h of this.handles) {
+      const mask = [0n];
+      if (this.nv.supportedEvents(h, mask) !== NVML_SUCCESS) continue;
+      if ((BigInt(mask[0] ?? 0n) & EVENT_XID_CRITICAL) === 0n) continue;
+      // NOT_SUPPORTED leaves the set usable; other cards still report.
+      this.nv.registerEvents(h, EVENT_XID_CRITICAL, this.eventSet);
+    }
+  }
+
+  listCards(): GpuCard[] {
+    return this.cards.map((c) => ({ ...c }));
+  }
+
+  link(a: number, b: number): GpuLink {
+    if (a === b) return { nvlinks: 0, pcie: 'internal' };
+    const ha = this.handle(a);
+    const level = [50];
+    const rc = this.nv.commonAncestor(ha, this.handle(b), level) as number;
+    if (rc !== NVML_SUCCESS && rc !== NVML_ERROR_NOT_SUPPORTED) this.check('nvmlDeviceGetTopologyCommonAncestor', rc);
+    // Counting active links of `a` is an upper bound for a↔b on switched (NVSwitch) systems, exact on
+    // point-to-point ones; remote-PCI matching would refine it where the driver reports it.
+    let nvlinks = 0;
+    for (let link = 0; link < MAX_NVLINKS; link++) {
+      const state = [0];
+      const lrc = this.nv.nvLinkState(ha, link, state) as number;
+      if (lrc === NVML_ERROR_INVALID_ARGUMENT || lrc === NVML_ERROR_NOT_SUPPORTED || lrc === NVML_ERROR_NOT_FOUND)
+        break;
+      if (lrc === NVML_SUCCESS && state[0] === 1) nvlinks++;
+    }
+    return { nvlinks, pcie: pcieLevelOf(level[0] ?? 50) };
+  }
+
+  memoryUsage(cardIndex: number): MemoryUsage {
+    const mem = { total: 0n, free: 0n, used: 0n };
+    this.check('nvmlDeviceGetMemoryInfo', this.nv.memory(this.handle(cardIndex), mem));
+    return { totalBytes: Number(mem.total), usedBytes: Number(mem.used), freeBytes: Number(mem.free) };
+  }
+
+  waitEvent(timeoutMs: number): Promise<GpuEvent | undefined> {
+    if (!this.eventSet || this.closed) {
+      return new Promise((resolve) => setTimeout(() => resolve(undefined), timeoutMs));
+    }
+    const data = { device: null, eventType: 0n, eventData: 0n, gpuInstanceId: 0, computeInstanceId: 0 };
+    return new Promise((resolve, reject) => {
+      // Async: the wait blocks a koffi worker thread, never the event loop.
+      this.nv.eventSetWait.async(this.eventSet, data, timeoutMs, (err: unknown, rc: number) => {
+        if (err) return reject(err);
+        if (rc === NVML_ERROR_TIMEOUT) return resolve(undefined);
+        const cardIndex = this.handles.findIndex(
+          (h) => koffi.address(h as never) === koffi.address(data.device as never),
+        );
+        if (rc === NVML_ERROR_GPU_IS_LOST) return resolve({ cardIndex: Math.max(cardIndex, 0), kind: 'lost' });
+        if (rc !== NVML_SUCCESS)
+          return reject(new NvmlError('nvmlEventSetWait_v2', rc, String(this.nv.errorString(rc))));
+        resolve({ cardIndex, kind: 'xid', xid: Number(data.eventData) });
+      });
+    });
+  }
+
+  processUtilization(cardIndex: number, sinceUs: number): ProcessUtilizationSample[] {
+    const h = this.handle(cardIndex);
+    const count = [0];
+    let rc = this.nv.processUtilization(h, null, count, BigInt(sinceUs)) as number;
+    // NOT_SUPPORTED (MIG mode, old boards): no samples, not an error to log every period.
+    if (rc === NVML_ERROR_NOT_FOUND || rc === NVML_ERROR_NOT_SUPPORTED || (rc === NVML_SUCCESS && count[0] === 0)) {
+      return [];
+    }
+    if (rc !== NVML_SUCCESS && rc !== NVML_ERROR_INSUFFICIENT_SIZE) this.check('nvmlDeviceGetProcessUtilization', rc);
+    const n = count[0] ?? 0;
+    const size = koffi.sizeof(ProcessSample);
+    const buf = new Uint8Array(size * n);
+    rc = this.nv.processUtilization(h, buf, count, BigInt(sinceUs)) as number;
+    if (rc === NVML_ERROR_NOT_FOUND) return [];
+    this.check('nvmlDeviceGetProcessUtilization', rc);
+    const view = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+    const out: ProcessUtilizationSample[] = [];
+    for (let i = 0; i < (count[0] ?? 0); i++) {
+      const o = i * size;
+      out.push({
+        pid: view.readUInt32LE(o),
+        timestampUs: Number(view.readBigUInt64LE(o + 8)),
+        smPercent: view.readUInt32LE(o + 16),
+        memoryPercent: view.readUInt32LE(o + 20),
+      });
+    }
+    return out;
+  }
+
+  utilizationRates(cardIndex: number): UtilizationRates {
+    const u = { gpu: 0, memory: 0 };
+    const rc = this.nv.utilization(this.handle(cardIndex), u) as number;
+    if (rc === NVML_ERROR_NOT_SUPPORTED) return { gpuPercent: 0, memoryPercent: 0 };
+    this.check('nvmlDeviceGetUtilizationRates', rc);
+    return { gpuPercent: u.gpu, memoryPercent: u.memory };
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.eventSet) this.nv.eventSetFree(this.eventSet);
+    this.nv.shutdown();
+  }
+}
+
+export { EventData, Memory, ProcessSample, Utilization };

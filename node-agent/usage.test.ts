@@ -1,0 +1,77 @@
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { regionDeviceOffset, regionOffsets } from '../contract/index.js';
+import type { ContainerRecord } from './allocation/allocator.js';
+import { containerPaths } from './limits/container-files.js';
+import { ensureRegionFile, readRegionUsage } from './limits/region-file.js';
+import { collectUsage, HttpUsageSink } from './usage.js';
+
+const root = mkdtempSync(join(tmpdir(), 'vcuda-usage-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function record(): ContainerRecord {
+  const paths = containerPaths(root, 'pod-1', 'main');
+  mkdirSync(paths.runDir, { recursive: true });
+  return {
+    podUid: 'pod-1',
+    namespace: 'ns',
+    podName: 'p',
+    container: 'main',
+    isInit: false,
+    deviceIds: ['c0-00'],
+    devices: [
+      { uuid: 'GPU-a', hostIndex: 0, mode: 'hard', memoryLimitBytes: 1000, coreRequest: 30, coreLimit: 30 },
+      { uuid: 'GPU-b', hostIndex: 1, mode: 'soft', memoryLimitBytes: 2000, coreRequest: 30, coreLimit: 60 },
+    ],
+    paths,
+    allocatedAtMs: 0,
+    confirmed: true,
+  };
+}
+
+describe('usage from regions', () => {
+  it('creates a region once and never overwrites a live one', () => {
+    const r = record();
+    expect(ensureRegionFile(r.paths.regionPath, 2)).toBe(true);
+    const fd = openSync(r.paths.regionPath, 'r+');
+    const used = Buffer.alloc(8);
+    used.writeBigUInt64LE(777n);
+    writeSync(fd, used, 0, 8, regionDeviceOffset(1) + regionOffsets.device.usedBytes);
+    const share = Buffer.alloc(4);
+    share.writeUInt32LE(2500);
+    writeSync(fd, share, 0, 4, regionDeviceOffset(1) + regionOffsets.device.measuredShareBp);
+    closeSync(fd);
+    expect(ensureRegionFile(r.paths.regionPath, 2)).toBe(false);
+    expect(readRegionUsage(r.paths.regionPath, 2)?.[1]).toEqual({
+      usedBytes: 777,
+      measuredShareBp: 2500,
+      cardBusyBp: 0,
+    });
+    const samples = collectUsage([r]);
+    expect(samples.map((s) => [s.cardUuid, s.memoryUsedBytes, s.memoryLimitBytes, s.smShare])).toEqual([
+      ['GPU-a', 0, 1000, null],
+      ['GPU-b', 777, 2000, 0.25],
+    ]);
+  });
+
+  it('reports a missing region as zero use, not a crash', () => {
+    expect(readRegionUsage(join(root, 'nope'), 1)).toBeUndefined();
+  });
+
+  it('posts samples to the control plane, and tolerates an endpoint that does not exist yet', async () => {
+    const seen: { url: string; body: unknown }[] = [];
+    const fetchFn = (async (url: URL, init: RequestInit) => {
+      seen.push({ url: String(url), body: JSON.parse(String(init.body)) });
+      return new Response('', { status: seen.length === 1 ? 404 : 500 });
+    }) as unknown as typeof fetch;
+    const sink = new HttpUsageSink('http://cp.example:8080', fetchFn);
+    await sink.report('n1', [], new Date(0), 10);
+    await expect(sink.report('n1', [], new Date(0), 10)).rejects.toThrow(/HTTP 500/);
+    expect(seen[0]).toEqual({
+      url: 'http://cp.example:8080/api/v1/usage',
+      body: { node: 'n1', at: '1970-01-01T00:00:00.000Z', periodS: 10, samples: [] },
+    });
+  });
+});

@@ -1,0 +1,70 @@
+/**
+ * Per-container usage, read from each container's region and its limits (pure over the records
+ * and a region reader), then optionally reported to the control plane for the ledger.
+ */
+import type { ContainerRecord } from './allocation/allocator.js';
+import { readRegionUsage } from './limits/region-file.js';
+
+export type UsageSample = {
+  podUid: string;
+  namespace: string;
+  pod: string;
+  container: string;
+  cardUuid: string;
+  memoryUsedBytes: number;
+  memoryLimitBytes: number;
+  coreRequest: number;
+  coreLimit: number;
+  /** This container's measured share of the card's SM time, 0..1; null before the first sample. */
+  smShare: number | null;
+};
+
+export type RegionReader = typeof readRegionUsage;
+
+export function collectUsage(records: readonly ContainerRecord[], read: RegionReader = readRegionUsage): UsageSample[] {
+  const out: UsageSample[] = [];
+  for (const r of records) {
+    const usage = read(r.paths.regionPath, r.devices.length);
+    r.devices.forEach((d, i) => {
+      const u = usage?.[i];
+      out.push({
+        podUid: r.podUid,
+        namespace: r.namespace,
+        pod: r.podName,
+        container: r.container,
+        cardUuid: d.uuid,
+        memoryUsedBytes: u?.usedBytes ?? 0,
+        memoryLimitBytes: d.memoryLimitBytes,
+        coreRequest: d.coreRequest,
+        coreLimit: d.coreLimit,
+        smShare: u && u.measuredShareBp > 0 ? u.measuredShareBp / 10_000 : null,
+      });
+    });
+  }
+  return out;
+}
+
+/** Where usage goes; the control plane's endpoint is optional. */
+export interface UsageSink {
+  /** `periodS`: the seconds these samples cover (the reporting period). */
+  report(node: string, samples: readonly UsageSample[], at: Date, periodS: number): Promise<void>;
+}
+
+/** `POST {baseUrl}/api/v1/usage` with `{ node, at, periodS, samples }`; a 404 means the endpoint does not exist yet. */
+export class HttpUsageSink implements UsageSink {
+  constructor(
+    private readonly baseUrl: string,
+    private readonly fetchFn: typeof fetch = fetch,
+    private readonly timeoutMs = 5000,
+  ) {}
+
+  async report(node: string, samples: readonly UsageSample[], at: Date, periodS: number): Promise<void> {
+    const res = await this.fetchFn(new URL('/api/v1/usage', this.baseUrl), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ node, at: at.toISOString(), periodS, samples }),
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
+    if (!res.ok && res.status !== 404) throw new Error(`usage report: HTTP ${res.status} from ${this.baseUrl}`);
+  }
+}
