@@ -1,0 +1,53 @@
+/**
+ * Turns a URL path into what it addresses: a discovery document, or a resource collection,
+ * object or subresource (`/api/v1/namespaces/ns/pods/p/binding`).
+ */
+import { findResourceType, type ResourceType } from './resource-registry.js';
+
+export type Route =
+  | { kind: 'discovery'; path: string }
+  | { kind: 'resource'; type: ResourceType; namespace?: string; name?: string; subresource?: string }
+  | { kind: 'unknown' };
+
+export function parseRoute(pathname: string): Route {
+  const parts = pathname.split('/').filter(Boolean).map(decodeURIComponent);
+  let group: string;
+  let version: string;
+  let rest: string[];
+  if (parts[0] === 'api' && parts.length >= 2) {
+    if (parts.length === 2) return { kind: 'discovery', path: pathname };
+    group = '';
+    version = parts[1]!;
+    rest = parts.slice(2);
+  } else if (parts[0] === 'apis' && parts.length >= 3) {
+    if (parts.length === 3) return { kind: 'discovery', path: pathname };
+    group = parts[1]!;
+    version = parts[2]!;
+    rest = parts.slice(3);
+  } else {
+    return { kind: 'discovery', path: pathname };
+  }
+  // `namespaces/{ns}/{resource}...` unless the path names the namespace object itself.
+  if (rest[0] === 'namespaces' && rest.length >= 3) {
+    const namespaced = findResourceType(group, version, rest[2]!);
+    if (namespaced?.namespaced) {
+      return withName(namespaced, rest[1]!, rest.slice(3));
+    }
+  }
+  const type = findResourceType(group, version, rest[0]!);
+  if (!type) return { kind: 'unknown' };
+  return withName(type, undefined, rest.slice(1));
+}
+
+function withName(type: ResourceType, namespace: string | undefined, rest: string[]): Route {
+  if (rest.length > 2) return { kind: 'unknown' };
+  const [name, subresource] = rest;
+  if (subresource && !type.subresources.includes(subresource)) return { kind: 'unknown' };
+  return {
+    kind: 'resource',
+    type,
+    ...(namespace !== undefined ? { namespace } : {}),
+    ...(name !== undefined ? { name } : {}),
+    ...(subresource !== undefined ? { subresource } : {}),
+  };
+}

@@ -1,0 +1,137 @@
+/**
+ * The resource types the simulated API server serves, and the discovery documents built from
+ * them (`/api`, `/api/v1`, `/apis`, `/apis/<group>/<version>`) that kubectl reads before anything else.
+ */
+export type ResourceType = {
+  readonly group: string;
+  readonly version: string;
+  /** Plural, lower case, as in the URL: `pods`. */
+  readonly resource: string;
+  readonly kind: string;
+  readonly singular: string;
+  readonly namespaced: boolean;
+  readonly shortNames: readonly string[];
+  /** Subresources served: `status`, `binding`. */
+  readonly subresources: readonly string[];
+};
+
+const VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
+
+function type(
+  group: string,
+  version: string,
+  resource: string,
+  kind: string,
+  namespaced: boolean,
+  opts: { shortNames?: string[]; subresources?: string[] } = {},
+): ResourceType {
+  return {
+    group,
+    version,
+    resource,
+    kind,
+    singular: kind.toLowerCase(),
+    namespaced,
+    shortNames: opts.shortNames ?? [],
+    subresources: opts.subresources ?? [],
+  };
+}
+
+export const resourceTypes: readonly ResourceType[] = [
+  type('', 'v1', 'namespaces', 'Namespace', false, { shortNames: ['ns'], subresources: ['status'] }),
+  type('', 'v1', 'nodes', 'Node', false, { shortNames: ['no'], subresources: ['status'] }),
+  type('', 'v1', 'pods', 'Pod', true, { shortNames: ['po'], subresources: ['status', 'binding', 'log'] }),
+  type('', 'v1', 'events', 'Event', true, { shortNames: ['ev'] }),
+  type('', 'v1', 'configmaps', 'ConfigMap', true, { shortNames: ['cm'] }),
+  type('', 'v1', 'secrets', 'Secret', true),
+  type('', 'v1', 'serviceaccounts', 'ServiceAccount', true, { shortNames: ['sa'] }),
+  type('coordination.k8s.io', 'v1', 'leases', 'Lease', true),
+  type('admissionregistration.k8s.io', 'v1', 'mutatingwebhookconfigurations', 'MutatingWebhookConfiguration', false),
+  type(
+    'admissionregistration.k8s.io',
+    'v1',
+    'validatingwebhookconfigurations',
+    'ValidatingWebhookConfiguration',
+    false,
+  ),
+];
+
+export function findResourceType(group: string, version: string, resource: string): ResourceType | undefined {
+  return resourceTypes.find((t) => t.group === group && t.version === version && t.resource === resource);
+}
+
+export function apiVersionOf(t: ResourceType): string {
+  return t.group ? `${t.group}/${t.version}` : t.version;
+}
+
+/** Store key prefix of a type: the same object has one key whatever version is asked. */
+export function typeKey(t: Pick<ResourceType, 'group' | 'resource'>): string {
+  return `${t.group}/${t.resource}`;
+}
+
+export function groupsOf(): { group: string; version: string }[] {
+  const seen = new Map<string, string>();
+  for (const t of resourceTypes) if (t.group) seen.set(t.group, t.version);
+  return [...seen].map(([group, version]) => ({ group, version }));
+}
+
+/** `/api`: the legacy core group's versions. */
+export function coreVersions(serverAddress: string) {
+  return {
+    kind: 'APIVersions',
+    versions: ['v1'],
+    serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress }],
+  };
+}
+
+/** `/apis`: every named group. */
+export function apiGroupList() {
+  return {
+    kind: 'APIGroupList',
+    apiVersion: 'v1',
+    groups: groupsOf().map(({ group, version }) => ({
+      name: group,
+      versions: [{ groupVersion: `${group}/${version}`, version }],
+      preferredVersion: { groupVersion: `${group}/${version}`, version },
+    })),
+  };
+}
+
+export function apiGroup(group: string) {
+  const g = groupsOf().find((x) => x.group === group);
+  if (!g) return undefined;
+  const gv = { groupVersion: `${group}/${g.version}`, version: g.version };
+  return { kind: 'APIGroup', apiVersion: 'v1', name: group, versions: [gv], preferredVersion: gv };
+}
+
+/** `/api/v1` or `/apis/<group>/<version>`; undefined when the group version is not served. */
+export function apiResourceList(group: string, version: string) {
+  const types = resourceTypes.filter((t) => t.group === group && t.version === version);
+  if (types.length === 0) return undefined;
+  const resources: Record<string, unknown>[] = [];
+  for (const t of types) {
+    resources.push({
+      name: t.resource,
+      singularName: t.singular,
+      namespaced: t.namespaced,
+      kind: t.kind,
+      verbs: VERBS,
+      ...(t.shortNames.length ? { shortNames: t.shortNames } : {}),
+    });
+    for (const sub of t.subresources) {
+      resources.push({
+        name: `${t.resource}/${sub}`,
+        singularName: '',
+        namespaced: t.namespaced,
+        kind: sub === 'binding' ? 'Binding' : t.kind,
+        verbs: sub === 'binding' ? ['create'] : sub === 'log' ? ['get'] : ['get', 'patch', 'update'],
+      });
+    }
+  }
+  return {
+    kind: 'APIResourceList',
+    apiVersion: 'v1',
+    groupVersion: group ? `${group}/${version}` : version,
+    resources,
+  };
+}

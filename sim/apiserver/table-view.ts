@@ -1,0 +1,133 @@
+/**
+ * `meta.k8s.io/v1 Table` renderings, which kubectl asks for (`Accept: ...;as=Table`) to print
+ * `get` output: the columns kube-apiserver prints for pods, nodes and events, NAME/AGE otherwise.
+ */
+import type { KubeObject } from './selectors.js';
+
+type Column = { name: string; type: string; format: string; description: string; priority: number };
+type Cells = (obj: KubeObject, now: Date) => unknown[];
+
+function column(name: string, type = 'string', priority = 0): Column {
+  return { name, type, format: name === 'Name' ? 'name' : '', description: name, priority };
+}
+
+export function formatAge(since: string | undefined, now: Date): string {
+  if (!since) return '<unknown>';
+  const s = Math.max(0, Math.floor((now.getTime() - Date.parse(since)) / 1000));
+  if (s < 120) return `${s}s`;
+  if (s < 3600 * 2) return `${Math.floor(s / 60)}m`;
+  if (s < 86400 * 2) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}
+
+type PodView = {
+  spec?: { nodeName?: string; containers?: unknown[] };
+  status?: {
+    phase?: string;
+    reason?: string;
+    podIP?: string;
+    containerStatuses?: {
+      ready?: boolean;
+      restartCount?: number;
+      state?: { waiting?: { reason?: string }; terminated?: { reason?: string } };
+    }[];
+  };
+};
+
+function podStatus(obj: KubeObject): string {
+  if (obj.metadata['deletionTimestamp']) return 'Terminating';
+  const s = (obj as PodView).status;
+  for (const c of s?.containerStatuses ?? []) {
+    const r = c.state?.waiting?.reason ?? c.state?.terminated?.reason;
+    if (r) return r;
+  }
+  return s?.reason ?? s?.phase ?? 'Pending';
+}
+
+const views: Record<string, { columns: Column[]; cells: Cells }> = {
+  pods: {
+    columns: [
+      column('Name'),
+      column('Ready'),
+      column('Status'),
+      column('Restarts', 'integer'),
+      column('Age'),
+      column('IP', 'string', 1),
+      column('Node', 'string', 1),
+    ],
+    cells: (o, now) => {
+      const p = o as PodView;
+      const statuses = p.status?.containerStatuses ?? [];
+      const total = p.spec?.containers?.length ?? 0;
+      const ready = statuses.filter((c) => c.ready).length;
+      const restarts = statuses.reduce((n, c) => n + (c.restartCount ?? 0), 0);
+      return [
+        o.metadata.name,
+        `${ready}/${total}`,
+        podStatus(o),
+        restarts,
+        formatAge(o.metadata['creationTimestamp'] as string, now),
+        p.status?.podIP ?? '<none>',
+        p.spec?.nodeName ?? '<none>',
+      ];
+    },
+  },
+  nodes: {
+    columns: [column('Name'), column('Status'), column('Roles'), column('Age'), column('Version')],
+    cells: (o, now) => {
+      const st = o['status'] as
+        | { conditions?: { type: string; status: string }[]; nodeInfo?: { kubeletVersion?: string } }
+        | undefined;
+      const ready = st?.conditions?.find((c) => c.type === 'Ready')?.status === 'True' ? 'Ready' : 'NotReady';
+      const spec = o['spec'] as { unschedulable?: boolean } | undefined;
+      return [
+        o.metadata.name,
+        spec?.unschedulable ? `${ready},SchedulingDisabled` : ready,
+        '<none>',
+        formatAge(o.metadata['creationTimestamp'] as string, now),
+        st?.nodeInfo?.kubeletVersion ?? '',
+      ];
+    },
+  },
+  events: {
+    columns: [column('Last Seen'), column('Type'), column('Reason'), column('Object'), column('Message')],
+    cells: (o, now) => {
+      const e = o as KubeObject & {
+        lastTimestamp?: string;
+        type?: string;
+        reason?: string;
+        message?: string;
+        involvedObject?: { kind?: string; name?: string };
+      };
+      return [
+        formatAge(e.lastTimestamp ?? (o.metadata['creationTimestamp'] as string), now),
+        e.type ?? '',
+        e.reason ?? '',
+        `${(e.involvedObject?.kind ?? '').toLowerCase()}/${e.involvedObject?.name ?? ''}`,
+        e.message ?? '',
+      ];
+    },
+  },
+};
+
+export function wantsTable(accept: string | undefined): boolean {
+  return (accept ?? '').includes('as=Table');
+}
+
+/** One object or a list as a Table; rows carry PartialObjectMetadata as kube-apiserver's default. */
+export function toTable(resource: string, objs: KubeObject[], listRv: string, now: Date) {
+  const view = views[resource] ?? {
+    columns: [column('Name'), column('Age')],
+    cells: (o: KubeObject, n: Date) => [o.metadata.name, formatAge(o.metadata['creationTimestamp'] as string, n)],
+  };
+  return {
+    kind: 'Table',
+    apiVersion: 'meta.k8s.io/v1',
+    metadata: { resourceVersion: listRv },
+    columnDefinitions: view.columns,
+    rows: objs.map((o) => ({
+      cells: view.cells(o, now),
+      object: { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: o.metadata },
+    })),
+  };
+}

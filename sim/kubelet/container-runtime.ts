@@ -1,0 +1,137 @@
+/**
+ * The simulated container runtime: a container is a host process started with the env the
+ * device plugin returned, its mounts translated to host paths (the limit file, libvcuda.so named
+ * by /etc/ld.so.preload becomes LD_PRELOAD) and the fake driver on LD_LIBRARY_PATH, so a
+ * simulated pod's CUDA program really runs through libvcuda.so.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ContainerAllocateResponse, Mount } from '../../node-agent/device-plugin/protocol.js';
+import { type Mirror, mirrorLimitFile } from './limit-file-mirror.js';
+
+export type RuntimeConfig = {
+  /** Directory of the sim's workload binaries (`cuda-workload`); commands named after them run from there. */
+  workloadDir?: string;
+  /** Env every container gets first (LD_LIBRARY_PATH to the fake driver). */
+  baseEnv: Record<string, string>;
+  /**
+   * The container runtime's device hook: env exposing the devices named in NVIDIA_VISIBLE_DEVICES
+   * (its entries in order: UUIDs, indexes, `all`, `none`/`void`; empty when the variable is unset).
+   */
+  deviceEnv?: (devices: string[]) => Record<string, string>;
+  /** Where container stdout/stderr go: `<logDir>/<podUid>-<container>.log`. */
+  logDir: string;
+};
+
+/** Host commands a simulated container may run; anything else idles like a long-running server. */
+const HOST_COMMANDS = new Set(['sleep', 'sh', 'true', 'false', 'echo', 'cat']);
+const IDLE = ['sleep', '2147483647'];
+
+export type ContainerSpec = {
+  name: string;
+  command?: string[];
+  args?: string[];
+  env?: { name: string; value?: string }[];
+};
+
+/** Rewrites a container path through the mounts to the host path it comes from. */
+export function hostPathOf(containerPath: string, mounts: readonly Mount[]): string | undefined {
+  const m = [...mounts]
+    .sort((a, b) => b.container_path.length - a.container_path.length)
+    .find(
+      (x) => containerPath === x.container_path || containerPath.startsWith(`${x.container_path.replace(/\/$/, '')}/`),
+    );
+  return m ? m.host_path + containerPath.slice(m.container_path.length) : undefined;
+}
+
+/** The process env of a container: base env, device-plugin env (paths translated), the spec's own env. */
+export function containerEnv(
+  spec: ContainerSpec,
+  responses: readonly ContainerAllocateResponse[],
+  base: Record<string, string>,
+): Record<string, string> {
+  const mounts = responses.flatMap((r) => r.mounts ?? []);
+  const env: Record<string, string> = { ...base };
+  for (const r of responses) {
+    for (const [k, v] of Object.entries(r.envs ?? {})) env[k] = v.startsWith('/') ? (hostPathOf(v, mounts) ?? v) : v;
+  }
+  const preload = mounts.find((m) => m.container_path === '/etc/ld.so.preload');
+  if (preload && existsSync(preload.host_path)) {
+    const libs = readFileSync(preload.host_path, 'utf8')
+      .split(/\s+/)
+      .filter(Boolean)
+      .map((p) => hostPathOf(p, mounts) ?? p);
+    if (libs.length) env['LD_PRELOAD'] = libs.join(':');
+  }
+  for (const e of spec.env ?? []) if (e.value !== undefined) env[e.name] = e.value;
+  return env;
+}
+
+/**
+ * The entries of NVIDIA_VISIBLE_DEVICES in order, passed on unchanged: an entry the node does not
+ * have reaches the driver, which then shows no device (the runtime would refuse the container).
+ */
+export function visibleDevicesOf(env: Record<string, string>): string[] {
+  return (env['NVIDIA_VISIBLE_DEVICES'] ?? '')
+    .split(',')
+    .map((d) => d.trim())
+    .filter((d) => d !== '');
+}
+
+/** What actually runs: a sim workload, an allowed host command, or an idle process. */
+export function resolveCommand(spec: ContainerSpec, workloadDir: string | undefined): string[] {
+  const argv = [...(spec.command ?? []), ...(spec.args ?? [])];
+  const first = argv[0];
+  if (!first) return IDLE;
+  if (workloadDir && /^[a-z0-9-]+$/.test(first) && existsSync(join(workloadDir, first)))
+    return [join(workloadDir, first), ...argv.slice(1)];
+  if (HOST_COMMANDS.has(first.split('/').pop()!)) return [first.split('/').pop()!, ...argv.slice(1)];
+  return IDLE;
+}
+
+export type RunningContainer = {
+  readonly process: ChildProcess;
+  readonly mirror?: Mirror;
+  readonly exited: Promise<{ exitCode: number; signal: string | null }>;
+  readonly logPath: string;
+};
+
+export function startContainer(
+  podUid: string,
+  spec: ContainerSpec,
+  responses: readonly ContainerAllocateResponse[],
+  cfg: RuntimeConfig,
+): RunningContainer {
+  const argv = resolveCommand(spec, cfg.workloadDir);
+  const logPath = join(cfg.logDir, `${podUid}-${spec.name}.log`);
+  const env = containerEnv(spec, responses, cfg.baseEnv);
+  if (cfg.deviceEnv) Object.assign(env, cfg.deviceEnv(visibleDevicesOf(env)));
+  const mounts = responses.flatMap((r) => r.mounts ?? []);
+  const mirror = env['VCUDA_CONFIG']
+    ? mirrorLimitFile(
+        env['VCUDA_CONFIG'],
+        join(cfg.logDir, `${podUid}-${spec.name}.vcuda-config`),
+        (p) => hostPathOf(p, mounts) ?? p,
+      )
+    : undefined;
+  if (mirror) env['VCUDA_CONFIG'] = mirror.path;
+  const fd = openSync(logPath, 'a');
+  const child = spawn(argv[0]!, argv.slice(1), { env, stdio: ['ignore', fd, fd] });
+  closeSync(fd);
+  const exited = new Promise<{ exitCode: number; signal: string | null }>((resolve) => {
+    child.on('error', () => resolve({ exitCode: 127, signal: null }));
+    child.on('exit', (code, signal) => resolve({ exitCode: code ?? 128 + 9, signal }));
+  });
+  void exited.then(() => mirror?.stop());
+  return { process: child, exited, logPath, ...(mirror ? { mirror } : {}) };
+}
+
+/** SIGTERM, then SIGKILL after the grace period (the sim caps it so tests stay fast). */
+export async function stopContainer(c: RunningContainer, graceMs: number): Promise<void> {
+  if (c.process.exitCode !== null || c.process.signalCode !== null) return;
+  c.process.kill('SIGTERM');
+  const timer = setTimeout(() => c.process.kill('SIGKILL'), graceMs);
+  await c.exited;
+  clearTimeout(timer);
+}

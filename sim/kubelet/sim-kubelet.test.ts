@@ -1,0 +1,159 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  DevicePluginService,
+  PodResourcesListerService,
+  RegistrationService,
+  unixTarget,
+} from '../../node-agent/device-plugin/protocol.js';
+import { type SimApiServer, startApiServer } from '../apiserver/api-server.js';
+import { KubeClient, podPath } from '../kube-client.js';
+import { type SimKubelet, startKubelet } from './sim-kubelet.js';
+
+const RESOURCE = 'example.com/widget';
+
+/** A minimal device plugin: 4 widgets; Allocate hands out env naming the IDs and a mounted file path. */
+async function startPlugin(pluginDir: string, hostDir: string) {
+  const allocations: string[][] = [];
+  const server = new grpc.Server();
+  server.addService(DevicePluginService.service, {
+    GetDevicePluginOptions: (_c: unknown, cb: grpc.sendUnaryData<object>) =>
+      cb(null, { pre_start_required: false, get_preferred_allocation_available: false }),
+    ListAndWatch: (call: grpc.ServerWritableStream<object, object>) => {
+      call.write({ devices: ['w0', 'w1', 'w2', 'w3'].map((ID) => ({ ID, health: 'Healthy' })) });
+    },
+    Allocate: (
+      call: grpc.ServerUnaryCall<{ container_requests: { devices_ids: string[] }[] }, object>,
+      cb: grpc.sendUnaryData<object>,
+    ) => {
+      const ids = call.request.container_requests[0]!.devices_ids;
+      allocations.push(ids);
+      cb(null, {
+        container_responses: [
+          {
+            envs: { WIDGET_IDS: ids.join(','), LIMIT_FILE: '/vcuda/limits.bin' },
+            mounts: [{ container_path: '/vcuda', host_path: hostDir, read_only: true }],
+            devices: [],
+            annotations: {},
+          },
+        ],
+      });
+    },
+    GetPreferredAllocation: (_c: unknown, cb: grpc.sendUnaryData<object>) => cb(null, { container_responses: [] }),
+    PreStartContainer: (_c: unknown, cb: grpc.sendUnaryData<object>) => cb(null, {}),
+  });
+  await new Promise<void>((res, rej) =>
+    server.bindAsync(unixTarget(join(pluginDir, 'widget.sock')), grpc.ServerCredentials.createInsecure(), (e) =>
+      e ? rej(e) : res(),
+    ),
+  );
+  const reg = new RegistrationService(unixTarget(join(pluginDir, 'kubelet.sock')), grpc.credentials.createInsecure());
+  await new Promise<void>((res, rej) =>
+    (reg as unknown as { Register: (r: object, cb: (e: Error | null) => void) => void }).Register(
+      { version: 'v1beta1', endpoint: 'widget.sock', resource_name: RESOURCE, options: {} },
+      (e) => (e ? rej(e) : res()),
+    ),
+  );
+  reg.close();
+  return { allocations, close: () => server.forceShutdown() };
+}
+
+describe('simulated kubelet', () => {
+  let dir: string;
+  let api: SimApiServer;
+  let client: KubeClient;
+  let kubelet: SimKubelet;
+  let plugin: Awaited<ReturnType<typeof startPlugin>>;
+
+  beforeEach(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'sim-kubelet-'));
+    api = await startApiServer();
+    client = new KubeClient(api.url);
+    kubelet = await startKubelet({
+      client,
+      nodeName: 'n1',
+      root: join(dir, 'kubelet'),
+      runtime: { baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' } },
+      maxGraceMs: 200,
+    });
+    plugin = await startPlugin(kubelet.pluginDir, join(dir, 'host'));
+  });
+  afterEach(async () => {
+    await kubelet.close();
+    plugin.close();
+    await api.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const phase = async (name: string) =>
+    ((await client.get(podPath('default', name))).status as { phase: string }).phase;
+  const allocatableWidgets = async () =>
+    ((await client.get('/api/v1/nodes/n1')).status as { allocatable: Record<string, string> }).allocatable[RESOURCE];
+  const pod = (name: string, widgets: number, command: string[], restartPolicy = 'Always') => ({
+    metadata: { name },
+    spec: {
+      nodeName: 'n1',
+      restartPolicy,
+      containers: [{ name: 'main', image: 'x:1', command, resources: { limits: { [RESOURCE]: String(widgets) } } }],
+    },
+  });
+  const listPodResources = () => {
+    const c = new PodResourcesListerService(unixTarget(kubelet.podResourcesSocket), grpc.credentials.createInsecure());
+    return new Promise<{ pod_resources: { name: string; containers: { devices: { device_ids: string[] }[] }[] }[] }>(
+      (res, rej) =>
+        (c as unknown as { List: (r: object, cb: (e: Error | null, v: never) => void) => void }).List({}, (e, v) => {
+          c.close();
+          return e ? rej(e) : res(v);
+        }),
+    );
+  };
+
+  it('registers its node with standard labels and the plugin devices in capacity', async () => {
+    const node = await client.get('/api/v1/nodes/n1');
+    expect(node.metadata.labels?.['kubernetes.io/hostname']).toBe('n1');
+    await expect.poll(allocatableWidgets).toBe('4');
+  });
+
+  it('allocates, runs the container with the translated env, reports PodResources, and frees everything on delete', async () => {
+    await expect.poll(allocatableWidgets).toBe('4');
+    const created = await client.create(
+      podPath('default'),
+      pod('p', 2, ['sh', '-c', 'echo "$WIDGET_IDS $LIMIT_FILE"; exec sleep 30']),
+    );
+    await expect.poll(() => phase('p')).toBe('Running');
+    const log = join(dir, 'kubelet', 'logs', `${created.metadata.uid}-main.log`);
+    await expect.poll(() => readFileSync(log, 'utf8').trim()).toBe(`w0,w1 ${join(dir, 'host')}/limits.bin`);
+    expect((await listPodResources()).pod_resources).toEqual([
+      expect.objectContaining({
+        name: 'p',
+        containers: [expect.objectContaining({ devices: [expect.objectContaining({ device_ids: ['w0', 'w1'] })] })],
+      }),
+    ]);
+    const pid = kubelet.processes().get(created.metadata.uid!)!.get('main')!;
+    await client.delete(podPath('default', 'p'));
+    await expect.poll(async () => (await client.list('/api/v1/namespaces/default/pods')).items.length).toBe(0);
+    expect(() => process.kill(pid, 0)).toThrow();
+    expect((await listPodResources()).pod_resources).toEqual([]);
+  });
+
+  it('fails a pod whose devices are not there with the kubelet admission error', async () => {
+    await expect.poll(allocatableWidgets).toBe('4');
+    await client.create(podPath('default'), pod('greedy', 5, ['sleep', '30']));
+    await expect.poll(() => phase('greedy')).toBe('Failed');
+    const status = (await client.get(podPath('default', 'greedy'))).status as { reason: string; message: string };
+    expect(status.reason).toBe('UnexpectedAdmissionError');
+    expect(status.message).toContain('Requested: 5, Available: 4');
+  });
+
+  it('ends a restartPolicy Never pod Failed with its exit code', async () => {
+    await client.create(podPath('default'), pod('crash', 0, ['sh', '-c', 'exit 3'], 'Never'));
+    await expect.poll(() => phase('crash')).toBe('Failed');
+    const status = (await client.get(podPath('default', 'crash'))).status as {
+      containerStatuses: { state: { terminated: { exitCode: number } } }[];
+    };
+    expect(status.containerStatuses[0]!.state.terminated.exitCode).toBe(3);
+  });
+});

@@ -1,0 +1,168 @@
+/**
+ * One simulated GPU node: its kubelet (device manager, PodResources, containers as processes)
+ * and vcuda's real node agent wired to it: device plugins over the kubelet's unix sockets, pods
+ * and node through the simulated API server, cards from the cluster description. The agent can
+ * be restarted on its own, as a DaemonSet pod would be.
+ */
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { JSONWebKeySet } from 'jose';
+import { resourceNames } from '../../contract/index.js';
+import { type NodeAgent, startNodeAgent } from '../../node-agent/agent.js';
+import { parseConfig } from '../../node-agent/config.js';
+import { PodResourcesClient } from '../../node-agent/device-plugin/pod-resources-client.js';
+import { KubeWriter, PodWatchCache } from '../../node-agent/kube-adapters.js';
+import { nodeSeedOf, type SimNode } from '../cluster-spec.js';
+import type { KubeClient } from '../kube-client.js';
+import { kubeConfigFor } from '../kubeconfig.js';
+import { type SimKubelet, startKubelet } from '../kubelet/sim-kubelet.js';
+import { SimGpuSource } from './sim-gpu-source.js';
+
+export type SimNodeOptions = {
+  client: KubeClient;
+  apiUrl: string;
+  /** Bearer token the node agent presents (its service account). */
+  agentToken?: string;
+  node: SimNode;
+  root: string;
+  domain: string;
+  memoryUnitMiB: number;
+  /** native/build: libvcuda.so and fake/ (the fake driver). */
+  nativeBuildDir: string;
+  workloadDir?: string;
+  jwks: () => Promise<JSONWebKeySet>;
+  log: { info: (m: string) => void; warn: (m: string) => void; error: (m: string) => void };
+};
+
+export type RunningSimNode = {
+  readonly name: string;
+  readonly kubelet: SimKubelet;
+  /** The current agent's cards (a restarted agent gets a fresh source, as after a process restart). */
+  gpu(): SimGpuSource;
+  agent(): NodeAgent | undefined;
+  /** Stops the node agent and starts a fresh one (same node, same kubelet). */
+  restartAgent(): Promise<void>;
+  stopAgent(): Promise<void>;
+  close(): Promise<void>;
+};
+
+/** Env of every simulated container: the fake driver on the library path. */
+export function containerBaseEnv(node: SimNode, nativeBuildDir: string): Record<string, string> {
+  return { PATH: '/usr/local/bin:/usr/bin:/bin', LD_LIBRARY_PATH: join(nativeBuildDir, 'fake'), HOSTNAME: node.name };
+}
+
+/**
+ * The fake driver's description of the whole node: every card, the node's UUID seed and one state
+ * file, so all containers on the node share each card's simulated memory and timeline.
+ */
+export function nodeDriverEnv(node: SimNode, root: string): Record<string, string> {
+  const env: Record<string, string> = {
+    FAKEGPU_UUID_SEED: String(nodeSeedOf(node.name)),
+    FAKEGPU_STATE: join(root, 'fakegpu.state'),
+  };
+  // The fake driver needs at least one device; a card-less node's containers see none anyway.
+  if (node.cards.length > 0) env['FAKEGPU_DEVICES'] = node.cards.map((c) => c.memoryMiB).join(',');
+  if (node.cards[0]) env['FAKEGPU_NAME'] = node.cards[0].model;
+  return env;
+}
+
+/**
+ * What the NVIDIA container runtime does with NVIDIA_VISIBLE_DEVICES, for the fake driver: the
+ * container enumerates exactly the devices named there, in that order, each with its own UUID
+ * (`FAKEGPU_VISIBLE_DEVICES` over the node-wide description). No entry: no device (`none`).
+ */
+export function visibleDevicesEnv(node: SimNode, root: string, devices: readonly string[]): Record<string, string> {
+  return { ...nodeDriverEnv(node, root), FAKEGPU_VISIBLE_DEVICES: devices.length > 0 ? devices.join(',') : 'none' };
+}
+
+export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode> {
+  const { node, root } = opts;
+  mkdirSync(root, { recursive: true });
+  const kubelet = await startKubelet({
+    client: opts.client,
+    nodeName: node.name,
+    root: join(root, 'kubelet'),
+    labels: { ...node.group.labels, 'nvidia.com/gpu.product': node.cards[0]?.model.replaceAll(' ', '-') ?? 'none' },
+    taints: node.group.taints,
+    capacity: { cpu: node.group.cpu, memory: node.group.memory },
+    runtime: {
+      ...(opts.workloadDir ? { workloadDir: opts.workloadDir } : {}),
+      baseEnv: containerBaseEnv(node, opts.nativeBuildDir),
+      deviceEnv: (devices) => visibleDevicesEnv(node, root, devices),
+    },
+    log: opts.log.info,
+  });
+  let gpu = new SimGpuSource(node);
+  const libvcuda = join(opts.nativeBuildDir, 'libvcuda.so');
+  let agent: NodeAgent | undefined;
+  let pods: PodWatchCache | undefined;
+  let podResources: PodResourcesClient | undefined;
+
+  async function startAgent(): Promise<void> {
+    gpu = new SimGpuSource(node);
+    const config = parseConfig({
+      flags: {
+        nodeName: node.name,
+        resourceDomain: opts.domain,
+        memoryUnitMiB: opts.memoryUnitMiB,
+        kubelet: {
+          devicePluginDir: kubelet.pluginDir,
+          podResourcesSocket: kubelet.podResourcesSocket,
+          registerRetryMs: 200,
+        },
+        paths: {
+          containersDir: join(root, 'containers'),
+          libvcudaHostPath: existsSync(libvcuda) ? libvcuda : join(root, 'libvcuda.so.missing'),
+          preloadHostPath: join(root, 'ld.so.preload'),
+          devDir: join(root, 'dev'),
+          sysfsRoot: join(root, 'sys'),
+          jwksPath: join(root, 'jwks.json'),
+        },
+        heartbeatPeriodMs: 10_000,
+        inventoryCheckMs: 2_000,
+      },
+    });
+    const kc = kubeConfigFor(opts.apiUrl, opts.agentToken);
+    const names = resourceNames(opts.domain);
+    pods = new PodWatchCache(kc, node.name, names, opts.log);
+    await pods.start();
+    const writer = new KubeWriter(kc, node.name, opts.log);
+    podResources = new PodResourcesClient(kubelet.podResourcesSocket);
+    agent = await startNodeAgent({
+      config,
+      gpu,
+      pods,
+      annotator: writer,
+      events: writer,
+      node: writer,
+      podResources,
+      jwks: opts.jwks,
+      log: opts.log,
+    });
+  }
+
+  async function stopAgent(): Promise<void> {
+    const a = agent;
+    agent = undefined;
+    await a?.stop();
+    pods?.stop();
+    podResources?.close();
+  }
+
+  await startAgent();
+  return {
+    name: node.name,
+    kubelet,
+    gpu: () => gpu,
+    agent: () => agent,
+    restartAgent: async () => {
+      await stopAgent();
+      await startAgent();
+    },
+    stopAgent,
+    close: async () => {
+      await stopAgent().catch(() => undefined);
+      await kubelet.close();
+    },
+  };
+}

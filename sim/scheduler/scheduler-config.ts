@@ -1,0 +1,110 @@
+/**
+ * The part of a `kubescheduler.config.k8s.io/v1` KubeSchedulerConfiguration the simulated
+ * scheduler honours: its extenders, with kube-scheduler's defaults and validation rules.
+ */
+import { readFile } from 'node:fs/promises';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { fieldErrorsFromZod, ValidationError } from '../../contract/index.js';
+
+const durationSeconds = z
+  .string()
+  .regex(/^\d+(\.\d+)?(ms|s|m)$/, 'a duration such as 5s')
+  .transform((d) => {
+    const n = Number.parseFloat(d);
+    return d.endsWith('ms') ? n / 1000 : d.endsWith('m') ? n * 60 : n;
+  });
+
+const extenderSchema = z
+  .object({
+    urlPrefix: z.string().url(),
+    filterVerb: z.string().default(''),
+    prioritizeVerb: z.string().default(''),
+    bindVerb: z.string().default(''),
+    preemptVerb: z.string().default(''),
+    weight: z.number().int().default(0),
+    enableHTTPS: z.boolean().default(false),
+    httpTimeout: durationSeconds.optional(),
+    nodeCacheCapable: z.boolean().default(false),
+    ignorable: z.boolean().default(false),
+    managedResources: z
+      .array(z.object({ name: z.string().min(1), ignoredByScheduler: z.boolean().default(false) }))
+      .default([]),
+  })
+  .refine((e) => !e.prioritizeVerb || e.weight > 0, {
+    message: 'weight must be positive when prioritizeVerb is set',
+    path: ['weight'],
+  });
+
+const configSchema = z.object({
+  apiVersion: z.literal('kubescheduler.config.k8s.io/v1'),
+  kind: z.literal('KubeSchedulerConfiguration'),
+  profiles: z
+    .array(z.object({ schedulerName: z.string().min(1).default('default-scheduler') }).passthrough())
+    .default([]),
+  extenders: z
+    .array(extenderSchema)
+    .default([])
+    .refine((list) => list.filter((e) => e.bindVerb).length <= 1, { message: 'only one extender may set bindVerb' }),
+});
+
+export type ExtenderConfig = z.infer<typeof extenderSchema> & { httpTimeoutMs: number };
+export type SchedulerConfig = {
+  extenders: ExtenderConfig[];
+  /** Pods whose `spec.schedulerName` is one of these are this scheduler's (its profiles). */
+  schedulerNames: string[];
+};
+
+export function parseSchedulerConfig(doc: unknown): SchedulerConfig {
+  const parsed = configSchema.safeParse(doc);
+  if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), 'KubeSchedulerConfiguration');
+  const profiles = parsed.data.profiles.map((p) => p.schedulerName);
+  return {
+    extenders: parsed.data.extenders.map((e) => ({ ...e, httpTimeoutMs: Math.round((e.httpTimeout || 5) * 1000) })),
+    schedulerNames: profiles.length ? profiles : ['default-scheduler'],
+  };
+}
+
+/**
+ * Reads the configuration file; `rebase` replaces each extender's scheme, host and port (the
+ * file names the in-cluster Service, the sim a loopback port) and keeps its path.
+ */
+export async function loadSchedulerConfig(path: string, rebase?: string): Promise<SchedulerConfig> {
+  const cfg = parseSchedulerConfig(parseYaml(await readFile(path, 'utf8')));
+  if (!rebase) return cfg;
+  return {
+    ...cfg,
+    extenders: cfg.extenders.map((e) => {
+      const from = new URL(e.urlPrefix);
+      const to = new URL(rebase);
+      return {
+        ...e,
+        urlPrefix: `${to.origin}${from.pathname.replace(/\/$/, '')}`,
+        enableHTTPS: to.protocol === 'https:',
+      };
+    }),
+  };
+}
+
+/** The extender wiring vcuda ships, used when no configuration file is at hand. */
+export function defaultSchedulerConfig(controlPlaneUrl: string, domain = 'nvidia.com'): SchedulerConfig {
+  return parseSchedulerConfig({
+    apiVersion: 'kubescheduler.config.k8s.io/v1',
+    kind: 'KubeSchedulerConfiguration',
+    extenders: [
+      {
+        urlPrefix: `${controlPlaneUrl.replace(/\/$/, '')}/scheduler`,
+        filterVerb: 'filter',
+        prioritizeVerb: 'prioritize',
+        bindVerb: 'bind',
+        weight: 1,
+        httpTimeout: '5s',
+        nodeCacheCapable: true,
+        managedResources: [
+          { name: `${domain}/vcuda-core`, ignoredByScheduler: true },
+          { name: `${domain}/vcuda-memory`, ignoredByScheduler: true },
+        ],
+      },
+    ],
+  });
+}

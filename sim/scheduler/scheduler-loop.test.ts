@@ -1,0 +1,158 @@
+import http from 'node:http';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type SimApiServer, startApiServer } from '../apiserver/api-server.js';
+import { KubeClient, podPath } from '../kube-client.js';
+import { defaultSchedulerConfig, parseSchedulerConfig } from './scheduler-config.js';
+import { type SimScheduler, startScheduler } from './scheduler-loop.js';
+
+/** A recording extender: refuses nodes named in `refuse`, scores n2 highest, binds through the API. */
+async function startExtender(api: KubeClient, refuse: Set<string>) {
+  const calls: { verb: string; body: Record<string, unknown> }[] = [];
+  const server = http.createServer((req, res) => {
+    let text = '';
+    req.on('data', (c) => (text += c));
+    req.on('end', async () => {
+      const body = JSON.parse(text);
+      const verb = req.url!.split('/').pop()!;
+      calls.push({ verb, body });
+      let out: unknown;
+      if (verb === 'filter') {
+        const names = (body.NodeNames as string[]).filter((n) => !refuse.has(n));
+        out = {
+          NodeNames: names,
+          FailedNodes: Object.fromEntries([...refuse].map((n) => [n, 'no free card'])),
+          FailedAndUnresolvableNodes: {},
+          Error: '',
+        };
+      } else if (verb === 'prioritize') {
+        out = (body.NodeNames as string[]).map((n) => ({ Host: n, Score: n === 'n2' ? 10 : 1 }));
+      } else {
+        await api.create(`${podPath(body.PodNamespace, body.PodName)}/binding`, {
+          metadata: { name: body.PodName, uid: body.PodUID },
+          target: { kind: 'Node', name: body.Node },
+        });
+        out = { Error: '' };
+      }
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify(out));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, calls, close: () => server.close() };
+}
+
+const gpuPod = (name: string) => ({
+  metadata: { name },
+  spec: {
+    containers: [
+      {
+        name: 'c',
+        image: 'x:1',
+        resources: { limits: { 'nvidia.com/vcuda-core': '30', 'nvidia.com/vcuda-memory': '1024', cpu: '1' } },
+      },
+    ],
+  },
+});
+const node = (name: string) => ({
+  metadata: { name, labels: { 'kubernetes.io/hostname': name } },
+  status: { allocatable: { cpu: '2', memory: '8Gi', pods: '110' } },
+});
+
+describe('simulated kube-scheduler', () => {
+  let api: SimApiServer;
+  let client: KubeClient;
+  let scheduler: SimScheduler | undefined;
+  let extender: Awaited<ReturnType<typeof startExtender>>;
+  const refuse = new Set<string>();
+  beforeEach(async () => {
+    api = await startApiServer();
+    client = new KubeClient(api.url);
+    refuse.clear();
+    extender = await startExtender(client, refuse);
+    for (const n of ['n1', 'n2', 'n3']) await client.create('/api/v1/nodes', node(n));
+  });
+  afterEach(async () => {
+    await scheduler?.close();
+    extender.close();
+    await api.close();
+  });
+
+  const nodeOf = async (name: string) =>
+    ((await client.get(podPath('default', name))).spec as { nodeName?: string }).nodeName;
+
+  it('sends the extender the JSON kube-scheduler sends and binds where it scores best', async () => {
+    scheduler = startScheduler({ client, config: defaultSchedulerConfig(extender.url) });
+    await client.create(podPath('default'), gpuPod('g1'));
+    await expect.poll(() => nodeOf('g1')).toBe('n2');
+    const filter = extender.calls.find((c) => c.verb === 'filter')!;
+    expect(Object.keys(filter.body).sort()).toEqual(['NodeNames', 'Nodes', 'Pod']);
+    expect(filter.body.Nodes).toBeNull();
+    expect((filter.body.NodeNames as string[]).sort()).toEqual(['n1', 'n2', 'n3']);
+    expect(extender.calls.find((c) => c.verb === 'bind')!.body).toMatchObject({
+      PodName: 'g1',
+      PodNamespace: 'default',
+      Node: 'n2',
+    });
+  });
+
+  it('binds a pod without vcuda resources itself, never asking the extender', async () => {
+    scheduler = startScheduler({ client, config: defaultSchedulerConfig(extender.url) });
+    await client.create(podPath('default'), {
+      metadata: { name: 'plain' },
+      spec: { containers: [{ name: 'c', image: 'x:1' }] },
+    });
+    await expect.poll(() => nodeOf('plain')).toMatch(/^n[123]$/);
+    expect(extender.calls).toEqual([]);
+  });
+
+  it('records FailedScheduling with every reason, backs off, and retries at once when nudged', async () => {
+    for (const n of ['n1', 'n2', 'n3']) refuse.add(n);
+    scheduler = startScheduler({
+      client,
+      config: defaultSchedulerConfig(extender.url),
+      initialBackoffMs: 60_000,
+      maxBackoffMs: 60_000,
+    });
+    await client.create(podPath('default'), gpuPod('waits'));
+    await expect
+      .poll(async () => (await client.list('/api/v1/namespaces/default/events')).items.map((e) => e['message']))
+      .toEqual(['0/3 nodes are available: 3 no free card.']);
+    const status = (await client.get(podPath('default', 'waits'))).status as {
+      conditions: { type: string; status: string }[];
+    };
+    expect(status.conditions).toContainEqual(expect.objectContaining({ type: 'PodScheduled', status: 'False' }));
+    refuse.delete('n3');
+    scheduler.nudge();
+    await expect.poll(() => nodeOf('waits')).toBe('n3');
+  });
+
+  it("retries a waiting pod at once when its metadata changes (the control plane's capacity nudge)", async () => {
+    for (const n of ['n1', 'n2', 'n3']) refuse.add(n);
+    scheduler = startScheduler({
+      client,
+      config: defaultSchedulerConfig(extender.url),
+      initialBackoffMs: 60_000,
+      maxBackoffMs: 60_000,
+    });
+    await client.create(podPath('default'), gpuPod('nudged'));
+    await expect.poll(() => extender.calls.filter((c) => c.verb === 'filter').length).toBe(1);
+    refuse.delete('n1');
+    await client.mergePatch(podPath('default', 'nudged'), {
+      metadata: { annotations: { 'vcuda.io/capacity-freed-at': 'now' } },
+    });
+    await expect.poll(() => nodeOf('nudged')).toBe('n1');
+  });
+
+  it('validates the scheduler configuration like kube-scheduler', () => {
+    const base = { apiVersion: 'kubescheduler.config.k8s.io/v1', kind: 'KubeSchedulerConfiguration' };
+    expect(() =>
+      parseSchedulerConfig({ ...base, extenders: [{ urlPrefix: 'http://x/s', prioritizeVerb: 'p' }] }),
+    ).toThrow(/weight/);
+    const two = { urlPrefix: 'http://x/s', bindVerb: 'bind' };
+    expect(() => parseSchedulerConfig({ ...base, extenders: [two, two] })).toThrow(/bindVerb/);
+    expect(
+      parseSchedulerConfig({ ...base, extenders: [{ urlPrefix: 'http://x/s', httpTimeout: '30s' }] }).extenders[0]!
+        .httpTimeoutMs,
+    ).toBe(30_000);
+  });
+});

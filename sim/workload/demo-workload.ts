@@ -1,0 +1,65 @@
+/**
+ * What `vcuda local` runs when no workload file is given: inference shares (some with a soft
+ * compute limit), whole-card training, a team that runs into its quota, short batch jobs that
+ * come and go, and requests admission refuses, so every path shows up on the dashboard.
+ */
+import { parseWorkloadSpec, type WorkloadSpec } from './workload-spec.js';
+
+/** Quota of the team that goes over it (core hundredths, MiB). */
+export const DEMO_QUOTAS = { 'team-c': { core: 100, memoryMiB: 81920 } };
+
+export function demoWorkload(cudaCommand: (memoryMiB: number) => string[] | undefined): WorkloadSpec {
+  const cmd = (mib: number) => {
+    const c = cudaCommand(mib);
+    return c ? { command: c } : {};
+  };
+  return parseWorkloadSpec({
+    pods: [
+      { name: 'infer', namespace: 'team-a', count: 12, core: 25, memory: 16384, intervalSeconds: 0.5, ...cmd(16384) },
+      {
+        name: 'chat',
+        namespace: 'team-a',
+        count: 4,
+        core: 20,
+        memory: 8192,
+        coreLimit: 60,
+        intervalSeconds: 0.5,
+        ...cmd(8192),
+      },
+      {
+        name: 'embed',
+        namespace: 'team-b',
+        count: 8,
+        core: 10,
+        memory: 4096,
+        arriveAtSeconds: 2,
+        intervalSeconds: 0.5,
+        ...cmd(4096),
+      },
+      { name: 'train', namespace: 'team-b', count: 4, core: 200, arriveAtSeconds: 3, intervalSeconds: 1 },
+      {
+        name: 'notebook',
+        namespace: 'team-c',
+        count: 4,
+        core: 50,
+        memory: 20480,
+        arriveAtSeconds: 4,
+        intervalSeconds: 1,
+        ...cmd(20480),
+      },
+      {
+        name: 'batch',
+        namespace: 'team-b',
+        count: 12,
+        core: 30,
+        memory: 8192,
+        arriveAtSeconds: 6,
+        intervalSeconds: 3,
+        durationSeconds: 20,
+        ...cmd(8192),
+      },
+      { name: 'bad-core', namespace: 'team-a', core: 150, memory: 1024, arriveAtSeconds: 5 },
+      { name: 'no-memory', namespace: 'team-b', core: 30, arriveAtSeconds: 7 },
+    ],
+  });
+}
