@@ -1,0 +1,55 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Command } from 'commander';
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadDbConfig } from '../db/db-config.js';
+import { registerDbCommand } from './db-command.js';
+import { registerReportCommand } from './report-command.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'vcuda-db-cli-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function run(...args: string[]): Promise<string> {
+  let text = '';
+  const io = { out: (t: string) => (text += t) };
+  const program = new Command('vcuda').exitOverride();
+  registerDbCommand(program, io);
+  registerReportCommand(program, io);
+  await program.parseAsync(['node', 'vcuda', ...args]);
+  return text;
+}
+
+// PGlite on disk starts slowly on a busy machine (its initdb), hence the long timeout.
+describe('vcuda db migrate / vcuda report', { timeout: 120_000 }, () => {
+  it('refuses a report before the tables exist, with the fix named', async () => {
+    await expect(run('report', 'quota-usage', '--data-dir', join(dir, 'empty'))).rejects.toMatchObject({
+      code: 'unavailable',
+      message: expect.stringContaining('vcuda db migrate'),
+    });
+  });
+
+  it('migrates a PGlite directory once, then reports from it as JSON and CSV', async () => {
+    const data = join(dir, 'ledger');
+    expect(await run('db', 'migrate', '--data-dir', data)).toMatch(/8 applied, 0 already there/);
+    expect(await run('db', 'migrate', '--data-dir', data)).toMatch(/0 applied, 8 already there/);
+    const json = JSON.parse(await run('report', 'fragmentation', '--data-dir', data)) as { rows: unknown[] };
+    expect(json.rows).toEqual([]);
+    expect(await run('report', 'quota-usage', '--format', 'csv', '--data-dir', data)).toBe(
+      'quota,scope,subject,gpuModel,coreLimit,coreUsed,corePct,memoryLimitMiB,memoryUsedMiB,memoryPct\r\n',
+    );
+    await expect(run('report', 'idle', '--format', 'xml', '--data-dir', data)).rejects.toThrow(/json or csv/);
+  });
+
+  it('builds the db config from flags over the environment, and names a bad field', () => {
+    expect(loadDbConfig({ DATABASE_URL: 'postgres://a/b' }, {})).toEqual({ url: 'postgres://a/b' });
+    expect(loadDbConfig({ DATABASE_URL: 'postgres://a/b' }, { databaseUrl: 'postgresql://c/d' })).toEqual({
+      url: 'postgresql://c/d',
+    });
+    expect(loadDbConfig({ VCUDA_DB_DATA_DIR: '/x', VCUDA_DB_MAX_CONNECTIONS: '3' })).toEqual({
+      dataDir: '/x',
+      maxConnections: 3,
+    });
+    expect(() => loadDbConfig({ DATABASE_URL: 'mysql://a' })).toThrow(/db\.url: must be a postgres/);
+  });
+});

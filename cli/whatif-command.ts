@@ -1,0 +1,37 @@
+/**
+ * `vcuda whatif --cluster FILE --workload FILE`: capacity planning before buying cards. Replays a
+ * workload trace through the extender's own fit and score code and prints placement rate,
+ * stranded GPU capacity and quota refusals. No cluster, no processes.
+ */
+import type { Command } from 'commander';
+import { resourceNames } from '../contract/index.js';
+import { DEFAULT_CLUSTER, loadClusterSpec } from '../sim/cluster-spec.js';
+import { formatWhatIf, runWhatIf } from '../sim/whatif/whatif-run.js';
+import { expandWorkload, loadWorkloadSpec } from '../sim/workload/workload-spec.js';
+
+export function registerWhatifCommand(program: Command): void {
+  program
+    .command('whatif')
+    .description('replay a workload trace against a cluster description through the placement code')
+    .option('--cluster <file>', 'cluster description (YAML); default: 4 nodes x 8 cards of 80 GiB')
+    .requiredOption('--workload <file>', 'workload trace (YAML)')
+    .option('--policy <policy>', 'binpack or spread', 'binpack')
+    .option('--domain <domain>', 'resource domain', 'nvidia.com')
+    .option('--json', 'print the report as JSON')
+    .action(async (opts: { cluster?: string; workload: string; policy: string; domain: string; json?: boolean }) => {
+      if (opts.policy !== 'binpack' && opts.policy !== 'spread')
+        throw new Error(`--policy must be binpack or spread, not "${opts.policy}"`);
+      const cluster = opts.cluster ? await loadClusterSpec(opts.cluster) : DEFAULT_CLUSTER;
+      const names = resourceNames(opts.domain);
+      const trace = expandWorkload(await loadWorkloadSpec(opts.workload), names);
+      const report = runWhatIf(cluster, trace, {
+        policy: opts.policy,
+        quantity: { names, memoryUnitMiB: cluster.memoryUnitMiB },
+      });
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+        return;
+      }
+      process.stdout.write(`${formatWhatIf(report)}\n`);
+    });
+}
