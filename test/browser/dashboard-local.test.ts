@@ -1,0 +1,158 @@
+/**
+ * The dashboard of `vcuda local`: the simulated cluster (API server, webhook, scheduler and
+ * extender, ledger, kubelets and node agents) runs in this process; pods are created through the
+ * API server like `kubectl apply` would. The page must show every simulated card with the numbers
+ * the pods' signed assignments grant, and the pod the quota refused. Screenshot:
+ * test-results/dashboard.png.
+ */
+import { mkdirSync } from 'node:fs';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { peekAssignment, vcudaAnnotations } from '../../contract/index.js';
+import { type ClusterSpec, expandNodes } from '../../sim/cluster-spec.js';
+import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
+import { hasChromium, launchChromium } from './chromium.js';
+
+const runs = hasChromium() || Boolean(process.env.CI);
+// The CI machine has two cores shared by every suite: give the page time rather than flake.
+const slow = { timeout: 20_000, interval: 100 };
+
+const cluster: ClusterSpec = {
+  name: 'local',
+  memoryUnitMiB: 1,
+  nodes: [
+    {
+      namePrefix: 'gpu-node',
+      count: 2,
+      cards: 2,
+      model: 'NVIDIA A100-SXM4-40GB',
+      memoryMiB: 40960,
+      numaNodes: 1,
+      nvlink: true,
+      labels: {},
+      taints: [],
+      cpu: '64',
+      memory: '512Gi',
+    },
+  ],
+  // research may hold half a card: share-30 fits, too-big (30 more) does not.
+  quotas: { research: { core: 50, memoryMiB: 40960 } },
+};
+
+type PodObject = {
+  metadata: { name: string; namespace: string; annotations?: Record<string, string> };
+  spec?: { nodeName?: string };
+};
+
+function gpuPod(namespace: string, name: string, core: number, memoryMiB?: number) {
+  const limits: Record<string, string> = { 'nvidia.com/vcuda-core': String(core) };
+  if (memoryMiB !== undefined) limits['nvidia.com/vcuda-memory'] = String(memoryMiB);
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace },
+    spec: { containers: [{ name: 'main', image: 'cuda-app', resources: { limits } }] },
+  };
+}
+
+async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+describe.skipIf(!runs)('dashboard of vcuda local in headless chromium', () => {
+  let lc: LocalCluster;
+  let browser: Browser;
+  let page: Page;
+  const bound: PodObject[] = [];
+
+  beforeAll(async () => {
+    lc = await startLocalCluster({ cluster, logLevel: 'silent', schedulerBackoffMs: { initial: 200, max: 1000 } });
+    for (const ns of ['research', 'serving']) await lc.client.create('/api/v1/namespaces', { metadata: { name: ns } });
+    // share-30 takes part of a card; two-cards then needs a node with two free cards: both nodes are used.
+    await lc.client.create('/api/v1/namespaces/research/pods', gpuPod('research', 'share-30', 30, 8192));
+    await lc.client.create('/api/v1/namespaces/serving/pods', gpuPod('serving', 'two-cards', 200));
+    for (const [ns, name] of [
+      ['research', 'share-30'],
+      ['serving', 'two-cards'],
+    ] as const) {
+      bound.push(
+        await waitFor(`${ns}/${name} bound`, async () => {
+          const p = (await lc.client.request('GET', `/api/v1/namespaces/${ns}/pods/${name}`)) as PodObject;
+          return p.spec?.nodeName && p.metadata.annotations?.[vcudaAnnotations.assignment] ? p : undefined;
+        }),
+      );
+    }
+    // Over research's quota: refused at admission or at bind, either way an Event and a row on the page.
+    await lc.client
+      .create('/api/v1/namespaces/research/pods', gpuPod('research', 'too-big', 30, 4096))
+      .catch(() => undefined);
+
+    browser = await launchChromium();
+    page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    page.on('pageerror', (e) => {
+      throw e;
+    });
+    await page.goto(`${lc.url}/`);
+    await page.locator('body[data-rendered]').waitFor();
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await lc?.close();
+  });
+
+  it('draws every simulated card with the core and memory the pods were granted', async () => {
+    const granted = new Map<string, { core: number; memoryMiB: number; pods: string[] }>();
+    for (const p of bound) {
+      const a = peekAssignment(p.metadata.annotations?.[vcudaAnnotations.assignment] ?? '');
+      expect(a, `${p.metadata.name} carries a readable assignment`).toBeDefined();
+      for (const c of a?.containers ?? []) {
+        for (const g of c.cards) {
+          const row = granted.get(g.uuid) ?? { core: 0, memoryMiB: 0, pods: [] };
+          row.core += g.core;
+          row.memoryMiB += g.memoryBytes / 1048576;
+          row.pods.push(`${p.metadata.namespace}/${p.metadata.name}`);
+          granted.set(g.uuid, row);
+        }
+      }
+    }
+    const simulated = expandNodes(cluster).flatMap((n) => n.cards.map((c) => ({ node: n.name, ...c })));
+    await expect.poll(() => page.locator('[data-testid=card]').count(), slow).toBe(simulated.length);
+    for (const card of simulated) {
+      const want = granted.get(card.uuid) ?? { core: 0, memoryMiB: 0, pods: [] };
+      const box = page.locator(`[data-testid=card][data-uuid="${card.uuid}"]`);
+      expect(await box.getAttribute('data-node')).toBe(card.node);
+      expect(await box.locator('[data-testid=core-bar]').textContent()).toBe(`${want.core} / 100 core`);
+      expect(await box.locator('[data-testid=memory-bar]').textContent()).toBe(
+        `${want.memoryMiB.toLocaleString('en-US')} / ${card.memoryMiB.toLocaleString('en-US')} MiB`,
+      );
+      expect((await box.locator('[data-testid=pod] .pod-name').allTextContents()).sort()).toEqual(want.pods.sort());
+    }
+    // The two pods used both nodes: share-30 one card, two-cards two whole cards.
+    expect([...granted.values()].map((g) => g.core).sort((a, b) => a - b)).toEqual([30, 100, 100]);
+  });
+
+  it('shows the pod the quota refused', async () => {
+    const row = page.locator('[data-testid=refusal][data-pod="research/too-big"]');
+    await expect.poll(() => row.count(), slow).toBeGreaterThan(0);
+    expect(['quota', 'bind', 'scheduling', 'admission']).toContain(await row.first().getAttribute('data-stage'));
+    expect(await row.first().textContent()).toMatch(/quota|research/i);
+  });
+
+  it('shows research at its quota', async () => {
+    const quota = page.locator('[data-testid=quota][data-name="research"]');
+    await expect.poll(() => quota.count(), slow).toBe(1);
+    expect(await quota.locator('[data-testid=quota-core]').textContent()).toBe('30 / 50');
+  });
+
+  it('saves a screenshot', async () => {
+    mkdirSync('test-results', { recursive: true });
+    await page.screenshot({ path: 'test-results/dashboard.png', fullPage: true });
+  });
+});

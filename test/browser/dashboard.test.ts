@@ -1,0 +1,150 @@
+/**
+ * The dashboard in a real browser: the page loads from the control plane, draws the cards with the
+ * ledger's numbers, shows a refused pod, follows live updates, and leaves a screenshot in
+ * test-results/dashboard.png for a person to look at.
+ */
+import { mkdirSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventReasons } from '../../contract/index.js';
+import { createApp } from '../../control-plane/app.js';
+import { createRefusalLog } from '../../control-plane/dashboard/refusals.js';
+import { dashboardRoutes } from '../../control-plane/dashboard/routes.js';
+import { hasChromium, launchChromium } from './chromium.js';
+import { seededDashboard } from './seeded-dashboard.js';
+
+const runs = hasChromium() || Boolean(process.env.CI);
+// The CI machine has two cores shared by every suite: give the page time rather than flake.
+const slow = { timeout: 20_000, interval: 100 };
+
+describe.skipIf(!runs)('dashboard in headless chromium', () => {
+  let browser: Browser;
+  let page: Page;
+  let close: () => Promise<void>;
+  let baseUrl: string;
+  const refusals = createRefusalLog();
+  const seeded = seededDashboard({ readRefusals: (n) => refusals.readRefusals(n) });
+
+  beforeAll(async () => {
+    await seeded.start();
+    refusals.record({
+      at: new Date().toISOString(),
+      stage: 'quota',
+      cluster: 'local',
+      namespace: 'research',
+      pod: 'too-big',
+      reason: eventReasons.quotaRefused,
+      message: 'quota research: core 200 + 50 requested > limit 200 (over by 50)',
+    });
+    // User-controlled text (pod names, messages) must reach the page as text, never as markup.
+    refusals.record({
+      at: new Date(Date.now() - 60_000).toISOString(),
+      stage: 'admission',
+      cluster: 'local',
+      namespace: 'research',
+      pod: 'x<img src=x onerror="window.__pwned=1">',
+      reason: eventReasons.admissionRefused,
+      message: '<script>window.__pwned=2</script> spec.containers[0]: a share is 1..99',
+    });
+    const app = createApp({
+      dashboard: dashboardRoutes({
+        source: seeded.source,
+        clock: () => new Date(),
+        cacheMs: 100,
+        streamIntervalMs: 200,
+      }),
+    });
+    const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+    await new Promise<void>((resolve) => server.once('listening', () => resolve()));
+    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    close = () => new Promise<void>((resolve) => server.close(() => resolve()));
+    browser = await launchChromium();
+    page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
+    const external: string[] = [];
+    page.on('request', (r) => {
+      if (!r.url().startsWith(baseUrl)) external.push(r.url());
+    });
+    page.on('pageerror', (e) => {
+      throw e;
+    });
+    await page.goto(baseUrl);
+    await page.locator('body[data-rendered]').waitFor();
+    expect(external).toEqual([]);
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    // Open EventSource connections would keep the server alive: the browser goes first.
+    await close?.();
+    await seeded.stop();
+  });
+
+  it('draws every card with the ledger’s core and memory numbers', async () => {
+    const expected = seeded.expectedCards();
+    await expect.poll(() => page.locator('[data-testid=card]').count(), slow).toBe(expected.length);
+    for (const card of expected) {
+      const box = page.locator(`[data-testid=card][data-uuid="${card.uuid}"]`);
+      expect(await box.locator('[data-testid=core-bar]').textContent()).toBe(`${card.coreUsed} / 100 core`);
+      expect(await box.locator('[data-testid=memory-bar]').textContent()).toBe(
+        `${card.memoryUsedMiB.toLocaleString('en-US')} / ${card.memoryMiB.toLocaleString('en-US')} MiB`,
+      );
+      const pods = await box.locator('[data-testid=pod] .pod-name').allInnerTexts();
+      expect(pods.sort()).toEqual(card.pods.sort());
+    }
+  });
+
+  it('shows the refused pod with its stage and message', async () => {
+    const row = page.locator('[data-testid=refusal][data-pod="research/too-big"]');
+    await expect.poll(() => row.count(), slow).toBe(1);
+    expect(await row.getAttribute('data-stage')).toBe('quota');
+    expect(await row.textContent()).toContain('over by 50');
+  });
+
+  it('renders user-controlled text as text', async () => {
+    const row = page.locator('[data-testid=refusal][data-stage=admission]');
+    await expect.poll(() => row.count(), slow).toBe(1);
+    expect(await row.textContent()).toContain('<script>window.__pwned=2</script>');
+    expect(await page.locator('#refusal-list img, #refusal-list script').count()).toBe(0);
+    expect(await page.evaluate('window.__pwned')).toBeUndefined();
+  });
+
+  it('offers the ledger’s clusters and shows the one picked', async () => {
+    const picker = page.locator('[data-testid=cluster-picker]');
+    expect(await picker.locator('option').allTextContents()).toEqual(['all clusters', 'local']);
+    const asked = page.waitForRequest((r) => r.url().includes('cluster=local'));
+    await picker.selectOption('local');
+    await asked;
+    await expect.poll(() => page.locator('[data-testid=card]').count(), slow).toBe(seeded.expectedCards().length);
+    await picker.selectOption('');
+  });
+
+  it('asks for the report window the operator picks', async () => {
+    const asked = page.waitForRequest((r) => r.url().includes('/ui/stream?windowHours=168'));
+    await page.selectOption('[data-testid=window]', '168');
+    await asked;
+    await expect.poll(() => page.locator('[data-testid=live]').getAttribute('data-state'), slow).toBe('live');
+    await page.selectOption('[data-testid=window]', '24');
+  });
+
+  it('shows quota use, GPU-hours and fragmentation charts', async () => {
+    expect(await page.locator('[data-testid=quota]').count()).toBeGreaterThan(0);
+    expect(await page.locator('[data-testid=gpu-hours-ns] rect').count()).toBeGreaterThan(0);
+    expect(await page.locator('[data-testid=idle-row]').count()).toBeGreaterThan(0);
+  });
+
+  it('follows live updates without a reload', async () => {
+    const changed = await seeded.placeOnePod();
+    const box = page.locator(`[data-testid=card][data-uuid="${changed.uuid}"]`);
+    await expect
+      .poll(() => box.locator('[data-testid=core-bar]').textContent(), slow)
+      .toBe(`${changed.coreUsed} / 100 core`);
+    expect(await page.locator('[data-testid=live]').getAttribute('data-state')).toBe('live');
+  });
+
+  it('saves a screenshot', async () => {
+    mkdirSync('test-results', { recursive: true });
+    await page.screenshot({ path: 'test-results/dashboard-seeded.png', fullPage: true });
+  });
+});

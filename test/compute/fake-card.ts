@@ -1,0 +1,212 @@
+/**
+ * Runs compute scenarios on the fake GPU, end to end: tenant processes (native/test/compute_client)
+ * under the LD_PRELOAD of libvcuda.so with their own limit files, the node agent's card sampler
+ * feeding their regions through the fake NVML, and the fake driver's own busy-time accounting
+ * (native/test/compute_probe_client) as ground truth. Shared by the regression test and the
+ * benchmark.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { encodeLimitConfig } from '../../contract/limit-config.js';
+import { type DeviceLimitChange, updateLimitsInPlace } from '../../node-agent/compute/limit-update.js';
+
+export type TenantSpec = {
+  name: string;
+  /** Percent of the card; hard when request == limit. */
+  request: number;
+  limit: number;
+  /** Submission path of compute_client: storm, sync, ex, coop, graph, getproc. */
+  path: string;
+  /** Blocks per launch; kernel time = ceil(grid / SMs) x wave time. */
+  grid: number;
+};
+
+export type ScenarioSpec = {
+  sms: number;
+  seconds: number;
+  tenants: TenantSpec[];
+  /** FAKEGPU_KERNEL_US: time of one wave (default 10 µs). */
+  waveUs?: number;
+  /** Live limit changes: at `atMs` after the tenants start. */
+  changes?: { atMs: number; tenant: string; change: DeviceLimitChange }[];
+};
+
+export type ScenarioResult = {
+  periodMs: number;
+  /** Per tenant: its share (percent) of each fake-driver period, from the tenants' start. */
+  shares: Map<string, number[]>;
+  /** Launch counts the tenants reported. */
+  launches: Map<string, number>;
+};
+
+/** The probe and the sampler outlive the tenants by at most this much; they are stopped once the
+ * tenants' last period is in. */
+const PROBE_SLACK_S = 3;
+const TAIL_MS = 350;
+
+function waitExit(child: ChildProcess): Promise<number> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null) resolve(child.exitCode);
+    else child.on('exit', (code) => resolve(code ?? -1));
+  });
+}
+
+function firstLine(child: ChildProcess): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const rl = createInterface({ input: child.stdout! });
+    rl.once('line', (line) => resolve(line));
+    child.once('exit', (code) => reject(new Error(`exited (${code}) before its first line`)));
+  });
+}
+
+export async function runScenario(root: string, spec: ScenarioSpec): Promise<ScenarioResult> {
+  const build = join(root, 'native/build');
+  const dir = mkdtempSync(join(tmpdir(), 'vcuda-compute-'));
+  const env = {
+    PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+    FAKEGPU_STATE: join(dir, 'fakegpu.state'),
+    FAKEGPU_DEVICES: '1x81559',
+    FAKEGPU_SMS: String(spec.sms),
+    FAKEGPU_SAMPLE_MS: '100',
+    FAKEGPU_UTIL_WINDOW_MS: '200',
+    FAKEGPU_KERNEL_US: String(spec.waveUs ?? 10),
+    LD_LIBRARY_PATH: join(build, 'fake'),
+  };
+  const children: ChildProcess[] = [];
+  try {
+    // Ground truth first: it creates the fake state and names the card.
+    const probe = spawn(join(build, 'test/compute_probe_client'), [String(spec.seconds + PROBE_SLACK_S + 2)], {
+      env,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    children.push(probe);
+    const periods: { period: number; byPid: Map<number, number> }[] = [];
+    let sampleNs = 100e6;
+    const header = await firstLine(probe);
+    const uuid = /uuid (\S+)/.exec(header)?.[1] ?? '';
+    sampleNs = Number(/sample_ns (\d+)/.exec(header)?.[1] ?? sampleNs);
+    createInterface({ input: probe.stdout! }).on('line', (line) => {
+      const m = /^period (\d+) card (\d+)(.*)$/.exec(line);
+      if (!m) return;
+      const byPid = new Map<number, number>();
+      for (const pair of (m[3] ?? '').trim().split(/\s+/).filter(Boolean)) {
+        const [pid, ns] = pair.split(':').map(Number);
+        byPid.set(pid as number, (byPid.get(pid as number) ?? 0) + (ns as number));
+      }
+      periods.push({ period: Number(m[1]), byPid });
+    });
+
+    const containers = spec.tenants.map((t) => ({
+      key: t.name,
+      regionPath: join(dir, `${t.name}.region`),
+      deviceIndex: 0,
+      configPath: join(dir, `${t.name}.conf`),
+    }));
+    for (const [i, t] of spec.tenants.entries()) {
+      const c = containers[i]!;
+      const config = encodeLimitConfig({
+        podUid: `pod-${t.name}`,
+        containerName: t.name,
+        regionPath: c.regionPath,
+        writtenAtMs: Date.now(),
+        devices: [
+          {
+            uuid,
+            hostIndex: 0,
+            mode: t.request === t.limit ? 'hard' : 'soft',
+            memoryLimitBytes: 8 * 2 ** 30,
+            coreRequest: t.request,
+            coreLimit: t.limit,
+          },
+        ],
+      });
+      writeFileSync(c.configPath, config);
+    }
+
+    const sampler = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(root, 'test/compute/sampler-child.ts'),
+        JSON.stringify({
+          nvmlPath: join(build, 'fake/libnvidia-ml.so.1'),
+          sysfsRoot: join(dir, 'sys'),
+          periodMs: 50,
+          seconds: spec.seconds + PROBE_SLACK_S,
+          containers: containers.map(({ key, regionPath, deviceIndex }) => ({ key, regionPath, deviceIndex })),
+        }),
+      ],
+      { cwd: root, env, stdio: ['pipe', 'pipe', 'inherit'] },
+    );
+    children.push(sampler);
+    if ((await firstLine(sampler)) !== 'ready') throw new Error('sampler did not start');
+
+    const tenants = spec.tenants.map((t, i) => {
+      const child = spawn(join(build, 'test/compute_client'), [t.path, String(t.grid), String(spec.seconds)], {
+        env: { ...env, LD_PRELOAD: join(build, 'libvcuda.so'), VCUDA_CONFIG: containers[i]!.configPath },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      children.push(child);
+      sampler.stdin!.write(`${JSON.stringify({ key: t.name, pids: [child.pid] })}\n`);
+      return child;
+    });
+    // The first period that starts after the tenants were spawned.
+    const firstPeriod = (periods.at(-1)?.period ?? 0) + 1;
+    const timers = (spec.changes ?? []).map((ch) =>
+      setTimeout(() => {
+        const c = containers[spec.tenants.findIndex((t) => t.name === ch.tenant)]!;
+        updateLimitsInPlace(c.configPath, new Map([[0, ch.change]]), Date.now());
+      }, ch.atMs),
+    );
+    const launches = new Map<string, number>();
+    const outputs = tenants.map((child, i) => {
+      let text = '';
+      child.stdout!.on('data', (d: Buffer) => {
+        text += d.toString();
+      });
+      return waitExit(child).then((code) => {
+        if (code !== 0) throw new Error(`tenant ${spec.tenants[i]!.name} exited with ${code}`);
+        launches.set(spec.tenants[i]!.name, Number(/launches (\d+)/.exec(text)?.[1] ?? 0));
+      });
+    });
+    await Promise.all(outputs);
+    timers.forEach(clearTimeout);
+    await new Promise((r) => setTimeout(r, TAIL_MS));
+    sampler.kill('SIGTERM');
+    probe.kill('SIGTERM');
+    await Promise.all([waitExit(sampler), waitExit(probe)]);
+    const lastPeriod = firstPeriod + Math.floor((spec.seconds * 1e9) / sampleNs);
+
+    const shares = new Map<string, number[]>();
+    for (const [i, t] of spec.tenants.entries()) {
+      const pid = tenants[i]!.pid!;
+      shares.set(
+        t.name,
+        periods
+          .filter((p) => p.period >= firstPeriod && p.period < lastPeriod)
+          .map((p) => ((p.byPid.get(pid) ?? 0) / sampleNs) * 100),
+      );
+    }
+    return { periodMs: sampleNs / 1e6, shares, launches };
+  } finally {
+    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Mean share (percent) of each window of `windowMs` after `warmupMs`. */
+export function windowMeans(result: ScenarioResult, tenant: string, warmupMs: number, windowMs: number): number[] {
+  const perWindow = Math.round(windowMs / result.periodMs);
+  const skip = Math.round(warmupMs / result.periodMs);
+  const series = (result.shares.get(tenant) ?? []).slice(skip);
+  const means: number[] = [];
+  for (let at = 0; at + perWindow <= series.length; at += perWindow) {
+    const w = series.slice(at, at + perWindow);
+    means.push(w.reduce((a, b) => a + b, 0) / perWindow);
+  }
+  return means;
+}

@@ -1,0 +1,43 @@
+/**
+ * The node agent's compute sampler as its own process, for the fake-GPU tests and benchmark:
+ * the fake NVML reads FAKEGPU_* once per process, so each scenario gets a fresh one. Reads its
+ * settings from argv[2] (JSON), prints "ready", then takes `{"key": …, "pids": […]}` lines on
+ * stdin as tenants start, samples every period and exits after `seconds`.
+ */
+import { createInterface } from 'node:readline';
+import { type ContainerOnCard, createCardSampler } from '../../node-agent/compute/card-sampler.js';
+import { writeShareSample } from '../../node-agent/compute/region-feedback.js';
+import { NvmlGpuSource } from '../../node-agent/nvml/nvml-gpu-source.js';
+
+type Settings = {
+  nvmlPath: string;
+  sysfsRoot: string;
+  periodMs: number;
+  seconds: number;
+  containers: ContainerOnCard[];
+};
+
+const settings = JSON.parse(process.argv[2] ?? '{}') as Settings;
+const owners = new Map<number, string>();
+const source = new NvmlGpuSource({ libraryPath: settings.nvmlPath, sysfsRoot: settings.sysfsRoot });
+const sampler = createCardSampler({
+  cardIndex: 0,
+  periodMs: settings.periodMs,
+  source,
+  nowMs: Date.now,
+  placement: { containersOn: () => settings.containers, containerOfPid: (pid) => owners.get(pid) ?? null },
+  write: writeShareSample,
+  onError: (err) => process.stderr.write(`sampler: ${String(err)}\n`),
+});
+
+createInterface({ input: process.stdin }).on('line', (line) => {
+  const msg = JSON.parse(line) as { key: string; pids: number[] };
+  for (const pid of msg.pids) owners.set(pid, msg.key);
+});
+sampler.start();
+process.stdout.write('ready\n');
+setTimeout(() => {
+  sampler.stop();
+  source.close();
+  process.exit(0);
+}, settings.seconds * 1000);

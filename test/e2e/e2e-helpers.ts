@@ -1,0 +1,88 @@
+/** Shared pieces of the end-to-end tests: pod builders and ledger reads over a running local cluster. */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { and, eq, ne } from 'drizzle-orm';
+import type { VcudaDb } from '../../db/connect.js';
+import { allocations } from '../../db/schema.js';
+import type { KubeClient, KubeObj } from '../../sim/kube-client.js';
+import { podPath } from '../../sim/kube-client.js';
+import { WORKLOAD_DIR } from '../../sim/local-cluster.js';
+
+export const CORE = 'nvidia.com/vcuda-core';
+export const MEMORY = 'nvidia.com/vcuda-memory';
+
+/** Builds native/ and sim/ programs once; true when the CUDA workload can run over the fake driver. */
+export function buildWorkloads(): boolean {
+  const root = join(WORKLOAD_DIR, '..', '..', '..');
+  // A failed make leaves what an earlier build produced; what matters is that the programs exist.
+  for (const dir of ['native', 'sim']) {
+    try {
+      execFileSync('make', ['-s', '-C', join(root, dir)], { stdio: 'ignore' });
+    } catch {
+      // reported below by the missing binary
+    }
+  }
+  return existsSync(join(root, 'native', 'build', 'libvcuda.so')) && existsSync(join(WORKLOAD_DIR, 'cuda-workload'));
+}
+
+export function gpuPod(
+  name: string,
+  core: number,
+  memoryMiB?: number,
+  extra: { command?: string[]; restartPolicy?: string; annotations?: Record<string, string> } = {},
+) {
+  const limits: Record<string, string> = { [CORE]: String(core) };
+  if (memoryMiB !== undefined) limits[MEMORY] = String(memoryMiB);
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, ...(extra.annotations ? { annotations: extra.annotations } : {}) },
+    spec: {
+      ...(extra.restartPolicy ? { restartPolicy: extra.restartPolicy } : {}),
+      containers: [
+        {
+          name: 'main',
+          image: 'vcuda-sim/workload:1',
+          ...(extra.command ? { command: extra.command } : {}),
+          resources: { limits },
+        },
+      ],
+    },
+  };
+}
+
+export async function phaseOf(client: KubeClient, ns: string, name: string): Promise<string | undefined> {
+  try {
+    return ((await client.get(podPath(ns, name))).status as { phase?: string } | undefined)?.phase;
+  } catch {
+    return 'Gone';
+  }
+}
+
+/** Live ledger rows (reserved or bound), optionally of one pod. */
+export async function liveRows(db: VcudaDb, podUid?: string) {
+  const live = ne(allocations.state, 'released');
+  return db
+    .select()
+    .from(allocations)
+    .where(podUid ? and(live, eq(allocations.podUid, podUid)) : live);
+}
+
+/** Core promised per card by the signed assignments of pods that still hold cards. */
+export function corePerCard(pods: KubeObj[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const p of pods) {
+    const phase = (p.status as { phase?: string } | undefined)?.phase;
+    const token = p.metadata.annotations?.['vcuda.io/assignment'];
+    if (!token || phase === 'Succeeded' || phase === 'Failed') continue;
+    const payload = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8')) as {
+      containers: { isInit: boolean; cards: { uuid: string; core: number }[] }[];
+    };
+    for (const c of payload.containers) {
+      if (c.isInit) continue;
+      for (const g of c.cards) out.set(g.uuid, (out.get(g.uuid) ?? 0) + g.core);
+    }
+  }
+  return out;
+}

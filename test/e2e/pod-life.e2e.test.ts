@@ -1,0 +1,152 @@
+/**
+ * A pod's whole life in the simulated cluster, through every real component: admission webhook
+ * over HTTPS, scheduler + extender, ledger, node agent over the kubelet's gRPC, libvcuda.so over
+ * the fake driver. One cluster for the file; each test removes its pods.
+ */
+import { execFile, spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expandNodes, parseClusterSpec } from '../../sim/cluster-spec.js';
+import { KubeApiError, podPath } from '../../sim/kube-client.js';
+import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
+import { buildWorkloads, gpuPod, liveRows, phaseOf } from './e2e-helpers.js';
+
+const NS = 'e2e';
+
+describe('a pod through the simulated cluster', () => {
+  let lc: LocalCluster;
+  let canRunCuda = false;
+
+  beforeAll(async () => {
+    canRunCuda = buildWorkloads();
+    lc = await startLocalCluster({
+      cluster: parseClusterSpec({ name: 'e2e', nodes: [{ namePrefix: 'node', count: 1, cards: 2, memoryMiB: 16384 }] }),
+      logLevel: 'silent',
+      schedulerBackoffMs: { initial: 200, max: 1000 },
+    });
+    await lc.client.create('/api/v1/namespaces', { metadata: { name: NS } });
+  }, 120_000);
+  afterAll(async () => lc?.close(), 60_000);
+
+  const removeAll = async () => {
+    for (const p of (await lc.client.list(podPath(NS))).items)
+      await lc.client.delete(podPath(NS, p.metadata.name)).catch(() => {});
+    await expect.poll(async () => (await lc.client.list(podPath(NS))).items.length, { timeout: 15_000 }).toBe(0);
+  };
+
+  it('refuses a bad pod at admission with the webhook message, as kubectl shows it', async () => {
+    const err = await lc.client.create(podPath(NS), gpuPod('bad', 150, 1024)).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(KubeApiError);
+    // kube-apiserver passes the webhook's own 4xx code through.
+    expect((err as KubeApiError).code).toBeGreaterThanOrEqual(400);
+    expect((err as KubeApiError).code).toBeLessThan(500);
+    expect((err as KubeApiError).message).toMatch(/^admission webhook "[^"]+" denied the request: /);
+    expect((err as KubeApiError).message).toContain('spec.containers[0].resources.limits["nvidia.com/vcuda-core"]');
+    expect((await lc.client.list(podPath(NS))).items).toEqual([]);
+  }, 90_000);
+
+  it('admits, schedules, reserves and allocates a good pod; deletion releases ledger and card', async () => {
+    const created = await lc.client.create(podPath(NS), gpuPod('share', 60, 4096));
+    // Admission defaulted the hard limit; the webhook sent the vcuda pod to the vcuda scheduler.
+    expect(created.metadata.annotations?.['nvidia.com/vcuda-core-limit']).toBe('60');
+    await expect.poll(() => phaseOf(lc.client, NS, 'share'), { timeout: 20_000 }).toBe('Running');
+    const pod = await lc.client.get(podPath(NS, 'share'));
+    expect((pod.spec as { nodeName: string }).nodeName).toBe('node-0');
+    expect(pod.metadata.annotations?.['vcuda.io/assignment']).toBeTruthy();
+    await expect
+      .poll(async () => (await lc.client.get(podPath(NS, 'share'))).metadata.annotations?.['vcuda.io/allocated-at'])
+      .toBeTruthy();
+    const rows = await liveRows(lc.db, pod.metadata.uid);
+    expect(rows.map((r) => ({ core: r.core, memoryMiB: r.memoryMiB, node: r.node }))).toEqual([
+      { core: 60, memoryMiB: 4096, node: 'node-0' },
+    ]);
+    const card = rows[0]!.cardUuid;
+    const reasons = (await lc.client.list(`/api/v1/namespaces/${NS}/events`)).items.map((e) => e['reason']);
+    expect(reasons).toEqual(expect.arrayContaining(['VcudaBound', 'VcudaAllocated']));
+
+    await lc.client.delete(podPath(NS, 'share'));
+    await expect.poll(() => phaseOf(lc.client, NS, 'share'), { timeout: 15_000 }).toBe('Gone');
+    await expect.poll(async () => (await liveRows(lc.db, pod.metadata.uid)).length, { timeout: 15_000 }).toBe(0);
+    // The card is whole again: a pod asking all of it lands there.
+    await lc.client.create(
+      podPath(NS),
+      gpuPod('whole', 100, undefined, { annotations: { 'nvidia.com/vcuda-gpu-uuid-include': card } }),
+    );
+    await expect.poll(() => phaseOf(lc.client, NS, 'whole'), { timeout: 20_000 }).toBe('Running');
+    await removeAll();
+  }, 90_000);
+
+  it("stops the pod's CUDA program at its memory limit", async (ctx) => {
+    if (!canRunCuda) ctx.skip();
+    const p = await lc.client.create(
+      podPath(NS),
+      gpuPod('greedy', 30, 1024, {
+        command: ['cuda-workload', '--alloc-mib', '4096', '--chunk-mib', '128'],
+        restartPolicy: 'Never',
+        // The node's second card: the container must see it as its device 0, as in a real container.
+        annotations: { 'nvidia.com/vcuda-gpu-uuid-include': expandNodes(lc.cluster)[0]!.cards[1]!.uuid },
+      }),
+    );
+    await expect.poll(() => phaseOf(lc.client, NS, 'greedy'), { timeout: 20_000 }).toBe('Failed');
+    const status = (await lc.client.get(podPath(NS, 'greedy'))).status as {
+      containerStatuses: { state: { terminated: { exitCode: number } } }[];
+    };
+    expect(status.containerStatuses[0]!.state.terminated.exitCode).toBe(2);
+    // Read through the API server's pods/log, as `kubectl logs` does.
+    const log = await (await fetch(`${lc.api.url}${podPath(NS, 'greedy')}/log?container=main`)).text();
+    expect(log).toBe(
+      readFileSync(join(lc.workDir, 'nodes', 'node-0', 'kubelet', 'logs', `${p.metadata.uid}-main.log`), 'utf8'),
+    );
+    expect(log).toContain('total_mib=1024');
+    expect(log).toContain('result=out-of-memory');
+    const allocated = Number(/allocated_mib=(\d+)/.exec(log)![1]);
+    expect(allocated).toBeLessThanOrEqual(1024);
+    // A finished pod gives its cards back.
+    await expect.poll(async () => (await liveRows(lc.db, p.metadata.uid)).length, { timeout: 15_000 }).toBe(0);
+    await removeAll();
+  }, 90_000);
+
+  it('serves stock kubectl: get, create -f (refused with the webhook message), apply -f, describe, events, delete', async (ctx) => {
+    if (spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status !== 0) ctx.skip();
+    // Asynchronous: the API server answering kubectl runs in this very process.
+    const kubectl = (...args: string[]) =>
+      new Promise<{ status: number; stdout: string; stderr: string }>((resolve) => {
+        execFile(
+          'kubectl',
+          ['--kubeconfig', lc.kubeconfigPath, '-n', NS, ...args],
+          { timeout: 20_000 },
+          (err, stdout, stderr) =>
+            resolve({ status: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+        );
+      });
+    expect((await kubectl('get', 'nodes')).stdout).toMatch(/node-0\s+Ready/);
+    const bad = join(lc.workDir, 'bad.yaml');
+    writeFileSync(bad, JSON.stringify(gpuPod('kubectl-bad', 30)));
+    const refused = await kubectl('create', '-f', bad);
+    expect(refused.status).not.toBe(0);
+    expect(refused.stderr).toContain('admission webhook');
+    expect(refused.stderr).toContain('must state nvidia.com/vcuda-memory');
+    const good = join(lc.workDir, 'good.yaml');
+    writeFileSync(good, JSON.stringify(gpuPod('kubectl-good', 20, 2048)));
+    expect((await kubectl('apply', '-f', good)).status).toBe(0);
+    await expect.poll(() => phaseOf(lc.client, NS, 'kubectl-good'), { timeout: 20_000 }).toBe('Running');
+    expect((await kubectl('get', 'pods', '-o', 'wide')).stdout).toMatch(/kubectl-good\s+1\/1\s+Running.*node-0/);
+    expect((await kubectl('describe', 'pod', 'kubectl-good')).stdout).toContain('vcuda.io/assignment');
+    expect((await kubectl('get', 'events')).stdout).toContain('VcudaAllocated');
+    expect((await kubectl('delete', 'pod', 'kubectl-good', '--timeout=20s')).status).toBe(0);
+    expect(await phaseOf(lc.client, NS, 'kubectl-good')).toBe('Gone');
+  }, 90_000);
+
+  it('keeps running pods and serves new ones across a node-agent restart', async () => {
+    await lc.client.create(podPath(NS), gpuPod('before', 20, 1024));
+    await expect.poll(() => phaseOf(lc.client, NS, 'before'), { timeout: 20_000 }).toBe('Running');
+    const node = lc.nodes[0]!;
+    await node.restartAgent();
+    await expect.poll(() => node.agent()?.allocator.records().length ?? 0, { timeout: 10_000 }).toBeGreaterThan(0);
+    await lc.client.create(podPath(NS), gpuPod('after', 20, 1024));
+    await expect.poll(() => phaseOf(lc.client, NS, 'after'), { timeout: 20_000 }).toBe('Running');
+    expect(await phaseOf(lc.client, NS, 'before')).toBe('Running');
+    await removeAll();
+  }, 90_000);
+});
