@@ -73,10 +73,31 @@ describe('ClusterState', () => {
     s.restorePod(bare);
     expect(cardOf(s, 'n1', 0)?.usedCore).toBe(0);
     expect(events).toEqual([]);
-    // The same rollback through upsertPod would have looked like an ended pod.
+    // The same rollback through upsertPod frees the capacity but names no pod to release.
     s.assumePod(bare, hold);
     s.upsertPod(bare);
+    expect(events).toEqual(['n1:assignment-withdrawn']);
+  });
+
+  it('drops a watch event older than the bound copy it holds, so the cards stay taken', () => {
+    const s = new ClusterState();
+    const events: string[] = [];
+    s.onCapacityFreed((e) => events.push(`${e.node}:${e.why}`));
+    s.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
+    const bare = { metadata: { name: 'p', namespace: 'default', uid: 'uid-p', resourceVersion: '9' }, spec: {} };
+    s.upsertPod(bare);
+    const bound = assignedPod('p', 'n1', [{ core: 40, memoryMiB: 100, cards: [0] }]);
+    bound.metadata = { ...bound.metadata, resourceVersion: '12' };
+    // The binder stores what its patch returned; the watch then delivers an event queued before it.
+    s.upsertPod(bound);
+    s.upsertPod({ ...bare, metadata: { ...bare.metadata, resourceVersion: '10' } });
+    expect(cardOf(s, 'n1', 0)?.usedCore).toBe(40);
+    expect(events).toEqual([]);
+    // A newer copy is taken, and a recreated pod (new uid) is never judged stale.
+    s.upsertPod({ ...bound, metadata: { ...bound.metadata, resourceVersion: '13' }, status: { phase: 'Succeeded' } });
     expect(events).toEqual(['n1:pod-ended']);
+    s.upsertPod({ ...bound, metadata: { ...bound.metadata, uid: 'uid-p2', resourceVersion: '5' } });
+    expect(cardOf(s, 'n1', 0)?.usedCore).toBe(40);
   });
 
   it('tracks pending assignments until the node agent allocates them', () => {

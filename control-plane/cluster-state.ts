@@ -6,6 +6,7 @@
 import {
   type ClusterSnapshot,
   composeNodeSnapshot,
+  isPodHoldingCards,
   type NodeInventoryRead,
   type NodeLike,
   type NodeSnapshot,
@@ -18,8 +19,8 @@ import {
 /** Why capacity may have freed on a node: pending pods refused for capacity should be retried. */
 export type CapacityFreed = {
   node: string;
-  why: 'pod-ended' | 'pod-allocated' | 'node-recovered';
-  /** The pod that ended, so its ledger rows can be released. */
+  why: 'pod-ended' | 'assignment-withdrawn' | 'pod-allocated' | 'node-recovered';
+  /** The pod that ended (finished or deleted), so its ledger rows can be released. */
   pod?: { uid: string; namespace: string; name: string };
 };
 
@@ -31,6 +32,20 @@ function podKey(pod: PodWithStatus): string {
 
 function refOf(pod: PodWithStatus): { uid: string; namespace: string; name: string } {
   return { uid: pod.metadata?.uid ?? '', namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' };
+}
+
+/** etcd's revision when it reads as one; undefined for an opaque version, which is never compared. */
+function revisionOf(pod: PodWithStatus): bigint | undefined {
+  const rv = pod.metadata?.resourceVersion;
+  return rv && /^[0-9]{1,19}$/.test(rv) ? BigInt(rv) : undefined;
+}
+
+/** Whether `next` is an older copy of the same pod than `stored` (a watch event behind a bind's own write). */
+function isStale(stored: PodWithStatus | undefined, next: PodWithStatus): boolean {
+  if (!stored || stored.metadata?.uid !== next.metadata?.uid) return false;
+  const a = revisionOf(stored);
+  const b = revisionOf(next);
+  return a !== undefined && b !== undefined && b < a;
 }
 
 function healthyCount(inv: NodeInventoryRead | undefined): number {
@@ -89,11 +104,24 @@ export class ClusterState {
     this.touch();
   }
 
+  /**
+   * A watch event (or a bind's own write). An event older than the copy held is dropped: the
+   * binder stores the pod its patch returned, and an event queued before that patch must not take
+   * the cards back. Only a finished pod has ended; an assignment that merely vanished (a rolled-back
+   * bind) frees capacity here but leaves the ledger rows to whoever withdrew it.
+   */
   upsertPod(pod: PodWithStatus): void {
+    if (isStale(this.pods.get(podKey(pod))?.pod, pod)) return;
     const hold = readPodHold(pod);
     const before = this.setPod(pod, hold);
-    if (before?.hold && !hold) this.emit({ node: before.hold.node, why: 'pod-ended', pod: refOf(pod) });
-    else if (before?.hold?.pending && hold && !hold.pending) this.emit({ node: hold.node, why: 'pod-allocated' });
+    if (before?.hold && !hold) {
+      const ended = !isPodHoldingCards(pod);
+      this.emit(
+        ended
+          ? { node: before.hold.node, why: 'pod-ended', pod: refOf(pod) }
+          : { node: before.hold.node, why: 'assignment-withdrawn' },
+      );
+    } else if (before?.hold?.pending && hold && !hold.pending) this.emit({ node: hold.node, why: 'pod-allocated' });
   }
 
   /**

@@ -77,7 +77,7 @@ export type NodeLike = { metadata?: { name?: string; annotations?: Record<string
 
 /** The parts of a Pod the snapshot reads, on top of what placement reads. */
 export type PodWithStatus = PodLike & {
-  metadata?: PodLike['metadata'] & { deletionTimestamp?: unknown };
+  metadata?: PodLike['metadata'] & { deletionTimestamp?: unknown; resourceVersion?: string };
   status?: { phase?: string } | null;
 };
 

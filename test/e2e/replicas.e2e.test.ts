@@ -28,7 +28,7 @@ describe('control-plane replicas', () => {
         nodes: [{ namePrefix: 'node', count: 2, cards: 4, memoryMiB: 8192 }],
       }),
       replicas: 2,
-      logLevel: 'silent',
+      logLevel: (process.env.VCUDA_TEST_LOG_LEVEL as 'info' | undefined) ?? 'silent',
       schedulerBackoffMs: { initial: 100, max: 1000 },
     });
     await lc.client.create('/api/v1/namespaces', { metadata: { name: NS } });
