@@ -19,6 +19,7 @@ import { holdOfAssignment, type PodWithStatus } from '../placement/cluster-snaps
 import { type FitContext, fitPod } from '../placement/fit.js';
 import { type PlacementPolicy, readPlacementRequest } from '../placement/placement-request.js';
 import type { AssignmentSigner } from '../signing-keys.js';
+import { ConfirmBatcher } from './confirm-batcher.js';
 import type { BindingArgs } from './extender-api.js';
 import { LedgerNodes, type NodeRegistrationLedger } from './ledger-nodes.js';
 
@@ -34,7 +35,7 @@ export type BindLedger = NodeRegistrationLedger & {
     node: string;
     items: Item[];
   }): Promise<{ reused: boolean }>;
-  confirm(cluster: string, podUid: string): Promise<void>;
+  confirmMany(cluster: string, podUids: readonly string[]): Promise<{ missing: string[] }>;
   release(cluster: string, podUid: string): Promise<{ released: number }>;
 };
 
@@ -95,9 +96,11 @@ function itemsOf(a: Assignment): Item[] {
 
 export class Binder {
   private readonly ledgerNodes: LedgerNodes;
+  private readonly confirms: ConfirmBatcher;
 
   constructor(private readonly deps: BinderDeps) {
     this.ledgerNodes = deps.ledgerNodes ?? new LedgerNodes(deps.ledger, deps.config.cluster);
+    this.confirms = new ConfirmBatcher((uids) => deps.ledger.confirmMany(deps.config.cluster, uids));
   }
 
   private async readPod(args: BindingArgs): Promise<PodWithStatus> {
@@ -155,7 +158,7 @@ export class Binder {
    * and bind in this replica sees these cards taken; the ledger settles races between replicas.
    */
   async bind(args: BindingArgs): Promise<BindOutcome> {
-    const { ledger, state, config } = this.deps;
+    const { state } = this.deps;
     const now = this.deps.clock();
     const podRef = `${args.PodNamespace}/${args.PodName}`;
     const cached = state.pod(args.PodNamespace, args.PodName);
@@ -165,7 +168,7 @@ export class Binder {
     if (boundTo) {
       const a = peekAssignment(pod.metadata?.annotations?.[vcudaAnnotations.assignment] ?? '');
       if (boundTo === args.Node && a?.node === args.Node) {
-        await ledger.confirm(config.cluster, args.PodUID).catch(() => undefined);
+        await this.confirm(args.PodUID);
         return {
           pod: podRef,
           node: args.Node,
@@ -239,19 +242,12 @@ export class Binder {
   }
 
   /**
-   * reserved -> bound. Retried, because an unconfirmed row is expired after the reservation
-   * timeout while its pod runs; what still fails is left to the reconcile and logged by the caller.
+   * reserved -> bound, batched with the binds finishing at the same time (ConfirmBatcher retries).
+   * A confirm that still fails leaves the rows reserved for the reconcile to mend; it must not
+   * fail the bind, whose Binding already exists.
    */
   private async confirm(podUid: string): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.deps.ledger.confirm(this.deps.config.cluster, podUid);
-        return;
-      } catch (err) {
-        if (attempt >= 3 || (err instanceof VcudaError && err.code === 'not-found')) return;
-        await new Promise((r) => setTimeout(r, 50 * attempt));
-      }
-    }
+    await this.confirms.confirm(podUid).catch(() => undefined);
   }
 
   private async createBinding(args: BindingArgs): Promise<void> {

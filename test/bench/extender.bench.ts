@@ -122,7 +122,7 @@ async function measureFilterPrioritize(log: (s: string) => void): Promise<Figure
   const noLedger = {
     upsertNode: async () => {},
     reserve: async () => ({ reused: false }),
-    confirm: async () => {},
+    confirmMany: async () => ({ missing: [] }),
     release: async () => ({ released: 0 }),
   };
   const app = makeApp(state, noLedger, createAssignmentSigner(keys, 600));
