@@ -4,7 +4,8 @@ export default defineConfig({
   test: {
     include: ['**/*.test.ts'],
     exclude: ['**/node_modules/**', 'native/build/**'],
-    testTimeout: 30_000,
+    // Generous: several suites spawn the CLI or a whole simulated cluster, and CI has two busy cores.
+    testTimeout: 60_000,
     hookTimeout: 60_000,
     // Two cores in CI: limit parallel files so process-spawning suites do not starve each other.
     maxWorkers: 2,

@@ -1,6 +1,6 @@
 /** `vcuda control-plane`: runs the control plane (webhooks, scheduler extender, ledger API, dashboard, metrics). */
 import type { Command } from 'commander';
-import { buildConfig, type ControlPlaneFlags, runControlPlane } from '../control-plane/main.js';
+import type { ControlPlaneFlags } from '../control-plane/main.js';
 
 const int = (v: string) => {
   const n = Number(v);
@@ -31,6 +31,8 @@ export function registerControlPlaneCommand(program: Command): void {
     .option('--log-level <level>', 'info, debug, ...; env VCUDA_LOG_LEVEL')
     .option('--print-config', 'print the resolved configuration and exit')
     .action(async (opts: ControlPlaneFlags & { printConfig?: boolean }) => {
+      // Loaded here: the control plane's dependencies cost every other command ~2 s of start-up.
+      const { buildConfig, runControlPlane } = await import('../control-plane/main.js');
       if (opts.printConfig) {
         process.stdout.write(`${JSON.stringify(buildConfig(opts, process.env), null, 2)}\n`);
         return;
