@@ -28,9 +28,11 @@ export function apiRoutes(...parts: Hono[]): Hono {
   return api;
 }
 
-export function statusOf(err: unknown): 400 | 404 | 409 | 500 | 503 {
+export function statusOf(err: unknown): 400 | 401 | 403 | 404 | 409 | 500 | 503 {
   if (err instanceof ValidationError) return 400;
   if (err instanceof VcudaError) {
+    if (err.code === 'unauthenticated') return 401;
+    if (err.code === 'forbidden') return 403;
     if (err.code === 'not-found') return 404;
     if (err.code === 'capacity-conflict' || err.code === 'quota-exceeded') return 409;
     if (err.code === 'unavailable') return 503;

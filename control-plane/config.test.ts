@@ -34,6 +34,12 @@ describe('control plane config', () => {
     { name: 'reserved domain', flags: { resourceDomain: 'kubernetes.io' }, field: 'resourceDomain' },
     { name: 'file keys without a file', flags: { signingKeys: { source: 'file' } }, field: 'signingKeys.file' },
     { name: 'secret keys without a cluster', flags: { kube: { mode: 'none' } }, field: 'signingKeys.source' },
+    {
+      name: 'token review without a cluster',
+      flags: { kube: { mode: 'none' }, signingKeys: { source: 'ephemeral' }, api: { auth: 'tokenreview' } },
+      field: 'api.auth',
+    },
+    { name: 'no usage writers', flags: { api: { usageWriters: [] } }, field: 'api.usageWriters' },
   ])('names the field: $name', ({ flags, field }) => {
     try {
       loadControlPlaneConfig({ flags });
@@ -42,6 +48,17 @@ describe('control plane config', () => {
       expect(err).toBeInstanceOf(ValidationError);
       expect((err as ValidationError).errors.map((e) => e.path)).toContain(field);
     }
+  });
+
+  it('reviews usage writers by token with a cluster, names the node agents, and trusts the port without one', () => {
+    expect(loadControlPlaneConfig({ flags: { namespace: 'gpu-system' } }).api).toEqual({
+      auth: 'tokenreview',
+      usageWriters: ['system:serviceaccount:gpu-system:vcuda-node-agent'],
+      tokenAudiences: [],
+    });
+    const local = loadControlPlaneConfig({ flags: { kube: { mode: 'none' }, signingKeys: { source: 'ephemeral' } } });
+    expect(local.api.auth).toBe('none');
+    expect(loadControlPlaneConfig({ env: { VCUDA_API_AUTH: 'none' } }).api.auth).toBe('none');
   });
 
   it('reads numbers from the environment and refuses non-numbers', () => {

@@ -66,6 +66,20 @@ export const controlPlaneConfigSchema = z
     /** `auto`: create/update the webhook configurations at start; `off`: the manifests do it. */
     webhookRegistration: z.enum(['auto', 'off']).default('auto'),
     webhook: webhookConfigSchema.partial().default({}),
+    api: z
+      .object({
+        /**
+         * Who may write usage samples: `tokenreview` checks the caller's bearer token with the
+         * API server; `none` trusts whoever reaches the port (local runs). Default: `tokenreview`
+         * with a cluster, `none` without one.
+         */
+        auth: z.enum(['tokenreview', 'none']).optional(),
+        /** Usernames allowed to POST /api/v1/usage; default: the node agents' service account. */
+        usageWriters: z.array(z.string().min(1)).min(1).optional(),
+        /** Audiences a token must carry (TokenReview spec.audiences); empty = the API server's. */
+        tokenAudiences: z.array(z.string().min(1)).default([]),
+      })
+      .default({ tokenAudiences: [] }),
     logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   })
   .superRefine((c, ctx) => {
@@ -84,7 +98,22 @@ export const controlPlaneConfigSchema = z
         message: 'source "secret" needs a cluster; use "file" or "ephemeral" with kube.mode "none"',
       });
     }
-  });
+    if (c.api.auth === 'tokenreview' && c.kube.mode === 'none') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['api', 'auth'],
+        message: '"tokenreview" needs a cluster to review tokens; use "none" with kube.mode "none"',
+      });
+    }
+  })
+  .transform((c) => ({
+    ...c,
+    api: {
+      auth: c.api.auth ?? (c.kube.mode === 'none' ? ('none' as const) : ('tokenreview' as const)),
+      usageWriters: c.api.usageWriters ?? [`system:serviceaccount:${c.namespace}:vcuda-node-agent`],
+      tokenAudiences: c.api.tokenAudiences,
+    },
+  }));
 
 export type ControlPlaneConfig = Readonly<z.infer<typeof controlPlaneConfigSchema>>;
 export type ControlPlaneConfigInput = z.input<typeof controlPlaneConfigSchema>;
@@ -134,6 +163,7 @@ export const envKeys: Record<string, [path: string, kind: 'string' | 'int' | 'bo
   VCUDA_WEBHOOK_CERT_FILE: ['webhook.certificates.certFile', 'string'],
   VCUDA_WEBHOOK_KEY_FILE: ['webhook.certificates.keyFile', 'string'],
   VCUDA_WEBHOOK_CA_FILE: ['webhook.certificates.caFile', 'string'],
+  VCUDA_API_AUTH: ['api.auth', 'string'],
   VCUDA_LOG_LEVEL: ['logLevel', 'string'],
 };
 

@@ -9,11 +9,11 @@ import { createServer as createHttpsServer, type ServerOptions } from 'node:http
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { KubeConfig } from '@kubernetes/client-node';
-import type { Hono } from 'hono';
+import type { Hono, MiddlewareHandler } from 'hono';
 import type * as jose from 'jose';
 import { type Logger, pino } from 'pino';
 import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
-import { type PodRef, podEvent, resourceNames } from '../contract/index.js';
+import { type PodRef, podEvent, resourceNames, VcudaError } from '../contract/index.js';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { createLedger } from '../db/ledger.js';
 import { migrate } from '../db/migrate.js';
@@ -26,6 +26,7 @@ import type { ServingCertificate } from '../webhooks/certificates.js';
 import { webhookConfigSchema } from '../webhooks/config.js';
 import { kubeCertificateSecretStore, kubeWebhookConfigurationClient } from '../webhooks/kube-adapters.js';
 import { createWebhookKeeper, type WebhookKeeper } from '../webhooks/webhook-keeper.js';
+import { cachedAuthenticator, requireCaller, tokenReview } from './api/caller-auth.js';
 import { reportsRoutes } from './api/reports-routes.js';
 import { usageRoutes } from './api/usage-routes.js';
 import { apiRoutes, createApp } from './app.js';
@@ -339,10 +340,24 @@ export async function startControlPlane(
     }, DOWNSAMPLE_MS);
     downsample.unref();
     closers.push(() => clearInterval(downsample));
+    // Usage samples feed chargeback: only the node agents write them, proven by a reviewed token.
+    let usageGuard: MiddlewareHandler | undefined;
+    if (config.api.auth === 'tokenreview') {
+      if (!kc) throw new VcudaError('invalid', 'api.auth "tokenreview" needs a cluster connection to review tokens');
+      const review = tokenReview(kc, config.api.tokenAudiences);
+      usageGuard = requireCaller(cachedAuthenticator(review), config.api.usageWriters, 'POST /api/v1/usage');
+    }
     const app = createApp({
       admission,
       scheduler,
-      api: apiRoutes(reportsRoutes({ reports }), usageRoutes({ clusterName: config.clusterName, usage: usageStore })),
+      api: apiRoutes(
+        reportsRoutes({ reports }),
+        usageRoutes({
+          clusterName: config.clusterName,
+          usage: usageStore,
+          ...(usageGuard ? { guard: usageGuard } : {}),
+        }),
+      ),
       dashboard: dashboardRoutes({
         source: createLedgerDashboardSource({
           db,

@@ -49,6 +49,8 @@ export const configSchema = z.object({
       procRoot: z.string().default('/proc'),
       jwksPath: z.string().default('/etc/vcuda/jwks/jwks.json'),
       nvmlLibrary: z.string().default('libnvidia-ml.so.1'),
+      /** Sent with usage reports; the control plane reviews it with the API server. */
+      serviceAccountTokenPath: z.string().default('/var/run/secrets/kubernetes.io/serviceaccount/token'),
     })
     .prefault({}),
   heartbeatPeriodMs: z.number().int().positive().default(30_000),

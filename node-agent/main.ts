@@ -12,7 +12,7 @@ import { PodResourcesClient } from './device-plugin/pod-resources-client.js';
 import { createAgentHttp } from './http.js';
 import { jwksFromFile, KubeWriter, PodWatchCache } from './kube-adapters.js';
 import { NvmlGpuSource } from './nvml/nvml-gpu-source.js';
-import { HttpUsageSink } from './usage.js';
+import { HttpUsageSink, tokenFromFile } from './usage.js';
 
 export type RunOptions = {
   configFile?: string;
@@ -49,7 +49,13 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
     node: writer,
     podResources,
     jwks: jwksFromFile(config.paths.jwksPath),
-    ...(config.controlPlaneUrl ? { usageSink: new HttpUsageSink(config.controlPlaneUrl) } : {}),
+    ...(config.controlPlaneUrl
+      ? {
+          usageSink: new HttpUsageSink(config.controlPlaneUrl, {
+            token: tokenFromFile(config.paths.serviceAccountTokenPath),
+          }),
+        }
+      : {}),
     log,
   });
   const http = createAgentHttp(agent);

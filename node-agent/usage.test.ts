@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -6,7 +6,7 @@ import { regionDeviceOffset, regionOffsets } from '../contract/index.js';
 import type { ContainerRecord } from './allocation/allocator.js';
 import { containerPaths } from './limits/container-files.js';
 import { ensureRegionFile, readRegionUsage } from './limits/region-file.js';
-import { collectUsage, HttpUsageSink } from './usage.js';
+import { collectUsage, HttpUsageSink, tokenFromFile } from './usage.js';
 
 const root = mkdtempSync(join(tmpdir(), 'vcuda-usage-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -66,12 +66,29 @@ describe('usage from regions', () => {
       seen.push({ url: String(url), body: JSON.parse(String(init.body)) });
       return new Response('', { status: seen.length === 1 ? 404 : 500 });
     }) as unknown as typeof fetch;
-    const sink = new HttpUsageSink('http://cp.example:8080', fetchFn);
+    const sink = new HttpUsageSink('http://cp.example:8080', { fetchFn });
     await sink.report('n1', [], new Date(0), 10);
     await expect(sink.report('n1', [], new Date(0), 10)).rejects.toThrow(/HTTP 500/);
     expect(seen[0]).toEqual({
       url: 'http://cp.example:8080/api/v1/usage',
       body: { node: 'n1', at: '1970-01-01T00:00:00.000Z', periodS: 10, samples: [] },
     });
+  });
+
+  it("sends the token file's current content, and passes on why the control plane refused", async () => {
+    const tokenFile = join(root, 'token');
+    const headers: (string | null)[] = [];
+    const fetchFn = (async (_url: URL, init: RequestInit) => {
+      headers.push(new Headers(init.headers).get('authorization'));
+      const error = { code: 'forbidden', message: 'POST /api/v1/usage: system:serviceaccount:x:y may not do this' };
+      return Response.json({ error }, { status: 403 });
+    }) as unknown as typeof fetch;
+    const sink = new HttpUsageSink('http://cp.example:8080', { fetchFn, token: tokenFromFile(tokenFile) });
+    await expect(sink.report('n1', [], new Date(0), 10)).rejects.toThrow(/HTTP 403 .*x:y may not do this/);
+    writeFileSync(tokenFile, 'first\n');
+    await sink.report('n1', [], new Date(0), 10).catch(() => undefined);
+    writeFileSync(tokenFile, 'rotated');
+    await sink.report('n1', [], new Date(0), 10).catch(() => undefined);
+    expect(headers).toEqual([null, 'Bearer first', 'Bearer rotated']);
   });
 });

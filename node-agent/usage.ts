@@ -2,6 +2,7 @@
  * Per-container usage, read from each container's region and its limits (pure over the records
  * and a region reader), then optionally reported to the control plane for the ledger.
  */
+import { readFile } from 'node:fs/promises';
 import type { ContainerRecord } from './allocation/allocator.js';
 import { readRegionUsage } from './limits/region-file.js';
 
@@ -50,21 +51,44 @@ export interface UsageSink {
   report(node: string, samples: readonly UsageSample[], at: Date, periodS: number): Promise<void>;
 }
 
-/** `POST {baseUrl}/api/v1/usage` with `{ node, at, periodS, samples }`; a 404 means the endpoint does not exist yet. */
+/** Reads the bearer token for each report: projected service account tokens rotate, so it is never kept. */
+export type TokenSource = () => Promise<string | undefined>;
+
+/** The pod's service account token, or none outside a cluster (the control plane then refuses or trusts). */
+export function tokenFromFile(path: string): TokenSource {
+  return async () => {
+    try {
+      return (await readFile(path, 'utf8')).trim() || undefined;
+    } catch {
+      return undefined;
+    }
+  };
+}
+
+/**
+ * `POST {baseUrl}/api/v1/usage` with `{ node, at, periodS, samples }`, carrying the service
+ * account token the control plane reviews; a 404 means the endpoint does not exist yet.
+ */
 export class HttpUsageSink implements UsageSink {
   constructor(
     private readonly baseUrl: string,
-    private readonly fetchFn: typeof fetch = fetch,
-    private readonly timeoutMs = 5000,
+    private readonly options: { token?: TokenSource; fetchFn?: typeof fetch; timeoutMs?: number } = {},
   ) {}
 
   async report(node: string, samples: readonly UsageSample[], at: Date, periodS: number): Promise<void> {
-    const res = await this.fetchFn(new URL('/api/v1/usage', this.baseUrl), {
+    const token = await this.options.token?.();
+    const res = await (this.options.fetchFn ?? fetch)(new URL('/api/v1/usage', this.baseUrl), {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
       body: JSON.stringify({ node, at: at.toISOString(), periodS, samples }),
-      signal: AbortSignal.timeout(this.timeoutMs),
+      signal: AbortSignal.timeout(this.options.timeoutMs ?? 5000),
     });
-    if (!res.ok && res.status !== 404) throw new Error(`usage report: HTTP ${res.status} from ${this.baseUrl}`);
+    if (res.ok || res.status === 404) return;
+    // The control plane says why (an unaccepted token, a service account not allowed): pass it on.
+    const why = await res
+      .json()
+      .then((b) => (b as { error?: { message?: string } }).error?.message)
+      .catch(() => undefined);
+    throw new Error(`usage report: HTTP ${res.status} from ${this.baseUrl}${why ? `: ${why}` : ''}`);
   }
 }

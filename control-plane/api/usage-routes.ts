@@ -3,7 +3,7 @@
  * the samples go into the ledger's usage table, where reports turn them into GPU-hours used and
  * idle allocations. Only translates the node agent's wire shape into the ledger's samples.
  */
-import { Hono } from 'hono';
+import { Hono, type MiddlewareHandler } from 'hono';
 import { z } from 'zod';
 import { fieldErrorsFromZod, ValidationError } from '../../contract/index.js';
 import type { UsageSample } from '../../db/usage.js';
@@ -40,10 +40,13 @@ export const usageReportSchema = z.object({
 export type UsageRoutesDeps = {
   clusterName: string;
   usage: { recordUsage: (samples: UsageSample[]) => Promise<void> };
+  /** Who may write (caller-auth.ts); absent: whoever reaches the port. */
+  guard?: MiddlewareHandler;
 };
 
 export function usageRoutes(deps: UsageRoutesDeps): Hono {
   const app = new Hono();
+  if (deps.guard) app.use('/usage', deps.guard);
   app.post('/usage', async (c) => {
     let body: unknown;
     try {

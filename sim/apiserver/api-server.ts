@@ -37,6 +37,23 @@ export type ApiServerOptions = {
   tokens?: Record<string, UserInfo>;
 };
 
+const TOKEN_REVIEWS = '/apis/authentication.k8s.io/v1/tokenreviews';
+
+/** TokenReview (authentication.k8s.io/v1): a known token is its user, any other is refused. */
+function reviewToken(review: KubeObject, tokens: Record<string, UserInfo>): KubeObject {
+  const token = (review['spec'] as { token?: unknown } | undefined)?.token;
+  const user = typeof token === 'string' ? tokens[token] : undefined;
+  return {
+    ...review,
+    apiVersion: 'authentication.k8s.io/v1',
+    kind: 'TokenReview',
+    metadata: { ...(review.metadata ?? {}) },
+    status: user
+      ? { authenticated: true, user: { username: user.username, groups: user.groups ?? [] } }
+      : { authenticated: false, error: 'invalid bearer token' },
+  };
+}
+
 export type SimApiServer = {
   readonly url: string;
   readonly store: ObjectStore;
@@ -112,6 +129,9 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<SimAp
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://sim');
     const q = url.searchParams;
+    if (req.method === 'POST' && url.pathname === TOKEN_REVIEWS) {
+      return sendJson(res, 201, reviewToken((await readBody(req)) as KubeObject, opts.tokens ?? {}));
+    }
     const route = parseRoute(url.pathname);
     if (route.kind === 'discovery') {
       const doc = discovery(url.pathname, serverAddress);

@@ -6,7 +6,9 @@
 import { execFile, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rowsOf } from '../../db/connect.js';
 import { expandNodes, parseClusterSpec } from '../../sim/cluster-spec.js';
 import { KubeApiError, podPath } from '../../sim/kube-client.js';
 import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
@@ -76,6 +78,42 @@ describe('a pod through the simulated cluster', () => {
     await expect.poll(() => phaseOf(lc.client, NS, 'whole'), { timeout: 20_000 }).toBe('Running');
     await removeAll();
   }, 90_000);
+
+  it('takes usage samples only from the node agents, proven by a token the API server reviews', async () => {
+    const sample = {
+      podUid: 'uid-usage-e2e',
+      namespace: NS,
+      pod: 'metered',
+      container: 'main',
+      cardUuid: 'GPU-e2e',
+      memoryUsedBytes: 1024 ** 3,
+      memoryLimitBytes: 2 * 1024 ** 3,
+      coreRequest: 40,
+      coreLimit: 40,
+      smShare: 0.35,
+    };
+    const report = (token?: string) =>
+      fetch(`${lc.url}/api/v1/usage`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: JSON.stringify({ node: 'node-0', at: new Date().toISOString(), periodS: 5, samples: [sample] }),
+      });
+    const samples = async () =>
+      rowsOf<{ n: number }>(
+        await lc.db.execute(sql`select count(*)::int as n from usage_samples where pod_uid = ${sample.podUid}`),
+      )[0]?.n ?? 0;
+    // The control plane's own account is valid, but it is not a node agent; no token is no caller.
+    const other = await report('vcuda-control-plane-token');
+    expect(other.status).toBe(403);
+    expect(((await other.json()) as { error: { message: string } }).error.message).toContain(
+      'system:serviceaccount:vcuda-system:vcuda-control-plane may not do this',
+    );
+    expect((await report()).status).toBe(401);
+    expect((await report('forged')).status).toBe(401);
+    expect(await samples()).toBe(0);
+    expect((await report('vcuda-node-agent-token')).status).toBe(200);
+    expect(await samples()).toBe(1);
+  }, 60_000);
 
   it("stops the pod's CUDA program at its memory limit", async (ctx) => {
     if (!canRunCuda) ctx.skip();
