@@ -211,8 +211,10 @@ FG_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUt
   return NVML_SUCCESS;
 }
 
-FG_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *out,
-                                                       unsigned int *count, unsigned long long lastSeen) {
+/* Static so the versioned export below reaches it directly: a call through the exported name
+ * would be interposed by a preloaded libvcuda and filtered twice. */
+static nvmlReturn_t process_samples(nvmlDevice_t device, nvmlProcessUtilizationSample_t *out, unsigned int *count,
+                                    unsigned long long lastSeen) {
   DEV_OR_FAIL(device);
   if (!count) return NVML_ERROR_INVALID_ARGUMENT;
   struct fg_state *s = fg_state();
@@ -244,6 +246,35 @@ FG_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvml
   *count = n;
   if (n == 0) return NVML_ERROR_NOT_FOUND;
   return short_buffer ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+}
+
+FG_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *out,
+                                                       unsigned int *count, unsigned long long lastSeen) {
+  return process_samples(device, out, count, lastSeen);
+}
+
+/* The same samples through the versioned API: the caller's array size rides in the struct. */
+FG_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device, nvmlProcessesUtilizationInfo_t *info) {
+  if (!info) return NVML_ERROR_INVALID_ARGUMENT;
+  if (info->version != nvmlProcessesUtilizationInfo_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  enum { CAP = 256 };
+  nvmlProcessUtilizationSample_t samples[CAP];
+  unsigned int n = CAP;
+  nvmlReturn_t rc = process_samples(device, samples, &n, info->lastSeenTimeStamp);
+  if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE) {
+    if (rc == NVML_ERROR_NOT_FOUND) info->processSamplesCount = 0;
+    return rc;
+  }
+  unsigned int cap = info->procUtilArray ? info->processSamplesCount : 0;
+  for (unsigned int i = 0; i < n && i < cap && i < CAP; i++)
+    info->procUtilArray[i] = (nvmlProcessUtilizationInfo_v1_t){.timeStamp = samples[i].timeStamp,
+                                                               .pid = samples[i].pid,
+                                                               .smUtil = samples[i].smUtil,
+                                                               .memUtil = samples[i].memUtil,
+                                                               .encUtil = samples[i].encUtil,
+                                                               .decUtil = samples[i].decUtil};
+  info->processSamplesCount = n;
+  return n > cap || rc == NVML_ERROR_INSUFFICIENT_SIZE ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
 }
 
 static nvmlReturn_t running(nvmlDevice_t device, unsigned int *count, void *out, size_t row) {

@@ -67,6 +67,27 @@ typedef struct nvmlProcessUtilizationSample_st {
   unsigned int decUtil;
 } nvmlProcessUtilizationSample_t;
 
+/* nvmlDeviceGetProcessesUtilizationInfo (NVML 12.x): the versioned successor of the sample list. */
+typedef struct nvmlProcessUtilizationInfo_v1_st {
+  unsigned long long timeStamp;
+  unsigned int pid;
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+  unsigned int jpgUtil;
+  unsigned int ofaUtil;
+} nvmlProcessUtilizationInfo_v1_t;
+
+typedef struct nvmlProcessesUtilizationInfo_v1_st {
+  unsigned int version;
+  unsigned int processSamplesCount; /* in: the array's size; out: the samples returned (or needed) */
+  unsigned long long lastSeenTimeStamp;
+  nvmlProcessUtilizationInfo_v1_t *procUtilArray;
+} nvmlProcessesUtilizationInfo_v1_t;
+typedef nvmlProcessesUtilizationInfo_v1_t nvmlProcessesUtilizationInfo_t;
+#define nvmlProcessesUtilizationInfo_v1 ((unsigned int)(sizeof(nvmlProcessesUtilizationInfo_v1_t) | (1u << 24)))
+
 typedef struct nvmlProcessInfo_st {
   unsigned int pid;
   unsigned long long usedGpuMemory;
@@ -110,6 +131,10 @@ _Static_assert(nvmlMemory_v2 == 0x02000028, "nvmlMemory_v2 version word");
 _Static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "process sample is 32 bytes");
 _Static_assert(offsetof(nvmlProcessUtilizationSample_t, smUtil) == 16, "smUtil at 16");
 _Static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_t is 24 bytes");
+_Static_assert(sizeof(nvmlProcessUtilizationInfo_v1_t) == 40, "process utilization info is 40 bytes");
+_Static_assert(offsetof(nvmlProcessUtilizationInfo_v1_t, pid) == 8, "pid at 8, after the timestamp");
+_Static_assert(sizeof(nvmlProcessesUtilizationInfo_v1_t) == 24, "processes utilization info is 24 bytes");
+_Static_assert(nvmlProcessesUtilizationInfo_v1 == 0x01000018, "nvmlProcessesUtilizationInfo_v1 version word");
 _Static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t is 32 bytes");
 
 nvmlReturn_t nvmlInit_v2(void);
@@ -134,6 +159,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization);
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
                                              unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp);
+nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device, nvmlProcessesUtilizationInfo_t *procesesUtilInfo);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                   nvmlProcessInfo_v1_t *infos);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,

@@ -243,6 +243,44 @@ VC_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvml
   return rc;
 }
 
+/* The versioned successor: the same filter over the struct's caller-sized array. */
+VC_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
+                                                             nvmlProcessesUtilizationInfo_t *procesesUtilInfo) {
+  __typeof__(&nvmlDeviceGetProcessesUtilizationInfo) real = VC_REAL_NVML(nvmlDeviceGetProcessesUtilizationInfo);
+  if (!real) return NVML_ERROR_FUNCTION_NOT_FOUND;
+  nvmlProcessesUtilizationInfo_t *info = procesesUtilInfo;
+  if (!info) return NVML_ERROR_INVALID_ARGUMENT;
+  if (info->version != nvmlProcessesUtilizationInfo_v1) return real(device, info); /* the driver judges */
+  nvmlProcessesUtilizationInfo_t mine = {.version = nvmlProcessesUtilizationInfo_v1,
+                                         .processSamplesCount = MAX_ROWS,
+                                         .lastSeenTimeStamp = info->lastSeenTimeStamp,
+                                         .procUtilArray = malloc(sizeof(nvmlProcessUtilizationInfo_v1_t) * MAX_ROWS)};
+  struct pid_view view;
+  nvmlReturn_t rc = NVML_ERROR_MEMORY;
+  if (load_view(&view) == 0 && mine.procUtilArray) {
+    rc = real(device, &mine);
+    if (rc == NVML_SUCCESS) {
+      nvmlProcessUtilizationInfo_v1_t *rows = mine.procUtilArray;
+      unsigned int kept = 0;
+      for (unsigned int i = 0; i < mine.processSamplesCount; i++) {
+        unsigned int shown = visible_pid(&view, rows[i].pid);
+        if (!shown) continue;
+        rows[kept] = rows[i];
+        rows[kept++].pid = shown;
+      }
+      if (kept == 0) rc = NVML_ERROR_NOT_FOUND;
+      else if (!info->procUtilArray || kept > info->processSamplesCount) rc = NVML_ERROR_INSUFFICIENT_SIZE;
+      else memcpy(info->procUtilArray, rows, sizeof *rows * kept);
+      info->processSamplesCount = kept;
+    } else if (rc == NVML_ERROR_NOT_FOUND) {
+      info->processSamplesCount = 0;
+    }
+  }
+  free(mine.procUtilArray);
+  free_view(&view);
+  return rc;
+}
+
 void *vc_nvml_hook_for_export(const char *name) {
   static const struct {
     const char *name;
@@ -260,6 +298,7 @@ void *vc_nvml_hook_for_export(const char *name) {
       {"nvmlDeviceGetMPSComputeRunningProcesses_v2", (void *)&nvmlDeviceGetMPSComputeRunningProcesses_v2},
       {"nvmlDeviceGetMPSComputeRunningProcesses_v3", (void *)&nvmlDeviceGetMPSComputeRunningProcesses_v3},
       {"nvmlDeviceGetProcessUtilization", (void *)&nvmlDeviceGetProcessUtilization},
+      {"nvmlDeviceGetProcessesUtilizationInfo", (void *)&nvmlDeviceGetProcessesUtilizationInfo},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (strcmp(table[i].name, name) == 0) return table[i].fn;

@@ -4,6 +4,8 @@
  *                v3 PID MIB     nvmlDeviceGetComputeRunningProcesses_v3
  *                v1 PID MIB     nvmlDeviceGetComputeRunningProcesses
  *                util PID       nvmlDeviceGetProcessUtilization (distinct pids)
+ *                util2 PID      nvmlDeviceGetProcessesUtilizationInfo (distinct pids), after a
+ *                               sizing call (NULL array) that must ask for at least as many
  *                graphics RC    nvmlDeviceGetGraphicsRunningProcesses_v3 (through dlsym)'s return
  *                               code: the fake has none, the hook must pass that through
  *              and "end" last. */
@@ -63,6 +65,22 @@ static int list(void) {
     int seen = 0;
     for (unsigned int j = 0; j < i; j++) seen |= s[j].pid == s[i].pid;
     if (!seen) printf("util %u\n", s[i].pid);
+  }
+  nvmlProcessesUtilizationInfo_t info = {.version = nvmlProcessesUtilizationInfo_v1};
+  rc = nvmlDeviceGetProcessesUtilizationInfo(d, &info);
+  if (rc != NVML_ERROR_INSUFFICIENT_SIZE && rc != NVML_ERROR_NOT_FOUND) return 8;
+  unsigned int needed = info.processSamplesCount;
+  nvmlProcessUtilizationInfo_v1_t u[256];
+  info = (nvmlProcessesUtilizationInfo_t){.version = nvmlProcessesUtilizationInfo_v1, .processSamplesCount = 256,
+                                          .procUtilArray = u};
+  rc = nvmlDeviceGetProcessesUtilizationInfo(d, &info);
+  if (rc != NVML_SUCCESS && rc != NVML_ERROR_NOT_FOUND) return 9;
+  if (rc == NVML_ERROR_NOT_FOUND) info.processSamplesCount = 0;
+  if (info.processSamplesCount > needed) return 10;
+  for (unsigned int i = 0; i < info.processSamplesCount; i++) {
+    int seen = 0;
+    for (unsigned int j = 0; j < i; j++) seen |= u[j].pid == u[i].pid;
+    if (!seen) printf("util2 %u\n", u[i].pid);
   }
   /* Found through dlsym: the fake driver does not export it, only libvcuda does. */
   nvmlReturn_t (*graphics)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *) =

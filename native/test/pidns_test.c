@@ -139,8 +139,8 @@ static pid_t start_holder(const char *name, const char *mib, int *to_child) {
 
 /* What `list` run in container `name` shows. */
 struct listing {
-  uint32_t v3[16], v3_mib[16], v1[16], util[16];
-  int n3, n1, nu, ok, graphics_rc;
+  uint32_t v3[16], v3_mib[16], v1[16], util[16], util2[16];
+  int n3, n1, nu, nu2, ok, graphics_rc;
 };
 
 static struct listing list_in(const char *name) {
@@ -165,6 +165,7 @@ static struct listing list_in(const char *name) {
       l.v3[l.n3] = a;
       l.v3_mib[l.n3++] = b;
     } else if (sscanf(line, "v1 %u", &a) == 1 && l.n1 < 16) l.v1[l.n1++] = a;
+    else if (sscanf(line, "util2 %u", &a) == 1 && l.nu2 < 16) l.util2[l.nu2++] = a; /* before "util %u" */
     else if (sscanf(line, "util %u", &a) == 1 && l.nu < 16) l.util[l.nu++] = a;
     else if (sscanf(line, "graphics %d", &l.graphics_rc) == 1) continue;
     else if (strncmp(line, "end", 3) == 0) l.ok = 1;
@@ -185,7 +186,8 @@ static int shows(const uint32_t *pids, int n, pid_t pid) {
 /* Shown in both compute lists (v3 and v1). */
 static int listed(const struct listing *l, pid_t pid) { return shows(l->v3, l->n3, pid) && shows(l->v1, l->n1, pid); }
 static int absent(const struct listing *l, pid_t pid) {
-  return !shows(l->v3, l->n3, pid) && !shows(l->v1, l->n1, pid) && !shows(l->util, l->nu, pid);
+  return !shows(l->v3, l->n3, pid) && !shows(l->v1, l->n1, pid) && !shows(l->util, l->nu, pid) &&
+         !shows(l->util2, l->nu2, pid);
 }
 
 static pid_t start_alias(void) {
@@ -223,6 +225,7 @@ static void test_lists(void) {
   CHECK(l.ok, "list ran");
   CHECK(listed(&l, alias), "the container's host pid %d is shown as its container pid %d", host, alias);
   CHECK(shows(l.util, l.nu, alias), "utilization samples of host pid %d are shown as pid %d", host, alias);
+  CHECK(shows(l.util2, l.nu2, alias), "versioned utilization info of host pid %d is shown as pid %d", host, alias);
   for (int i = 0; i < l.n3; i++)
     if (l.v3[i] == (uint32_t)alias) CHECK(l.v3_mib[i] == 12, "the row keeps the host row's memory (%u MiB)", l.v3_mib[i]);
   CHECK(listed(&l, mine), "a slot pid (no namespace) is still shown");
