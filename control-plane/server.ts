@@ -38,11 +38,11 @@ import { createRefusalLog } from './dashboard/refusals.js';
 import { dashboardRoutes } from './dashboard/routes.js';
 import { createExtenderMetrics } from './extender/extender-metrics.js';
 import { LedgerNodes } from './extender/ledger-nodes.js';
+import { reconcileLedger } from './extender/ledger-reconciler.js';
 import { Nudger } from './extender/nudger.js';
 import { extenderRoutes } from './extender/routes.js';
 import { type ControlPlaneKube, createKubeClient } from './kube-client.js';
 import { createLocalKube } from './local-kube.js';
-import { isPodHoldingCards } from './placement/cluster-snapshot.js';
 import { createAssignmentSigner, type KeySet, loadSigningKeys, publishJwks } from './signing-keys.js';
 import { createWatchCache, type WatchCache } from './watch-cache.js';
 
@@ -263,16 +263,21 @@ export async function startControlPlane(
     if (watch) {
       const reconcile = setInterval(() => {
         if (!watch?.isSynced()) return;
-        const live = [...state.allPods()].filter(isPodHoldingCards).map((p) => ({
-          uid: p.metadata?.uid ?? '',
-          namespace: p.metadata?.namespace ?? '',
-          name: p.metadata?.name ?? '',
-        }));
-        ledger
-          .reconcile(config.clusterName, live, { listedAt: new Date(clock().getTime() - RECONCILE_GRACE_MS) })
-          .then(
-            (r) => r.released.length > 0 && log.info({ released: r.released.length }, 'reconciled ledger with cluster'),
-          )
+        reconcileLedger({
+          cluster: config.clusterName,
+          ledger,
+          state,
+          ensureNode: (node) => ledgerNodes.ensure(node),
+          clock,
+          graceMs: RECONCILE_GRACE_MS,
+        })
+          .then((r) => {
+            if (r.released.length > 0) log.info({ released: r.released.length }, 'reconciled ledger with cluster');
+            if (r.restored.length > 0) {
+              log.warn({ pods: r.restored }, 'ledger held nothing for running pods; restored from their assignments');
+            }
+            for (const f of r.refused) log.error({ pod: f.pod, reason: f.message }, 'running pod missing from ledger');
+          })
           .catch((err) => log.warn({ err: String(err) }, 'reconcile failed'));
       }, RECONCILE_MS);
       reconcile.unref();

@@ -21,9 +21,8 @@ import { type PlacementPolicy, readPlacementRequest } from '../placement/placeme
 import type { AssignmentSigner } from '../signing-keys.js';
 import { ConfirmBatcher } from './confirm-batcher.js';
 import type { BindingArgs } from './extender-api.js';
+import { type LedgerItem, ledgerItemsOf } from './ledger-items.js';
 import { LedgerNodes, type NodeRegistrationLedger } from './ledger-nodes.js';
-
-type Item = { container: string; cardUuid: string; core: number; memoryMiB: number };
 
 /** The slice of the ledger (db/ledger.ts) bind uses: node registration (LedgerNodes) and reservations. */
 export type BindLedger = NodeRegistrationLedger & {
@@ -33,7 +32,7 @@ export type BindLedger = NodeRegistrationLedger & {
     namespace: string;
     pod: string;
     node: string;
-    items: Item[];
+    items: LedgerItem[];
   }): Promise<{ reused: boolean }>;
   confirmMany(cluster: string, podUids: readonly string[]): Promise<{ missing: string[] }>;
   release(cluster: string, podUid: string): Promise<{ released: number }>;
@@ -69,30 +68,6 @@ export type BinderDeps = {
 };
 
 export type BindOutcome = { pod: string; node: string; cards: string[]; reused: boolean };
-
-/** Per card, one ledger item carrying the pod's whole hold there (containers joined in its name). */
-function itemsOf(a: Assignment): Item[] {
-  const byCard = new Map<
-    string,
-    { names: string[]; app: { core: number; mem: number }; init: { core: number; mem: number } }
-  >();
-  for (const c of a.containers) {
-    for (const g of c.cards) {
-      const e = byCard.get(g.uuid) ?? { names: [], app: { core: 0, mem: 0 }, init: { core: 0, mem: 0 } };
-      e.names.push(c.name);
-      const mem = Math.ceil(g.memoryBytes / MIB);
-      if (c.isInit) e.init = { core: Math.max(e.init.core, g.core), mem: Math.max(e.init.mem, mem) };
-      else e.app = { core: e.app.core + g.core, mem: e.app.mem + mem };
-      byCard.set(g.uuid, e);
-    }
-  }
-  return [...byCard.entries()].map(([cardUuid, e]) => ({
-    container: e.names.join(','),
-    cardUuid,
-    core: Math.max(e.app.core, e.init.core),
-    memoryMiB: Math.max(e.app.mem, e.init.mem),
-  }));
-}
 
 export class Binder {
   private readonly ledgerNodes: LedgerNodes;
@@ -179,7 +154,7 @@ export class Binder {
       throw new VcudaError('conflict', `bind ${podRef}: already bound to ${boundTo}`);
     }
     const { assignment, isExisting } = this.plan(pod, args, now);
-    const items = itemsOf(assignment);
+    const items = ledgerItemsOf(assignment);
     // Taken from now on in this replica's view, so filters running meanwhile do not offer these cards.
     const assignedAt = now.toISOString();
     state.assumePod(pod, holdOfAssignment(assignment, { [vcudaAnnotations.assignedAt]: assignedAt }));
@@ -195,7 +170,7 @@ export class Binder {
   private async reserveAndBind(
     args: BindingArgs,
     assignment: Assignment,
-    items: Item[],
+    items: LedgerItem[],
     isExisting: boolean,
     assignedAt: string,
     now: Date,
