@@ -31,8 +31,8 @@ describe('vcuda db migrate / vcuda report', { timeout: 120_000 }, () => {
 
   it('migrates a PGlite directory once, then reports from it as JSON and CSV', async () => {
     const data = join(dir, 'ledger');
-    expect(await run('db', 'migrate', '--data-dir', data)).toMatch(/8 applied, 0 already there/);
-    expect(await run('db', 'migrate', '--data-dir', data)).toMatch(/0 applied, 8 already there/);
+    expect(await run('db', 'migrate', '--data-dir', data)).toMatch(/9 applied, 0 already there/);
+    expect(await run('db', 'migrate', '--data-dir', data)).toMatch(/0 applied, 9 already there/);
     const json = JSON.parse(await run('report', 'fragmentation', '--data-dir', data)) as { rows: unknown[] };
     expect(json.rows).toEqual([]);
     expect(await run('report', 'quota-usage', '--format', 'csv', '--data-dir', data)).toBe(

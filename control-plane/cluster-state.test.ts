@@ -55,7 +55,7 @@ describe('ClusterState', () => {
     const other = assignedPod('b', 'n1', [{ core: 30, memoryMiB: 1000, cards: [0] }]);
     s.upsertPod(other);
     s.removePod(other);
-    expect(events).toEqual(['n1:pod-allocated', 'n1:pod-ended:a', 'n1:pod-ended:b']);
+    expect(events).toEqual(['n1:pod-allocated:a', 'n1:pod-ended:a', 'n1:pod-ended:b']);
   });
 
   it("a failed bind rolled back reports no ended pod (its ledger rows may be another bind's)", () => {

@@ -20,7 +20,7 @@ import {
 export type CapacityFreed = {
   node: string;
   why: 'pod-ended' | 'assignment-withdrawn' | 'pod-allocated' | 'node-recovered';
-  /** The pod that ended (finished or deleted), so its ledger rows can be released. */
+  /** The pod that ended (its ledger rows are released) or was allocated (its size stops being pending). */
   pod?: { uid: string; namespace: string; name: string };
 };
 
@@ -121,7 +121,9 @@ export class ClusterState {
           ? { node: before.hold.node, why: 'pod-ended', pod: refOf(pod) }
           : { node: before.hold.node, why: 'assignment-withdrawn' },
       );
-    } else if (before?.hold?.pending && hold && !hold.pending) this.emit({ node: hold.node, why: 'pod-allocated' });
+    } else if (before?.hold?.pending && hold && !hold.pending) {
+      this.emit({ node: hold.node, why: 'pod-allocated', pod: refOf(pod) });
+    }
   }
 
   /**

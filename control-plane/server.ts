@@ -40,6 +40,7 @@ import { createExtenderMetrics } from './extender/extender-metrics.js';
 import { LedgerNodes } from './extender/ledger-nodes.js';
 import { reconcileLedger } from './extender/ledger-reconciler.js';
 import { Nudger } from './extender/nudger.js';
+import { PodWriteBatcher } from './extender/pod-write-batcher.js';
 import { extenderRoutes } from './extender/routes.js';
 import { type ControlPlaneKube, createKubeClient } from './kube-client.js';
 import { createLocalKube } from './local-kube.js';
@@ -230,10 +231,24 @@ export async function startControlPlane(
       onError: (t, err) => log.debug({ pod: `${t.namespace}/${t.name}`, err: String(err) }, 'nudge failed'),
     });
     closers.push(() => nudger.close());
+    // An allocated pod's container sizes stop being pending on its node, in the ledger that every
+    // replica's binds consult; allocations arriving together are written together.
+    const allocationMarks = new PodWriteBatcher(async (uids) => {
+      await ledger.markAllocated(config.clusterName, uids);
+      return { missing: [] };
+    });
     const unsubscribe = state.onCapacityFreed((e) => {
       if (e.why === 'pod-ended' && e.pod?.uid) {
         nudger.forget(e.pod.uid);
         ledger.release(config.clusterName, e.pod.uid).catch((err) => log.warn({ err: String(err) }, 'release failed'));
+      }
+      if (e.why === 'pod-allocated' && e.pod?.uid) {
+        // Nudge once the ledger knows, or a pod waiting for this size would be refused again.
+        allocationMarks
+          .write(e.pod.uid)
+          .catch((err) => log.warn({ err: String(err) }, 'marking an allocation in the ledger failed'))
+          .finally(() => nudger.capacityFreed(e));
+        return;
       }
       nudger.capacityFreed(e);
     });

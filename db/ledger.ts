@@ -33,6 +33,8 @@ export type ReserveRequest = {
   pod: string;
   node: string;
   items: ReserveItem[];
+  /** The pod's distinct per-container core amounts, pending on `node` until markAllocated. */
+  pending?: { coreAmounts: number[]; ttlMs: number };
 };
 export type LivePod = { uid: string; namespace: string; name: string };
 export type LedgerOptions = { clock: () => Date };
@@ -57,6 +59,16 @@ const reserveRequestSchema = z.object({
     .refine((items) => new Set(items.map((i) => `${i.container}\u0000${i.cardUuid}`)).size === items.length, {
       message: 'a container may name each card once',
     }),
+  /**
+   * The pod's distinct per-container core amounts, pending on its node until `markAllocated`:
+   * refused while another pod there has one of them pending (reserved within `ttlMs`).
+   */
+  pending: z
+    .object({
+      coreAmounts: z.array(z.number().int().positive()).min(1),
+      ttlMs: z.number().int().positive(),
+    })
+    .optional(),
 });
 
 const cardSchema = z.object({
@@ -101,6 +113,8 @@ const CONFIRM_SQL = `with bound as (
   update allocations set state = 'bound', bound_at = $3::timestamptz
   where cluster = $1 and pod_uid = $2 and state <> 'released' returning 1)
 select count(*)::int as n from bound`;
+const MARK_ALLOCATED_SQL = `update pod_holds set allocated_at = $3::timestamptz
+where cluster = $1 and allocated_at is null and pod_uid in (select jsonb_array_elements_text($2::jsonb))`;
 const CONFIRM_MANY_SQL = `update allocations set state = 'bound', bound_at = $3::timestamptz
 where cluster = $1 and pod_uid in (select jsonb_array_elements_text($2::jsonb)) and state <> 'released'
 returning pod_uid`;
@@ -211,6 +225,15 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
       ]);
       const confirmed = new Set(rows.map((r) => r.pod_uid));
       return { missing: [...new Set(podUids)].filter((uid) => !confirmed.has(uid)) };
+    },
+
+    /**
+     * The node agent has allocated these pods: their container sizes stop being pending on their
+     * nodes. Idempotent; pods without a hold are ignored.
+     */
+    async markAllocated(cluster: string, podUids: readonly string[]): Promise<void> {
+      if (podUids.length === 0) return;
+      await query(MARK_ALLOCATED_SQL, [cluster, JSON.stringify(podUids), clock().toISOString()]);
     },
 
     async release(cluster: string, podUid: string): Promise<{ released: number }> {

@@ -120,6 +120,9 @@ export type AllocationState = (typeof allocationStates)[number];
  * One row per pod that holds a reservation, keyed by (cluster, pod UID). Reserve inserts it
  * first: a second reservation of the same pod (another replica, another choice of cards)
  * waits on the key until the first commits, then sees the pod held. Release deletes it.
+ * Until the node agent has allocated the pod (`allocated_at`), its per-container core amounts
+ * on its node are "pending": the device plugin's Allocate sees only an amount, so no other pod
+ * with one of those amounts may be placed on that node meanwhile, whichever replica binds it.
  */
 export const podHolds = pgTable(
   'pod_holds',
@@ -129,8 +132,14 @@ export const podHolds = pgTable(
     namespace: text('namespace').notNull(),
     pod: text('pod').notNull(),
     reservedAt: ts('reserved_at').notNull(),
+    node: text('node'),
+    coreAmounts: integer('core_amounts').array().notNull().default(sql`'{}'::integer[]`),
+    allocatedAt: ts('allocated_at'),
   },
-  (t) => [primaryKey({ columns: [t.cluster, t.podUid] })],
+  (t) => [
+    primaryKey({ columns: [t.cluster, t.podUid] }),
+    index('pod_holds_pending_idx').on(t.cluster, t.node).where(sql`${t.allocatedAt} is null`),
+  ],
 );
 
 /** One container's share of one card. A pod is all rows with its (cluster, pod_uid). */

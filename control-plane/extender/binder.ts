@@ -15,14 +15,14 @@ import {
 } from '../../contract/index.js';
 import type { ClusterState } from '../cluster-state.js';
 import type { ControlPlaneKube } from '../kube-client.js';
-import { holdOfAssignment, type PodWithStatus } from '../placement/cluster-snapshot.js';
+import { holdOfAssignment, type PodWithStatus, pendingCoreAmountsOf } from '../placement/cluster-snapshot.js';
 import { type FitContext, fitPod } from '../placement/fit.js';
 import { type PlacementPolicy, readPlacementRequest } from '../placement/placement-request.js';
 import type { AssignmentSigner } from '../signing-keys.js';
-import { ConfirmBatcher } from './confirm-batcher.js';
 import type { BindingArgs } from './extender-api.js';
 import { type LedgerItem, ledgerItemsOf } from './ledger-items.js';
 import { LedgerNodes, type NodeRegistrationLedger } from './ledger-nodes.js';
+import { PodWriteBatcher } from './pod-write-batcher.js';
 
 /** The slice of the ledger (db/ledger.ts) bind uses: node registration (LedgerNodes) and reservations. */
 export type BindLedger = NodeRegistrationLedger & {
@@ -33,6 +33,7 @@ export type BindLedger = NodeRegistrationLedger & {
     pod: string;
     node: string;
     items: LedgerItem[];
+    pending?: { coreAmounts: number[]; ttlMs: number };
   }): Promise<{ reused: boolean }>;
   confirmMany(cluster: string, podUids: readonly string[]): Promise<{ missing: string[] }>;
   release(cluster: string, podUid: string): Promise<{ released: number }>;
@@ -71,11 +72,11 @@ export type BindOutcome = { pod: string; node: string; cards: string[]; reused: 
 
 export class Binder {
   private readonly ledgerNodes: LedgerNodes;
-  private readonly confirms: ConfirmBatcher;
+  private readonly confirms: PodWriteBatcher;
 
   constructor(private readonly deps: BinderDeps) {
     this.ledgerNodes = deps.ledgerNodes ?? new LedgerNodes(deps.ledger, deps.config.cluster);
-    this.confirms = new ConfirmBatcher((uids) => deps.ledger.confirmMany(deps.config.cluster, uids));
+    this.confirms = new PodWriteBatcher((uids) => deps.ledger.confirmMany(deps.config.cluster, uids));
   }
 
   private async readPod(args: BindingArgs): Promise<PodWithStatus> {
@@ -185,6 +186,8 @@ export class Binder {
       pod: args.PodName,
       node: args.Node,
       items,
+      // The ledger keeps the allocation tie across replicas: one pending size per node.
+      pending: { coreAmounts: pendingCoreAmountsOf(assignment), ttlMs: config.assignmentTtlMs },
     };
     const { reused } = await ledger.reserve(request);
     if (reused && !isExisting) {
@@ -217,12 +220,12 @@ export class Binder {
   }
 
   /**
-   * reserved -> bound, batched with the binds finishing at the same time (ConfirmBatcher retries).
+   * reserved -> bound, batched with the binds finishing at the same time (PodWriteBatcher retries).
    * A confirm that still fails leaves the rows reserved for the reconcile to mend; it must not
    * fail the bind, whose Binding already exists.
    */
   private async confirm(podUid: string): Promise<void> {
-    await this.confirms.confirm(podUid).catch(() => undefined);
+    await this.confirms.write(podUid).catch(() => undefined);
   }
 
   private async createBinding(args: BindingArgs): Promise<void> {

@@ -9,6 +9,7 @@ import type { VcudaDb } from '../../db/connect.js';
 import { allocations } from '../../db/schema.js';
 import { createTestDatabase, type TestDatabase, testDbKinds } from '../../db/test-databases.js';
 import { ClusterState } from '../cluster-state.js';
+import type { NodeLike } from '../placement/cluster-snapshot.js';
 import { gpuNode, gpuPod } from '../testing/builders.js';
 import { type ExtenderHarness, post, startExtender, testKeys } from '../testing/extender-harness.js';
 import { type FakeKubeApi, startFakeKubeApi } from '../testing/fake-kube-api.js';
@@ -25,9 +26,19 @@ describe.each(await testDbKinds())('concurrent binds on %s', (kind) => {
     await tdb.drop();
   });
 
+  /** REPLICAS extender instances, each with its own view of the node (no shared watch), one ledger. */
+  const startReplicas = async (into: ExtenderHarness[], api: FakeKubeApi, node: NodeLike, prefix: string) => {
+    const keys = await testKeys();
+    for (let r = 0; r < REPLICAS; r++) {
+      const state = new ClusterState();
+      state.upsertNode(node);
+      const db: VcudaDb = await tdb.open(4);
+      into.push(await startExtender({ api, db, keys, watch: false, state, instanceId: `${prefix}-${r}` }));
+    }
+  };
+
   it('never overcommits a card, whatever the interleaving', async () => {
     const api: FakeKubeApi = await startFakeKubeApi();
-    const keys = await testKeys();
     const node = gpuNode({ name: 'n1', cards: 2, card: { memoryMiB: 4000 } });
     api.putNode(node);
     // Distinct core amounts (30..41), so the one-pending-container-size rule does not hide the race.
@@ -35,12 +46,7 @@ describe.each(await testDbKinds())('concurrent binds on %s', (kind) => {
     for (const p of pods) api.putPod(p);
     const replicas: ExtenderHarness[] = [];
     try {
-      for (let r = 0; r < REPLICAS; r++) {
-        const state = new ClusterState();
-        state.upsertNode(node);
-        const db: VcudaDb = await tdb.open(4);
-        replicas.push(await startExtender({ api, db, keys, watch: false, state, instanceId: `replica-${r}` }));
-      }
+      await startReplicas(replicas, api, node, 'replica');
       const results = await Promise.all(
         replicas.flatMap((ext) =>
           pods.map((p) =>
@@ -85,6 +91,41 @@ describe.each(await testDbKinds())('concurrent binds on %s', (kind) => {
       }
       // Capacity is used, not just protected: at least one pod per card got through.
       expect(bound).toBeGreaterThanOrEqual(2);
+    } finally {
+      for (const r of replicas) await r.close();
+      await api.close();
+    }
+  });
+
+  it('keeps one pending container size per node across replicas, so Allocate stays unambiguous', async () => {
+    const api: FakeKubeApi = await startFakeKubeApi();
+    const node = gpuNode({ name: 'n2', cards: 4 });
+    api.putNode(node);
+    // Same-size pods, one per replica: each replica alone would let its own through.
+    const pods = Array.from({ length: REPLICAS }, (_, i) => gpuPod(`same-${i}`, [{ core: 25, memoryMiB: 100 }]));
+    for (const p of pods) api.putPod(p);
+    const replicas: ExtenderHarness[] = [];
+    try {
+      await startReplicas(replicas, api, node, 'tie');
+      const results = await Promise.all(
+        replicas.map((ext, i) =>
+          post(ext.app, '/bind', {
+            PodName: pods[i]?.metadata?.name,
+            PodNamespace: 'default',
+            PodUID: pods[i]?.metadata?.uid,
+            Node: 'n2',
+          }),
+        ),
+      );
+      const errors = results.map((r) => (r.json as { Error?: string }).Error ?? '');
+      expect(errors.filter((e) => e === '')).toHaveLength(1);
+      for (const e of errors.filter((x) => x !== '')) {
+        expect(e).toMatch(/with a 25-core container is still starting on n2/);
+      }
+      const bound = [...api.pods.values()].filter(
+        (p) => (p as unknown as { spec: { nodeName?: string } }).spec.nodeName,
+      );
+      expect(bound).toHaveLength(1);
     } finally {
       for (const r of replicas) await r.close();
       await api.close();

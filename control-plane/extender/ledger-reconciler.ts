@@ -4,6 +4,7 @@
  * A pod that runs on its cards while the ledger holds nothing for it (rows lost to an operator's
  * hand, a restored backup, a bug) is put back from its signed assignment, so capacity and quotas
  * count what really runs; if its cards or quota are taken meanwhile, that is reported, not hidden.
+ * Allocated pods are marked so, so their sizes stop being pending on their nodes.
  */
 import { peekAssignment, VcudaError, vcudaAnnotations } from '../../contract/index.js';
 import type { ClusterState } from '../cluster-state.js';
@@ -14,6 +15,7 @@ import { type LedgerItem, ledgerItemsOf } from './ledger-items.js';
 export type LivePod = { uid: string; namespace: string; name: string };
 
 export type ReconcileLedger = Pick<BindLedger, 'reserve' | 'confirmMany'> & {
+  markAllocated(cluster: string, podUids: readonly string[]): Promise<void>;
   reconcile(
     cluster: string,
     livePods: LivePod[],
@@ -89,6 +91,12 @@ export async function reconcileLedger(deps: LedgerReconcilerDeps): Promise<Recon
   const { released, missingFromLedger } = await ledger.reconcile(cluster, live, {
     listedAt: new Date(nowMs - deps.graceMs),
   });
+  // Allocations this replica did not see happen (it was down, or the write failed) stop
+  // counting as pending sizes in the ledger; the pods already marked are untouched.
+  const allocated = [...state.allPods()]
+    .filter((p) => isPodHoldingCards(p) && p.metadata?.annotations?.[vcudaAnnotations.allocatedAt])
+    .map((p) => p.metadata?.uid ?? '');
+  await ledger.markAllocated(cluster, allocated);
   const outcome: ReconcileOutcome = { released, restored: [], refused: [] };
   for (const plan of podsToRestore(missingFromLedger, (ns, name) => state.pod(ns, name), nowMs, deps.graceMs)) {
     const ref = `${plan.namespace}/${plan.pod}`;

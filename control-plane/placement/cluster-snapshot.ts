@@ -225,6 +225,11 @@ export function readPodHold(pod: PodWithStatus): PodHold | undefined {
 }
 
 /** What an assignment holds on its node; pending until the node agent marks the pod allocated. */
+/** The per-container core amounts an assignment waits to be allocated with (see coreAmountsOf). */
+export function pendingCoreAmountsOf(assignment: Assignment): number[] {
+  return coreAmountsOf(assignment.containers.map((c) => c.cards.reduce((s, g) => s + g.core, 0)));
+}
+
 export function holdOfAssignment(assignment: Assignment, podAnnotations: Record<string, string>): PodHold {
   const containers = assignment.containers.map((c) => ({
     isInit: c.isInit,
@@ -237,7 +242,7 @@ export function holdOfAssignment(assignment: Assignment, podAnnotations: Record<
     pending: {
       podUid: assignment.pod.uid,
       pod: `${assignment.pod.namespace}/${assignment.pod.name}`,
-      coreAmounts: coreAmountsOf(assignment.containers.map((c) => c.cards.reduce((s, g) => s + g.core, 0))),
+      coreAmounts: pendingCoreAmountsOf(assignment),
       assignedAtMs: parseTimeMs(podAnnotations[vcudaAnnotations.assignedAt]),
     },
   };

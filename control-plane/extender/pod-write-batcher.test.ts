@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { ConfirmBatcher } from './confirm-batcher.js';
+import { PodWriteBatcher } from './pod-write-batcher.js';
 
-/** A confirmMany that commits when the test says, recording each statement's pods. */
+/** A write that commits when the test says, recording each statement's pods. */
 function gatedLedger(held: Set<string>) {
   const statements: string[][] = [];
   const gates: (() => void)[] = [];
-  const confirmMany = async (uids: readonly string[]) => {
+  const writeMany = async (uids: readonly string[]) => {
     statements.push([...uids]);
     await new Promise<void>((open) => gates.push(open));
     return { missing: uids.filter((u) => !held.has(u)) };
@@ -14,35 +14,35 @@ function gatedLedger(held: Set<string>) {
     while (gates.length === 0) await new Promise((r) => setTimeout(r, 1));
     gates.shift()?.();
   };
-  return { confirmMany, statements, openNext };
+  return { writeMany, statements, openNext };
 }
 
-describe('ConfirmBatcher', () => {
-  it('sends the first confirm at once and the ones arriving meanwhile as one statement', async () => {
+describe('PodWriteBatcher', () => {
+  it('sends the first write at once and the ones arriving meanwhile as one statement', async () => {
     const ledger = gatedLedger(new Set(['a', 'b', 'c', 'd']));
-    const batcher = new ConfirmBatcher(ledger.confirmMany);
-    const first = batcher.confirm('a');
-    const rest = ['b', 'c', 'd'].map((u) => batcher.confirm(u));
+    const batcher = new PodWriteBatcher(ledger.writeMany);
+    const first = batcher.write('a');
+    const rest = ['b', 'c', 'd'].map((u) => batcher.write(u));
     expect(ledger.statements).toEqual([['a']]);
     await ledger.openNext();
-    expect(await first).toBe('confirmed');
+    expect(await first).toBe('written');
     await ledger.openNext();
-    expect(await Promise.all(rest)).toEqual(['confirmed', 'confirmed', 'confirmed']);
+    expect(await Promise.all(rest)).toEqual(['written', 'written', 'written']);
     expect(ledger.statements).toEqual([['a'], ['b', 'c', 'd']]);
   });
 
-  it('tells each caller whether its pod still held a reservation', async () => {
+  it('tells each caller whether its pod still held rows', async () => {
     const ledger = gatedLedger(new Set(['kept']));
-    const batcher = new ConfirmBatcher(ledger.confirmMany);
-    const outcomes = Promise.all([batcher.confirm('kept'), batcher.confirm('expired')]);
+    const batcher = new PodWriteBatcher(ledger.writeMany);
+    const outcomes = Promise.all([batcher.write('kept'), batcher.write('expired')]);
     await ledger.openNext();
     await ledger.openNext();
-    expect(await outcomes).toEqual(['confirmed', 'missing']);
+    expect(await outcomes).toEqual(['written', 'missing']);
   });
 
   it('retries a failed statement, then fails only that batch and keeps serving', async () => {
     let calls = 0;
-    const batcher = new ConfirmBatcher(
+    const batcher = new PodWriteBatcher(
       async (uids) => {
         calls++;
         if (uids.includes('doomed')) throw new Error('connection reset');
@@ -50,14 +50,14 @@ describe('ConfirmBatcher', () => {
       },
       { attempts: 3, backoffMs: 1 },
     );
-    await expect(batcher.confirm('doomed')).rejects.toThrow('connection reset');
+    await expect(batcher.write('doomed')).rejects.toThrow('connection reset');
     expect(calls).toBe(3);
-    expect(await batcher.confirm('next')).toBe('confirmed');
+    expect(await batcher.write('next')).toBe('written');
   });
 
   it('splits a long queue into statements of at most maxBatch pods', async () => {
     const sizes: number[] = [];
-    const batcher = new ConfirmBatcher(
+    const batcher = new PodWriteBatcher(
       async (uids) => {
         sizes.push(uids.length);
         await new Promise((r) => setTimeout(r, 1));
@@ -65,7 +65,7 @@ describe('ConfirmBatcher', () => {
       },
       { maxBatch: 4 },
     );
-    await Promise.all(Array.from({ length: 11 }, (_, i) => batcher.confirm(`p${i}`)));
+    await Promise.all(Array.from({ length: 11 }, (_, i) => batcher.write(`p${i}`)));
     expect(sizes).toEqual([1, 4, 4, 2]);
   });
 });
