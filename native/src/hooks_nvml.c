@@ -155,6 +155,34 @@ static unsigned int visible_pid(const struct pid_view *v, unsigned int host_pid)
   return 0;
 }
 
+/* Keeps, in place, the rows of `n` whose pid (at byte `pid_at` of each row) the container may see,
+ * rewritten to the pid the container knows; returns how many are kept. */
+static unsigned int keep_visible_rows(const struct pid_view *view, unsigned char *rows, unsigned int n, size_t row,
+                                      size_t pid_at) {
+  unsigned int kept = 0;
+  for (unsigned int i = 0; i < n; i++) {
+    unsigned int pid;
+    memcpy(&pid, rows + row * i + pid_at, sizeof pid);
+    unsigned int shown = visible_pid(view, pid);
+    if (!shown) continue;
+    memmove(rows + row * kept, rows + row * i, row);
+    memcpy(rows + row * kept++ + pid_at, &shown, sizeof shown);
+  }
+  return kept;
+}
+
+/* NVML's answer for per-process utilization samples: NOT_FOUND when none are left, otherwise the
+ * samples or INSUFFICIENT_SIZE with the count needed. */
+static nvmlReturn_t answer_samples(const unsigned char *rows, unsigned int kept, void *out, unsigned int *count,
+                                   size_t row) {
+  nvmlReturn_t rc = NVML_SUCCESS;
+  if (kept == 0) rc = NVML_ERROR_NOT_FOUND;
+  else if (!out || kept > *count) rc = NVML_ERROR_INSUFFICIENT_SIZE;
+  else memcpy(out, rows, row * kept);
+  *count = kept;
+  return rc;
+}
+
 /* Runs the real list call into a private buffer, keeps the container's rows (with the pid the
  * container knows), and answers with NVML's count protocol (INSUFFICIENT_SIZE with the needed
  * count when the caller's is short). */
@@ -172,15 +200,7 @@ static nvmlReturn_t filtered_list(nvmlDevice_t device, unsigned int *count, void
   unsigned int n = MAX_ROWS;
   nvmlReturn_t rc = real(device, &n, rows);
   if (rc == NVML_SUCCESS) {
-    unsigned int kept = 0;
-    for (unsigned int i = 0; i < n; i++) {
-      unsigned int pid;
-      memcpy(&pid, rows + row * i, sizeof pid); /* pid is the first field of every row type */
-      unsigned int shown = visible_pid(&view, pid);
-      if (!shown) continue;
-      memmove(rows + row * kept, rows + row * i, row);
-      memcpy(rows + row * kept++, &shown, sizeof shown);
-    }
+    unsigned int kept = keep_visible_rows(&view, rows, n, row, 0); /* pid is the first field of every row type */
     if (kept > *count || (kept > 0 && !out)) {
       *count = kept;
       rc = NVML_ERROR_INSUFFICIENT_SIZE;
@@ -225,17 +245,9 @@ VC_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvml
   if (load_view(&view) == 0 && rows) {
     rc = real(device, rows, &n, lastSeenTimeStamp);
     if (rc == NVML_SUCCESS) {
-      unsigned int kept = 0;
-      for (unsigned int i = 0; i < n; i++) {
-        unsigned int shown = visible_pid(&view, rows[i].pid);
-        if (!shown) continue;
-        rows[kept] = rows[i];
-        rows[kept++].pid = shown;
-      }
-      if (kept == 0) rc = NVML_ERROR_NOT_FOUND;
-      else if (!utilization || kept > *processSamplesCount) rc = NVML_ERROR_INSUFFICIENT_SIZE;
-      else memcpy(utilization, rows, sizeof *rows * kept);
-      *processSamplesCount = kept;
+      unsigned int kept = keep_visible_rows(&view, (unsigned char *)rows, n, sizeof *rows,
+                                            offsetof(nvmlProcessUtilizationSample_t, pid));
+      rc = answer_samples((const unsigned char *)rows, kept, utilization, processSamplesCount, sizeof *rows);
     }
   }
   free(rows);
@@ -260,18 +272,11 @@ VC_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device
   if (load_view(&view) == 0 && mine.procUtilArray) {
     rc = real(device, &mine);
     if (rc == NVML_SUCCESS) {
-      nvmlProcessUtilizationInfo_v1_t *rows = mine.procUtilArray;
-      unsigned int kept = 0;
-      for (unsigned int i = 0; i < mine.processSamplesCount; i++) {
-        unsigned int shown = visible_pid(&view, rows[i].pid);
-        if (!shown) continue;
-        rows[kept] = rows[i];
-        rows[kept++].pid = shown;
-      }
-      if (kept == 0) rc = NVML_ERROR_NOT_FOUND;
-      else if (!info->procUtilArray || kept > info->processSamplesCount) rc = NVML_ERROR_INSUFFICIENT_SIZE;
-      else memcpy(info->procUtilArray, rows, sizeof *rows * kept);
-      info->processSamplesCount = kept;
+      unsigned char *rows = (unsigned char *)mine.procUtilArray;
+      size_t row = sizeof *mine.procUtilArray;
+      unsigned int kept = keep_visible_rows(&view, rows, mine.processSamplesCount, row,
+                                            offsetof(nvmlProcessUtilizationInfo_v1_t, pid));
+      rc = answer_samples(rows, kept, info->procUtilArray, &info->processSamplesCount, row);
     } else if (rc == NVML_ERROR_NOT_FOUND) {
       info->processSamplesCount = 0;
     }
