@@ -82,20 +82,20 @@ export type LedgerReconcilerDeps = {
 
 export async function reconcileLedger(deps: LedgerReconcilerDeps): Promise<ReconcileOutcome> {
   const { cluster, ledger, state } = deps;
-  const live = [...state.allPods()].filter(isPodHoldingCards).map((p) => ({
-    uid: p.metadata?.uid ?? '',
-    namespace: p.metadata?.namespace ?? '',
-    name: p.metadata?.name ?? '',
-  }));
+  const live: LivePod[] = [];
+  // Allocations this replica did not see happen (it was down, or the write failed) stop
+  // counting as pending sizes in the ledger; the pods already marked are untouched.
+  const allocated: string[] = [];
+  for (const p of state.allPods()) {
+    if (!isPodHoldingCards(p)) continue;
+    const uid = p.metadata?.uid ?? '';
+    live.push({ uid, namespace: p.metadata?.namespace ?? '', name: p.metadata?.name ?? '' });
+    if (p.metadata?.annotations?.[vcudaAnnotations.allocatedAt]) allocated.push(uid);
+  }
   const nowMs = deps.clock().getTime();
   const { released, missingFromLedger } = await ledger.reconcile(cluster, live, {
     listedAt: new Date(nowMs - deps.graceMs),
   });
-  // Allocations this replica did not see happen (it was down, or the write failed) stop
-  // counting as pending sizes in the ledger; the pods already marked are untouched.
-  const allocated = [...state.allPods()]
-    .filter((p) => isPodHoldingCards(p) && p.metadata?.annotations?.[vcudaAnnotations.allocatedAt])
-    .map((p) => p.metadata?.uid ?? '');
   await ledger.markAllocated(cluster, allocated);
   const outcome: ReconcileOutcome = { released, restored: [], refused: [] };
   for (const plan of podsToRestore(missingFromLedger, (ns, name) => state.pod(ns, name), nowMs, deps.graceMs)) {
