@@ -16,21 +16,17 @@ export type Caller = { username: string; groups: string[] };
 /** Resolves a bearer token to its caller; undefined when the token is not valid. */
 export type Authenticator = (token: string) => Promise<Caller | undefined>;
 
-export type TokenReviewOptions = {
+export type AuthCacheOptions = {
   /** How long an accepted token is trusted without asking again. */
   acceptTtlMs?: number;
   /** How long a refused token is refused without asking again (bounds a flood of bad tokens). */
   refuseTtlMs?: number;
   maxEntries?: number;
-  /** Audiences the token must carry; empty = the API server's own. */
-  audiences?: string[];
   now?: () => number;
 };
 
-type Review = (token: string) => Promise<Caller | undefined>;
-
-/** The TokenReview call itself (authentication.k8s.io/v1). */
-export function tokenReview(kc: KubeConfig, audiences: string[] = []): Review {
+/** The TokenReview call itself (authentication.k8s.io/v1); `audiences` empty = the API server's own. */
+export function tokenReview(kc: KubeConfig, audiences: string[] = []): Authenticator {
   const api = kc.makeApiClient(AuthenticationV1Api);
   return async (token) => {
     try {
@@ -51,7 +47,7 @@ export function tokenReview(kc: KubeConfig, audiences: string[] = []): Review {
 }
 
 /** Wraps a review with a bounded cache keyed by the token's hash (tokens are never kept). */
-export function cachedAuthenticator(review: Review, opts: TokenReviewOptions = {}): Authenticator {
+export function cachedAuthenticator(review: Authenticator, opts: AuthCacheOptions = {}): Authenticator {
   const acceptTtlMs = opts.acceptTtlMs ?? 60_000;
   const refuseTtlMs = opts.refuseTtlMs ?? 10_000;
   const maxEntries = opts.maxEntries ?? 1024;
