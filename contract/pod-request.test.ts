@@ -31,7 +31,16 @@ describe('validatePodGpu: the rule table', () => {
       pod().container('c', { [CORE]: '30', [MEM]: '1024' }, { [CORE]: '20', [MEM]: '1024' }),
       ['requests-equal-limits'],
     ],
-    ['requests only', pod().container('c', {}, { [CORE]: '30', [MEM]: '1024' }), []],
+    [
+      'requests only (the API server refuses them)',
+      pod().container('c', {}, { [CORE]: '30', [MEM]: '1024' }),
+      ['limit-required', 'limit-required'],
+    ],
+    [
+      'core in requests, memory in limits',
+      pod().container('c', { [MEM]: '1024' }, { [CORE]: '30', [MEM]: '1024' }),
+      ['limit-required'],
+    ],
     ['soft limit above the request', pod().share(30, 1024).coreLimit(60), []],
     ['limit equal to the request', pod().share(30, 1024).coreLimit(30), []],
     ['limit below the request', pod().share(30, 1024).coreLimit(20), ['core-limit-at-least-request']],
@@ -62,6 +71,11 @@ describe('validatePodGpu: the rule table', () => {
     expect(errors.map((e) => e.rule).sort()).toEqual(
       ['core-limit-range', 'core-share-or-whole', 'memory-needs-core', 'share-needs-memory'].sort(),
     );
+  });
+
+  it('checks the core limit of a container that has another problem too', () => {
+    const p = pod().container('c', { [CORE]: '30', [MEM]: '0.5' }).coreLimit(20).obj();
+    expect(rules(p).sort()).toEqual(['core-limit-at-least-request', 'whole-number']);
   });
 
   it('names the field and the rule in the message', () => {
@@ -143,15 +157,15 @@ describe('readPodGpuRequest', () => {
 
   it('reads the real API server payloads unchanged', () => {
     // Byte-for-byte copies of the captured payloads live with the webhook's tests.
-    const dir = 'webhooks/testdata/kubernetes-1.26';
+    const dir = new URL('../webhooks/testdata/kubernetes-1.26/', import.meta.url);
     const share = JSON.parse(
-      readFileSync(new URL(`${dir}/admission-mutate-create-share.json`, `file://${process.cwd()}/`), 'utf8'),
+      readFileSync(new URL('admission-mutate-create-share.json', dir), 'utf8'),
     );
     expect(readPodGpuRequest(share.request.object, policy).containers).toEqual([
       { name: 'model', isInit: false, corePerCard: 30, cards: 1, memoryMiBPerCard: 8192, coreLimit: 60, mode: 'soft' },
     ]);
     const multi = JSON.parse(
-      readFileSync(new URL(`${dir}/admission-mutate-create-multi-container.json`, `file://${process.cwd()}/`), 'utf8'),
+      readFileSync(new URL('admission-mutate-create-multi-container.json', dir), 'utf8'),
     );
     const containers = readPodGpuRequest(multi.request.object, policy).containers;
     expect(containers.map((c) => [c.name, c.corePerCard, c.cards])).toEqual([
@@ -159,7 +173,7 @@ describe('readPodGpuRequest', () => {
       ['sidecar', 10, 1],
     ]);
     const none = JSON.parse(
-      readFileSync(new URL(`${dir}/admission-mutate-create-no-gpu.json`, `file://${process.cwd()}/`), 'utf8'),
+      readFileSync(new URL('admission-mutate-create-no-gpu.json', dir), 'utf8'),
     );
     expect(requestsGpu(none.request.object, resourceNames())).toBe(false);
   });

@@ -89,6 +89,17 @@ function readContainer(
   ] as const) {
     const lim = container.resources?.limits?.[key];
     const req = container.resources?.requests?.[key];
+    // kube-apiserver refuses an extended resource named in requests alone ("Limit must be set for
+    // non overcommitable resources"); it fills requests from limits, never the other way round.
+    if (req !== undefined && lim === undefined) {
+      errors.push(
+        fieldError(
+          resourcePath(prefix, 'limits', key),
+          'limit-required',
+          `must be set: ${key} is in requests only, and the API server refuses an extended resource without a limit; put it in limits (requests may be left out)`,
+        ),
+      );
+    }
     const limit = readQuantity(lim, resourcePath(prefix, 'limits', key), errors);
     // The API server copies limits into requests: one bad value is one violation, not two.
     const request =
@@ -181,7 +192,9 @@ function check(pod: PodLike, policy: QuantityPolicy): { errors: FieldError[]; re
   for (const { container, prefix, isInit } of all) {
     const before = errors.length;
     const raw = readContainer(container, prefix, policy, errors);
-    if (errors.length > before || raw.core === undefined) continue;
+    if (raw.core === undefined) continue;
+    // A container with another problem is still checked against the limit, so one refusal lists all.
+    const containerValid = errors.length === before;
     const core = classifyCore(raw.core);
     if (!core) continue;
     const corePerCard = core.kind === 'share' ? core.percent : 100;
@@ -198,6 +211,7 @@ function check(pod: PodLike, policy: QuantityPolicy): { errors: FieldError[]; re
       );
       continue;
     }
+    if (!containerValid) continue;
     containers.push({
       name: container.name,
       isInit,
