@@ -19,8 +19,8 @@ describe('parseDeviceSpec', () => {
   });
 
   it('derives the mode from request and limit', () => {
-    expect(parseDeviceSpec('1:memory=512MiB,core=30').mode).toBe('hard');
-    expect(parseDeviceSpec('1:memory=512MiB,core=30,limit=60').mode).toBe('soft');
+    expect(parseDeviceSpec('1:memory=512MiB,core=30,uuid=GPU-a').mode).toBe('hard');
+    expect(parseDeviceSpec('1:memory=512MiB,core=30,limit=60,uuid=GPU-a').mode).toBe('soft');
   });
 
   it.each([
@@ -30,6 +30,13 @@ describe('parseDeviceSpec', () => {
     ['unknown key', '0:memory=1GiB,cores=3', /unknown key "cores"/],
     ['bad mode', '0:memory=1GiB,mode=turbo', /mode is hard or soft/],
     ['not key=value', '0:memory', /not key=value/],
+    ['no uuid (it would match no card)', '0:memory=1GiB,core=30', /uuid=GPU-… is required/],
+    [
+      'core above a card',
+      '0:memory=1GiB,core=150,uuid=GPU-a',
+      /core must be a whole percent of the card, 1\.\.100, not "150"/,
+    ],
+    ['limit below core', '0:memory=1GiB,core=30,limit=20,uuid=GPU-a', /limit 20 is below core 30/],
   ])('refuses %s', (_name, spec, message) => {
     expect(() => parseDeviceSpec(spec)).toThrow(message);
   });
@@ -49,9 +56,9 @@ describe('vcuda config write / show', () => {
       '--region',
       '/run/vcuda/region',
       '--device',
-      '0:memory=4GiB,core=30,limit=50,mode=soft',
+      '0:memory=4GiB,core=30,limit=50,mode=soft,uuid=GPU-aa',
       '--device',
-      '1:memory=1GiB,core=100',
+      '1:memory=1GiB,core=100,uuid=GPU-bb',
     ]);
     const decoded = decodeLimitConfig(readFileSync(out));
     expect(decoded.devices.map((d) => [d.hostIndex, d.memoryLimitBytes, d.coreRequest, d.coreLimit, d.mode])).toEqual([
@@ -59,7 +66,7 @@ describe('vcuda config write / show', () => {
       [1, 2 ** 30, 100, 100, 'hard'],
     ]);
     const shown = execFileSync(process.execPath, [bin, 'config', 'show', out]).toString();
-    expect(shown).toContain('device 0 GPU-index-0 memory 4096 MiB core 30 limit 50 soft');
+    expect(shown).toContain('device 0 GPU-aa memory 4096 MiB core 30 limit 50 soft');
   });
 
   it('fails with a clear message on a corrupt file', () => {

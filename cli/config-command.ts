@@ -1,5 +1,5 @@
 /** `vcuda config write|show`: operators' and tests' access to the native limit file. */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import {
   type DeviceLimit,
@@ -30,12 +30,31 @@ export function parseDeviceSpec(spec: string): DeviceLimit {
   if (memoryLimitBytes === undefined) {
     throw new VcudaError('invalid', `--device ${spec}: memory must be a size such as 4GiB or 512MiB`);
   }
-  const coreRequest = Number(fields.get('core') ?? 100);
-  const coreLimit = Number(fields.get('limit') ?? coreRequest);
+  const percent = (key: 'core' | 'limit', fallback: number): number => {
+    const raw = fields.get(key);
+    const value = raw === undefined ? fallback : Number(raw);
+    if (!Number.isInteger(value) || value < 1 || value > 100)
+      throw new VcudaError(
+        'invalid',
+        `--device ${spec}: ${key} must be a whole percent of the card, 1..100, not "${raw}"`,
+      );
+    return value;
+  };
+  const coreRequest = percent('core', 100);
+  const coreLimit = percent('limit', coreRequest);
+  if (coreLimit < coreRequest)
+    throw new VcudaError('invalid', `--device ${spec}: limit ${coreLimit} is below core ${coreRequest}`);
   const mode = fields.get('mode') ?? (coreLimit > coreRequest ? 'soft' : 'hard');
   if (mode !== 'hard' && mode !== 'soft') throw new VcudaError('invalid', `--device ${spec}: mode is hard or soft`);
+  const uuid = fields.get('uuid');
+  // libvcuda finds its card by UUID; a made-up one matches no card and every allocation is refused.
+  if (!uuid?.startsWith('GPU-'))
+    throw new VcudaError(
+      'invalid',
+      `--device ${spec}: uuid=GPU-… is required (the card's UUID, as nvidia-smi -L prints it)`,
+    );
   return {
-    uuid: fields.get('uuid') ?? `GPU-index-${hostIndex}`,
+    uuid,
     hostIndex,
     mode,
     memoryLimitBytes,
@@ -62,7 +81,10 @@ export function registerConfigCommand(program: Command): void {
         writtenAtMs: Date.now(),
         devices: opts.device.map(parseDeviceSpec),
       });
-      writeFileSync(opts.out, buf);
+      // A running container maps this file: replace it whole (rename), never truncate it in place.
+      const staging = `${opts.out}.${process.pid}.tmp`;
+      writeFileSync(staging, buf);
+      renameSync(staging, opts.out);
       process.stdout.write(`wrote ${opts.out} (${buf.length} bytes, ${opts.device.length} devices)\n`);
     });
   config

@@ -14,11 +14,14 @@ export function registerWhatifCommand(program: Command): void {
     .command('whatif')
     .description('replay a workload trace against a cluster description through the placement code')
     .option('--cluster <file>', 'cluster description (YAML); default: 4 nodes x 8 cards of 80 GiB')
-    .requiredOption('--workload <file>', 'workload trace (YAML)')
+    // Checked in the action, so that a mistyped option is reported as such, not as a missing --workload.
+    .option('--workload <file>', 'workload trace (YAML); required')
     .option('--policy <policy>', 'binpack or spread', 'binpack')
     .option('--domain <domain>', 'resource domain', 'nvidia.com')
     .option('--json', 'print the report as JSON')
-    .action(async (opts: { cluster?: string; workload: string; policy: string; domain: string; json?: boolean }) => {
+    .action(async (opts: { cluster?: string; workload?: string; policy: string; domain: string; json?: boolean }) => {
+      if (!opts.workload)
+        throw new Error('--workload <file> is required (a workload trace; see sim/examples/workload.yaml)');
       if (opts.policy !== 'binpack' && opts.policy !== 'spread')
         throw new Error(`--policy must be binpack or spread, not "${opts.policy}"`);
       const cluster = opts.cluster ? await loadClusterSpec(opts.cluster) : DEFAULT_CLUSTER;

@@ -74,7 +74,10 @@ describe('validatePodGpu: the rule table', () => {
   });
 
   it('checks the core limit of a container that has another problem too', () => {
-    const p = pod().container('c', { [CORE]: '30', [MEM]: '0.5' }).coreLimit(20).obj();
+    const p = pod()
+      .container('c', { [CORE]: '30', [MEM]: '0.5' })
+      .coreLimit(20)
+      .obj();
     expect(rules(p).sort()).toEqual(['core-limit-at-least-request', 'whole-number']);
   });
 
@@ -158,23 +161,17 @@ describe('readPodGpuRequest', () => {
   it('reads the real API server payloads unchanged', () => {
     // Byte-for-byte copies of the captured payloads live with the webhook's tests.
     const dir = new URL('../webhooks/testdata/kubernetes-1.26/', import.meta.url);
-    const share = JSON.parse(
-      readFileSync(new URL('admission-mutate-create-share.json', dir), 'utf8'),
-    );
+    const share = JSON.parse(readFileSync(new URL('admission-mutate-create-share.json', dir), 'utf8'));
     expect(readPodGpuRequest(share.request.object, policy).containers).toEqual([
       { name: 'model', isInit: false, corePerCard: 30, cards: 1, memoryMiBPerCard: 8192, coreLimit: 60, mode: 'soft' },
     ]);
-    const multi = JSON.parse(
-      readFileSync(new URL('admission-mutate-create-multi-container.json', dir), 'utf8'),
-    );
+    const multi = JSON.parse(readFileSync(new URL('admission-mutate-create-multi-container.json', dir), 'utf8'));
     const containers = readPodGpuRequest(multi.request.object, policy).containers;
     expect(containers.map((c) => [c.name, c.corePerCard, c.cards])).toEqual([
       ['train', 100, 2],
       ['sidecar', 10, 1],
     ]);
-    const none = JSON.parse(
-      readFileSync(new URL('admission-mutate-create-no-gpu.json', dir), 'utf8'),
-    );
+    const none = JSON.parse(readFileSync(new URL('admission-mutate-create-no-gpu.json', dir), 'utf8'));
     expect(requestsGpu(none.request.object, resourceNames())).toBe(false);
   });
 });

@@ -6,13 +6,13 @@
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import {
   type CardInventory,
   type CardLink,
   fieldErrorsFromZod,
   type NodeInventory,
+  parseManifestText,
   ValidationError,
 } from '../contract/index.js';
 
@@ -77,7 +77,7 @@ export function parseClusterSpec(doc: unknown, source = 'cluster'): ClusterSpec 
 }
 
 export async function loadClusterSpec(path: string): Promise<ClusterSpec> {
-  return parseClusterSpec(parseYaml(await readFile(path, 'utf8')), path);
+  return parseClusterSpec(parseManifestText(await readFile(path, 'utf8'), path), path);
 }
 
 export type SimNode = { name: string; group: NodeGroup; cards: CardInventory[]; links: CardLink[][] };

@@ -76,3 +76,50 @@ spec:
     await expect(checkPod('kind: Pod\nspec: {}\n', opts)).rejects.toThrow('request.object.spec.containers');
   });
 });
+
+describe('vcuda webhook check: what people feed it', () => {
+  const opts = { domain: 'nvidia.com', memoryUnitMiB: 1, namespace: 'default' };
+  const template = `
+    metadata:
+      labels: {app: infer}
+    spec:
+      containers:
+        - name: model
+          resources:
+            limits: {nvidia.com/vcuda-core: 150}`;
+
+  it('checks the pod template of a Deployment as the pods it creates', async () => {
+    const deployment = `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: infer, namespace: team-a}\nspec:\n  template:${template.replaceAll('\n    ', '\n    ')}\n`;
+    const out = await checkPod(deployment, opts, 'deploy.yaml');
+    expect(out.admitted).toBe(false);
+    expect(out.output).toContain('vcuda refused pod team-a/infer');
+    expect(out.output).toContain('150 is neither below 100 nor a multiple of 100');
+  });
+
+  it('names the file and the kind it cannot check', async () => {
+    await expect(checkPod('apiVersion: v1\nkind: Service\nmetadata: {name: s}\n', opts, 'svc.yaml')).rejects.toThrow(
+      'svc.yaml: is a Service; vcuda webhook check takes a Pod or a workload with a pod template',
+    );
+  });
+
+  it('names the file of a multi-document manifest', async () => {
+    await expect(checkPod('kind: Pod\n---\nkind: Pod\n', opts, 'two.yaml')).rejects.toThrow(
+      'two.yaml: holds 2 YAML documents',
+    );
+  });
+
+  it('refuses vcuda resources in requests only, as the API server does', async () => {
+    const pod = JSON.stringify({
+      kind: 'Pod',
+      metadata: { name: 'req-only' },
+      spec: {
+        containers: [
+          { name: 'c', resources: { requests: { 'nvidia.com/vcuda-core': '30', 'nvidia.com/vcuda-memory': '1024' } } },
+        ],
+      },
+    });
+    const out = await checkPod(pod, opts);
+    expect(out.admitted).toBe(false);
+    expect(out.output).toContain('spec.containers[0].resources.limits["nvidia.com/vcuda-core"]: must be set');
+  });
+});

@@ -6,8 +6,8 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import fastJsonPatch from 'fast-json-patch';
-import { parse as parseYaml, stringify as toYaml } from 'yaml';
-import { resourceNames } from '../contract/index.js';
+import { stringify as toYaml } from 'yaml';
+import { parseManifestText, resourceNames } from '../contract/index.js';
 import type { AdmissionReviewOut } from './admission-review.js';
 import { admissionRoutes } from './admission-routes.js';
 import { registrationConfigSchema } from './config.js';
@@ -51,9 +51,52 @@ export type CheckOptions = {
   namespace: string;
 };
 
-/** Runs a pod through both hooks exactly as the API server would call them. */
-export async function checkPod(podText: string, o: CheckOptions): Promise<{ admitted: boolean; output: string }> {
-  const pod = parseYaml(podText) as { metadata?: { namespace?: string; name?: string } };
+type ManifestLike = {
+  kind?: string;
+  metadata?: { namespace?: string; name?: string };
+  spec?: { template?: ManifestLike; jobTemplate?: { spec?: { template?: ManifestLike } } };
+};
+
+/** Workload kinds whose pods come from a template: checked as the pods they create. */
+const TEMPLATE_KINDS = new Set([
+  'Deployment',
+  'ReplicaSet',
+  'StatefulSet',
+  'DaemonSet',
+  'Job',
+  'ReplicationController',
+]);
+
+/** The pod a manifest describes: a Pod itself, or the pod template of a workload. */
+export function podOfManifest(doc: unknown, source: string): ManifestLike {
+  const m = (doc ?? {}) as ManifestLike;
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
+    throw new Error(`${source}: expected a Pod manifest (an object with kind: Pod)`);
+  const template =
+    m.kind === 'CronJob'
+      ? m.spec?.jobTemplate?.spec?.template
+      : TEMPLATE_KINDS.has(m.kind ?? '')
+        ? m.spec?.template
+        : m;
+  if (m.kind !== undefined && m.kind !== 'Pod' && template === m)
+    throw new Error(`${source}: is a ${m.kind}; vcuda webhook check takes a Pod or a workload with a pod template`);
+  if (!template) throw new Error(`${source}: the ${m.kind} has no pod template (spec.template)`);
+  if (template === m) return m;
+  const meta = {
+    ...template.metadata,
+    namespace: m.metadata?.namespace,
+    name: template.metadata?.name ?? m.metadata?.name,
+  };
+  return { ...template, kind: 'Pod', metadata: meta };
+}
+
+/** Runs a pod (or a workload's pod template) through both hooks exactly as the API server would call them. */
+export async function checkPod(
+  podText: string,
+  o: CheckOptions,
+  source = 'manifest',
+): Promise<{ admitted: boolean; output: string }> {
+  const pod = podOfManifest(parseManifestText(podText, source), source);
   const app = admissionRoutes({
     names: resourceNames(o.domain),
     memoryUnitMiB: o.memoryUnitMiB,
@@ -130,7 +173,7 @@ export function registerWebhookCommand(program: Command): void {
     .option('--namespace <ns>', 'namespace when the manifest names none', 'default')
     .action(async (file: string, o: CheckOptions) => {
       const text = readFileSync(file === '-' ? 0 : file, 'utf8');
-      const { admitted, output } = await checkPod(text, o);
+      const { admitted, output } = await checkPod(text, o, file === '-' ? 'stdin' : file);
       process.stdout.write(output);
       if (!admitted) process.exitCode = 1;
     });

@@ -52,7 +52,7 @@ describe('limit file across languages', () => {
         '--device',
         '0:memory=4GiB,core=30,limit=50,mode=soft,uuid=GPU-fa4e6770-0000-4000-8000-000000000000',
         '--device',
-        '3:memory=512MiB,core=20',
+        '3:memory=512MiB,core=20,uuid=GPU-0000000f-0000-4000-8000-000000000003',
       ],
       { encoding: 'utf8' },
     );
@@ -72,7 +72,7 @@ describe('limit file across languages', () => {
           coreLimit: 50,
         },
         {
-          uuid: 'GPU-index-3',
+          uuid: 'GPU-0000000f-0000-4000-8000-000000000003',
           hostIndex: 3,
           mode: 'hard',
           memoryLimitBytes: 512 * 2 ** 20,

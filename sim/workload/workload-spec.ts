@@ -4,9 +4,8 @@
  * the placement code; `vcuda local` creates the same pods in the simulated cluster.
  */
 import { readFile } from 'node:fs/promises';
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { fieldErrorsFromZod, type ResourceNames, ValidationError } from '../../contract/index.js';
+import { fieldErrorsFromZod, parseManifestText, type ResourceNames, ValidationError } from '../../contract/index.js';
 
 const compactSchema = z.object({
   name: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/),
@@ -63,7 +62,7 @@ export function parseWorkloadSpec(doc: unknown, source = 'workload'): WorkloadSp
 }
 
 export async function loadWorkloadSpec(path: string): Promise<WorkloadSpec> {
-  return parseWorkloadSpec(parseYaml(await readFile(path, 'utf8')), path);
+  return parseWorkloadSpec(parseManifestText(await readFile(path, 'utf8'), path), path);
 }
 
 /** The pod a compact entry stands for: one container asking the vcuda resources, limits only. */
