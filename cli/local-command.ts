@@ -9,8 +9,13 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { resourceNames } from '../contract/index.js';
 
+/** Not 8080: that is kubectl's fallback API server, so kubectl without a kubeconfig would reach vcuda. */
+export const DEFAULT_LOCAL_PORT = 7080;
+
 type LocalFlags = {
   port: string;
+  resourceDomain: string;
+  memoryUnitMib?: string;
   cluster?: string;
   workload?: string;
   replicas: string;
@@ -24,7 +29,21 @@ export function registerLocalCommand(program: Command): void {
   program
     .command('local')
     .description('run vcuda on a simulated cluster with fake GPUs (no cluster, no GPU needed)')
-    .option('--port <port>', 'HTTP port of the control plane (dashboard, extender, API)', '8080')
+    .option(
+      '--port <port>',
+      'HTTP port of the dashboard and API; env PORT or VCUDA_PORT',
+      process.env['VCUDA_PORT'] || process.env['PORT'] || String(DEFAULT_LOCAL_PORT),
+    )
+    .option(
+      '--resource-domain <domain>',
+      'resource domain of every component (tencent.com for gpu-manager); env VCUDA_RESOURCE_DOMAIN',
+      process.env['VCUDA_RESOURCE_DOMAIN'] || 'nvidia.com',
+    )
+    .option(
+      '--memory-unit-mib <n>',
+      "MiB per vcuda-memory unit (256 for gpu-manager); env VCUDA_MEMORY_UNIT_MIB; default: the cluster file's",
+      process.env['VCUDA_MEMORY_UNIT_MIB'] || undefined,
+    )
     .option('--cluster <file>', 'cluster description (YAML); default: 4 nodes x 8 fake 80 GiB cards')
     .option('--workload <file>', "workload trace (YAML), or 'none'; default: a demo mix")
     .option('--replicas <n>', 'control-plane replicas', '1')
@@ -49,8 +68,14 @@ export function registerLocalCommand(program: Command): void {
         throw new Error(`--replicas must be 1..5, not "${flags.replicas}"`);
       const timeScale = Number(flags.timeScale);
       if (!(timeScale > 0)) throw new Error(`--time-scale must be a positive number, not "${flags.timeScale}"`);
-      const names = resourceNames();
-      const base = flags.cluster ? await loadClusterSpec(flags.cluster) : DEFAULT_CLUSTER;
+      const names = resourceNames(flags.resourceDomain);
+      const unit = flags.memoryUnitMib === undefined ? undefined : Number(flags.memoryUnitMib);
+      if (unit !== undefined && !(Number.isInteger(unit) && unit >= 1 && unit <= 65536))
+        throw new Error(
+          `--memory-unit-mib must be a whole number of MiB from 1 to 65536, not "${flags.memoryUnitMib}"`,
+        );
+      const fromFile = flags.cluster ? await loadClusterSpec(flags.cluster) : DEFAULT_CLUSTER;
+      const base = unit === undefined ? fromFile : { ...fromFile, memoryUnitMiB: unit };
       const useDemo = !flags.workload;
       const cluster = useDemo ? { ...base, quotas: { ...DEMO_QUOTAS, ...base.quotas } } : base;
       // The CUDA test program for simulated pods; without a C compiler or the fake driver, pods idle.
@@ -61,10 +86,12 @@ export function registerLocalCommand(program: Command): void {
       }
       const hasWorkloadBinary = existsSync(`${WORKLOAD_DIR}/cuda-workload`);
       const spec = useDemo
-        ? demoWorkload((mib) =>
-            hasWorkloadBinary
-              ? ['cuda-workload', '--alloc-mib', String(Math.floor(mib / 2)), '--hold-seconds', '86400']
-              : undefined,
+        ? demoWorkload(
+            (_limitMiB, allocMiB) =>
+              hasWorkloadBinary
+                ? ['cuda-workload', '--alloc-mib', String(allocMiB), '--hold-seconds', '86400']
+                : undefined,
+            cluster.memoryUnitMiB,
           )
         : flags.workload === 'none'
           ? undefined
@@ -76,10 +103,14 @@ export function registerLocalCommand(program: Command): void {
       const lc = await startLocalCluster({
         cluster,
         port,
+        resourceDomain: names.domain,
         replicas,
         ...(flags.database ? { databaseUrl: flags.database } : {}),
         logLevel: flags.logLevel as 'warn',
         schedulerBackoffMs: { initial: 500, max: 5000 },
+      }).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'EADDRINUSE') throw err;
+        throw new Error(`port ${port} is in use; pick another with --port N (npm start -- --port N) or PORT=N`);
       });
       const capacity = expandNodes(cluster).reduce(
         (acc, n) => ({

@@ -4,7 +4,7 @@
  * kube-scheduler-like loop calling the extender, and per node a kubelet plus vcuda's node agent.
  * `vcuda local` runs it for people; the end-to-end tests run it for CI.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,7 +21,7 @@ import { type ClusterSpec, DEFAULT_CLUSTER, expandNodes } from './cluster-spec.j
 import { KubeClient } from './kube-client.js';
 import { kubeConfigFor, writeKubeconfig } from './kubeconfig.js';
 import { type RunningSimNode, startSimNode } from './node/sim-node.js';
-import { loadSchedulerConfig } from './scheduler/scheduler-config.js';
+import { loadSchedulerConfig, type SchedulerConfig } from './scheduler/scheduler-config.js';
 import { type SimScheduler, startScheduler } from './scheduler/scheduler-loop.js';
 import { findFreePort, type ServiceProxy, startServiceProxy } from './service-proxy.js';
 
@@ -46,6 +46,8 @@ export type LocalClusterOptions = {
   schedulerBackoffMs?: { initial: number; max: number };
   /** Told when each start-up step is done (for progress lines and timing). */
   onProgress?: (step: string) => void;
+  /** Resource domain of every component (`tencent.com` to try a gpu-manager migration); default nvidia.com. */
+  resourceDomain?: string;
 };
 
 export type LocalCluster = {
@@ -69,8 +71,11 @@ export type LocalCluster = {
 export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise<LocalCluster> {
   const cluster = opts.cluster ?? DEFAULT_CLUSTER;
   const ownDir = !opts.workDir;
-  const workDir = opts.workDir ?? mkdtempSync(join(tmpdir(), 'vcuda-local-'));
+  if (ownDir) removeAbandonedWorkDirs(tmpdir());
+  const workDir = opts.workDir ?? mkdtempSync(join(tmpdir(), WORK_DIR_PREFIX));
   mkdirSync(workDir, { recursive: true });
+  if (ownDir) writeFileSync(join(workDir, OWNER_FILE), String(process.pid));
+  const domain = resourceNames(opts.resourceDomain).domain;
   const logLevel = opts.logLevel ?? 'warn';
   const logger = pino({ level: logLevel, name: 'vcuda-local' });
   const log = {
@@ -141,6 +146,7 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
           host: '127.0.0.1',
           httpsPort: ports[i]!.https,
           clusterName: cluster.name,
+          resourceDomain: domain,
           memoryUnitMiB: cluster.memoryUnitMiB,
           instanceId: `vcuda-control-plane-${i}`,
           kube: { mode: 'kubeconfig' },
@@ -178,7 +184,6 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
     closers.push(async () => {
       for (const n of nodes) await n.close();
     });
-    const domain = resourceNames().domain;
     // Nodes boot side by side, as a real cluster's kubelets and DaemonSet pods do.
     const started = await Promise.allSettled(
       expandNodes(cluster).map((node) =>
@@ -221,7 +226,7 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
     }
 
     // 5. The scheduler, configured as deploy/ configures kube-scheduler, pointed at the Service.
-    const schedulerConfig = await loadSchedulerConfig(SCHEDULER_CONFIG, url);
+    const schedulerConfig = withResourceDomain(await loadSchedulerConfig(SCHEDULER_CONFIG, url), domain);
     const scheduler = startScheduler({
       client,
       config: schedulerConfig,
@@ -253,3 +258,45 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
 }
 
 export type { ServiceProxy };
+
+const WORK_DIR_PREFIX = 'vcuda-local-';
+const OWNER_FILE = 'owner.pid';
+
+/** The shipped scheduler configuration names nvidia.com resources; local mode may run another domain. */
+function withResourceDomain(config: SchedulerConfig, domain: string): SchedulerConfig {
+  const rename = (name: string) => name.replace(/^nvidia\.com\//, `${domain}/`);
+  return {
+    ...config,
+    extenders: config.extenders.map((e) => ({
+      ...e,
+      managedResources: e.managedResources.map((r) => ({ ...r, name: rename(r.name) })),
+    })),
+  };
+}
+
+/**
+ * Work directories of local clusters whose process is gone (killed with SIGKILL, so it could not
+ * clean up): removed at the next start. A directory without an owner file is left alone.
+ */
+export function removeAbandonedWorkDirs(parent: string): void {
+  for (const entry of readdirSync(parent)) {
+    if (!entry.startsWith(WORK_DIR_PREFIX)) continue;
+    const dir = join(parent, entry);
+    let owner: number;
+    try {
+      owner = Number(readFileSync(join(dir, OWNER_FILE), 'utf8'));
+    } catch {
+      continue; // not ours to judge, or removed meanwhile
+    }
+    if (Number.isInteger(owner) && owner > 0 && !processExists(owner)) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

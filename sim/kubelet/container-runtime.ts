@@ -5,7 +5,7 @@
  * simulated pod's CUDA program really runs through libvcuda.so.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ContainerAllocateResponse, Mount } from '../../node-agent/device-plugin/protocol.js';
 import { type Mirror, mirrorLimitFile } from './limit-file-mirror.js';
@@ -117,7 +117,10 @@ export function startContainer(
     : undefined;
   if (mirror) env['VCUDA_CONFIG'] = mirror.path;
   const fd = openSync(logPath, 'a');
-  const child = spawn(argv[0]!, argv.slice(1), { env, stdio: ['ignore', fd, fd] });
+  const requested = [...(spec.command ?? []), ...(spec.args ?? [])];
+  if (argv === IDLE && requested.length > 0) writeSync(fd, idleNote(requested[0]!, cfg.workloadDir));
+  const [file, ...rest] = [...DIE_WITH_KUBELET, ...argv];
+  const child = spawn(file!, rest, { env, stdio: ['ignore', fd, fd] });
   closeSync(fd);
   const exited = new Promise<{ exitCode: number; signal: string | null }>((resolve) => {
     child.on('error', () => resolve({ exitCode: 127, signal: null }));
@@ -125,6 +128,22 @@ export function startContainer(
   });
   void exited.then(() => mirror?.stop());
   return { process: child, exited, logPath, ...(mirror ? { mirror } : {}) };
+}
+
+/**
+ * Containers die with the simulated kubelet's process, even when it is killed with SIGKILL, as a
+ * real node's containers stop with their node: the kernel's parent-death signal, set by setpriv
+ * (util-linux), which then execs the command in place (same pid, same env).
+ */
+const DIE_WITH_KUBELET = existsSync('/usr/bin/setpriv') ? ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--'] : [];
+
+/** Written to a container's log when its command is not something the simulator can run. */
+function idleNote(command: string, workloadDir: string | undefined): string {
+  const workloads = workloadDir && existsSync(workloadDir) ? readdirSync(workloadDir).join(', ') : 'none built';
+  return (
+    `vcuda sim: "${command}" is neither a simulated workload (${workloads}) nor an allowed host command ` +
+    `(${[...HOST_COMMANDS].join(', ')}); the container idles like a server\n`
+  );
 }
 
 /** SIGTERM, then SIGKILL after the grace period (the sim caps it so tests stay fast). */

@@ -3,6 +3,8 @@
  * places pods on cards within 30 s of being ready, the dashboard answers, Ctrl-C stops it cleanly.
  */
 import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -48,5 +50,86 @@ describe('vcuda local', () => {
     }
     expect(await exited).toBe(0);
     expect(out).toContain('vcuda local: stopped');
+  }, 150_000);
+});
+
+/** Every process below `pid`, from /proc (what a process manager would have to clean up). */
+function descendantsOf(pid: number): number[] {
+  const parentOf = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      parentOf.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  const found: number[] = [];
+  const walk = (p: number) => {
+    for (const [child, parent] of parentOf) if (parent === p) found.push(child), walk(child);
+  };
+  walk(pid);
+  return found;
+}
+
+describe('npm start', () => {
+  it('runs another resource domain from the environment, and SIGTERM to npm leaves no process behind', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vcuda-npm-start-'));
+    writeFileSync(join(dir, 'cluster.yaml'), 'nodes:\n  - { count: 1, cards: 2 }\n');
+    // 4 units of 256 MiB: a gpu-manager style request, unchanged.
+    writeFileSync(
+      join(dir, 'workload.yaml'),
+      'pods:\n  - { name: sleeper, namespace: team-x, core: 30, memory: 4, command: [sleep, "300"] }\n',
+    );
+    const npm = spawn(
+      'npm',
+      [
+        'start',
+        '--',
+        '--port',
+        '0',
+        '--summary-every',
+        '1',
+        '--cluster',
+        join(dir, 'cluster.yaml'),
+        '--workload',
+        join(dir, 'workload.yaml'),
+      ],
+      {
+        cwd: root,
+        env: { ...process.env, VCUDA_RESOURCE_DOMAIN: 'tencent.com', VCUDA_MEMORY_UNIT_MIB: '256' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let out = '';
+    npm.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    npm.stderr.on('data', () => {});
+    const exited = new Promise<void>((resolve) => npm.on('exit', () => resolve()));
+    let processes: number[] = [];
+    try {
+      await expect.poll(() => /ready in/.test(out), { timeout: 90_000, interval: 250 }).toBe(true);
+      await expect
+        .poll(() => [...out.matchAll(/\((\d+) on vcuda cards\)/g)].some((m) => Number(m[1]) === 1), {
+          timeout: 30_000,
+          interval: 250,
+        })
+        .toBe(true);
+      processes = descendantsOf(npm.pid!);
+      // npm, the shell's exec'd node and the pod's container at least.
+      expect(processes.length).toBeGreaterThanOrEqual(2);
+    } finally {
+      npm.kill('SIGTERM');
+    }
+    await exited;
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    await expect.poll(() => processes.filter(alive), { timeout: 15_000, interval: 200 }).toEqual([]);
   }, 150_000);
 });

@@ -1,0 +1,49 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { startContainer, stopContainer } from './container-runtime.js';
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe('simulated container runtime', () => {
+  it('says in the container log why a command it cannot run idles', async () => {
+    const logDir = mkdtempSync(join(tmpdir(), 'vcuda-runtime-'));
+    const c = startContainer('pod-1', { name: 'app', command: ['python3', 'train.py'] }, [], {
+      baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
+      logDir,
+    });
+    await stopContainer(c, 1000);
+    expect(readFileSync(c.logPath, 'utf8')).toMatch(
+      /^vcuda sim: "python3" is neither a simulated workload \(none built\) nor an allowed host command \(sleep, sh,/,
+    );
+  });
+
+  it('kills its containers when the kubelet process is killed with SIGKILL', async () => {
+    const logDir = mkdtempSync(join(tmpdir(), 'vcuda-runtime-'));
+    // A stand-in kubelet process that starts one container and prints its pid.
+    const script = `
+      const { startContainer } = await import(${JSON.stringify(join(import.meta.dirname, 'container-runtime.ts'))});
+      const c = startContainer('pod-2', { name: 'app', command: ['sleep', '300'] }, [], {
+        baseEnv: { PATH: process.env.PATH }, logDir: ${JSON.stringify(logDir)} });
+      console.log(c.process.pid);
+      setInterval(() => {}, 1000);`;
+    const kubelet = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const pid = await new Promise<number>((resolve) => kubelet.stdout.once('data', (d) => resolve(Number(String(d)))));
+    expect(alive(pid)).toBe(true);
+    kubelet.kill('SIGKILL');
+    const deadline = Date.now() + 5000;
+    while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(alive(pid)).toBe(false);
+  });
+});
