@@ -7,10 +7,19 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parse as parseYaml } from 'yaml';
 import type { AdmissionSources } from './admission.js';
-import { ApiError, badRequest, internal, methodNotAllowed, notFound, successStatus } from './api-status.js';
+import {
+  ApiError,
+  badRequest,
+  internal,
+  methodNotAllowed,
+  notFound,
+  successStatus,
+  unsupportedMediaType,
+} from './api-status.js';
 import { ObjectStore } from './object-store.js';
 import { openApiV3Document, openApiV3Index } from './openapi-document.js';
 import { patchTypeOf } from './patch.js';
+import { decodeProtobufBody, PROTOBUF_CONTENT_TYPE, UnsupportedProtobuf } from './protobuf-body.js';
 import { parseRoute } from './request-route.js';
 import { type DeleteOptions, ResourceHandlers, type UserInfo } from './resource-handlers.js';
 import { apiGroup, apiGroupList, apiResourceList, coreVersions, type ResourceType } from './resource-registry.js';
@@ -66,9 +75,18 @@ const ADMIN: UserInfo = { username: 'sim-admin', groups: ['system:masters', 'sys
 async function readBody(req: IncomingMessage): Promise<unknown> {
   const chunks: Buffer[] = [];
   for await (const c of req) chunks.push(c as Buffer);
-  const text = Buffer.concat(chunks).toString('utf8');
-  if (!text.trim()) return undefined;
+  const raw = Buffer.concat(chunks);
   const ct = req.headers['content-type'] ?? '';
+  if (ct.startsWith(PROTOBUF_CONTENT_TYPE)) {
+    try {
+      return decodeProtobufBody(raw);
+    } catch (e) {
+      if (e instanceof UnsupportedProtobuf) throw unsupportedMediaType(`${ct} (${e.message})`);
+      throw badRequest(`the body of the request could not be decoded: ${(e as Error).message}`);
+    }
+  }
+  const text = raw.toString('utf8');
+  if (!text.trim()) return undefined;
   try {
     return ct.includes('yaml') ? parseYaml(text) : JSON.parse(text);
   } catch (e) {

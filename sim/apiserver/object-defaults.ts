@@ -98,7 +98,8 @@ export function applyWriteNormalization(resource: string, obj: KubeObject): Kube
 }
 
 export function applyCreateDefaults(resource: string, obj: KubeObject): KubeObject {
-  if (resource === 'secrets') return foldSecretStringData(obj);
+  // An empty type defaults to Opaque (kubectl create secret generic sends none).
+  if (resource === 'secrets') return { ...foldSecretStringData(obj), type: (obj['type'] as string) || 'Opaque' };
   if (resource === 'pods') return defaultPod(obj);
   if (resource === 'namespaces') return defaultNamespace(obj);
   return obj;
