@@ -67,7 +67,11 @@ function descendantsOf(pid: number): number[] {
   }
   const found: number[] = [];
   const walk = (p: number) => {
-    for (const [child, parent] of parentOf) if (parent === p) found.push(child), walk(child);
+    for (const [child, parent] of parentOf) {
+      if (parent !== p) continue;
+      found.push(child);
+      walk(child);
+    }
   };
   walk(pid);
   return found;
