@@ -122,6 +122,7 @@ export function registerLocalCommand(program: Command): void {
       out(`vcuda local: ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
       out(`  dashboard    ${lc.url}/`);
       out(`  API          ${lc.url}/api/v1/...   metrics ${lc.url}/metrics   health ${lc.url}/healthz`);
+      out(`  reports      vcuda report quota-usage --url ${lc.url}`);
       out(`  kubeconfig   ${lc.kubeconfigPath}`);
       out(`               export KUBECONFIG=${lc.kubeconfigPath}; kubectl get pods -A -o wide`);
       if (!hasWorkloadBinary)

@@ -1,6 +1,7 @@
 /**
  * The ledger's slice of a process's configuration, built once by a `main` or a CLI command:
- * flags win over the environment (`DATABASE_URL`, `VCUDA_DB_DATA_DIR`, `VCUDA_DB_MAX_CONNECTIONS`).
+ * flags win over the environment (`DATABASE_URL`, `VCUDA_DATA_DIR`, `VCUDA_DB_MAX_CONNECTIONS`).
+ * `VCUDA_DB_DATA_DIR` is the older name of `VCUDA_DATA_DIR`, still read.
  */
 import { z } from 'zod';
 import { fieldErrorsFromZod, ValidationError } from '../contract/index.js';
@@ -21,7 +22,7 @@ export function loadDbConfig(
 ): DbConfig {
   const raw = {
     url: flags.databaseUrl ?? (env.DATABASE_URL || undefined),
-    dataDir: flags.dataDir ?? (env.VCUDA_DB_DATA_DIR || undefined),
+    dataDir: flags.dataDir ?? (env.VCUDA_DATA_DIR || env.VCUDA_DB_DATA_DIR || undefined),
     maxConnections: flags.maxConnections ?? (env.VCUDA_DB_MAX_CONNECTIONS || undefined),
   };
   const parsed = dbConfigSchema.safeParse(raw);
