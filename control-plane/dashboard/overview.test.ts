@@ -70,13 +70,24 @@ describe('viewNode fragmentation', () => {
       name: 'n',
       cards: [card(0, [alloc('a', 70, 100)]), card(1, [alloc('b', 70, 100)]), card(2, [alloc('c', 60, 100)])],
     });
-    // 30 + 30 + 40 free, largest 40: 60 % of the free compute cannot go to one pod.
-    expect(n).toMatchObject({ freeCore: 100, largestFreeCore: 40, fragmentationPct: 60 });
+    // 30 + 30 + 40 free, all on partly used cards: no whole-card pod can use any of it.
+    expect(n).toMatchObject({ freeCore: 100, largestFreeCore: 40, fragmentationPct: 100 });
+  });
+
+  it('is 0 on an idle node and small when one card of eight is partly used', () => {
+    const idle = viewNode({ name: 'n', cards: [0, 1, 2, 3, 4, 5, 6, 7].map((i) => card(i, [])) });
+    expect(idle.fragmentationPct).toBe(0);
+    const onePartly = viewNode({
+      name: 'n',
+      cards: [card(0, [alloc('a', 40, 100)]), ...[1, 2, 3, 4, 5, 6, 7].map((i) => card(i, []))],
+    });
+    // 60 of 760 free hundredths sit on the partly used card.
+    expect(onePartly.fragmentationPct).toBe(8);
   });
 
   it('counts free compute on a card with no memory left as stranded, not free', () => {
     const n = viewNode({ name: 'n', cards: [card(0, [alloc('a', 20, 16000)]), card(1, [alloc('b', 50, 0)])] });
-    expect(n).toMatchObject({ freeCore: 50, largestFreeCore: 50, strandedCore: 80, fragmentationPct: 0 });
+    expect(n).toMatchObject({ freeCore: 50, largestFreeCore: 50, strandedCore: 80, fragmentationPct: 100 });
   });
 
   it('orders cards by index whatever the source order', () => {

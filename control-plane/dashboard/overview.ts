@@ -163,6 +163,7 @@ export function viewNode(node: NodeState, opts: OverviewOptions = defaultOvervie
   let freeCore = 0;
   let largestFreeCore = 0;
   let strandedCore = 0;
+  let partlyFreeCore = 0;
   for (const c of cards) {
     const free = Math.max(0, 100 - c.coreUsed);
     if (c.memoryMiB - c.memoryUsedMiB < opts.strandedBelowMiB) {
@@ -171,6 +172,7 @@ export function viewNode(node: NodeState, opts: OverviewOptions = defaultOvervie
     }
     freeCore += free;
     largestFreeCore = Math.max(largestFreeCore, free);
+    if (free < 100) partlyFreeCore += free;
   }
   return {
     name: node.name,
@@ -178,7 +180,8 @@ export function viewNode(node: NodeState, opts: OverviewOptions = defaultOvervie
     totals: sumTotals(cards),
     freeCore,
     largestFreeCore,
-    fragmentationPct: freeCore > 0 ? Math.round(100 * (1 - largestFreeCore / freeCore)) : 0,
+    // Free compute on partly used cards: shares can use it, a whole-card pod cannot. An idle node is 0 %.
+    fragmentationPct: freeCore > 0 ? Math.round((100 * partlyFreeCore) / freeCore) : 0,
     strandedCore,
   };
 }

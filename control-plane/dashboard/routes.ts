@@ -100,6 +100,27 @@ function fingerprints(o: Overview): { now: string; reports: string } {
   };
 }
 
+/** How long the page waits for its first state before it is served without one (the stream brings it). */
+const FIRST_PAINT_DEADLINE_MS = 2000;
+
+function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no overview within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * The page with its first overview in a JSON data block (never executed, so the CSP's
+ * script-src 'self' still holds); `<` is escaped so no value can close the element.
+ */
+export function withInitialOverview(page: string, overview: Overview | undefined): string {
+  if (!overview) return page;
+  const json = JSON.stringify(overview).replaceAll('<', '\\u003c');
+  return page.replace('</head>', `<script type="application/json" id="initial-overview">${json}</script>\n  </head>`);
+}
+
 export function dashboardRoutes(deps: DashboardDeps): Hono {
   const page = asset('index.html');
   const script = asset('app.js');
@@ -109,8 +130,18 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
   const intervalMs = deps.streamIntervalMs ?? 2000;
   const reportPushMs = deps.reportPushMs ?? 30_000;
 
+  const favicon = asset('favicon.svg');
   const app = new Hono();
-  app.get('/', (c) => c.html(page, 200, { ...securityHeaders, 'cache-control': 'no-cache' }));
+  // The first state comes with the page, so it paints without the stream (screenshots, slow proxies).
+  app.get('/', async (c) => {
+    const initial = await withDeadline(load({ windowMs: defaultWindowMs }), FIRST_PAINT_DEADLINE_MS).catch(
+      () => undefined,
+    );
+    return c.html(withInitialOverview(page, initial), 200, { ...securityHeaders, 'cache-control': 'no-cache' });
+  });
+  app.get('/ui/favicon.svg', (c) =>
+    c.body(favicon, 200, { ...securityHeaders, 'content-type': 'image/svg+xml', 'cache-control': 'max-age=86400' }),
+  );
   app.get('/ui/app.js', (c) =>
     c.body(script, 200, { ...securityHeaders, 'content-type': 'text/javascript; charset=utf-8' }),
   );

@@ -3,8 +3,10 @@
  * ledger's numbers, shows a refused pod, follows live updates, and leaves a screenshot in
  * test-results/dashboard.png for a person to look at.
  */
-import { mkdirSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { promisify } from 'node:util';
 import { serve } from '@hono/node-server';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +14,7 @@ import { eventReasons } from '../../contract/index.js';
 import { createApp } from '../../control-plane/app.js';
 import { createRefusalLog } from '../../control-plane/dashboard/refusals.js';
 import { dashboardRoutes } from '../../control-plane/dashboard/routes.js';
-import { hasChromium, launchChromium } from './chromium.js';
+import { chromiumPath, hasChromium, launchChromium } from './chromium.js';
 import { seededDashboard } from './seeded-dashboard.js';
 
 const runs = hasChromium() || Boolean(process.env.CI);
@@ -143,8 +145,57 @@ describe.skipIf(!runs)('dashboard in headless chromium', () => {
     expect(await page.locator('[data-testid=live]').getAttribute('data-state')).toBe('live');
   });
 
-  it('saves a screenshot', async () => {
+  it('paints the first state without the stream, as a plain chromium --dump-dom sees it', async () => {
+    const { stdout } = await promisify(execFile)(
+      chromiumPath,
+      ['--headless', '--no-sandbox', '--disable-gpu', '--dump-dom', baseUrl],
+      { timeout: 30_000, maxBuffer: 16 * 1024 * 1024 },
+    );
+    expect(stdout).toMatch(/<body[^>]* data-rendered="/);
+    expect(stdout).not.toContain('loading…');
+    for (const c of seeded.expectedCards()) expect(stdout).toContain(`data-uuid="${c.uuid}"`);
+  });
+
+  it('serves its icon and loads nothing that fails', async () => {
+    const fresh = await browser.newPage();
+    const failed: string[] = [];
+    fresh.on('response', (r) => {
+      if (r.status() >= 400) failed.push(`${r.status()} ${r.url()}`);
+    });
+    await fresh.goto(baseUrl);
+    await fresh.locator('body[data-rendered]').waitFor();
+    const icon = await fresh.request.get(`${baseUrl}/ui/favicon.svg`);
+    expect(icon.headers()['content-type']).toBe('image/svg+xml');
+    expect(failed).toEqual([]);
+    await fresh.close();
+  });
+
+  it('lands a nav link section below the sticky header', async () => {
+    await page.locator('nav a[href="#refusals"]').click();
+    const headerBottom = await page.locator('header').evaluate((h) => h.getBoundingClientRect().bottom);
+    const headingTop = await page.locator('#refusals h2').evaluate((h) => h.getBoundingClientRect().top);
+    expect(headingTop).toBeGreaterThanOrEqual(headerBottom);
+  });
+
+  it('keeps the pickers and the live badge on a 420 px screen', async () => {
+    const narrow = await browser.newPage({ viewport: { width: 420, height: 800 } });
+    await narrow.goto(baseUrl);
+    await narrow.locator('body[data-rendered]').waitFor();
+    for (const id of ['window', 'cluster', 'live']) {
+      const box = await narrow.locator(`#${id}`).boundingBox();
+      expect(box, id).not.toBeNull();
+      expect(box!.x + box!.width, id).toBeLessThanOrEqual(420);
+    }
+    await narrow.close();
+  });
+
+  it('saves a screenshot a person can look at', async () => {
     mkdirSync('test-results', { recursive: true });
-    await page.screenshot({ path: 'test-results/dashboard-seeded.png', fullPage: true });
+    const path = 'test-results/dashboard-seeded.png';
+    await page.screenshot({ path, fullPage: true });
+    const png = readFileSync(path);
+    expect(png.subarray(1, 4).toString()).toBe('PNG');
+    // A full page of cards, not a blank or a "loading…" frame.
+    expect(png.readUInt32BE(20)).toBeGreaterThan(800);
   });
 });

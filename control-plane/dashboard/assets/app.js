@@ -352,4 +352,10 @@ function connect() {
 
 document.getElementById('window').addEventListener('change', connect);
 document.getElementById('cluster').addEventListener('change', connect);
-connect();
+
+// The page arrives with its first state; the stream brings every later one.
+const initial = document.getElementById('initial-overview');
+if (initial) render(JSON.parse(initial.textContent));
+// Opened after the load event: a page that has painted is complete even while the stream stays open.
+if (document.readyState === 'complete') connect();
+else window.addEventListener('load', () => setTimeout(connect, 0), { once: true });
