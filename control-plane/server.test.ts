@@ -2,7 +2,6 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { eventReasons, podEvent, vcudaAnnotations, verifyAssignment } from '../contract/index.js';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { ClusterState } from './cluster-state.js';
 import { loadControlPlaneConfig } from './config.js';
 import type { Overview } from './dashboard/overview.js';
 import { type RunningControlPlane, startControlPlane } from './server.js';
@@ -42,14 +41,14 @@ describe('startControlPlane', () => {
   });
 
   it('runs without a cluster (vcuda local): filter and bind over HTTP, metrics, clean close', async () => {
-    const state = new ClusterState();
-    state.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
-    const pod = gpuPod('p', [{ core: 30, memoryMiB: 1024 }]);
-    state.upsertPod(pod);
     const config = loadControlPlaneConfig({
       flags: { ...silent, kube: { mode: 'none' }, signingKeys: { source: 'ephemeral' } },
     });
-    cp = await startControlPlane(config, { db, state, clock: () => now });
+    cp = await startControlPlane(config, { db, clock: () => now });
+    const state = cp.state;
+    state.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
+    const pod = gpuPod('p', [{ core: 30, memoryMiB: 1024 }]);
+    state.upsertPod(pod);
 
     const filter = await postJson(`${cp.url}/scheduler/filter`, { Pod: pod, Nodes: null, NodeNames: ['n1'] });
     expect(filter.json.NodeNames).toEqual(['n1']);
