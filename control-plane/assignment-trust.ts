@@ -68,11 +68,18 @@ export class AssignmentTrust {
   /** pod UID + token digest of the refusals already reported. */
   private readonly reported: LruMap<true>;
   private verifiedWith: jose.JSONWebKeySet | undefined;
+  private keyGeneration = 0;
 
   constructor(private readonly opts: AssignmentTrustOptions) {
     const max = opts.maxEntries ?? 16_384;
     this.verdicts = new LruMap(max);
     this.reported = new LruMap(max);
+  }
+
+  /** Changes whenever the key set does: a verdict remembered elsewhere holds only while it stays the same. */
+  generation(): number {
+    this.dropIfKeysChanged();
+    return this.keyGeneration;
   }
 
   /** The verdict on a token's signature if known; undefined until verify() settled it. */
@@ -118,6 +125,7 @@ export class AssignmentTrust {
     const keys = this.opts.jwks();
     if (keys === this.verifiedWith) return;
     this.verifiedWith = keys;
+    this.keyGeneration += 1;
     this.verdicts.clear();
   }
 }

@@ -32,8 +32,11 @@ export type CapacityFreed = {
 type PodEntry = {
   pod: PodWithStatus;
   hold: PodHold | undefined;
-  /** The verified assignment behind `hold`, with its token, so later updates of the pod need no lookup. */
-  held?: { token: string; assignment: Assignment };
+  /**
+   * The verified assignment behind `hold`, with its token and the key generation it verified under,
+   * so later updates of the pod need no lookup while the keys stay the same.
+   */
+  held?: { token: string; assignment: Assignment; generation: number };
 };
 
 export type ClusterStateOptions = {
@@ -194,7 +197,8 @@ export class ClusterState {
   private judge(pod: PodWithStatus): AssignmentJudgement {
     if (!isPodHoldingCards(pod)) return { kind: 'none' };
     const before = this.pods.get(podKey(pod));
-    const mine = before?.pod.metadata?.uid === pod.metadata?.uid ? before?.held : undefined;
+    const held = before?.pod.metadata?.uid === pod.metadata?.uid ? before?.held : undefined;
+    const mine = held?.generation === this.opts.trust.generation() ? held : undefined;
     const verdictOf = (token: string): TokenVerdict | undefined =>
       mine?.token === token ? { ok: true, assignment: mine.assignment } : this.opts.trust.lookup(token);
     const judged = judgePodAssignment(pod, verdictOf, this.opts.quantity);
@@ -204,13 +208,13 @@ export class ClusterState {
 
   private verifyLater(pod: PodWithStatus, token: string): void {
     this.verifying += 1;
+    const generation = this.opts.trust.generation();
     void this.opts.trust.verify(token).then((verdict) => {
-      // Judged with this verdict itself: the cache may have dropped it already.
       if (this.pods.get(podKey(pod))?.pod === pod) {
-        this.applyPod(
-          pod,
-          judgePodAssignment(pod, () => verdict, this.opts.quantity),
-        );
+        // Judged with this verdict itself (the cache may have dropped it already), unless the keys
+        // changed meanwhile: then afresh, against the new ones.
+        const keysKept = generation === this.opts.trust.generation();
+        this.applyPod(pod, keysKept ? judgePodAssignment(pod, () => verdict, this.opts.quantity) : this.judge(pod));
       }
       this.verifying -= 1;
       if (this.verifying === 0) for (const done of this.idle.splice(0)) done();
@@ -221,7 +225,8 @@ export class ClusterState {
   private holdOf(pod: PodWithStatus, judged: AssignmentJudgement): Pick<PodEntry, 'hold' | 'held'> {
     if (judged.kind === 'held') {
       const hold = holdOfAssignment(judged.assignment, pod.metadata?.annotations ?? {});
-      return { hold, held: { token: judged.token, assignment: judged.assignment } };
+      const generation = this.opts.trust.generation();
+      return { hold, held: { token: judged.token, assignment: judged.assignment, generation } };
     }
     if (judged.kind === 'refused') {
       const m = pod.metadata;

@@ -183,7 +183,11 @@ function specAsking(grants: Grant[]) {
 }
 
 /** The assignment the control plane would sign for these grants on `node`. */
-export function assignmentFor(pod: { uid: string; namespace: string; name: string }, node: string, grants: Grant[]) {
+export function assignmentFor(
+  pod: { uid: string; namespace: string; name: string },
+  node: string,
+  grants: Grant[],
+): Assignment {
   return {
     v: 1 as const,
     pod,
