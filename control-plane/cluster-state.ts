@@ -82,8 +82,8 @@ export class ClusterState {
   private version = 0;
   private current: ClusterSnapshot | undefined;
   private readonly listeners = new Set<(e: CapacityFreed) => void>();
-  private verifying = 0;
-  private idle: (() => void)[] = [];
+  /** Verifications under way, each settling once its pod has been judged again. */
+  private readonly verifying = new Set<Promise<void>>();
 
   constructor(private readonly opts: ClusterStateOptions) {}
 
@@ -92,10 +92,12 @@ export class ClusterState {
     return this.opts.trust;
   }
 
-  /** Resolves once no pod's token is being verified (the view then counts every verified hold). */
-  settled(): Promise<void> {
-    if (this.verifying === 0) return Promise.resolve();
-    return new Promise((resolve) => this.idle.push(resolve));
+  /**
+   * Resolves once the pods seen so far are judged (every token they carry verified or refused).
+   * Verifications that start later are not waited for, so a steady stream of binds cannot hold it.
+   */
+  async settled(): Promise<void> {
+    await Promise.all([...this.verifying]);
   }
 
   /** The pod's assignment if it holds cards here: verified and matching the pod. */
@@ -207,18 +209,17 @@ export class ClusterState {
   }
 
   private verifyLater(pod: PodWithStatus, token: string): void {
-    this.verifying += 1;
     const generation = this.opts.trust.generation();
-    void this.opts.trust.verify(token).then((verdict) => {
+    const judged = this.opts.trust.verify(token).then((verdict) => {
       if (this.pods.get(podKey(pod))?.pod === pod) {
         // Judged with this verdict itself (the cache may have dropped it already), unless the keys
         // changed meanwhile: then afresh, against the new ones.
         const keysKept = generation === this.opts.trust.generation();
         this.applyPod(pod, keysKept ? judgePodAssignment(pod, () => verdict, this.opts.quantity) : this.judge(pod));
       }
-      this.verifying -= 1;
-      if (this.verifying === 0) for (const done of this.idle.splice(0)) done();
+      this.verifying.delete(judged);
     });
+    this.verifying.add(judged);
   }
 
   /** What a judged pod holds; a refused assignment is reported (once per pod and token) and holds nothing. */
