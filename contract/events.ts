@@ -11,6 +11,8 @@ export const eventReasons = {
   allocated: 'VcudaAllocated',
   allocateFailed: 'VcudaAllocateFailed',
   released: 'VcudaReleased',
+  /** A pod's assignment annotation did not verify (unsigned, forged, another pod's): it holds nothing. */
+  assignmentUnverified: 'VcudaAssignmentUnverified',
 } as const;
 
 export type EventReason = (typeof eventReasons)[keyof typeof eventReasons];

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { vcudaAnnotations } from '../contract/index.js';
-import { ClusterState } from './cluster-state.js';
-import { readPodHold } from './placement/cluster-snapshot.js';
-import { assignedPod, cardUuid, gpuNode } from './testing/builders.js';
+import type { ClusterState } from './cluster-state.js';
+import { holdOfAssignment } from './placement/cluster-snapshot.js';
+import { assignedPod, assignmentFor, cardUuid, gpuNode, testState } from './testing/builders.js';
 
 function cardOf(state: ClusterState, node: string, index: number) {
   return state
@@ -12,41 +12,45 @@ function cardOf(state: ClusterState, node: string, index: number) {
 }
 
 describe('ClusterState', () => {
-  it('derives per-card use from the assignments of pods on the node', () => {
-    const s = new ClusterState();
+  it('derives per-card use from the assignments of pods on the node', async () => {
+    const s = testState();
     s.upsertNode(gpuNode({ name: 'n1', cards: 2 }));
     s.upsertPod(assignedPod('a', 'n1', [{ core: 30, memoryMiB: 1000, cards: [0] }]));
     s.upsertPod(assignedPod('b', 'n1', [{ core: 20, memoryMiB: 500, cards: [0] }]));
+    await s.settled();
     expect(cardOf(s, 'n1', 0)).toMatchObject({ usedCore: 50, usedMemoryMiB: 1500 });
     expect(cardOf(s, 'n1', 1)).toMatchObject({ usedCore: 0, usedMemoryMiB: 0 });
   });
 
-  it('counts pods seen before their node once the node arrives (restart order does not matter)', () => {
-    const s = new ClusterState();
+  it('counts pods seen before their node once the node arrives (restart order does not matter)', async () => {
+    const s = testState();
     s.upsertPod(assignedPod('a', 'n1', [{ core: 30, memoryMiB: 1000, cards: [1] }]));
+    await s.settled();
     s.upsertNode(gpuNode({ name: 'n1', cards: 2 }));
     expect(cardOf(s, 'n1', 1)).toMatchObject({ usedCore: 30 });
   });
 
-  it('hands out immutable snapshots: an old snapshot does not change', () => {
-    const s = new ClusterState();
+  it('hands out immutable snapshots: an old snapshot does not change', async () => {
+    const s = testState();
     s.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
     const before = s.snapshot();
     expect(s.snapshot()).toBe(before);
     s.upsertPod(assignedPod('a', 'n1', [{ core: 30, memoryMiB: 1000, cards: [0] }]));
+    await s.settled();
     const after = s.snapshot();
     expect(after.version).toBeGreaterThan(before.version);
     expect(before.nodes.get('n1')?.cards[0]?.usedCore).toBe(0);
     expect(after.nodes.get('n1')?.cards[0]?.usedCore).toBe(30);
   });
 
-  it('reports capacity freed when a pod ends, is deleted, or gets allocated', () => {
-    const s = new ClusterState();
+  it('reports capacity freed when a pod ends, is deleted, or gets allocated', async () => {
+    const s = testState();
     const events: string[] = [];
     s.onCapacityFreed((e) => events.push(`${e.node}:${e.why}${e.pod ? `:${e.pod.name}` : ''}`));
     s.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
     const pending = assignedPod('a', 'n1', [{ core: 30, memoryMiB: 1000, cards: [0] }], { allocated: false });
     s.upsertPod(pending);
+    await s.settled();
     const allocated = structuredClone(pending);
     (allocated.metadata?.annotations as Record<string, string>)[vcudaAnnotations.allocatedAt] = '2026-11-22T04:00:02Z';
     s.upsertPod(allocated);
@@ -54,20 +58,24 @@ describe('ClusterState', () => {
     expect(cardOf(s, 'n1', 0)?.usedCore).toBe(0);
     const other = assignedPod('b', 'n1', [{ core: 30, memoryMiB: 1000, cards: [0] }]);
     s.upsertPod(other);
+    await s.settled();
     s.removePod(other);
     expect(events).toEqual(['n1:pod-allocated:a', 'n1:pod-ended:a', 'n1:pod-ended:b']);
   });
 
   it("a failed bind rolled back reports no ended pod (its ledger rows may be another bind's)", () => {
-    const s = new ClusterState();
+    const s = testState();
     const events: string[] = [];
     s.onCapacityFreed((e) => events.push(`${e.node}:${e.why}`));
     s.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
     const bare = { metadata: { name: 'p', namespace: 'default', uid: 'uid-p' }, spec: { containers: [] } };
     s.upsertPod(bare);
-    const assigned = assignedPod('p', 'n1', [{ core: 40, memoryMiB: 100, cards: [0] }], { allocated: false });
-    const hold = readPodHold(assigned);
-    if (!hold) throw new Error('no hold');
+    const hold = holdOfAssignment(
+      assignmentFor({ uid: 'uid-p', namespace: 'default', name: 'p' }, 'n1', [
+        { core: 40, memoryMiB: 100, cards: [0] },
+      ]),
+      {},
+    );
     s.assumePod(bare, hold);
     expect(cardOf(s, 'n1', 0)?.usedCore).toBe(40);
     s.restorePod(bare);
@@ -79,8 +87,8 @@ describe('ClusterState', () => {
     expect(events).toEqual(['n1:assignment-withdrawn']);
   });
 
-  it('drops a watch event older than the bound copy it holds, so the cards stay taken', () => {
-    const s = new ClusterState();
+  it('drops a watch event older than the bound copy it holds, so the cards stay taken', async () => {
+    const s = testState();
     const events: string[] = [];
     s.onCapacityFreed((e) => events.push(`${e.node}:${e.why}`));
     s.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
@@ -90,20 +98,25 @@ describe('ClusterState', () => {
     bound.metadata = { ...bound.metadata, resourceVersion: '12' };
     // The binder stores what its patch returned; the watch then delivers an event queued before it.
     s.upsertPod(bound);
+    await s.settled();
     s.upsertPod({ ...bare, metadata: { ...bare.metadata, resourceVersion: '10' } });
     expect(cardOf(s, 'n1', 0)?.usedCore).toBe(40);
     expect(events).toEqual([]);
-    // A newer copy is taken, and a recreated pod (new uid) is never judged stale.
+    // A newer copy is taken, and a recreated pod (new uid) is never judged stale: it replaces the
+    // ended one, and the assignment it inherited names the old pod, so it holds nothing.
     s.upsertPod({ ...bound, metadata: { ...bound.metadata, resourceVersion: '13' }, status: { phase: 'Succeeded' } });
     expect(events).toEqual(['n1:pod-ended']);
     s.upsertPod({ ...bound, metadata: { ...bound.metadata, uid: 'uid-p2', resourceVersion: '5' } });
-    expect(cardOf(s, 'n1', 0)?.usedCore).toBe(40);
+    await s.settled();
+    expect(s.pod('default', 'p')?.metadata?.uid).toBe('uid-p2');
+    expect(cardOf(s, 'n1', 0)?.usedCore).toBe(0);
   });
 
-  it('tracks pending assignments until the node agent allocates them', () => {
-    const s = new ClusterState();
+  it('tracks pending assignments until the node agent allocates them', async () => {
+    const s = testState();
     s.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
     s.upsertPod(assignedPod('a', 'n1', [{ core: 30, memoryMiB: 1000, cards: [0] }], { allocated: false }));
+    await s.settled();
     expect(s.snapshot().nodes.get('n1')?.pending).toEqual([
       { podUid: 'uid-a', pod: 'default/a', coreAmounts: [30], assignedAtMs: Date.parse('2026-11-22T04:00:00Z') },
     ]);

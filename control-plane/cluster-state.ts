@@ -2,10 +2,16 @@
  * The control plane's in-memory view of Nodes and Pods, fed by watch events (or directly by tests
  * and the simulator) and handed out as immutable ClusterSnapshots. Holds nothing a restart would
  * lose: every value here is derived from Kubernetes objects, so a fresh replica rebuilds it from a list.
+ * A pod's assignment holds cards only once its signature verified and it matches the pod
+ * (assignment-check.ts); a pod whose token is still being verified holds nothing until it is.
  */
+import type { Assignment, QuantityPolicy } from '../contract/index.js';
+import type { AssignmentTrust } from './assignment-trust.js';
+import { type AssignmentJudgement, judgePodAssignment, type TokenVerdict } from './placement/assignment-check.js';
 import {
   type ClusterSnapshot,
   composeNodeSnapshot,
+  holdOfAssignment,
   isPodHoldingCards,
   type NodeInventoryRead,
   type NodeLike,
@@ -13,7 +19,6 @@ import {
   type PodHold,
   type PodWithStatus,
   readNodeInventory,
-  readPodHold,
 } from './placement/cluster-snapshot.js';
 
 /** Why capacity may have freed on a node: pending pods refused for capacity should be retried. */
@@ -24,7 +29,22 @@ export type CapacityFreed = {
   pod?: { uid: string; namespace: string; name: string };
 };
 
-type PodEntry = { pod: PodWithStatus; hold: PodHold | undefined };
+type PodEntry = {
+  pod: PodWithStatus;
+  hold: PodHold | undefined;
+  /**
+   * The verified assignment behind `hold`, with its token and the key generation it verified under,
+   * so later updates of the pod need no lookup while the keys stay the same.
+   */
+  held?: { token: string; assignment: Assignment; generation: number };
+};
+
+export type ClusterStateOptions = {
+  /** Verifies assignment tokens and remembers the verdicts (shared with the binder, which vouches for its own). */
+  trust: AssignmentTrust;
+  /** How pods' specs are read, to check an assignment grants what its pod asks. */
+  quantity: QuantityPolicy;
+};
 
 function podKey(pod: PodWithStatus): string {
   return `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
@@ -62,6 +82,28 @@ export class ClusterState {
   private version = 0;
   private current: ClusterSnapshot | undefined;
   private readonly listeners = new Set<(e: CapacityFreed) => void>();
+  /** Verifications under way, each settling once its pod has been judged again. */
+  private readonly verifying = new Set<Promise<void>>();
+
+  constructor(private readonly opts: ClusterStateOptions) {}
+
+  /** The verdicts this view counts by; the binder vouches here for what it signs. */
+  get trust(): AssignmentTrust {
+    return this.opts.trust;
+  }
+
+  /**
+   * Resolves once the pods seen so far are judged (every token they carry verified or refused).
+   * Verifications that start later are not waited for, so a steady stream of binds cannot hold it.
+   */
+  async settled(): Promise<void> {
+    await Promise.all([...this.verifying]);
+  }
+
+  /** The pod's assignment if it holds cards here: verified and matching the pod. */
+  heldAssignment(namespace: string, name: string): Assignment | undefined {
+    return this.pods.get(`${namespace}/${name}`)?.held?.assignment;
+  }
 
   /** Called whenever capacity may have freed; returns the unsubscribe function. */
   onCapacityFreed(listener: (e: CapacityFreed) => void): () => void {
@@ -112,8 +154,12 @@ export class ClusterState {
    */
   upsertPod(pod: PodWithStatus): void {
     if (isStale(this.pods.get(podKey(pod))?.pod, pod)) return;
-    const hold = readPodHold(pod);
-    const before = this.setPod(pod, hold);
+    this.applyPod(pod, this.judge(pod));
+  }
+
+  private applyPod(pod: PodWithStatus, judged: AssignmentJudgement): void {
+    const { hold, held } = this.holdOf(pod, judged);
+    const before = this.setPod(pod, hold, held);
     if (before?.hold && !hold) {
       const ended = !isPodHoldingCards(pod);
       this.emit(
@@ -141,7 +187,54 @@ export class ClusterState {
    * replica's) must not be released on the strength of this replica's rollback.
    */
   restorePod(pod: PodWithStatus): void {
-    this.setPod(pod, readPodHold(pod));
+    const { hold, held } = this.holdOf(pod, this.judge(pod));
+    this.setPod(pod, hold, held);
+  }
+
+  /**
+   * Judges the pod's assignment with the verdicts known now: the one this pod's entry already
+   * holds for the same token, else the trust's cache. An unknown token is verified in the
+   * background and the pod judged again then, if it is still the copy held.
+   */
+  private judge(pod: PodWithStatus): AssignmentJudgement {
+    if (!isPodHoldingCards(pod)) return { kind: 'none' };
+    const before = this.pods.get(podKey(pod));
+    const held = before?.pod.metadata?.uid === pod.metadata?.uid ? before?.held : undefined;
+    const mine = held?.generation === this.opts.trust.generation() ? held : undefined;
+    const verdictOf = (token: string): TokenVerdict | undefined =>
+      mine?.token === token ? { ok: true, assignment: mine.assignment } : this.opts.trust.lookup(token);
+    const judged = judgePodAssignment(pod, verdictOf, this.opts.quantity);
+    if (judged.kind === 'unknown') this.verifyLater(pod, judged.token);
+    return judged;
+  }
+
+  private verifyLater(pod: PodWithStatus, token: string): void {
+    const generation = this.opts.trust.generation();
+    const judged = this.opts.trust.verify(token).then((verdict) => {
+      if (this.pods.get(podKey(pod))?.pod === pod) {
+        // Judged with this verdict itself (the cache may have dropped it already), unless the keys
+        // changed meanwhile: then afresh, against the new ones.
+        const keysKept = generation === this.opts.trust.generation();
+        this.applyPod(pod, keysKept ? judgePodAssignment(pod, () => verdict, this.opts.quantity) : this.judge(pod));
+      }
+      this.verifying.delete(judged);
+    });
+    this.verifying.add(judged);
+  }
+
+  /** What a judged pod holds; a refused assignment is reported (once per pod and token) and holds nothing. */
+  private holdOf(pod: PodWithStatus, judged: AssignmentJudgement): Pick<PodEntry, 'hold' | 'held'> {
+    if (judged.kind === 'held') {
+      const hold = holdOfAssignment(judged.assignment, pod.metadata?.annotations ?? {});
+      const generation = this.opts.trust.generation();
+      return { hold, held: { token: judged.token, assignment: judged.assignment, generation } };
+    }
+    if (judged.kind === 'refused') {
+      const m = pod.metadata;
+      const ref = { namespace: m?.namespace ?? '', name: m?.name ?? '', uid: m?.uid ?? '' };
+      this.opts.trust.report({ pod: ref, reason: judged.reason, message: judged.message }, judged.token);
+    }
+    return { hold: undefined };
   }
 
   removePod(pod: PodWithStatus): void {
@@ -154,10 +247,10 @@ export class ClusterState {
   }
 
   /** Stores the pod with its hold, moves the hold's count between nodes, and returns the entry it replaced. */
-  private setPod(pod: PodWithStatus, hold: PodHold | undefined): PodEntry | undefined {
+  private setPod(pod: PodWithStatus, hold: PodHold | undefined, held?: PodEntry['held']): PodEntry | undefined {
     const key = podKey(pod);
     const before = this.pods.get(key);
-    this.pods.set(key, { pod, hold });
+    this.pods.set(key, held ? { pod, hold, held } : { pod, hold });
     this.moveHold(key, before?.hold, hold);
     return before;
   }

@@ -11,7 +11,6 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { issueServingCertificate } from '../webhooks/certificates.js';
-import { ClusterState } from './cluster-state.js';
 import { loadControlPlaneConfig } from './config.js';
 import { type RunningControlPlane, startControlPlane } from './server.js';
 
@@ -76,7 +75,7 @@ beforeAll(async () => {
       },
     },
   });
-  cp = await startControlPlane(config, { db, state: new ClusterState() });
+  cp = await startControlPlane(config, { db });
 });
 
 afterAll(async () => {

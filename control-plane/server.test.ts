@@ -2,12 +2,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { eventReasons, podEvent, vcudaAnnotations, verifyAssignment } from '../contract/index.js';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
-import { ClusterState } from './cluster-state.js';
 import { loadControlPlaneConfig } from './config.js';
 import type { Overview } from './dashboard/overview.js';
 import { type RunningControlPlane, startControlPlane } from './server.js';
 import { JWKS_CONFIGMAP_NAME, SIGNING_SECRET_NAME } from './signing-keys.js';
-import { gpuNode, gpuPod } from './testing/builders.js';
+import { forgedPlainPod, gpuNode, gpuPod } from './testing/builders.js';
 import { type FakeKubeApi, startFakeKubeApi } from './testing/fake-kube-api.js';
 
 const now = new Date('2026-11-22T04:00:30Z');
@@ -42,14 +41,14 @@ describe('startControlPlane', () => {
   });
 
   it('runs without a cluster (vcuda local): filter and bind over HTTP, metrics, clean close', async () => {
-    const state = new ClusterState();
-    state.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
-    const pod = gpuPod('p', [{ core: 30, memoryMiB: 1024 }]);
-    state.upsertPod(pod);
     const config = loadControlPlaneConfig({
       flags: { ...silent, kube: { mode: 'none' }, signingKeys: { source: 'ephemeral' } },
     });
-    cp = await startControlPlane(config, { db, state, clock: () => now });
+    cp = await startControlPlane(config, { db, clock: () => now });
+    const state = cp.state;
+    state.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
+    const pod = gpuPod('p', [{ core: 30, memoryMiB: 1024 }]);
+    state.upsertPod(pod);
 
     const filter = await postJson(`${cp.url}/scheduler/filter`, { Pod: pod, Nodes: null, NodeNames: ['n1'] });
     expect(filter.json.NodeNames).toEqual(['n1']);
@@ -96,6 +95,37 @@ describe('startControlPlane', () => {
       await new Promise((r) => setTimeout(r, 20));
     expect(cp.state.snapshot().nodes.has('n1')).toBe(true);
   });
+  it('in a cluster: a forged assignment holds nothing, gets one Warning Event and is counted', async () => {
+    api = await startFakeKubeApi();
+    api.putNode(gpuNode({ name: 'n8', cards: 8 }));
+    const forged = forgedPlainPod('n8');
+    api.putPod(forged);
+    const config = loadControlPlaneConfig({
+      flags: { ...silent, kube: { mode: 'kubeconfig' }, namespace: 'vcuda-system' },
+    });
+    cp = await startControlPlane(config, { db, kubeConfig: api.kubeConfig, clock: () => now });
+    for (let i = 0; i < 100 && (await fetch(`${cp.url}/readyz`)).status !== 200; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    const warnings = () =>
+      api?.events.filter((e) => (e as { reason?: string }).reason === eventReasons.assignmentUnverified) ?? [];
+    for (let i = 0; i < 100 && warnings().length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    // The pod changes again (another annotation): judged again, reported no more.
+    const annotations = { ...forged.metadata?.annotations, touched: 'yes' };
+    api.putPod({ ...forged, metadata: { ...forged.metadata, annotations } });
+    for (let i = 0; i < 100 && cp.state.pod('default', 'forger')?.metadata?.annotations?.touched !== 'yes'; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    await cp.state.settled();
+    expect(warnings()).toHaveLength(1);
+    expect(warnings()[0]).toMatchObject({
+      type: 'Warning',
+      involvedObject: { namespace: 'default', name: 'forger', uid: 'uid-forger' },
+      message: expect.stringMatching(/^assignment ignored \(malformed\): .*it holds no GPU capacity$/),
+    });
+    expect(cp.state.snapshot().nodes.get('n8')?.totals.usedCore).toBe(0);
+    const metrics = await (await fetch(`${cp.url}/metrics`)).text();
+    expect(metrics).toContain('vcuda_unverified_assignments_total{reason="malformed"} 1');
+  });
+
   it('in a cluster: the dashboard lists refusals other processes emitted and idle nodes from the watch cache', async () => {
     api = await startFakeKubeApi();
     // A node that never had a bind: the ledger does not know it, only the watch cache does.

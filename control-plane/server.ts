@@ -13,7 +13,7 @@ import type { Hono, MiddlewareHandler } from 'hono';
 import type * as jose from 'jose';
 import { type Logger, pino } from 'pino';
 import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
-import { type PodRef, podEvent, resourceNames, VcudaError } from '../contract/index.js';
+import { eventReasons, type PodRef, podEvent, resourceNames, VcudaError } from '../contract/index.js';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { createLedger } from '../db/ledger.js';
 import { migrate } from '../db/migrate.js';
@@ -30,6 +30,7 @@ import { cachedAuthenticator, requireCaller, tokenReview } from './api/caller-au
 import { reportsRoutes } from './api/reports-routes.js';
 import { usageRoutes } from './api/usage-routes.js';
 import { apiRoutes, createApp } from './app.js';
+import { AssignmentTrust, createAssignmentTrustMetrics, type UnverifiedAssignment } from './assignment-trust.js';
 import { ClusterState } from './cluster-state.js';
 import type { ControlPlaneConfig } from './config.js';
 import { createLedgerDashboardSource } from './dashboard/ledger-source.js';
@@ -52,8 +53,6 @@ export type ControlPlaneOverrides = {
   db?: VcudaDb;
   /** Use this cluster connection instead of the one config describes. */
   kubeConfig?: KubeConfig;
-  /** With `kube.mode: none`: the state the caller feeds with nodes and pods (the simulator). */
-  state?: ClusterState;
   keys?: KeySet;
   clock?: () => Date;
   logger?: Logger;
@@ -65,6 +64,7 @@ export type RunningControlPlane = {
   /** HTTPS base url of the webhooks, when served. */
   httpsUrl?: string;
   app: Hono;
+  /** The cluster view; with `kube.mode: none` the caller feeds it with nodes and pods. */
   state: ClusterState;
   jwks: jose.JSONWebKeySet;
   close(): Promise<void>;
@@ -166,22 +166,38 @@ export async function startControlPlane(
     await migrate(db);
     const ledger = createLedger(db, { clock });
 
-    // 2. Cluster connection and view.
+    // 2. Metrics, cluster connection and view. Assignments count only once verified against the
+    // keys loaded in step 3; nothing is judged before (the watch starts last).
+    const registry = new Registry();
+    collectDefaultMetrics({ register: registry, prefix: 'vcuda_control_plane_' });
+    const names = resourceNames(config.resourceDomain);
     const kc = loadKubeConfig(config, overrides);
     const refusals = createRefusalLog();
-    let watch: WatchCache | undefined;
-    let state: ClusterState;
+    let keys: KeySet | undefined;
     let kube: ControlPlaneKube;
+    const trustMetrics = createAssignmentTrustMetrics(registry);
+    const trust = new AssignmentTrust({
+      jwks: () => keys?.jwks ?? NO_KEYS,
+      onUnverified: (u) => {
+        trustMetrics.unverified.inc({ reason: u.reason });
+        log.warn(
+          { pod: `${u.pod.namespace}/${u.pod.name}`, reason: u.reason, detail: u.message },
+          'unverified assignment',
+        );
+        recordUnverified(kube, u, config.instanceId, clock).catch((err) =>
+          log.warn({ err: String(err) }, 'event not recorded'),
+        );
+      },
+    });
+    const state = new ClusterState({ trust, quantity: { names, memoryUnitMiB: config.memoryUnitMiB } });
+    let watch: WatchCache | undefined;
     const onEvent = (_ns: string, event: object) => {
       refusals.recordEvent(event as Parameters<typeof refusals.recordEvent>[0], config.clusterName);
     };
     if (kc) {
-      watch = createWatchCache(
-        kc,
-        { onError: (err) => log.warn({ err: String(err) }, 'watch failed; relisting') },
-        overrides.state,
-      );
-      state = watch.state;
+      watch = createWatchCache(kc, state, {
+        onError: (err) => log.warn({ err: String(err) }, 'watch failed; relisting'),
+      });
       const client = createKubeClient(kc);
       kube = {
         ...client,
@@ -191,12 +207,11 @@ export async function startControlPlane(
         },
       };
     } else {
-      state = overrides.state ?? new ClusterState();
       kube = createLocalKube(state, onEvent);
     }
 
     // 3. Signing keys shared by every replica; the public half where node agents read it.
-    const keys =
+    keys =
       overrides.keys ??
       (await loadSigningKeys(
         config.signingKeys.source === 'secret'
@@ -206,11 +221,10 @@ export async function startControlPlane(
             : { kind: 'ephemeral' },
         kube,
       ));
-    if (kc && config.signingKeys.publishJwks) await publishJwks(kube, config.namespace, keys);
+    const signingKeys = keys;
+    if (kc && config.signingKeys.publishJwks) await publishJwks(kube, config.namespace, signingKeys);
 
     // 4. Metrics.
-    const registry = new Registry();
-    collectDefaultMetrics({ register: registry, prefix: 'vcuda_control_plane_' });
     const extenderMetrics = createExtenderMetrics(registry);
     new Gauge({
       name: 'vcuda_watch_cache_nodes',
@@ -300,7 +314,6 @@ export async function startControlPlane(
     }
 
     // 6. The composed app.
-    const names = resourceNames(config.resourceDomain);
     const webhook = webhookConfigSchema.parse({
       ...config.webhook,
       resourceDomain: config.resourceDomain,
@@ -345,7 +358,7 @@ export async function startControlPlane(
       state,
       kube,
       ledger,
-      signer: createAssignmentSigner(keys, config.assignmentTtlSeconds),
+      signer: createAssignmentSigner(signingKeys, config.assignmentTtlSeconds),
       clock,
       metrics: extenderMetrics,
       nudger,
@@ -449,11 +462,34 @@ export async function startControlPlane(
       );
     } else registerNodes();
     log.info({ url: http.url, httpsUrl }, 'control plane listening');
-    return { url: http.url, ...(httpsUrl ? { httpsUrl } : {}), app, state, jwks: keys.jwks, close };
+    return { url: http.url, ...(httpsUrl ? { httpsUrl } : {}), app, state, jwks: signingKeys.jwks, close };
   } catch (err) {
     await close();
     throw err;
   }
+}
+
+const NO_KEYS: jose.JSONWebKeySet = { keys: [] };
+
+/** The Warning Event on a pod whose assignment annotation holds nothing. */
+async function recordUnverified(
+  kube: ControlPlaneKube,
+  u: UnverifiedAssignment,
+  instanceId: string,
+  clock: () => Date,
+): Promise<void> {
+  const now = clock();
+  const message = `assignment ignored (${u.reason}): ${u.message}; it holds no GPU capacity`;
+  await kube.createEvent(
+    u.pod.namespace,
+    podEvent(u.pod, eventReasons.assignmentUnverified, message, {
+      type: 'Warning',
+      component: 'vcuda-control-plane',
+      host: instanceId,
+      now,
+      nameSuffix: `${now.getTime().toString(36)}.${instanceId}.${Math.floor(performance.now())}`,
+    }),
+  );
 }
 
 /** The webhook's certificate keeper, or none when the webhooks are served over plain HTTP only. */

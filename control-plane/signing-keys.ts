@@ -112,23 +112,27 @@ export function createAssignmentSigner(keys: KeySet, ttlSeconds: number): Assign
       sign: (a, now) => signAssignment(a, key, { nowSeconds: Math.floor(now.getTime() / 1000), ttlSeconds }),
     };
   }
+  const sign = createEdDsaSigner(key, ttlSeconds);
+  return { sign: async (a, now) => sign(a, now) };
+}
+
+/** Signs with an EdDSA key synchronously: the token signAssignment would make, byte for byte. */
+export function createEdDsaSigner(key: SigningKey, ttlSeconds: number): (a: Assignment, now: Date) => string {
   const privateKey = createPrivateKey({ key: key.privateJwk as JsonWebKey, format: 'jwk' });
   const header = base64url(JSON.stringify({ alg: key.alg, kid: key.kid, typ: 'vcuda-assignment+jwt' }));
-  return {
-    async sign(a, now) {
-      const parsed = assignmentSchema.parse(a);
-      const nowSeconds = Math.floor(now.getTime() / 1000);
-      // Claim order as jose's SignJWT writes them: the assignment, then iss, sub, iat, exp.
-      const claims = {
-        ...parsed,
-        iss: ASSIGNMENT_ISSUER,
-        sub: parsed.pod.uid,
-        iat: nowSeconds,
-        exp: nowSeconds + ttlSeconds,
-      };
-      const input = `${header}.${base64url(JSON.stringify(claims))}`;
-      return `${input}.${cryptoSign(null, Buffer.from(input), privateKey).toString('base64url')}`;
-    },
+  return (a, now) => {
+    const parsed = assignmentSchema.parse(a);
+    const nowSeconds = Math.floor(now.getTime() / 1000);
+    // Claim order as jose's SignJWT writes them: the assignment, then iss, sub, iat, exp.
+    const claims = {
+      ...parsed,
+      iss: ASSIGNMENT_ISSUER,
+      sub: parsed.pod.uid,
+      iat: nowSeconds,
+      exp: nowSeconds + ttlSeconds,
+    };
+    const input = `${header}.${base64url(JSON.stringify(claims))}`;
+    return `${input}.${cryptoSign(null, Buffer.from(input), privateKey).toString('base64url')}`;
   };
 }
 

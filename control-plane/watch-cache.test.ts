@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { assignedPod, cardUuid, gpuNode } from './testing/builders.js';
+import { assignedPod, cardUuid, gpuNode, testState } from './testing/builders.js';
 import { type FakeKubeApi, startFakeKubeApi } from './testing/fake-kube-api.js';
 import { createWatchCache, type WatchCache } from './watch-cache.js';
 
@@ -23,7 +23,7 @@ describe('watch cache over the Kubernetes API', () => {
     api = await startFakeKubeApi();
     api.putNode(gpuNode({ name: 'n1', cards: 2 }));
     api.putPod(assignedPod('a', 'n1', [{ core: 40, memoryMiB: 1000, cards: [0] }]));
-    cache = createWatchCache(api.kubeConfig);
+    cache = createWatchCache(api.kubeConfig, testState());
     await cache.start();
     expect(cache.isSynced()).toBe(true);
     const card0 = () =>
@@ -40,7 +40,7 @@ describe('watch cache over the Kubernetes API', () => {
 
     // A fresh replica (restart) sees exactly the same use.
     await cache.stop();
-    cache = createWatchCache(api.kubeConfig);
+    cache = createWatchCache(api.kubeConfig, testState());
     await cache.start();
     expect(card0()).toMatchObject({ usedCore: 20, usedMemoryMiB: 500 });
   });

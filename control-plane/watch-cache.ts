@@ -3,12 +3,12 @@
  * informers list everything again, so the view is rebuilt from scratch with nothing lost.
  */
 import { CoreV1Api, type KubeConfig, type KubernetesObject, makeInformer } from '@kubernetes/client-node';
-import { ClusterState } from './cluster-state.js';
+import type { ClusterState } from './cluster-state.js';
 import type { NodeLike, PodWithStatus } from './placement/cluster-snapshot.js';
 
 export type WatchCache = {
   state: ClusterState;
-  /** Resolves once both informers listed their objects. */
+  /** Resolves once both informers listed their objects and the listed pods' assignments are verified. */
   start(): Promise<void>;
   isSynced(): boolean;
   stop(): Promise<void>;
@@ -20,7 +20,7 @@ export type WatchCacheOptions = {
   retryMs?: number;
 };
 
-export function createWatchCache(kc: KubeConfig, opts: WatchCacheOptions = {}, state = new ClusterState()): WatchCache {
+export function createWatchCache(kc: KubeConfig, state: ClusterState, opts: WatchCacheOptions = {}): WatchCache {
   const core = kc.makeApiClient(CoreV1Api);
   const nodes = makeInformer<KubernetesObject>(kc, '/api/v1/nodes', () => core.listNode());
   const pods = makeInformer<KubernetesObject>(kc, '/api/v1/pods', () => core.listPodForAllNamespaces());
@@ -49,6 +49,8 @@ export function createWatchCache(kc: KubeConfig, opts: WatchCacheOptions = {}, s
     state,
     async start() {
       await Promise.all([nodes.start(), pods.start()]);
+      // Ready only once the listed holds count: until then every pod's cards would look free.
+      await state.settled();
       synced = true;
     },
     isSynced: () => synced,

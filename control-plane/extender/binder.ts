@@ -2,19 +2,21 @@
  * Bind: choose the cards, reserve them in the ledger (the arbiter between replicas), sign the
  * assignment, write it on the pod, create the Binding, confirm. Any failure after the reservation
  * releases it. Safe to retry: a pod already bound to this node is a success, a pod that already
- * carries an assignment for this node keeps its cards.
+ * carries a verified assignment for this node, granting what it asks, keeps its cards. Anything
+ * else on the pod (unsigned, forged, another pod's) is ignored and the pod planned afresh: bind
+ * never signs what it did not verify.
  */
 import {
   type Assignment,
   MIB,
   type PodLike,
-  peekAssignment,
   type QuantityPolicy,
   VcudaError,
   vcudaAnnotations,
 } from '../../contract/index.js';
 import type { ClusterState } from '../cluster-state.js';
 import type { ControlPlaneKube } from '../kube-client.js';
+import { judgePodAssignment } from '../placement/assignment-check.js';
 import { holdOfAssignment, type PodWithStatus, pendingCoreAmountsOf } from '../placement/cluster-snapshot.js';
 import { type FitContext, fitPod } from '../placement/fit.js';
 import { type PlacementPolicy, readPlacementRequest } from '../placement/placement-request.js';
@@ -98,10 +100,26 @@ export class Binder {
     if (snap) await this.ledgerNodes.ensure(snap);
   }
 
-  private plan(pod: PodWithStatus, args: BindingArgs, now: Date): { assignment: Assignment; isExisting: boolean } {
+  /**
+   * The assignment the pod carries, if its signature verifies against the current keys and it
+   * grants this pod what its spec asks; undefined otherwise (and when it carries none).
+   */
+  private async verifiedAssignmentOf(pod: PodWithStatus): Promise<Assignment | undefined> {
+    const token = pod.metadata?.annotations?.[vcudaAnnotations.assignment];
+    if (!token) return undefined;
+    const verdict = await this.deps.state.trust.verify(token);
+    const judged = judgePodAssignment(pod, () => verdict, this.deps.config.quantity);
+    return judged.kind === 'held' ? judged.assignment : undefined;
+  }
+
+  private plan(
+    pod: PodWithStatus,
+    existing: Assignment | undefined,
+    args: BindingArgs,
+    now: Date,
+  ): { assignment: Assignment; isExisting: boolean } {
     const { config, state } = this.deps;
-    const existing = peekAssignment(pod.metadata?.annotations?.[vcudaAnnotations.assignment] ?? '');
-    // A retry after a crash: the pod already names its cards on this node; keep them.
+    // A retry after a crash: the pod already names its cards on this node, signed by us; keep them.
     if (existing && existing.node === args.Node && existing.pod.uid === args.PodUID) {
       return { assignment: existing, isExisting: true };
     }
@@ -140,9 +158,14 @@ export class Binder {
     const cached = state.pod(args.PodNamespace, args.PodName);
     // The cached pod needs no await, so the assume below lands in the same tick as the request.
     const pod = cached?.metadata?.uid === args.PodUID ? cached : await this.readPod(args);
+    // Only a pod carrying an assignment awaits its verification, so the common bind plans and
+    // assumes in the request's own tick.
+    const existing = pod.metadata?.annotations?.[vcudaAnnotations.assignment]
+      ? await this.verifiedAssignmentOf(pod)
+      : undefined;
     const boundTo = pod.spec?.nodeName;
     if (boundTo) {
-      const a = peekAssignment(pod.metadata?.annotations?.[vcudaAnnotations.assignment] ?? '');
+      const a = existing;
       if (boundTo === args.Node && a?.node === args.Node) {
         await this.confirm(args.PodUID);
         return {
@@ -154,7 +177,7 @@ export class Binder {
       }
       throw new VcudaError('conflict', `bind ${podRef}: already bound to ${boundTo}`);
     }
-    const { assignment, isExisting } = this.plan(pod, args, now);
+    const { assignment, isExisting } = this.plan(pod, existing, args, now);
     const items = ledgerItemsOf(assignment);
     // Taken from now on in this replica's view, so filters running meanwhile do not offer these cards.
     const assignedAt = now.toISOString();
@@ -197,6 +220,8 @@ export class Binder {
     }
     try {
       const token = await signer.sign(assignment, now);
+      // Ours: it holds in this replica's view the moment the pod carries it, before any watch event.
+      state.trust.vouch(token, assignment);
       const patched = await kube.patchPodAnnotations(args.PodNamespace, args.PodName, {
         [vcudaAnnotations.assignment]: token,
         [vcudaAnnotations.assignedNode]: args.Node,

@@ -8,9 +8,8 @@ import { MIB, peekAssignment, vcudaAnnotations } from '../../contract/index.js';
 import type { VcudaDb } from '../../db/connect.js';
 import { allocations } from '../../db/schema.js';
 import { createTestDatabase, type TestDatabase, testDbKinds } from '../../db/test-databases.js';
-import { ClusterState } from '../cluster-state.js';
 import type { NodeLike } from '../placement/cluster-snapshot.js';
-import { gpuNode, gpuPod } from '../testing/builders.js';
+import { gpuNode, gpuPod, testState } from '../testing/builders.js';
 import { type ExtenderHarness, post, startExtender, testKeys } from '../testing/extender-harness.js';
 import { type FakeKubeApi, startFakeKubeApi } from '../testing/fake-kube-api.js';
 
@@ -30,7 +29,7 @@ describe.each(await testDbKinds())('concurrent binds on %s', (kind) => {
   const startReplicas = async (into: ExtenderHarness[], api: FakeKubeApi, node: NodeLike, prefix: string) => {
     const keys = await testKeys();
     for (let r = 0; r < REPLICAS; r++) {
-      const state = new ClusterState();
+      const state = testState({ keys });
       state.upsertNode(node);
       const db: VcudaDb = await tdb.open(4);
       into.push(await startExtender({ api, db, keys, watch: false, state, instanceId: `${prefix}-${r}` }));

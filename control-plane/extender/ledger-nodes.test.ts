@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildNodeSnapshot } from '../placement/cluster-snapshot.js';
-import { gpuNode } from '../testing/builders.js';
+import { buildNodeSnapshot, gpuNode } from '../testing/builders.js';
 import { LedgerNodes, type NodeRegistrationLedger } from './ledger-nodes.js';
 
 /** A ledger whose upserts stay open until released, counting how many run at once. */

@@ -4,8 +4,8 @@ import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { createLedger, type Ledger } from '../../db/ledger.js';
 import { migrate } from '../../db/migrate.js';
 import { allocations } from '../../db/schema.js';
-import { ClusterState } from '../cluster-state.js';
-import { assignedPod, gpuNode, gpuPod } from '../testing/builders.js';
+import type { ClusterState } from '../cluster-state.js';
+import { assignedPod, forgedPlainPod, gpuNode, gpuPod, testState } from '../testing/builders.js';
 import { LedgerNodes } from './ledger-nodes.js';
 import { podsToRestore, reconcileLedger } from './ledger-reconciler.js';
 
@@ -13,7 +13,7 @@ const NOW = new Date('2026-11-22T04:10:00Z');
 const GRACE_MS = 30_000;
 
 describe('podsToRestore', () => {
-  const state = new ClusterState();
+  const state = testState();
   state.upsertNode(gpuNode({ name: 'n1', cards: 2 }));
   const old = new Date(NOW.getTime() - 5 * 60_000);
   const young = new Date(NOW.getTime() - 5_000);
@@ -36,16 +36,21 @@ describe('podsToRestore', () => {
   for (const p of pods) state.upsertPod(p);
   const missing = pods.map((p) => ({ uid: p.metadata?.uid ?? '', namespace: 'default', name: p.metadata?.name ?? '' }));
 
-  it('puts back only running pods bound to their assignment and assigned before the grace', () => {
-    const plans = podsToRestore(missing, (ns, n) => state.pod(ns, n), NOW.getTime(), GRACE_MS);
+  const podOf = (ns: string, n: string) => state.pod(ns, n);
+  const verifiedOf = (ns: string, n: string) => state.heldAssignment(ns, n);
+
+  it('puts back only running pods bound to their assignment and assigned before the grace', async () => {
+    await state.settled();
+    const plans = podsToRestore(missing, podOf, verifiedOf, NOW.getTime(), GRACE_MS);
     expect(plans.map((p) => p.pod)).toEqual(['running']);
     // Both containers share card 0: one row carrying the pod's whole hold there.
     expect(plans[0]?.items).toEqual([{ container: 'c0,c1', cardUuid: expect.any(String), core: 50, memoryMiB: 1536 }]);
   });
 
-  it('never restores a pod recreated under the same name', () => {
+  it('never restores a pod recreated under the same name', async () => {
+    await state.settled();
     const stale = [{ ...missing[0]!, uid: 'uid-of-an-earlier-pod' }];
-    expect(podsToRestore(stale, (ns, n) => state.pod(ns, n), NOW.getTime(), GRACE_MS)).toEqual([]);
+    expect(podsToRestore(stale, podOf, verifiedOf, NOW.getTime(), GRACE_MS)).toEqual([]);
   });
 });
 
@@ -86,12 +91,13 @@ describe('reconcileLedger against a real ledger', () => {
   };
 
   it('restores a running pod the ledger lost, bound, and releases what no pod holds', async () => {
-    const state = new ClusterState();
+    const state = testState();
     state.upsertNode(gpuNode({ name: 'n1', cards: 2 }));
     const pod = assignedPod('lost', 'n1', [{ core: 40, memoryMiB: 2048, cards: [0] }], {
       assignedAt: new Date(NOW.getTime() - 120_000),
     });
     state.upsertPod(pod);
+    await state.settled();
     const tick = reconcilerFor(state);
     // A pod that is gone, reserved long ago (before the pod list) on the other card.
     await new LedgerNodes(ledger, 'test').ensure(state.snapshot().nodes.get('n1')!);
@@ -113,7 +119,7 @@ describe('reconcileLedger against a real ledger', () => {
   });
 
   it('marks pods the node agent allocated, so their size stops being pending on the node', async () => {
-    const state = new ClusterState();
+    const state = testState();
     state.upsertNode(gpuNode({ name: 'n3', cards: 2 }));
     const cards = state.snapshot().nodes.get('n3')!.cards;
     await new LedgerNodes(ledger, 'test').ensure(state.snapshot().nodes.get('n3')!);
@@ -132,13 +138,14 @@ describe('reconcileLedger against a real ledger', () => {
     await reserveOn('uid-first', 0);
     await ledger.confirmMany('test', ['uid-first']);
     state.upsertPod(first);
+    await state.settled();
     await expect(reserveOn('uid-second', 1)).rejects.toThrow(/30-core container is still starting on n3/);
     await reconcilerFor(state)();
     expect(await reserveOn('uid-second', 1)).toEqual({ reused: false });
   });
 
   it('reports a running pod whose card was given away meanwhile, and leaves the holder alone', async () => {
-    const state = new ClusterState();
+    const state = testState();
     state.upsertNode(gpuNode({ name: 'n2', cards: 1 }));
     const card = state.snapshot().nodes.get('n2')!.cards[0]!.uuid;
     await new LedgerNodes(ledger, 'test').ensure(state.snapshot().nodes.get('n2')!);
@@ -157,6 +164,7 @@ describe('reconcileLedger against a real ledger', () => {
         assignedAt: new Date(NOW.getTime() - 120_000),
       }),
     );
+    await state.settled();
     const r = await reconcilerFor(state)();
     expect(r.restored).toEqual([]);
     expect(r.refused).toEqual([
@@ -164,5 +172,15 @@ describe('reconcileLedger against a real ledger', () => {
     ]);
     expect(await live('uid-holder')).toHaveLength(1);
     expect(await live('uid-lost-too')).toEqual([]);
+  });
+
+  it('never reserves what a forged assignment names: a plain pod on every card of a node stays out of the ledger', async () => {
+    const state = testState();
+    state.upsertNode(gpuNode({ name: 'n8', cards: 8 }));
+    state.upsertPod(forgedPlainPod('n8', { assignedAt: new Date(NOW.getTime() - 120_000) }));
+    await state.settled();
+    const r = await reconcilerFor(state)();
+    expect(r).toEqual({ released: [], restored: [], refused: [] });
+    expect(await live('uid-forger')).toEqual([]);
   });
 });

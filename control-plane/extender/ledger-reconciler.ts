@@ -4,9 +4,11 @@
  * A pod that runs on its cards while the ledger holds nothing for it (rows lost to an operator's
  * hand, a restored backup, a bug) is put back from its signed assignment, so capacity and quotas
  * count what really runs; if its cards or quota are taken meanwhile, that is reported, not hidden.
+ * Only an assignment the cluster view holds as verified is put back: an annotation anyone could
+ * write never reserves a card.
  * Allocated pods are marked so, so their sizes stop being pending on their nodes.
  */
-import { peekAssignment, VcudaError, vcudaAnnotations } from '../../contract/index.js';
+import { type Assignment, VcudaError, vcudaAnnotations } from '../../contract/index.js';
 import type { ClusterState } from '../cluster-state.js';
 import { isPodHoldingCards, type NodeSnapshot, type PodWithStatus } from '../placement/cluster-snapshot.js';
 import type { BindLedger } from './binder.js';
@@ -39,13 +41,15 @@ export type ReconcileOutcome = {
 };
 
 /**
- * Which of the pods the ledger lacks should be put back: bound to the node of their signed
- * assignment, still running, and assigned longer ago than `graceMs` (a bind in flight reserves
- * before it writes the assignment, so a younger one may simply not be confirmed yet).
+ * Which of the pods the ledger lacks should be put back: bound to the node of their verified
+ * assignment (`verifiedOf`: signed by us and matching the pod, see assignment-check.ts), still
+ * running, and assigned longer ago than `graceMs` (a bind in flight reserves before it writes the
+ * assignment, so a younger one may simply not be confirmed yet).
  */
 export function podsToRestore(
   missing: readonly LivePod[],
   podOf: (namespace: string, name: string) => PodWithStatus | undefined,
+  verifiedOf: (namespace: string, name: string) => Assignment | undefined,
   nowMs: number,
   graceMs: number,
 ): RestorePlan[] {
@@ -54,7 +58,7 @@ export function podsToRestore(
     const pod = podOf(m.namespace, m.name);
     if (!pod || pod.metadata?.uid !== m.uid || !isPodHoldingCards(pod)) continue;
     const annotations = pod.metadata?.annotations ?? {};
-    const assignment = peekAssignment(annotations[vcudaAnnotations.assignment] ?? '');
+    const assignment = verifiedOf(m.namespace, m.name);
     if (!assignment || assignment.pod.uid !== m.uid || pod.spec?.nodeName !== assignment.node) continue;
     const assignedAtMs = Date.parse(annotations[vcudaAnnotations.assignedAt] ?? '');
     if (!Number.isFinite(assignedAtMs) || nowMs - assignedAtMs < graceMs) continue;
@@ -98,7 +102,14 @@ export async function reconcileLedger(deps: LedgerReconcilerDeps): Promise<Recon
   });
   await ledger.markAllocated(cluster, allocated);
   const outcome: ReconcileOutcome = { released, restored: [], refused: [] };
-  for (const plan of podsToRestore(missingFromLedger, (ns, name) => state.pod(ns, name), nowMs, deps.graceMs)) {
+  const plans = podsToRestore(
+    missingFromLedger,
+    (ns, name) => state.pod(ns, name),
+    (ns, name) => state.heldAssignment(ns, name),
+    nowMs,
+    deps.graceMs,
+  );
+  for (const plan of plans) {
     const ref = `${plan.namespace}/${plan.pod}`;
     try {
       const node = state.snapshot().nodes.get(plan.node);

@@ -1,12 +1,20 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { vcudaAnnotations, verifyAssignment } from '../../contract/index.js';
+import { generateSigningKey, MIB, signAssignment, vcudaAnnotations, verifyAssignment } from '../../contract/index.js';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
 import { migrate } from '../../db/migrate.js';
 import { allocations } from '../../db/schema.js';
 import type { KeySet } from '../signing-keys.js';
-import { assignedPod, cardUuid, gpuNode, gpuPod } from '../testing/builders.js';
+import {
+  assignedPod,
+  assignmentFor,
+  cardUuid,
+  gpuNode,
+  gpuPod,
+  signedAssignment,
+  unsignedAssignment,
+} from '../testing/builders.js';
 import { type ExtenderHarness, post, startExtender, TEST_NOW, testKeys } from '../testing/extender-harness.js';
 import { type FakeKubeApi, startFakeKubeApi } from '../testing/fake-kube-api.js';
 
@@ -229,6 +237,76 @@ describe('extender routes on the real 1.26 payloads', () => {
     const { json } = await post(ext.app, '/filter', { Pod: pod, Nodes: null, NodeNames: ['gpu-node-a', 'x'] });
     expect(json.NodeNames).toEqual(['gpu-node-a', 'x']);
   });
+  // A pod asking 30 core and 1 GiB, admitted unmutated, then patched with a forged assignment to
+  // 60 GiB and a soft limit of 100: bind must sign what the pod asks, never what it carries.
+  const forgeries = {
+    unsigned: async (a: Parameters<typeof unsignedAssignment>[0]) => unsignedAssignment(a),
+    'signed with a key of our kid': async (a: Parameters<typeof unsignedAssignment>[0]) =>
+      signAssignment(a, await generateSigningKey('test-1'), { nowSeconds: TEST_NOW.getTime() / 1000, ttlSeconds: 600 }),
+  };
+  it.each(Object.keys(forgeries) as (keyof typeof forgeries)[])(
+    'bind never re-signs a forged assignment (%s): the token it signs grants what the pod asks',
+    async (kind) => {
+      const ref = { uid: 'uid-forged', namespace: 'default', name: 'forged' };
+      const forged = assignmentFor(ref, 'gpu-node-b', [{ core: 30, memoryMiB: 61440, cards: [0] }]);
+      forged.containers[0] = {
+        ...(forged.containers[0] as (typeof forged.containers)[0]),
+        coreLimit: 100,
+        mode: 'soft',
+      };
+      const pod = gpuPod('forged', [{ core: 30, memoryMiB: 1024 }], {
+        annotations: { [vcudaAnnotations.assignment]: await forgeries[kind](forged) },
+      });
+      api.putPod(pod);
+      const args = { PodName: 'forged', PodNamespace: 'default', PodUID: 'uid-forged', Node: 'gpu-node-b' };
+      try {
+        expect((await post(ext.app, '/bind', args)).json).toEqual({ Error: '' });
+        const stored = api.pods.get('default/forged') as unknown as {
+          metadata: { annotations: Record<string, string> };
+        };
+        const a = await verifyAssignment(
+          stored.metadata.annotations[vcudaAnnotations.assignment] as string,
+          keys.jwks,
+          {
+            podUid: 'uid-forged',
+            node: 'gpu-node-b',
+            nowSeconds: TEST_NOW.getTime() / 1000,
+          },
+        );
+        expect(a.containers).toEqual([
+          {
+            name: 'c0',
+            isInit: false,
+            cards: [{ uuid: expect.any(String), core: 30, memoryBytes: 1024 * MIB }],
+            coreLimit: 30,
+            mode: 'hard',
+          },
+        ]);
+        const rows = (await liveRows()).filter((r) => r.podUid === 'uid-forged');
+        expect(rows.map((r) => [r.core, r.memoryMiB])).toEqual([[30, 1024]]);
+      } finally {
+        await createLedger(db, { clock: () => TEST_NOW }).release('test', 'uid-forged');
+      }
+    },
+  );
+
+  it('a bind retried after a crash keeps the verified assignment the pod already carries', async () => {
+    const ref = { uid: 'uid-retried', namespace: 'default', name: 'retried' };
+    // Card 1, where binpack planning afresh would pick card 0 of the empty node.
+    const token = signedAssignment(assignmentFor(ref, 'gpu-node-b', [{ core: 30, memoryMiB: 1024, cards: [1] }]));
+    api.putPod(
+      gpuPod('retried', [{ core: 30, memoryMiB: 1024 }], { annotations: { [vcudaAnnotations.assignment]: token } }),
+    );
+    const args = { PodName: 'retried', PodNamespace: 'default', PodUID: 'uid-retried', Node: 'gpu-node-b' };
+    try {
+      expect((await post(ext.app, '/bind', args)).json).toEqual({ Error: '' });
+      const rows = (await liveRows()).filter((r) => r.podUid === 'uid-retried');
+      expect(rows.map((r) => r.cardUuid)).toEqual([cardUuid('gpu-node-b', 1)]);
+    } finally {
+      await createLedger(db, { clock: () => TEST_NOW }).release('test', 'uid-retried');
+    }
+  });
+
   // Last: it leaves a released row of its own pod, and earlier tests count every row.
   it('a bind that finds another attempt holding the pod reports no ended pod, so that attempt keeps its rows', async () => {
     const ledger = createLedger(db, { clock: () => TEST_NOW });

@@ -10,7 +10,6 @@ import {
   MIB,
   nodeInventorySchema,
   type PodLike,
-  peekAssignment,
   vcudaAnnotations,
 } from '../../contract/index.js';
 
@@ -216,20 +215,15 @@ export type PodHold = Readonly<{
   pending?: PendingAssignment;
 }>;
 
-export function readPodHold(pod: PodWithStatus): PodHold | undefined {
-  if (!isPodHoldingCards(pod)) return undefined;
-  const token = pod.metadata?.annotations?.[vcudaAnnotations.assignment];
-  if (!token) return undefined;
-  const assignment = peekAssignment(token);
-  return assignment ? holdOfAssignment(assignment, pod.metadata?.annotations ?? {}) : undefined;
-}
-
-/** What an assignment holds on its node; pending until the node agent marks the pod allocated. */
 /** The per-container core amounts an assignment waits to be allocated with (see coreAmountsOf). */
 export function pendingCoreAmountsOf(assignment: Assignment): number[] {
   return coreAmountsOf(assignment.containers.map((c) => c.cards.reduce((s, g) => s + g.core, 0)));
 }
 
+/**
+ * What a verified assignment holds on its node; pending until the node agent marks the pod
+ * allocated. Never call it with an assignment that was only peeked (see assignment-check.ts).
+ */
 export function holdOfAssignment(assignment: Assignment, podAnnotations: Record<string, string>): PodHold {
   const containers = assignment.containers.map((c) => ({
     isInit: c.isInit,
@@ -303,14 +297,4 @@ export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<PodH
     healthyIndexes,
     totals,
   };
-}
-
-/** Builds one node's snapshot from its Node object and the pods assigned to it. */
-export function buildNodeSnapshot(node: NodeLike, pods: Iterable<PodWithStatus>): NodeSnapshot {
-  const holds: PodHold[] = [];
-  for (const pod of pods) {
-    const hold = readPodHold(pod);
-    if (hold) holds.push(hold);
-  }
-  return composeNodeSnapshot(readNodeInventory(node), holds);
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   assignedPod,
+  buildNodeSnapshot,
   type CardSpec,
   type ContainerSpec,
   cardUuid,
@@ -9,7 +10,7 @@ import {
   type NodeSpec,
   policy,
 } from '../testing/builders.js';
-import { buildNodeSnapshot, coreAmountsOf, type PodWithStatus, sharedCoreAmount } from './cluster-snapshot.js';
+import { coreAmountsOf, type PodWithStatus, sharedCoreAmount } from './cluster-snapshot.js';
 import { type FitContext, fitPod } from './fit.js';
 import { readPlacementRequest } from './placement-request.js';
 

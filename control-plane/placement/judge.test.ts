@@ -5,8 +5,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { pcieLevels } from '../../contract/index.js';
-import { assignedPod, type ContainerSpec, gpuNode, gpuPod, policy } from '../testing/builders.js';
-import { buildNodeSnapshot } from './cluster-snapshot.js';
+import { assignedPod, buildNodeSnapshot, type ContainerSpec, gpuNode, gpuPod, policy } from '../testing/builders.js';
 import { type FitContext, fitPod } from './fit.js';
 import { judgeNode } from './judge.js';
 import { readPlacementRequest } from './placement-request.js';
@@ -66,9 +65,12 @@ describe('judgeNode', () => {
           });
           const pods = cards.flatMap((c, i) =>
             c.uses.map((u, k) =>
-              assignedPod(`u${i}-${k}`, 'n', [
-                u.isWhole ? { core: 100, memoryMiB: c.memoryMiB, cards: [i] } : { ...u, cards: [i] },
-              ]),
+              assignedPod(
+                `u${i}-${k}`,
+                'n',
+                [u.isWhole ? { core: 100, memoryMiB: c.memoryMiB, cards: [i] } : { ...u, cards: [i] }],
+                { unsigned: true },
+              ),
             ),
           );
           const snap = buildNodeSnapshot(node, pods);

@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import type { CardLink } from '../../contract/index.js';
-import { assignedPod, type ContainerSpec, cardUuid, gpuNode, gpuPod, policy } from '../testing/builders.js';
-import { buildNodeSnapshot, type PodWithStatus } from './cluster-snapshot.js';
+import {
+  assignedPod,
+  buildNodeSnapshot,
+  type ContainerSpec,
+  cardUuid,
+  gpuNode,
+  gpuPod,
+  policy,
+} from '../testing/builders.js';
+import type { PodWithStatus } from './cluster-snapshot.js';
 import { type FitContext, fitPod } from './fit.js';
 import { type PlacementPolicy, readPlacementRequest } from './placement-request.js';
 import { scoreNode } from './score.js';

@@ -2,20 +2,77 @@
  * Builders for control-plane tests: nodes with a vcuda inventory, pods asking for GPUs, and pods
  * already carrying an assignment. Test-only; product code never imports this folder.
  */
+import { generateKeyPairSync } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import * as jose from 'jose';
 import {
   type Assignment,
   type CardLink,
+  jwksOf,
   MIB,
   type NodeInventory,
   type PcieLevel,
+  peekAssignment,
   resourceNames,
+  type SigningKey,
   vcudaAnnotations,
 } from '../../contract/index.js';
-import type { NodeLike, PodWithStatus } from '../placement/cluster-snapshot.js';
+import { AssignmentTrust } from '../assignment-trust.js';
+import { ClusterState } from '../cluster-state.js';
+import {
+  composeNodeSnapshot,
+  holdOfAssignment,
+  isPodHoldingCards,
+  type NodeLike,
+  type NodeSnapshot,
+  type PodHold,
+  type PodWithStatus,
+  readNodeInventory,
+} from '../placement/cluster-snapshot.js';
+import { createEdDsaSigner, type KeySet } from '../signing-keys.js';
 
 export const names = resourceNames();
 export const policy = { names, memoryUnitMiB: 1 } as const;
+
+function makeTestKey(kid: string): SigningKey {
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+  const privateJwk = { ...privateKey.export({ format: 'jwk' }), kid, alg: 'EdDSA' } as jose.JWK;
+  const publicJwk = { ...publicKey.export({ format: 'jwk' }), kid, alg: 'EdDSA', use: 'sig' } as jose.JWK;
+  return { kid, alg: 'EdDSA', privateJwk, publicJwk };
+}
+
+/** The control plane's keys in tests: assignedPod signs with them, testState verifies with them. */
+export const testKeySet: KeySet = (() => {
+  const key = makeTestKey('test-1');
+  return { active: key, all: [key], jwks: jwksOf([key]) };
+})();
+
+const signWithTestKey = createEdDsaSigner(testKeySet.active, 600);
+
+/** A cluster view that trusts what testKeySet signed (or `keys`), judging pods as `policy` reads them. */
+export function testState(
+  opts: { keys?: KeySet; onUnverified?: ConstructorParameters<typeof AssignmentTrust>[0]['onUnverified'] } = {},
+): ClusterState {
+  const jwks = (opts.keys ?? testKeySet).jwks;
+  const trust = new AssignmentTrust({
+    jwks: () => jwks,
+    ...(opts.onUnverified ? { onUnverified: opts.onUnverified } : {}),
+  });
+  return new ClusterState({ trust, quantity: policy });
+}
+
+/**
+ * A node's snapshot from its Node and pods, for placement tests: each pod's assignment counts as if
+ * it had verified (what verification admits is cluster-state's and assignment-check's subject).
+ */
+export function buildNodeSnapshot(node: NodeLike, pods: Iterable<PodWithStatus>): NodeSnapshot {
+  const holds: PodHold[] = [];
+  for (const pod of pods) {
+    const a = isPodHoldingCards(pod) && peekAssignment(pod.metadata?.annotations?.[vcudaAnnotations.assignment] ?? '');
+    if (a) holds.push(holdOfAssignment(a, pod.metadata?.annotations ?? {}));
+  }
+  return composeNodeSnapshot(readNodeInventory(node), holds);
+}
 
 export type CardSpec = {
   model?: string;
@@ -110,18 +167,30 @@ export function unsignedAssignment(a: Assignment): string {
   return new jose.UnsecuredJWT({ ...a }).encode();
 }
 
-/** A pod already assigned to `node` with the given grants per container (core, memory MiB, card indexes). */
-export function assignedPod(
-  name: string,
+export type Grant = { name?: string; core: number; memoryMiB: number; cards: number[]; init?: boolean };
+
+/** The spec of a pod asking what `grants` give: per container, core per card times cards, memory per card. */
+function specAsking(grants: Grant[]) {
+  const asContainer = (g: Grant, i: number) => {
+    const limits = { [names.core]: String(g.core * g.cards.length), [names.memory]: String(g.memoryMiB) };
+    return { name: g.name ?? `c${i}`, image: 'busybox', resources: { limits, requests: { ...limits } } };
+  };
+  const all = grants.map((g, i) => ({ g, c: asContainer(g, i) }));
+  return {
+    containers: all.filter((x) => !x.g.init).map((x) => x.c),
+    initContainers: all.filter((x) => x.g.init).map((x) => x.c),
+  };
+}
+
+/** The assignment the control plane would sign for these grants on `node`. */
+export function assignmentFor(
+  pod: { uid: string; namespace: string; name: string },
   node: string,
-  grants: { name?: string; core: number; memoryMiB: number; cards: number[]; init?: boolean }[],
-  opts: { allocated?: boolean; assignedAt?: Date; phase?: string; namespace?: string } = {},
-): PodWithStatus {
-  const ns = opts.namespace ?? 'default';
-  const uid = `uid-${name}`;
-  const token = unsignedAssignment({
-    v: 1,
-    pod: { uid, namespace: ns, name },
+  grants: Grant[],
+): Assignment {
+  return {
+    v: 1 as const,
+    pod,
     node,
     cluster: 'test',
     containers: grants.map((g, i) => ({
@@ -131,7 +200,35 @@ export function assignedPod(
       coreLimit: g.core,
       mode: 'hard' as const,
     })),
-  });
+  };
+}
+
+/** A token signed with testKeySet, as the control plane signs. */
+export function signedAssignment(a: Assignment, now = new Date('2026-11-22T04:00:00Z')): string {
+  return signWithTestKey(a, now);
+}
+
+/**
+ * A pod already assigned to `node` with the given grants per container (core and memory MiB per
+ * card, card indexes), whose spec asks exactly that, carrying a token signed with testKeySet.
+ */
+export function assignedPod(
+  name: string,
+  node: string,
+  grants: Grant[],
+  opts: {
+    allocated?: boolean;
+    assignedAt?: Date;
+    phase?: string;
+    namespace?: string;
+    /** Leave the token unsigned (and unvalidated): for placement tests that build snapshots directly. */
+    unsigned?: boolean;
+  } = {},
+): PodWithStatus {
+  const ns = opts.namespace ?? 'default';
+  const uid = `uid-${name}`;
+  const assignment = assignmentFor({ uid, namespace: ns, name }, node, grants);
+  const token = opts.unsigned ? unsignedAssignment(assignment) : signedAssignment(assignment);
   const annotations: Record<string, string> = {
     [vcudaAnnotations.assignment]: token,
     [vcudaAnnotations.assignedNode]: node,
@@ -140,7 +237,44 @@ export function assignedPod(
   if (opts.allocated ?? true) annotations[vcudaAnnotations.allocatedAt] = '2026-11-22T04:00:01Z';
   return {
     metadata: { name, namespace: ns, uid, annotations },
-    spec: { nodeName: node, containers: [] },
+    spec: { nodeName: node, ...specAsking(grants) },
     status: { phase: opts.phase ?? 'Running' },
+  };
+}
+
+/**
+ * The real plain pod kube-apiserver 1.26 sent the webhook (no GPU resources, so admission never
+ * judges it), running, carrying a hand-written unsigned assignment to every card of a `cards`-card
+ * node: what anyone allowed to create pods can write.
+ */
+export function forgedPlainPod(
+  node: string,
+  opts: { name?: string; cards?: number; bound?: boolean; assignedAt?: Date } = {},
+): PodWithStatus {
+  const review = JSON.parse(
+    readFileSync(
+      new URL('../../webhooks/testdata/kubernetes-1.26/admission-mutate-create-no-gpu.json', import.meta.url),
+      'utf8',
+    ),
+  ) as { request: { object: PodWithStatus & { metadata: Record<string, unknown>; spec: Record<string, unknown> } } };
+  const pod = review.request.object;
+  const name = opts.name ?? 'forger';
+  const ref = { uid: `uid-${name}`, namespace: 'default', name };
+  const everyCard = Array.from({ length: opts.cards ?? 8 }, (_, i) => i);
+  const token = unsignedAssignment(assignmentFor(ref, node, [{ core: 100, memoryMiB: 81920, cards: everyCard }]));
+  return {
+    ...pod,
+    metadata: {
+      ...pod.metadata,
+      ...ref,
+      annotations: {
+        [vcudaAnnotations.assignment]: token,
+        [vcudaAnnotations.assignedNode]: node,
+        [vcudaAnnotations.assignedAt]: (opts.assignedAt ?? new Date('2026-11-22T04:00:00Z')).toISOString(),
+        [vcudaAnnotations.allocatedAt]: '2026-11-22T04:00:01Z',
+      },
+    },
+    spec: { ...pod.spec, ...(opts.bound === false ? {} : { nodeName: node }) },
+    status: { phase: 'Running' },
   };
 }

@@ -3,24 +3,23 @@
  * Kubernetes API, for route tests and the benchmark. Test-only.
  */
 import { Registry } from 'prom-client';
-import { generateSigningKey, jwksOf } from '../../contract/index.js';
 import type { VcudaDb } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
-import { ClusterState } from '../cluster-state.js';
+import type { ClusterState } from '../cluster-state.js';
 import { createExtenderMetrics } from '../extender/extender-metrics.js';
 import { Nudger } from '../extender/nudger.js';
 import { type ExtenderDeps, extenderRoutes } from '../extender/routes.js';
 import { createKubeClient } from '../kube-client.js';
 import { createAssignmentSigner, type KeySet } from '../signing-keys.js';
 import { createWatchCache, type WatchCache } from '../watch-cache.js';
-import { policy } from './builders.js';
+import { policy, testKeySet, testState } from './builders.js';
 import type { FakeKubeApi } from './fake-kube-api.js';
 
 export const TEST_NOW = new Date('2026-11-22T04:00:30Z');
 
+/** The keys assignedPod signs with, so pods put in the fake API verify. */
 export async function testKeys(): Promise<KeySet> {
-  const key = await generateSigningKey('test-1');
-  return { active: key, all: [key], jwks: jwksOf([key]) };
+  return testKeySet;
 }
 
 export type ExtenderHarness = {
@@ -45,9 +44,9 @@ export async function startExtender(opts: {
   const registry = new Registry();
   const kube = createKubeClient(opts.api.kubeConfig);
   let cache: WatchCache | undefined;
-  let state = opts.state ?? new ClusterState();
+  let state = opts.state ?? testState({ keys: opts.keys });
   if (opts.watch ?? true) {
-    cache = createWatchCache(opts.api.kubeConfig, {}, state);
+    cache = createWatchCache(opts.api.kubeConfig, state);
     await cache.start();
     state = cache.state;
   }
