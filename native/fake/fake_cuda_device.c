@@ -166,6 +166,7 @@ FG_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *p, unsigne
 
 FG_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
   if (!ctx || ctx->magic != FG_MAGIC_CTX || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  fg_context_storage_destroy(ctx); /* the runtime's per-context state goes with the context */
   for (int i = 0; i < ctx_depth; i++)
     if (ctx_stack[i] == ctx) ctx_stack[i] = NULL;
   while (ctx_depth > 0 && !ctx_stack[ctx_depth - 1]) ctx_depth--;
