@@ -42,7 +42,7 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 let serial = 0;
 
 /** A fresh container: its own limit file, region and simulated 4 GiB card (the limit is smaller). */
-function container(coreLimit = 100): NodeJS.ProcessEnv {
+function container(coreLimit = 100, contextMiB = 0): NodeJS.ProcessEnv {
   const dir = join(tmp, String(++serial));
   execFileSync('mkdir', ['-p', dir]);
   const config = join(dir, 'vcuda.conf');
@@ -72,7 +72,7 @@ function container(coreLimit = 100): NodeJS.ProcessEnv {
     FAKEGPU_STATE: join(dir, 'fakegpu.state'),
     FAKEGPU_DEVICES: '1x4096',
     VCUDA_CONFIG: config,
-    VCUDA_CONTEXT_OVERHEAD_MIB: '0',
+    VCUDA_CONTEXT_OVERHEAD_MIB: String(contextMiB),
   };
 }
 
@@ -104,7 +104,15 @@ describe.skipIf(!hasToolkit)(
         expect(p.free).toBe(LIMIT_MIB * MiB);
       });
 
-      it.each(['malloc', 'managed', 'async', 'pool'])(
+      it('charges the context once, and the views show it', () => {
+        const p = run(runtime, container(100, 300), 'props');
+        expect(p.totalGlobalMem).toBe(LIMIT_MIB * MiB);
+        expect(p.free).toBe((LIMIT_MIB - 300) * MiB);
+        const f = run(runtime, container(100, 300), 'fill', 'malloc', '64');
+        expect(f.granted).toBe(Math.floor((LIMIT_MIB - 300) / 64) * 64 * MiB);
+      });
+
+      it.each(['malloc', 'managed', 'async', 'pool', 'pitch', 'array'])(
         '%s: grants exactly the limit, refuses with cudaErrorMemoryAllocation, leaves nothing',
         (kind) => {
           const f = run(runtime, container(), 'fill', kind, '64');

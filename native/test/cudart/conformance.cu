@@ -6,6 +6,7 @@
 //
 //   props                    device count, name, totalGlobalMem, cudaMemGetInfo
 //   fill KIND CHUNK          allocate CHUNK MiB until refused; KIND: malloc managed async pool
+//                            pitch (rows of 1000 bytes) array (a 2D uchar array 8192 wide)
 //   try MiB                  one cudaMalloc; 0 on success, else the cudaError_t
 //   hold MiB                 cudaMalloc, print, wait for stdin to close, free
 //   pool-cache MiB           allocate/free through a pool that keeps memory, then cudaMemPoolTrimTo
@@ -80,6 +81,14 @@ static int props() {
 
 static cudaError_t alloc_kind(const char *kind, void **p, size_t bytes, cudaMemPool_t pool) {
   if (!strcmp(kind, "malloc")) return cudaMalloc(p, bytes);
+  if (!strcmp(kind, "pitch")) {
+    size_t pitch = 0;  // 1000-byte rows padded to the driver's pitch: the padding is counted too
+    return cudaMallocPitch(p, &pitch, 1000, bytes / 1024);
+  }
+  if (!strcmp(kind, "array")) {
+    cudaChannelFormatDesc desc = cudaCreateChannelDesc<unsigned char>();
+    return cudaMallocArray((cudaArray_t *)p, &desc, 8192, bytes / 8192);
+  }
   if (!strcmp(kind, "managed")) return cudaMallocManaged(p, bytes);
   if (!strcmp(kind, "async")) return cudaMallocAsync(p, bytes, 0);
   if (!strcmp(kind, "pool")) return cudaMallocFromPoolAsync(p, bytes, pool, 0);
@@ -87,6 +96,7 @@ static cudaError_t alloc_kind(const char *kind, void **p, size_t bytes, cudaMemP
 }
 
 static cudaError_t free_kind(const char *kind, void *p) {
+  if (!strcmp(kind, "array")) return cudaFreeArray((cudaArray_t)p);
   return !strcmp(kind, "async") || !strcmp(kind, "pool") ? cudaFreeAsync(p, 0) : cudaFree(p);
 }
 
