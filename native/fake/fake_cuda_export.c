@@ -11,9 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fake_md2.h"
-
 #include "fake_cuda.h"
+#include "fake_md2.h"
 
 static CUresult unimplemented(const char *table, int slot) {
   fprintf(stderr, "fakegpu: the runtime called %s slot %d, which the fake driver does not implement\n", table, slot);
@@ -174,15 +173,12 @@ static const void *const storage_table[4] = {
  * Slot 2 asks whether a context carries conditions the runtime must honour (flags and a detail
  * record); slot 3 the same for the process. The fake's contexts carry none. No size slot. */
 static CUresult checks_context(CUcontext ctx, unsigned int *flags, const void **detail) {
-  if (fg_trace_enabled()) fprintf(stderr, "fakegpu: checks slot 2 %p %p %p\n", (void *)ctx, (void *)flags, (void *)detail);
+  (void)ctx;
   if (flags) *flags = 0;
   if (detail) *detail = NULL;
   return CUDA_SUCCESS;
 }
-static unsigned int checks_process(void) {
-  if (fg_trace_enabled()) fprintf(stderr, "fakegpu: checks slot 3\n");
-  return 0;
-}
+static unsigned int checks_process(void) { return 0; }
 
 UNIMPLEMENTED(checks, 0)
 UNIMPLEMENTED(checks, 1)
