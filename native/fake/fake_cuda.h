@@ -10,6 +10,8 @@
 
 #define FG_EXPORT __attribute__((visibility("default")))
 #define FG_STREAM_QUEUE 1024 /* pending kernels per stream before a launch blocks */
+/* The CUDA version the fake driver reports (cuDriverGetVersion) and serves cuGetProcAddress for. */
+#define FG_DRIVER_VERSION 13000
 
 struct CUctx_st {
   uint32_t magic;
@@ -57,11 +59,21 @@ int fg_initialized(void);
 /* The calling thread's current context, or NULL. */
 CUcontext fg_current(void);
 
+/* Device `dev`'s primary context handle, whether or not it is retained (dev must be valid). */
+CUcontext fg_primary_context(int dev);
+
+/* Runs the destructors of the runtime's context-local storage of `ctx` and forgets it: what the
+ * driver does when a context is destroyed or a primary context reset. */
+void fg_context_storage_destroy(CUcontext ctx);
+
 /* The stream a handle names (NULL, legacy, per-thread: the current device's default stream). */
 struct CUstream_st *fg_stream(CUstream s);
 
 /* Queues `duration_ns` on `stream` (respecting its queue bound); returns the end time. */
 uint64_t fg_stream_enqueue(struct CUstream_st *stream, uint64_t duration_ns);
+
+/* 1 when FAKEGPU_TRACE asks for driver look-ups (cuGetProcAddress, cuGetExportTable) on stderr. */
+int fg_trace_enabled(void);
 
 /* Kernel duration from grid and function cost: ceil(blocks / SMs) waves. */
 uint64_t fg_kernel_ns(CUfunction f, uint64_t blocks);

@@ -1,13 +1,10 @@
-/* Fake driver: initialisation, devices, contexts, cuGetProcAddress, error strings. */
+/* Fake driver: initialisation, devices, contexts, error strings. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fake_cuda.h"
-#include "vc_proc.h"
-
-#define DRIVER_VERSION 13000
 
 static int initialized;
 static struct CUctx_st primary[FG_MAX_DEVICES];
@@ -38,7 +35,7 @@ FG_EXPORT CUresult cuInit(unsigned int flags) {
 
 FG_EXPORT CUresult cuDriverGetVersion(int *version) {
   if (!version) return CUDA_ERROR_INVALID_VALUE;
-  *version = DRIVER_VERSION;
+  *version = FG_DRIVER_VERSION;
   return CUDA_SUCCESS;
 }
 
@@ -169,6 +166,7 @@ FG_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *p, unsigne
 
 FG_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
   if (!ctx || ctx->magic != FG_MAGIC_CTX || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  fg_context_storage_destroy(ctx); /* the runtime's per-context state goes with the context */
   for (int i = 0; i < ctx_depth; i++)
     if (ctx_stack[i] == ctx) ctx_stack[i] = NULL;
   while (ctx_depth > 0 && !ctx_stack[ctx_depth - 1]) ctx_depth--;
@@ -231,6 +229,13 @@ FG_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   return rc;
 }
 
+CUcontext fg_primary_context(int dev) {
+  pthread_mutex_lock(&ctx_lock);
+  primary[dev] = (struct CUctx_st){.magic = FG_MAGIC_CTX, .device = dev, .primary = 1};
+  pthread_mutex_unlock(&ctx_lock);
+  return &primary[dev];
+}
+
 FG_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   pthread_mutex_lock(&ctx_lock);
@@ -248,37 +253,6 @@ FG_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags,
   if (flags) *flags = 0;
   if (active) *active = primary_refs[dev] > 0;
   return CUDA_SUCCESS;
-}
-
-/* ---- cuGetProcAddress: answers like the real driver from the shared variant table ---- */
-
-CUresult cuArrayCreate(CUarray *pHandle, const void *desc);
-CUresult cuArray3DCreate(CUarray *pHandle, const void *desc);
-
-static const struct vc_proc_entry table[] = {
-#define VC_PROC_HOOKED(base, export, version, per_thread) {#base, #export, version, per_thread, (void *)&export},
-#define VC_PROC_PASS(base, export, version, per_thread) {#base, #export, version, per_thread, (void *)&export},
-#include "vc_proc_table.h"
-};
-
-FG_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
-                                       CUdriverProcAddressQueryResult *status) {
-  if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
-  if (cudaVersion > DRIVER_VERSION) {
-    *pfn = NULL;
-    if (status) *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  enum vc_proc_lookup why;
-  const struct vc_proc_entry *e =
-      vc_proc_select(table, (int)(sizeof table / sizeof table[0]), symbol, cudaVersion, flags, &why);
-  *pfn = e ? e->fn : NULL;
-  if (status) *status = (CUdriverProcAddressQueryResult)why;
-  return CUDA_SUCCESS;
-}
-
-FG_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
-  return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
 }
 
 FG_EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr) {

@@ -57,7 +57,8 @@ static CUmemoryPool device_pool(int dev) {
 
 FG_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s) {
   struct CUstream_st *st = fg_stream(s);
-  return st ? pool_alloc(device_pool(st->device), bytes, dptr) : CUDA_ERROR_INVALID_HANDLE;
+  if (!st) return fg_current() ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
+  return pool_alloc(device_pool(st->device), bytes, dptr);
 }
 FG_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstream s) {
   return cuMemAllocAsync(dptr, bytes, s);

@@ -1,0 +1,198 @@
+/**
+ * NVIDIA's CUDA 13.0 runtime (libcudart, shared and static) under libvcuda over the fake driver:
+ * native/test/cudart/conformance.cu, built with the toolkit's nvcc, runs one case per process with
+ * a fresh limit file, accounting region and simulated card. Skipped, with the reason in its name,
+ * where the toolkit is not installed.
+ */
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encodeLimitConfig } from '../../contract/index.js';
+
+const root = resolve(import.meta.dirname, '../..');
+const native = join(root, 'native');
+const build = join(native, 'build');
+const nvcc = '/usr/local/cuda/bin/nvcc';
+const hasToolkit = existsSync(nvcc);
+const MiB = 2 ** 20;
+const LIMIT_MIB = 1024;
+const UUID = 'GPU-fa4e6770-0000-4000-8000-000000000000';
+const CUDA_ERROR_MEMORY_ALLOCATION = 2; // cudaErrorMemoryAllocation
+
+/**
+ * Cases that fail today because libvcuda leaks on these paths; each flips to a plain `it` when its
+ * fix lands (the test then fails here until flipped, so the list cannot go stale).
+ */
+const KNOWN_LEAKS = {
+  poolDestroy: 'cuMemPoolDestroy is not hooked: a destroyed pool stays charged',
+  freeAsync:
+    "cudaFree of a cudaMallocAsync pointer leaks its charge (cuMemFree looks up linear entries only; the fake driver's cuMemFree_v2 refuses it too)",
+  graphAlloc: 'graph memory nodes are not counted (and the fake driver has no cuGraphAddMemAllocNode yet)',
+  deviceReset: 'cuDevicePrimaryCtxReset is not hooked (and the fake driver has no primary-context reset yet)',
+  exec: 'an exec keeps the old image charged: pid and start time stay the same',
+} as const;
+
+type Runtime = 'shared' | 'static';
+type Case = Record<string, number | string>;
+
+const tmp = mkdtempSync(join(tmpdir(), 'vcuda-cudart-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+let serial = 0;
+
+/** A fresh container: its own limit file, region and simulated 4 GiB card (the limit is smaller). */
+function container(coreLimit = 100, contextMiB = 0): NodeJS.ProcessEnv {
+  const dir = join(tmp, String(++serial));
+  execFileSync('mkdir', ['-p', dir]);
+  const config = join(dir, 'vcuda.conf');
+  writeFileSync(
+    config,
+    encodeLimitConfig({
+      podUid: `pod-${serial}`,
+      containerName: 'main',
+      regionPath: join(dir, 'region'),
+      writtenAtMs: Date.now(),
+      devices: [
+        {
+          uuid: UUID,
+          hostIndex: 0,
+          mode: 'hard',
+          memoryLimitBytes: LIMIT_MIB * MiB,
+          coreRequest: coreLimit,
+          coreLimit,
+        },
+      ],
+    }),
+  );
+  return {
+    ...process.env,
+    LD_PRELOAD: join(build, 'libvcuda.so'),
+    LD_LIBRARY_PATH: join(build, 'fake'),
+    FAKEGPU_STATE: join(dir, 'fakegpu.state'),
+    FAKEGPU_DEVICES: '1x4096',
+    VCUDA_CONFIG: config,
+    VCUDA_CONTEXT_OVERHEAD_MIB: String(contextMiB),
+  };
+}
+
+function binary(runtime: Runtime): string {
+  return join(build, 'cudart', `conformance-${runtime}`);
+}
+
+/** Runs one case and returns its JSON line; a crash or a setup error fails with its stderr. */
+function run(runtime: Runtime, env: NodeJS.ProcessEnv, ...args: string[]): Case {
+  const r = spawnSync(binary(runtime), args, { env, encoding: 'utf8', timeout: 60_000 });
+  const line = r.stdout.trim().split('\n').pop() ?? '';
+  if (!line.startsWith('{')) throw new Error(`${args.join(' ')}: exit ${r.status}\n${r.stderr}`);
+  return JSON.parse(line) as Case;
+}
+
+describe.skipIf(!hasToolkit)(
+  `NVIDIA CUDA runtime conformance${hasToolkit ? '' : ` (skipped: ${nvcc} not found)`}`,
+  () => {
+    beforeAll(() => {
+      execFileSync('make', ['-s', '-C', native, 'cudart'], { stdio: 'inherit', timeout: 600_000 });
+    }, 600_000);
+
+    describe.each<Runtime>(['shared', 'static'])('%s libcudart', (runtime) => {
+      it('sees one device whose memory is the limit', () => {
+        const p = run(runtime, container(), 'props');
+        expect(p).toMatchObject({ count: 1, driver: 13000, runtime: 13000, major: 9 });
+        expect(p.totalGlobalMem).toBe(LIMIT_MIB * MiB);
+        expect(p.total).toBe(LIMIT_MIB * MiB);
+        expect(p.free).toBe(LIMIT_MIB * MiB);
+      });
+
+      it('charges the context once, and the views show it', () => {
+        const p = run(runtime, container(100, 300), 'props');
+        expect(p.totalGlobalMem).toBe(LIMIT_MIB * MiB);
+        expect(p.free).toBe((LIMIT_MIB - 300) * MiB);
+        const f = run(runtime, container(100, 300), 'fill', 'malloc', '64');
+        expect(f.granted).toBe(Math.floor((LIMIT_MIB - 300) / 64) * 64 * MiB);
+      });
+
+      it.each(['malloc', 'managed', 'async', 'pool', 'pitch', 'array'])(
+        '%s: grants exactly the limit, refuses with cudaErrorMemoryAllocation, leaves nothing',
+        (kind) => {
+          const f = run(runtime, container(), 'fill', kind, '64');
+          expect(f.granted).toBe(LIMIT_MIB * MiB);
+          expect(f.refused).toBe(CUDA_ERROR_MEMORY_ALLOCATION);
+          expect(f.atRefusal).toBe(Number(f.before) + LIMIT_MIB * MiB); // the refused call reached no card
+          expect(f.after).toBe(f.before);
+        },
+      );
+
+      it('memory a pool keeps stays charged until cudaMemPoolTrimTo gives it back', () => {
+        const c = run(runtime, container(), 'pool-cache', '512');
+        expect(c.total).toBe(LIMIT_MIB * MiB);
+        expect(c.freeCached).toBe((LIMIT_MIB - 512) * MiB);
+        expect(c.freeAfter).toBe(LIMIT_MIB * MiB);
+        expect(c.allocAfter).toBe(0);
+      });
+
+      it('pinned host memory is not charged; copies and memsets run', () => {
+        const c = run(runtime, container(), 'copy', '256');
+        expect(c.freeWithBuffers).toBe((LIMIT_MIB - 256) * MiB); // only the device buffer counts
+        expect(c.hostCopied).toBe(true);
+        expect(c.used).toBe(0);
+      });
+
+      it('8 racing threads get exactly the limit between them', () => {
+        const r = run(runtime, container(), 'race', '8', '32');
+        expect(r.granted).toBe(LIMIT_MIB * MiB);
+        expect(r.used).toBe(LIMIT_MIB * MiB);
+      });
+
+      it('two processes share one budget', async () => {
+        const env = container();
+        const holder = spawn(binary(runtime), ['hold', '600'], { env, stdio: ['pipe', 'pipe', 'inherit'] });
+        const exited = new Promise((done) => holder.once('exit', done));
+        try {
+          const held = await new Promise<string>((done) => holder.stdout.once('data', (d: Buffer) => done(String(d))));
+          expect(JSON.parse(held)).toEqual({ code: 0 });
+          expect(run(runtime, env, 'try', '600').code).toBe(CUDA_ERROR_MEMORY_ALLOCATION);
+          expect(run(runtime, env, 'try', '400').code).toBe(0);
+        } finally {
+          holder.stdin.end(); // the holder frees and exits
+          await exited;
+        }
+        expect(run(runtime, env, 'try', String(LIMIT_MIB)).code).toBe(0);
+      });
+
+      // Before the node agent's first sample the limiter charges each launch a default cost, so a
+      // storm of short kernels is held at the limit's rate even alone (test/compute covers the
+      // controller with samples): what this proves is that the runtime's launches reach it.
+      it('<<<>>> launches are held by the compute limit', () => {
+        const free = run(runtime, container(100), 'launch', '300');
+        const limited = run(runtime, container(25), 'launch', '300');
+        expect(Number(free.wallMs)).toBeLessThan(100);
+        expect(Number(limited.wallMs)).toBeGreaterThan(100);
+        expect(Number(limited.wallMs)).toBeGreaterThan(Number(free.wallMs) * 10);
+      });
+
+      it.fails(`pool destroy returns the pool's memory (${KNOWN_LEAKS.poolDestroy})`, () => {
+        const c = run(runtime, container(), 'pool-destroy', '512');
+        expect(c.freeAfter).toBe(LIMIT_MIB * MiB);
+      });
+
+      it.fails(`cudaFree of an async pointer returns its charge (${KNOWN_LEAKS.freeAsync})`, () => {
+        expect(run(runtime, container(), 'free-async', '768').allocAfter).toBe(0);
+      });
+
+      it.fails(`a graph allocation node cannot exceed the limit (${KNOWN_LEAKS.graphAlloc})`, () => {
+        const g = run(runtime, container(), 'graph-alloc', String(2 * LIMIT_MIB));
+        expect(g.instantiate === 0 && g.launch === 0).toBe(false);
+        expect(Number(g.used)).toBeLessThanOrEqual(LIMIT_MIB * MiB);
+      });
+
+      it.fails(`cudaDeviceReset returns what the context held (${KNOWN_LEAKS.deviceReset})`, () => {
+        expect(run(runtime, container(), 'reset', '600', '800').allocAfter).toBe(0);
+      });
+
+      it.fails(`exec gives the old image's memory back (${KNOWN_LEAKS.exec})`, () => {
+        expect(run(runtime, container(), 'exec', '600', '800').code).toBe(0);
+      });
+    });
+  },
+);
