@@ -33,6 +33,15 @@ export type DbConfig = {
  */
 const IDLE_IN_TRANSACTION_MS = 30_000;
 
+/**
+ * Seconds before the next connection attempt after `retries` failed ones. postgres.js's own grows
+ * to 20 s, so after a long outage a recovered ledger would stay unused (and the replica unready)
+ * for that long; capped at 2 s, with jitter so replicas do not reconnect in step.
+ */
+export function reconnectBackoffSeconds(retries: number): number {
+  return Math.min(0.05 * 2 ** retries, 2) * (0.5 + Math.random() / 2);
+}
+
 const closers = new WeakMap<object, () => Promise<void>>();
 
 /** A parameterised query straight to the driver, for the ledger's hot path (no query builder). */
@@ -50,6 +59,7 @@ export async function connectDb(config: DbConfig = {}): Promise<VcudaDb> {
       max: config.maxConnections ?? 10,
       connect_timeout: config.connectTimeoutSeconds ?? 3,
       idle_timeout: config.idleTimeoutSeconds ?? 300,
+      backoff: reconnectBackoffSeconds,
       connection: { idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS },
       // Notices (e.g. "schema already exists, skipping") are not worth a log line per start.
       onnotice: () => {},
