@@ -416,6 +416,7 @@ export async function startControlPlane(
             })),
         }),
         clock,
+        maxStreams: config.dashboard.maxStreams,
       }),
       metrics: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
       readiness: async () => {
