@@ -183,6 +183,23 @@ describe('GET /ui/overview', () => {
     expect(calls.clusters).toBe(2);
   });
 
+  it('never has two loads of one window under way: a silent ledger is asked once, however long', async () => {
+    let nowMs = Date.parse('2026-01-01T12:00:00.000Z');
+    const { source, calls } = fakeSource({
+      readClusters: () => {
+        calls.clusters++;
+        return new Promise(() => undefined);
+      },
+    });
+    const app = appWith(source, () => new Date(nowMs));
+    for (let i = 0; i < 5; i++) {
+      void app.request('/ui/overview');
+      nowMs += 5000;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(calls.clusters).toBe(1);
+  });
+
   it('answers 503 when the ledger is down, and does not cache the failure', async () => {
     let down = true;
     const { source } = fakeSource();

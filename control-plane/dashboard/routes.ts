@@ -73,19 +73,29 @@ const securityHeaders = {
   'referrer-policy': 'no-referrer',
 };
 
-type Cached<T> = { atMs: number; value: Promise<T> };
+/** `atMs`: when the read finished; undefined while it is under way. */
+type Cached<T> = { atMs: number | undefined; value: Promise<T> };
 
-/** Reads a value at most once per `ttlMs`, shared by every caller; a failed read is not kept. */
+/**
+ * Reads a value at most once per `ttlMs` after the last read finished, shared by every caller; a
+ * read under way is shared too, so a slow ledger never has two reads of one key at a time. A
+ * failed read is not kept.
+ */
 function cachedRead<K, T>(clock: () => Date, ttlMs: number, read: (key: K, now: Date) => Promise<T>) {
   const cache = new Map<K, Cached<T>>();
   return (key: K): Promise<T> => {
     const now = clock();
     const hit = cache.get(key);
-    if (hit && now.getTime() - hit.atMs < ttlMs) return hit.value;
-    const value = read(key, now);
-    cache.set(key, { atMs: now.getTime(), value });
-    value.catch(() => cache.get(key)?.value === value && cache.delete(key));
-    return value;
+    if (hit && (hit.atMs === undefined || now.getTime() - hit.atMs < ttlMs)) return hit.value;
+    const entry: Cached<T> = { atMs: undefined, value: read(key, now) };
+    cache.set(key, entry);
+    entry.value.then(
+      () => {
+        entry.atMs = clock().getTime();
+      },
+      () => cache.get(key) === entry && cache.delete(key),
+    );
+    return entry.value;
   };
 }
 
