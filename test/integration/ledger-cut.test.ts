@@ -20,7 +20,7 @@ import { ClusterState } from '../../control-plane/cluster-state.js';
 import { loadControlPlaneConfig } from '../../control-plane/config.js';
 import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
 import { gpuNode, gpuPod } from '../../control-plane/testing/builders.js';
-import { rowsOf } from '../../db/connect.js';
+import { closeDb, connectDb, rowsOf } from '../../db/connect.js';
 import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../../db/test-databases.js';
 import type { AdmissionReviewOut } from '../../webhooks/admission-review.js';
 import { pod } from '../builders/pod.js';
@@ -229,4 +229,31 @@ describe.skipIf(!reachable)('the ledger cut mid-run', () => {
       expect(after.response.warnings ?? []).toEqual([]);
     },
   );
+
+  it('postgres.js gives up a silent connection after connectTimeoutSeconds, and uses a recovered server within seconds', async () => {
+    const upstream = new URL(t.url as string);
+    proxy = await startTcpProxy({ host: upstream.hostname, port: Number(upstream.port || 5432) });
+    const viaProxy = new URL(upstream);
+    viaProxy.host = `127.0.0.1:${proxy.port}`;
+    const db = await connectDb({ url: viaProxy.toString(), maxConnections: 1, connectTimeoutSeconds: 1 });
+    try {
+      await proxy.setMode('blackhole');
+      const silent = await timed(() =>
+        db.execute(sql`select 1`).then(
+          () => 'answered',
+          (err: unknown) => `${String(err)} ${String((err as Error).cause)}`,
+        ),
+      );
+      expect(silent.value).toMatch(/CONNECT_TIMEOUT/);
+      expect(silent.ms).toBeLessThan(3000);
+      // Many refused attempts in a row: postgres.js's own backoff would now wait up to 20 s.
+      await proxy.setMode('refuse');
+      for (let i = 0; i < 8; i++) await db.execute(sql`select 1`).catch(() => undefined);
+      await proxy.setMode('forward');
+      const back = await timed(() => db.execute(sql`select 1`));
+      expect(back.ms).toBeLessThan(4000);
+    } finally {
+      await closeDb(db);
+    }
+  });
 });
