@@ -200,6 +200,16 @@ describe('GET /ui/overview', () => {
     expect(calls.clusters).toBe(1);
   });
 
+  it('a silent ledger gets a 503 after loadTimeoutMs, not a hanging request', async () => {
+    const { source } = fakeSource({ readClusters: () => new Promise(() => undefined) });
+    const app = createApp({ dashboard: dashboardRoutes({ source, clock: () => new Date(), loadTimeoutMs: 30 }) });
+    const res = await app.request('/ui/overview');
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toBe(
+      'dashboard overview: no answer from the ledger within 30 ms',
+    );
+  });
+
   it('answers 503 when the ledger is down, and does not cache the failure', async () => {
     let down = true;
     const { source } = fakeSource();

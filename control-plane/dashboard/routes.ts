@@ -12,6 +12,7 @@ import { Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
 import { z } from 'zod';
 import { fieldErrorsFromZod, ValidationError } from '../../contract/index.js';
+import { withDeadline } from '../../db/deadline.js';
 import {
   buildOverview,
   defaultOverviewOptions,
@@ -38,6 +39,8 @@ export type DashboardDeps = {
   maxStreams?: number;
   /** How old the list of clusters the ledger knows may get before it is read again (default 30 s). */
   clusterListMs?: number;
+  /** An overview not loaded within this is a 503, or a `failure` event on a stream (default 10 s). */
+  loadTimeoutMs?: number;
 };
 
 const HOUR_MS = 3_600_000;
@@ -184,6 +187,10 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
   const intervalMs = deps.streamIntervalMs ?? 2000;
   const reportPushMs = deps.reportPushMs ?? 30_000;
   const maxStreams = deps.maxStreams ?? 64;
+  const loadTimeoutMs = deps.loadTimeoutMs ?? 10_000;
+  // A silent ledger gets the page a 503 or a failure event (shown as reconnecting), not a hang.
+  const loadInTime = (request: OverviewRequest) =>
+    withDeadline(loader.load(request), loadTimeoutMs, 'dashboard overview');
   let openStreams = 0;
 
   const app = new Hono();
@@ -193,7 +200,7 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
   );
   app.get('/ui/app.css', (c) => c.body(style, 200, { ...securityHeaders, 'content-type': 'text/css; charset=utf-8' }));
   app.get('/ui/overview', async (c) => {
-    const overview = await loader.load(await parseRequest(c.req.query(), defaultWindowMs, loader));
+    const overview = await loadInTime(await parseRequest(c.req.query(), defaultWindowMs, loader));
     return c.json(overview, 200, { 'cache-control': 'no-store' });
   });
   app.get('/ui/stream', async (c) => {
@@ -227,7 +234,7 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
     let id = 0;
     while (!stream.aborted && !stream.closed) {
       try {
-        const overview = await loader.load(request);
+        const overview = await loadInTime(request);
         const print = fingerprints(overview);
         const nowMs = deps.clock().getTime();
         const reportsDue = print.reports !== last.reports && nowMs - lastPushMs >= reportPushMs;
