@@ -38,7 +38,7 @@ const IDLE_IN_TRANSACTION_MS = 30_000;
  * to 20 s, so after a long outage a recovered ledger would stay unused (and the replica unready)
  * for that long; capped at 2 s, with jitter so replicas do not reconnect in step.
  */
-export function reconnectBackoffSeconds(retries: number): number {
+function reconnectBackoffSeconds(retries: number): number {
   return Math.min(0.05 * 2 ** retries, 2) * (0.5 + Math.random() / 2);
 }
 

@@ -46,7 +46,7 @@ export type DashboardDeps = {
 const HOUR_MS = 3_600_000;
 
 /** The report windows offered, in hours: 1 h, 6 h, a day, a week, 30 and 90 days. */
-export const WINDOW_HOURS = [1, 6, 24, 168, 720, 2160] as const;
+const WINDOW_HOURS = [1, 6, 24, 168, 720, 2160] as const;
 
 /** A refused stream is told to come back after this many seconds. */
 const STREAM_RETRY_AFTER_S = 10;
