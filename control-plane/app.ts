@@ -17,9 +17,11 @@ export type AppParts = {
   dashboard?: Hono;
   /** Prometheus text exposition. */
   metrics?: () => Promise<{ contentType: string; body: string }>;
-  /** Readiness: the ledger reachable, the watch cache synced. */
-  isReady?: () => Promise<boolean>;
+  /** Readiness: the ledger reachable, the watch cache synced; a reason when not. */
+  readiness?: () => Promise<Readiness>;
 };
+
+export type Readiness = { ready: true } | { ready: false; reason: string };
 
 /** One `/api/v1` sub-app from the routes several components contribute. */
 export function apiRoutes(...parts: Hono[]): Hono {
@@ -44,7 +46,10 @@ export function statusOf(err: unknown): 400 | 401 | 403 | 404 | 409 | 500 | 503 
 export function createApp(parts: AppParts): Hono {
   const app = new Hono();
   app.get('/healthz', (c) => c.text('ok'));
-  app.get('/readyz', async (c) => ((await (parts.isReady?.() ?? true)) ? c.text('ok') : c.text('not ready', 503)));
+  app.get('/readyz', async (c) => {
+    const r = (await parts.readiness?.()) ?? { ready: true };
+    return r.ready ? c.text('ok') : c.text(`not ready: ${r.reason}`, 503);
+  });
   if (parts.metrics) {
     const metrics = parts.metrics;
     app.get('/metrics', async (c) => {

@@ -40,6 +40,12 @@ describe('control plane config', () => {
       field: 'api.auth',
     },
     { name: 'no usage writers', flags: { api: { usageWriters: [] } }, field: 'api.usageWriters' },
+    {
+      name: 'a ledger deadline not well inside the webhook timeout',
+      flags: { database: { callTimeoutMs: 2000 }, webhook: { registration: { timeoutSeconds: 3 } } },
+      field: 'database.callTimeoutMs',
+    },
+    { name: 'no dashboard streams', flags: { dashboard: { maxStreams: 0 } }, field: 'dashboard.maxStreams' },
   ])('names the field: $name', ({ flags, field }) => {
     try {
       loadControlPlaneConfig({ flags });
@@ -59,6 +65,17 @@ describe('control plane config', () => {
     const local = loadControlPlaneConfig({ flags: { kube: { mode: 'none' }, signingKeys: { source: 'ephemeral' } } });
     expect(local.api.auth).toBe('none');
     expect(loadControlPlaneConfig({ env: { VCUDA_API_AUTH: 'none' } }).api.auth).toBe('none');
+  });
+
+  it('bounds every wait on the ledger and the dashboard by default, and reads them from the environment', () => {
+    const c = loadControlPlaneConfig({});
+    expect(c.database).toMatchObject({ connectTimeoutSeconds: 3, callTimeoutMs: 1000, maxConnections: 10 });
+    expect(c.dashboard.maxStreams).toBe(64);
+    const env = loadControlPlaneConfig({
+      env: { VCUDA_DB_CALL_TIMEOUT_MS: '500', VCUDA_DB_CONNECT_TIMEOUT_SECONDS: '2', VCUDA_DASHBOARD_MAX_STREAMS: '8' },
+    });
+    expect(env.database).toMatchObject({ callTimeoutMs: 500, connectTimeoutSeconds: 2 });
+    expect(env.dashboard.maxStreams).toBe(8);
   });
 
   it('reads numbers from the environment and refuses non-numbers', () => {

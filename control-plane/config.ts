@@ -31,8 +31,22 @@ export const controlPlaneConfigSchema = z
         url: z.string().min(1).optional(),
         dataDir: z.string().min(1).optional(),
         maxConnections: z.number().int().min(1).default(10),
+        /** A connection attempt without an answer fails after this (postgres.js waits 30 s by default). */
+        connectTimeoutSeconds: z.number().int().min(1).max(300).default(3),
+        /**
+         * Deadline of each ledger call made while answering the API server (mutate's quota
+         * pre-check), kube-scheduler (bind's registration, reservation, confirm, release) or the
+         * readiness probe; at most half the webhook timeout.
+         */
+        callTimeoutMs: z.number().int().min(50).max(5_000).default(1000),
       })
-      .default({ maxConnections: 10 }),
+      .prefault({}),
+    dashboard: z
+      .object({
+        /** Open `/ui/stream` connections at most; more get 503 with Retry-After. */
+        maxStreams: z.number().int().min(1).max(10_000).default(64),
+      })
+      .prefault({}),
     kube: z
       .object({
         /** `in-cluster` (service account), `kubeconfig` (file or default), `none` (no cluster: local runs). */
@@ -98,6 +112,14 @@ export const controlPlaneConfigSchema = z
         message: 'source "secret" needs a cluster; use "file" or "ephemeral" with kube.mode "none"',
       });
     }
+    const webhookTimeoutMs = (c.webhook.registration?.timeoutSeconds ?? 5) * 1000;
+    if (c.database.callTimeoutMs * 2 > webhookTimeoutMs) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['database', 'callTimeoutMs'],
+        message: `must be at most half the webhook timeout (${webhookTimeoutMs} ms)`,
+      });
+    }
     if (c.api.auth === 'tokenreview' && c.kube.mode === 'none') {
       ctx.addIssue({
         code: 'custom',
@@ -150,6 +172,9 @@ export const envKeys: Record<string, [path: string, kind: 'string' | 'int' | 'bo
   VCUDA_INSTANCE_ID: ['instanceId', 'string'],
   DATABASE_URL: ['database.url', 'string'],
   VCUDA_DATA_DIR: ['database.dataDir', 'string'],
+  VCUDA_DB_CONNECT_TIMEOUT_SECONDS: ['database.connectTimeoutSeconds', 'int'],
+  VCUDA_DB_CALL_TIMEOUT_MS: ['database.callTimeoutMs', 'int'],
+  VCUDA_DASHBOARD_MAX_STREAMS: ['dashboard.maxStreams', 'int'],
   VCUDA_KUBE_MODE: ['kube.mode', 'string'],
   KUBECONFIG: ['kube.kubeconfig', 'string'],
   VCUDA_PLACEMENT: ['placement.default', 'string'],

@@ -16,6 +16,7 @@ import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { eventReasons, type PodRef, podEvent, resourceNames, VcudaError } from '../contract/index.js';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { createLedger } from '../db/ledger.js';
+import { createLedgerProbe } from '../db/ledger-probe.js';
 import { migrate } from '../db/migrate.js';
 import { createReportRunner } from '../db/reports.js';
 import { createUsageStore } from '../db/usage.js';
@@ -38,6 +39,7 @@ import { watchRefusalEvents } from './dashboard/refusal-events.js';
 import { createRefusalLog } from './dashboard/refusals.js';
 import { dashboardRoutes } from './dashboard/routes.js';
 import { createExtenderMetrics } from './extender/extender-metrics.js';
+import { withLedgerDeadlines } from './extender/ledger-deadlines.js';
 import { LedgerNodes } from './extender/ledger-nodes.js';
 import { reconcileLedger } from './extender/ledger-reconciler.js';
 import { Nudger } from './extender/nudger.js';
@@ -80,6 +82,8 @@ const WEBHOOK_REFRESH_MS = 10 * 60_000;
  * reserved at least this long before a reconcile can be judged by the cache's pod list.
  */
 const RECONCILE_GRACE_MS = 30_000;
+/** How long one readiness probe of the ledger answers for every /readyz in between. */
+const READINESS_CACHE_MS = 2000;
 
 function loadKubeConfig(config: ControlPlaneConfig, overrides: ControlPlaneOverrides): KubeConfig | undefined {
   if (overrides.kubeConfig) return overrides.kubeConfig;
@@ -165,6 +169,18 @@ export async function startControlPlane(
     if (!overrides.db) closers.push(() => closeDb(db));
     await migrate(db);
     const ledger = createLedger(db, { clock });
+    // What bind and node registration call: every call with a deadline (a late reservation is released).
+    const boundedLedger = withLedgerDeadlines(ledger, {
+      timeoutMs: config.database.callTimeoutMs,
+      onLateReservation: (podUid, err) =>
+        err
+          ? log.warn({ podUid, err }, 'a reservation landed after its bind failed; its release failed, expiry frees it')
+          : log.info({ podUid }, 'a reservation landed after its bind failed; released'),
+    });
+    const ledgerProbe = createLedgerProbe(db, {
+      timeoutMs: config.database.callTimeoutMs,
+      cacheMs: READINESS_CACHE_MS,
+    });
 
     // 2. Metrics, cluster connection and view. Assignments count only once verified against the
     // keys loaded in step 3; nothing is judged before (the watch starts last).
@@ -268,7 +284,7 @@ export async function startControlPlane(
     });
     closers.push(unsubscribe);
     // The ledger learns every watched node's cards in the background, so first binds do not wait for it.
-    const ledgerNodes = new LedgerNodes(ledger, config.clusterName);
+    const ledgerNodes = new LedgerNodes(boundedLedger, config.clusterName);
     const registerNodes = () => {
       if (watch && !watch.isSynced()) return;
       ledgerNodes
@@ -330,6 +346,7 @@ export async function startControlPlane(
       observer: createAdmissionMetrics(registry),
       logger: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m) },
       precheckQuota: (q) => ledger.precheckQuota(q),
+      precheckTimeoutMs: config.database.callTimeoutMs,
       events: {
         record: (pod: PodRef, reason, message) =>
           kube.createEvent(
@@ -357,7 +374,7 @@ export async function startControlPlane(
       },
       state,
       kube,
-      ledger,
+      ledger: boundedLedger,
       signer: createAssignmentSigner(signingKeys, config.assignmentTtlSeconds),
       clock,
       metrics: extenderMetrics,
@@ -412,9 +429,14 @@ export async function startControlPlane(
             })),
         }),
         clock,
+        maxStreams: config.dashboard.maxStreams,
       }),
       metrics: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
-      isReady: async () => (watch ? watch.isSynced() : true),
+      readiness: async () => {
+        if (watch && !watch.isSynced()) return { ready: false, reason: 'watch cache not synced yet' };
+        const ledgerReached = await ledgerProbe.check();
+        return ledgerReached.ok ? { ready: true } : { ready: false, reason: ledgerReached.reason };
+      },
     });
 
     // 7. Serve; then follow the cluster (readiness waits for the first full list).

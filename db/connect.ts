@@ -20,7 +20,27 @@ export type DbConfig = {
   dataDir?: string;
   /** postgres.js pool size (default 10). */
   maxConnections?: number;
+  /** A connection attempt that gets no answer within this fails (default 3 s; postgres.js's own is 30 s). */
+  connectTimeoutSeconds?: number;
+  /** Pooled connections unused this long are closed, so stale ones are not kept forever (default 300 s). */
+  idleTimeoutSeconds?: number;
 };
+
+/**
+ * A session left idle inside a transaction (its client partitioned away mid-transaction) gives up
+ * its row locks after this, rather than blocking every other replica's reservation on those rows
+ * until TCP notices the client is gone.
+ */
+const IDLE_IN_TRANSACTION_MS = 30_000;
+
+/**
+ * Seconds before the next connection attempt after `retries` failed ones. postgres.js's own grows
+ * to 20 s, so after a long outage a recovered ledger would stay unused (and the replica unready)
+ * for that long; capped at 2 s, with jitter so replicas do not reconnect in step.
+ */
+function reconnectBackoffSeconds(retries: number): number {
+  return Math.min(0.05 * 2 ** retries, 2) * (0.5 + Math.random() / 2);
+}
 
 const closers = new WeakMap<object, () => Promise<void>>();
 
@@ -37,6 +57,10 @@ export async function connectDb(config: DbConfig = {}): Promise<VcudaDb> {
   if (config.url) {
     const client = postgres(config.url, {
       max: config.maxConnections ?? 10,
+      connect_timeout: config.connectTimeoutSeconds ?? 3,
+      idle_timeout: config.idleTimeoutSeconds ?? 300,
+      backoff: reconnectBackoffSeconds,
+      connection: { idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS },
       // Notices (e.g. "schema already exists, skipping") are not worth a log line per start.
       onnotice: () => {},
     });

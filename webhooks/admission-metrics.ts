@@ -17,10 +17,19 @@ export function createAdmissionMetrics(registry: Registry): AdmissionObserver {
     buckets: [0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     registers,
   });
+  const skipped = new Counter({
+    name: 'vcuda_admission_quota_precheck_skipped_total',
+    help: 'GPU pods admitted without the quota pre-check, by reason (timeout: no answer from the ledger in time; error)',
+    labelNames: ['reason'],
+    registers,
+  });
   return {
     observe(hook, outcome, durationMs) {
       reviews.inc({ hook, outcome });
       seconds.observe({ hook }, durationMs / 1000);
+    },
+    precheckSkipped(reason) {
+      skipped.inc({ reason });
     },
   };
 }

@@ -244,8 +244,29 @@ describe('quota pre-check', () => {
     });
     const { json } = await post(app, 'mutate', review(pod('p').share(30, 1024).obj()));
     expect(json.response.allowed).toBe(true);
-    expect(json.response.warnings).toEqual(['quota pre-check unavailable; the ledger checks the quota at bind']);
-    expect(logs).toContain('quota pre-check unavailable');
+    expect(json.response.warnings).toEqual([
+      'quota pre-check skipped (the ledger failed); the ledger checks the quota at bind',
+    ]);
+    expect(logs).toContain('quota pre-check skipped');
+  });
+
+  it('a silent ledger does not hold the API server: past the deadline the pod is admitted, patched, counted', async () => {
+    const skipped: string[] = [];
+    const { app } = build({
+      // Never answers, like a ledger behind a network partition.
+      precheckQuota: () => new Promise(() => undefined),
+      precheckTimeoutMs: 50,
+      observer: { observe: () => undefined, precheckSkipped: (reason) => void skipped.push(reason) },
+    });
+    const started = performance.now();
+    const { json } = await post(app, 'mutate', review(pod('p').share(30, 1024).obj()));
+    expect(performance.now() - started).toBeLessThan(2000);
+    expect(json.response.allowed).toBe(true);
+    expect(decodePatch(json).map((op) => op.path)).toContain('/metadata/labels');
+    expect(json.response.warnings).toEqual([
+      'quota pre-check skipped (no answer from the ledger within 50 ms); the ledger checks the quota at bind',
+    ]);
+    expect(skipped).toEqual(['timeout']);
   });
 
   it('is not asked for pods without vcuda resources or refused ones', async () => {

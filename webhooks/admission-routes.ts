@@ -14,6 +14,7 @@ import {
   type PodRef,
   type ResourceNames,
 } from '../contract/index.js';
+import { LedgerTimeoutError, withDeadline } from '../db/deadline.js';
 import {
   type AdmissionPod,
   type AdmissionRequest,
@@ -26,6 +27,9 @@ import {
 import { type MutationPolicy, mutatePodCreate } from './mutate.js';
 import { measurePodQuotaUsage, type QuotaPrecheck } from './quota-precheck.js';
 import { validateCreate, validateUpdate } from './validate.js';
+
+/** Deadline of the quota pre-check when none is configured: well inside the API server's 5 s. */
+const DEFAULT_PRECHECK_TIMEOUT_MS = 1000;
 
 export type AdmissionLogger = {
   info(obj: object, msg: string): void;
@@ -42,6 +46,8 @@ export type AdmissionOutcome = 'allowed' | 'patched' | 'refused' | 'bad-request'
 /** Counts and times each answer (see metrics.ts for the Prometheus version). */
 export type AdmissionObserver = {
   observe(hook: 'mutate' | 'validate', outcome: AdmissionOutcome, durationMs: number): void;
+  /** The quota pre-check was skipped: the ledger did not answer in time (`timeout`) or failed (`error`). */
+  precheckSkipped?(reason: 'timeout' | 'error'): void;
 };
 
 export type AdmissionRoutesDeps = {
@@ -53,6 +59,8 @@ export type AdmissionRoutesDeps = {
   maxBodyBytes: number;
   logger: AdmissionLogger;
   precheckQuota?: QuotaPrecheck | undefined;
+  /** The pre-check's deadline; past it the pod is admitted without it (default 1000 ms). */
+  precheckTimeoutMs?: number | undefined;
   events?: AdmissionEventRecorder | undefined;
   observer?: AdmissionObserver | undefined;
   /** Monotonic milliseconds, for durations only. */
@@ -114,13 +122,15 @@ export function createAdmissionAnswerer(deps: AdmissionRoutesDeps): AdmissionAns
     const uncounted = usage.hasUncountedMemory
       ? " (whole cards' memory is not counted here: the cards, and so their memory, are chosen at bind)"
       : '';
+    const timeoutMs = deps.precheckTimeoutMs ?? DEFAULT_PRECHECK_TIMEOUT_MS;
     try {
-      const result = await deps.precheckQuota({
+      const check = deps.precheckQuota({
         cluster: deps.clusterName,
         namespace: pod.namespace,
         core: usage.core,
         memoryMiB: usage.memoryMiB,
       });
+      const result = await withDeadline(check, timeoutMs, 'quota pre-check');
       if (result.ok)
         return {
           ok: true as const,
@@ -128,9 +138,13 @@ export function createAdmissionAnswerer(deps: AdmissionRoutesDeps): AdmissionAns
         };
       return { ok: false as const, message: `vcuda refused ${pod.label}: quota: ${result.message}${uncounted}` };
     } catch (err) {
-      // The reservation at bind is the real gate: an unreachable ledger must not block admission.
-      deps.logger.warn({ err: String(err), pod: pod.label }, 'quota pre-check unavailable');
-      return { ok: true as const, warnings: ['quota pre-check unavailable; the ledger checks the quota at bind'] };
+      // The reservation at bind is the real gate: an unreachable or slow ledger must not block
+      // admission, nor hold the API server past its webhook timeout.
+      const reason = err instanceof LedgerTimeoutError ? 'timeout' : 'error';
+      deps.observer?.precheckSkipped?.(reason);
+      deps.logger.warn({ err, pod: pod.label, reason }, 'quota pre-check skipped');
+      const why = reason === 'timeout' ? `no answer from the ledger within ${timeoutMs} ms` : 'the ledger failed';
+      return { ok: true as const, warnings: [`quota pre-check skipped (${why}); the ledger checks the quota at bind`] };
     }
   }
 

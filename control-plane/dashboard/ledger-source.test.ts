@@ -109,6 +109,18 @@ describe.each(kinds)('ledger dashboard source on %s', (kind) => {
     ]);
   });
 
+  it('knows the clusters the ledger registered and the one it watches, nothing else', async () => {
+    expect(await source().readClusterNames()).toEqual(['east', 'west']);
+    const watching = createLedgerDashboardSource({
+      db: t.db,
+      reports: createReportRunner(t.db, { clock }),
+      clock,
+      readRefusals: async () => [],
+      readLiveNodes: () => [{ cluster: 'north', node: 'idle-1', cards: [] }],
+    });
+    expect(await watching.readClusterNames()).toEqual(['east', 'north', 'west']);
+  });
+
   it('hides cards gone from their node unless pods still hold them', async () => {
     const ledger = createLedger(t.db, { clock });
     await ledger.upsertNode('west', 'node-a', [{ uuid: 'GPU-a1', index: 1, model: 'A100', memoryMiB: 40960 }]);

@@ -5,7 +5,7 @@
  */
 import { asc, ne } from 'drizzle-orm';
 import type { VcudaDb } from '../../db/connect.js';
-import { allocations, cards } from '../../db/schema.js';
+import { allocations, cards, clusters, nodes } from '../../db/schema.js';
 import type {
   CardState,
   ClusterState,
@@ -205,6 +205,16 @@ export function createLedgerDashboardSource(deps: LedgerSourceDeps): DashboardSo
         deps.readLiveNodes?.() ?? [],
       ]);
       return groupCapacity(cardRows, allocationRows, liveNodes);
+    },
+    async readClusterNames() {
+      // Small tables: a cluster is registered with its first node (vcuda_upsert_node).
+      const [registered, withNodes, liveNodes] = await Promise.all([
+        deps.db.select({ name: clusters.name }).from(clusters),
+        deps.db.selectDistinct({ name: nodes.cluster }).from(nodes),
+        deps.readLiveNodes?.() ?? [],
+      ]);
+      const names = [...registered, ...withNodes].map((r) => r.name);
+      return [...new Set([...names, ...liveNodes.map((n) => n.cluster)])].sort();
     },
     async readQuotas() {
       return (await deps.reports.run('quota-usage', {})).rows.map(quotaFromReport);

@@ -5,8 +5,12 @@ import { dashboardRoutes } from './routes.js';
 import type { DashboardSource, ReportWindow } from './source.js';
 
 function fakeSource(overrides: Partial<DashboardSource> = {}) {
-  const calls = { clusters: 0, windows: [] as ReportWindow[] };
+  const calls = { clusters: 0, clusterNames: 0, windows: [] as ReportWindow[] };
   const source: DashboardSource = {
+    async readClusterNames() {
+      calls.clusterNames++;
+      return ['local', 'west'];
+    },
     async readClusters() {
       calls.clusters++;
       return [
@@ -101,24 +105,57 @@ describe('GET /ui/overview', () => {
 
   it('asks the reports for the window the page chose', async () => {
     const { source, calls } = fakeSource();
-    await appWith(source).request('/ui/overview?windowHours=2');
+    await appWith(source).request('/ui/overview?windowHours=6');
     expect(calls.windows[0]).toEqual({
-      from: new Date('2026-01-01T10:00:00.000Z'),
+      from: new Date('2026-01-01T06:00:00.000Z'),
       to: new Date('2026-01-01T12:00:00.000Z'),
     });
   });
 
-  it('filters by cluster and caches each cluster apart', async () => {
+  it('filters by cluster from one read of the ledger shared by every cluster', async () => {
     const { source, calls } = fakeSource();
     const app = appWith(source);
     const all = (await (await app.request('/ui/overview')).json()) as Overview;
-    const other = (await (await app.request('/ui/overview?cluster=elsewhere')).json()) as Overview;
+    const other = (await (await app.request('/ui/overview?cluster=west')).json()) as Overview;
     expect(all.cluster).toBeNull();
     expect(all.totals.cards).toBe(1);
-    expect(other.cluster).toBe('elsewhere');
+    expect(other.cluster).toBe('west');
     expect(other.clusterNames).toEqual(['local']);
     expect(other.totals.cards).toBe(0);
-    expect(calls.clusters).toBe(2);
+    expect(calls.clusters).toBe(1);
+  });
+
+  it('refuses a cluster the ledger does not know, naming the parameter and the known ones', async () => {
+    const { source, calls } = fakeSource();
+    const res = await appWith(source).request('/ui/overview?cluster=elsewhere');
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('invalid');
+    expect(body.error.message).toContain('query.cluster: unknown cluster "elsewhere"; the ledger knows local, west');
+    expect(calls.clusters).toBe(0);
+  });
+
+  it('reads the known clusters again once the list is older than clusterListMs', async () => {
+    let names = ['local'];
+    let nowMs = Date.parse('2026-01-01T12:00:00.000Z');
+    const { source, calls } = fakeSource({
+      readClusterNames: async () => {
+        calls.clusterNames++;
+        return names;
+      },
+    });
+    const app = createApp({
+      dashboard: dashboardRoutes({ source, clock: () => new Date(nowMs), clusterListMs: 30_000 }),
+    });
+    expect((await app.request('/ui/overview?cluster=east')).status).toBe(400);
+    names = ['local', 'east'];
+    nowMs += 10_000;
+    // Unknown clusters do not make it read the list again: asking is no way to load the ledger.
+    for (let i = 0; i < 20; i++) expect((await app.request(`/ui/overview?cluster=east-${i}`)).status).toBe(400);
+    expect(calls.clusterNames).toBe(1);
+    nowMs += 25_000;
+    expect((await app.request('/ui/overview?cluster=east')).status).toBe(200);
+    expect(calls.clusterNames).toBe(2);
   });
 
   it('refuses a cluster name longer than Kubernetes allows, naming the field', async () => {
@@ -127,7 +164,7 @@ describe('GET /ui/overview', () => {
     expect(((await res.json()) as { error: { message: string } }).error.message).toContain('query.cluster');
   });
 
-  it.each(['0', 'abc', '1.5', '99999'])('refuses windowHours=%s naming the field', async (value) => {
+  it.each(['0', 'abc', '1.5', '2', '99999'])('refuses windowHours=%s naming the field', async (value) => {
     const res = await appWith(fakeSource().source).request(`/ui/overview?windowHours=${value}`);
     expect(res.status).toBe(400);
     const body = (await res.json()) as { error: { code: string; message: string } };
@@ -144,6 +181,33 @@ describe('GET /ui/overview', () => {
     nowMs += 1500;
     await app.request('/ui/overview');
     expect(calls.clusters).toBe(2);
+  });
+
+  it('never has two loads of one window under way: a silent ledger is asked once, however long', async () => {
+    let nowMs = Date.parse('2026-01-01T12:00:00.000Z');
+    const { source, calls } = fakeSource({
+      readClusters: () => {
+        calls.clusters++;
+        return new Promise(() => undefined);
+      },
+    });
+    const app = appWith(source, () => new Date(nowMs));
+    for (let i = 0; i < 5; i++) {
+      void app.request('/ui/overview');
+      nowMs += 5000;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(calls.clusters).toBe(1);
+  });
+
+  it('a silent ledger gets a 503 after loadTimeoutMs, not a hanging request', async () => {
+    const { source } = fakeSource({ readClusters: () => new Promise(() => undefined) });
+    const app = createApp({ dashboard: dashboardRoutes({ source, clock: () => new Date(), loadTimeoutMs: 30 }) });
+    const res = await app.request('/ui/overview');
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toBe(
+      'dashboard overview: no answer from the ledger within 30 ms',
+    );
   });
 
   it('answers 503 when the ledger is down, and does not cache the failure', async () => {
@@ -232,5 +296,72 @@ describe('GET /ui/stream', () => {
       core = 40;
     }, 50);
     expect(await readEvents(res, 200)).toEqual(['event: overview', 'event: overview']);
+  });
+});
+
+describe('GET /ui/stream: what callers can make it hold', () => {
+  async function firstEvent(res: Response): Promise<string> {
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    let text = '';
+    while (!text.includes('\n\n')) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+    await reader.cancel();
+    return text;
+  }
+
+  it('300 streams with distinct cluster values: refused, and not one load of the ledger', async () => {
+    const { source, calls } = fakeSource();
+    const app = createApp({
+      dashboard: dashboardRoutes({ source, clock: () => new Date(), streamIntervalMs: 10, maxStreams: 1000 }),
+    });
+    const answers = await Promise.all(
+      Array.from({ length: 300 }, (_, i) => app.request(`/ui/stream?cluster=team-${i}`)),
+    );
+    expect(answers.map((r) => r.status)).toEqual(Array(300).fill(400));
+    expect(calls.clusters).toBe(0);
+    expect(calls.windows).toHaveLength(0);
+    expect(calls.clusterNames).toBe(1);
+  });
+
+  it('300 streams over the known clusters share one load of the ledger per window', async () => {
+    const { source, calls } = fakeSource();
+    const clock = () => new Date('2026-01-01T12:00:00.000Z');
+    const app = createApp({
+      dashboard: dashboardRoutes({ source, clock, streamIntervalMs: 10, maxStreams: 1000 }),
+    });
+    const queries = ['', 'cluster=local', 'cluster=west', 'windowHours=168&cluster=local'];
+    const streams = await Promise.all(
+      Array.from({ length: 300 }, (_, i) => app.request(`/ui/stream?${queries[i % queries.length]}`)),
+    );
+    expect(streams.map((r) => r.status)).toEqual(Array(300).fill(200));
+    const firsts = await Promise.all(streams.map(firstEvent));
+    expect(firsts.filter((t) => t.includes('event: overview'))).toHaveLength(300);
+    // Two windows asked for: two loads, whatever the number of streams and clusters.
+    expect(calls.clusters).toBe(2);
+    expect(calls.windows).toHaveLength(2);
+  });
+
+  it('caps open streams: past maxStreams 503 with Retry-After, and a closed stream frees its slot', async () => {
+    const { source } = fakeSource();
+    const app = createApp({
+      dashboard: dashboardRoutes({ source, clock: () => new Date(), streamIntervalMs: 10, maxStreams: 3 }),
+    });
+    const open = await Promise.all([1, 2, 3].map(() => app.request('/ui/stream')));
+    expect(open.map((r) => r.status)).toEqual([200, 200, 200]);
+    const refused = await app.request('/ui/stream');
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('10');
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toContain('3 dashboard streams');
+    await firstEvent(open[0] as Response);
+    let again = await app.request('/ui/stream');
+    for (let i = 0; i < 50 && again.status === 503; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      again = await app.request('/ui/stream');
+    }
+    expect(again.status).toBe(200);
+    await Promise.all([again, ...open.slice(1)].map((r) => (r.body as ReadableStream).cancel()));
   });
 });

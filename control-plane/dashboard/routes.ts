@@ -2,13 +2,24 @@
  * The dashboard's HTTP surface, mounted at `/` by the control plane: the page and its assets
  * (served from this folder, no CDN), `/ui/overview` (JSON) and `/ui/stream` (Server-Sent Events
  * that push a new overview whenever the numbers change).
+ *
+ * What a caller can make it hold is bounded: windows come from a fixed set, a cluster must be
+ * one the ledger knows (anything else is a 400 before any load), the ledger is read once per
+ * window and `cacheMs` whatever the cluster, and open streams are capped (`maxStreams`).
  */
 import { readFileSync } from 'node:fs';
 import { Hono } from 'hono';
-import { streamSSE } from 'hono/streaming';
+import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
 import { z } from 'zod';
 import { fieldErrorsFromZod, ValidationError } from '../../contract/index.js';
-import { buildOverview, defaultOverviewOptions, type Overview, type OverviewOptions } from './overview.js';
+import { withDeadline } from '../../db/deadline.js';
+import {
+  buildOverview,
+  defaultOverviewOptions,
+  type Overview,
+  type OverviewInput,
+  type OverviewOptions,
+} from './overview.js';
 import type { DashboardSource } from './source.js';
 
 export type DashboardDeps = {
@@ -24,16 +35,28 @@ export type DashboardDeps = {
   reportPushMs?: number;
   refusalLimit?: number;
   overview?: Partial<OverviewOptions>;
+  /** Open `/ui/stream` connections at most; more get 503 with Retry-After (default 64). */
+  maxStreams?: number;
+  /** How old the list of clusters the ledger knows may get before it is read again (default 30 s). */
+  clusterListMs?: number;
+  /** An overview not loaded within this is a 503, or a `failure` event on a stream (default 10 s). */
+  loadTimeoutMs?: number;
 };
 
 const HOUR_MS = 3_600_000;
 
+/** The report windows offered, in hours: 1 h, 6 h, a day, a week, 30 and 90 days. */
+const WINDOW_HOURS = [1, 6, 24, 168, 720, 2160] as const;
+
+/** A refused stream is told to come back after this many seconds. */
+const STREAM_RETRY_AFTER_S = 10;
+
 const overviewQuery = z.object({
   windowHours: z.coerce
     .number()
-    .int()
-    .min(1)
-    .max(24 * 90)
+    .refine((h) => (WINDOW_HOURS as readonly number[]).includes(h), {
+      message: `must be one of ${WINDOW_HOURS.join(', ')}`,
+    })
     .optional(),
   /** One cluster of a shared ledger; absent or empty: all. */
   cluster: z.string().max(253).optional(),
@@ -53,39 +76,94 @@ const securityHeaders = {
   'referrer-policy': 'no-referrer',
 };
 
-/** Loads overviews, sharing one load per window among callers within `cacheMs`. */
-export function createOverviewLoader(deps: DashboardDeps): (req: OverviewRequest) => Promise<Overview> {
-  const cacheMs = deps.cacheMs ?? 1000;
-  const opts = { ...defaultOverviewOptions, ...deps.overview };
-  const cache = new Map<string, { atMs: number; value: Promise<Overview> }>();
-  return ({ windowMs, cluster }) => {
-    const now = deps.clock();
-    const key = `${windowMs}|${cluster ?? ''}`;
+/** `atMs`: when the read finished; undefined while it is under way. */
+type Cached<T> = { atMs: number | undefined; value: Promise<T> };
+
+/**
+ * Reads a value at most once per `ttlMs` after the last read finished, shared by every caller; a
+ * read under way is shared too, so a slow ledger never has two reads of one key at a time. A
+ * failed read is not kept.
+ */
+function cachedRead<K, T>(clock: () => Date, ttlMs: number, read: (key: K, now: Date) => Promise<T>) {
+  const cache = new Map<K, Cached<T>>();
+  return (key: K): Promise<T> => {
+    const now = clock();
     const hit = cache.get(key);
-    if (hit && now.getTime() - hit.atMs < cacheMs) return hit.value;
+    if (hit && (hit.atMs === undefined || now.getTime() - hit.atMs < ttlMs)) return hit.value;
+    const entry: Cached<T> = { atMs: undefined, value: read(key, now) };
+    cache.set(key, entry);
+    entry.value.then(
+      () => {
+        entry.atMs = clock().getTime();
+      },
+      () => cache.get(key) === entry && cache.delete(key),
+    );
+    return entry.value;
+  };
+}
+
+export type OverviewLoader = {
+  load(req: OverviewRequest): Promise<Overview>;
+  /** Clusters the ledger knows, read again when older than `clusterListMs`. */
+  knownClusters(): Promise<ReadonlySet<string>>;
+};
+
+/**
+ * Loads overviews: the ledger is read once per window and `cacheMs`, and each cluster's view of
+ * that read is built once. Callers must pass only known clusters (`knownClusters`), which keeps
+ * the views to one per window and known cluster.
+ */
+export function createOverviewLoader(deps: DashboardDeps): OverviewLoader {
+  const opts = { ...defaultOverviewOptions, ...deps.overview };
+  const readInputs = cachedRead(deps.clock, deps.cacheMs ?? 1000, async (windowMs: number, now) => {
     const window = { from: new Date(now.getTime() - windowMs), to: now };
-    const value = Promise.all([
+    const [clusters, quotas, reports, refusals] = await Promise.all([
       deps.source.readClusters(),
       deps.source.readQuotas(),
       deps.source.readReports(window),
       deps.source.readRefusals(deps.refusalLimit ?? 50),
-    ]).then(([clusters, quotas, reports, refusals]) =>
-      buildOverview({ clusters, quotas, reports, refusals, window, now, ...(cluster ? { cluster } : {}) }, opts),
-    );
-    // Old windows and clusters nobody asks for any more must not pile up.
-    for (const [k, v] of cache) if (now.getTime() - v.atMs >= cacheMs) cache.delete(k);
-    cache.set(key, { atMs: now.getTime(), value });
-    // A failed load must not stick for cacheMs.
-    value.catch(() => cache.delete(key));
-    return value;
+    ]);
+    return { clusters, quotas, reports, refusals, window, now } satisfies OverviewInput;
+  });
+  const readKnown = cachedRead(deps.clock, deps.clusterListMs ?? 30_000, async (_: 'all') => {
+    return new Set(await deps.source.readClusterNames());
+  });
+  // Per window and cluster: the view built from the inputs it was built from.
+  const views = new Map<string, { inputs: Promise<OverviewInput>; value: Promise<Overview> }>();
+  return {
+    knownClusters: () => readKnown('all'),
+    load({ windowMs, cluster }) {
+      const inputs = readInputs(windowMs);
+      const key = `${windowMs}|${cluster ?? ''}`;
+      const view = views.get(key);
+      if (view?.inputs === inputs) return view.value;
+      const value = inputs.then((input) => buildOverview({ ...input, ...(cluster ? { cluster } : {}) }, opts));
+      views.set(key, { inputs, value });
+      return value;
+    },
   };
 }
 
-function parseRequest(query: Record<string, string>, defaultMs: number): OverviewRequest {
+/** The query, validated; a cluster the ledger does not know is refused before anything is loaded. */
+async function parseRequest(
+  query: Record<string, string>,
+  defaultMs: number,
+  loader: OverviewLoader,
+): Promise<OverviewRequest> {
   const parsed = overviewQuery.safeParse(query);
   if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues, 'query'), 'dashboard query');
   const windowMs = parsed.data.windowHours ? parsed.data.windowHours * HOUR_MS : defaultMs;
-  return parsed.data.cluster ? { windowMs, cluster: parsed.data.cluster } : { windowMs };
+  const cluster = parsed.data.cluster;
+  if (!cluster) return { windowMs };
+  const known = await loader.knownClusters();
+  if (!known.has(cluster)) {
+    const listed = [...known].sort().slice(0, 20);
+    const message = `query.cluster: unknown cluster ${JSON.stringify(cluster)}; the ledger knows ${
+      listed.length > 0 ? listed.join(', ') : 'none'
+    }${known.size > listed.length ? ', …' : ''}`;
+    throw new ValidationError([{ path: 'query.cluster', rule: 'known-cluster', message }], 'dashboard query');
+  }
+  return { windowMs, cluster };
 }
 
 /**
@@ -103,14 +181,6 @@ function fingerprints(o: Overview): { now: string; reports: string } {
 /** How long the page waits for its first state before it is served without one (the stream brings it). */
 const FIRST_PAINT_DEADLINE_MS = 2000;
 
-function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no overview within ${ms} ms`)), ms);
-  });
-  return Promise.race([work, late]).finally(() => clearTimeout(timer));
-}
-
 /**
  * The page with its first overview in a JSON data block (never executed, so the CSP's
  * script-src 'self' still holds); `<` is escaped so no value can close the element.
@@ -125,18 +195,26 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
   const page = asset('index.html');
   const script = asset('app.js');
   const style = asset('app.css');
-  const load = createOverviewLoader(deps);
+  const loader = createOverviewLoader(deps);
   const defaultWindowMs = deps.reportWindowMs ?? 24 * HOUR_MS;
   const intervalMs = deps.streamIntervalMs ?? 2000;
   const reportPushMs = deps.reportPushMs ?? 30_000;
+  const maxStreams = deps.maxStreams ?? 64;
+  const loadTimeoutMs = deps.loadTimeoutMs ?? 10_000;
+  // A silent ledger gets the page a 503 or a failure event (shown as reconnecting), not a hang.
+  const loadInTime = (request: OverviewRequest) =>
+    withDeadline(loader.load(request), loadTimeoutMs, 'dashboard overview');
+  let openStreams = 0;
 
   const favicon = asset('favicon.svg');
   const app = new Hono();
   // The first state comes with the page, so it paints without the stream (screenshots, slow proxies).
   app.get('/', async (c) => {
-    const initial = await withDeadline(load({ windowMs: defaultWindowMs }), FIRST_PAINT_DEADLINE_MS).catch(
-      () => undefined,
-    );
+    const initial = await withDeadline(
+      loader.load({ windowMs: defaultWindowMs }),
+      FIRST_PAINT_DEADLINE_MS,
+      'first overview',
+    ).catch(() => undefined);
     return c.html(withInitialOverview(page, initial), 200, { ...securityHeaders, 'cache-control': 'no-cache' });
   });
   app.get('/ui/favicon.svg', (c) =>
@@ -147,35 +225,57 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
   );
   app.get('/ui/app.css', (c) => c.body(style, 200, { ...securityHeaders, 'content-type': 'text/css; charset=utf-8' }));
   app.get('/ui/overview', async (c) => {
-    const overview = await load(parseRequest(c.req.query(), defaultWindowMs));
+    const overview = await loadInTime(await parseRequest(c.req.query(), defaultWindowMs, loader));
     return c.json(overview, 200, { 'cache-control': 'no-store' });
   });
-  app.get('/ui/stream', (c) => {
-    const request = parseRequest(c.req.query(), defaultWindowMs);
+  app.get('/ui/stream', async (c) => {
+    const request = await parseRequest(c.req.query(), defaultWindowMs, loader);
+    if (openStreams >= maxStreams) {
+      const message = `${openStreams} dashboard streams are open, the most this replica serves; retry later`;
+      return c.json({ error: { code: 'unavailable', message } }, 503, {
+        'retry-after': String(STREAM_RETRY_AFTER_S),
+      });
+    }
+    openStreams += 1;
+    let isCounted = true;
+    const release = () => {
+      if (isCounted) openStreams -= 1;
+      isCounted = false;
+    };
     return streamSSE(c, async (stream) => {
-      let last = { now: '', reports: '' };
-      let lastPushMs = Number.NEGATIVE_INFINITY;
-      let id = 0;
-      while (!stream.aborted && !stream.closed) {
-        try {
-          const overview = await load(request);
-          const print = fingerprints(overview);
-          const nowMs = deps.clock().getTime();
-          const reportsDue = print.reports !== last.reports && nowMs - lastPushMs >= reportPushMs;
-          if (print.now !== last.now || reportsDue) {
-            last = print;
-            lastPushMs = nowMs;
-            await stream.writeSSE({ event: 'overview', id: String(++id), data: JSON.stringify(overview) });
-          } else {
-            // A comment line keeps proxies from closing an idle stream.
-            await stream.write(': unchanged\n\n');
-          }
-        } catch (err) {
-          await stream.writeSSE({ event: 'failure', data: JSON.stringify({ message: String(err) }) });
-        }
-        await stream.sleep(intervalMs);
+      // A closed page frees its slot at once, not at the loop's next turn.
+      stream.onAbort(release);
+      try {
+        await pushOverviews(stream, request);
+      } finally {
+        release();
       }
     });
   });
+
+  async function pushOverviews(stream: SSEStreamingApi, request: OverviewRequest): Promise<void> {
+    let last = { now: '', reports: '' };
+    let lastPushMs = Number.NEGATIVE_INFINITY;
+    let id = 0;
+    while (!stream.aborted && !stream.closed) {
+      try {
+        const overview = await loadInTime(request);
+        const print = fingerprints(overview);
+        const nowMs = deps.clock().getTime();
+        const reportsDue = print.reports !== last.reports && nowMs - lastPushMs >= reportPushMs;
+        if (print.now !== last.now || reportsDue) {
+          last = print;
+          lastPushMs = nowMs;
+          await stream.writeSSE({ event: 'overview', id: String(++id), data: JSON.stringify(overview) });
+        } else {
+          // A comment line keeps proxies from closing an idle stream.
+          await stream.write(': unchanged\n\n');
+        }
+      } catch (err) {
+        await stream.writeSSE({ event: 'failure', data: JSON.stringify({ message: String(err) }) });
+      }
+      await stream.sleep(intervalMs);
+    }
+  }
   return app;
 }

@@ -99,6 +99,8 @@ export type ReportWindow = { from: Date; to: Date };
 
 export type DashboardSource = {
   readClusters(): Promise<ClusterState[]>;
+  /** Every cluster the source knows (the ledger's, and the one this control plane watches). */
+  readClusterNames(): Promise<string[]>;
   readQuotas(): Promise<QuotaUse[]>;
   readReports(window: ReportWindow): Promise<DashboardReports>;
   /** Most recent first, at most `limit`. */

@@ -144,6 +144,7 @@ const bench: Benchmark = {
 
       const source: DashboardSource = {
         readClusters: async () => clusters,
+        readClusterNames: async () => clusters.map((c) => c.name),
         readQuotas: async () => [],
         readReports: async () => ({ gpuHours: [], idle: [] }),
         readRefusals: async () => [],
