@@ -191,19 +191,9 @@ export async function startControlPlane(
     const refusals = createRefusalLog();
     let keys: KeySet | undefined;
     let kube: ControlPlaneKube;
-    const trustMetrics = createAssignmentTrustMetrics(registry);
     const trust = new AssignmentTrust({
       jwks: () => keys?.jwks ?? NO_KEYS,
-      onUnverified: (u) => {
-        trustMetrics.unverified.inc({ reason: u.reason });
-        log.warn(
-          { pod: `${u.pod.namespace}/${u.pod.name}`, reason: u.reason, detail: u.message },
-          'unverified assignment',
-        );
-        recordUnverified(kube, u, config.instanceId, clock).catch((err) =>
-          log.warn({ err: String(err) }, 'event not recorded'),
-        );
-      },
+      onUnverified: unverifiedReporter(registry, log, (u) => recordUnverified(kube, u, config.instanceId, clock)),
     });
     const state = new ClusterState({ trust, quantity: { names, memoryUnitMiB: config.memoryUnitMiB } });
     let watch: WatchCache | undefined;
@@ -492,6 +482,20 @@ export async function startControlPlane(
 }
 
 const NO_KEYS: jose.JSONWebKeySet = { keys: [] };
+
+/** Counts, logs and records an Event for each pod whose assignment holds nothing. */
+function unverifiedReporter(
+  registry: Registry,
+  log: Logger,
+  recordEvent: (u: UnverifiedAssignment) => Promise<void>,
+): (u: UnverifiedAssignment) => void {
+  const metrics = createAssignmentTrustMetrics(registry);
+  return (u) => {
+    metrics.unverified.inc({ reason: u.reason });
+    log.warn({ pod: `${u.pod.namespace}/${u.pod.name}`, reason: u.reason, detail: u.message }, 'unverified assignment');
+    recordEvent(u).catch((err) => log.warn({ err: String(err) }, 'event not recorded'));
+  };
+}
 
 /** The Warning Event on a pod whose assignment annotation holds nothing. */
 async function recordUnverified(

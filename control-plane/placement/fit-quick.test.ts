@@ -29,7 +29,9 @@ describe('fitPod shortcut', () => {
       fc.property(fc.array(card, { minLength: 1, maxLength: 4 }), ask, (cards, want) => {
         const node = gpuNode({ name: 'n', cards: cards.map((c) => ({ healthy: c.healthy, memoryMiB: 16000 })) });
         const pods = cards.flatMap((c, i) =>
-          c.uses.map((u, k) => assignedPod(`u${i}-${k}`, 'n', [{ core: u.core, memoryMiB: u.memoryMiB, cards: [i] }])),
+          c.uses.map((u, k) =>
+            assignedPod(`u${i}-${k}`, 'n', [{ core: u.core, memoryMiB: u.memoryMiB, cards: [i] }], { unsigned: true }),
+          ),
         );
         const snap = buildNodeSnapshot(node, pods);
         const plain = readPlacementRequest(gpuPod('p', [want]), policy, 'binpack');
