@@ -7,6 +7,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { DEFAULT_RESOURCE_DOMAIN, fieldErrorsFromZod, resourceNames, ValidationError } from '../contract/index.js';
 import { webhookConfigSchema } from '../webhooks/config.js';
+import { DEFAULT_API_MAX_BODY_BYTES } from './app.js';
 import { placementPolicies } from './placement/placement-request.js';
 
 const port = z.number().int().min(0).max(65535);
@@ -78,8 +79,15 @@ export const controlPlaneConfigSchema = z
         usageWriters: z.array(z.string().min(1)).min(1).optional(),
         /** Audiences a token must carry (TokenReview spec.audiences); empty = the API server's. */
         tokenAudiences: z.array(z.string().min(1)).default([]),
+        /** Largest request body /api/v1 reads; larger ones get 413 before they are read. */
+        maxBodyBytes: z
+          .number()
+          .int()
+          .min(64 * 1024)
+          .max(256 * 1024 * 1024)
+          .default(DEFAULT_API_MAX_BODY_BYTES),
       })
-      .default({ tokenAudiences: [] }),
+      .default({ tokenAudiences: [], maxBodyBytes: DEFAULT_API_MAX_BODY_BYTES }),
     logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   })
   .superRefine((c, ctx) => {
@@ -112,6 +120,7 @@ export const controlPlaneConfigSchema = z
       auth: c.api.auth ?? (c.kube.mode === 'none' ? ('none' as const) : ('tokenreview' as const)),
       usageWriters: c.api.usageWriters ?? [`system:serviceaccount:${c.namespace}:vcuda-node-agent`],
       tokenAudiences: c.api.tokenAudiences,
+      maxBodyBytes: c.api.maxBodyBytes,
     },
   }));
 

@@ -402,6 +402,8 @@ export async function startControlPlane(
       }),
       metrics: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
       isReady: async () => (watch ? watch.isSynced() : true),
+      log: { error: (fields, message) => log.error(fields, message) },
+      apiMaxBodyBytes: config.api.maxBodyBytes,
     });
 
     // 7. Serve; then follow the cluster (readiness waits for the first full list).
