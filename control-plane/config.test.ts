@@ -55,6 +55,7 @@ describe('control plane config', () => {
       auth: 'tokenreview',
       usageWriters: ['system:serviceaccount:gpu-system:vcuda-node-agent'],
       tokenAudiences: [],
+      maxBodyBytes: 16 * 1024 * 1024,
     });
     const local = loadControlPlaneConfig({ flags: { kube: { mode: 'none' }, signingKeys: { source: 'ephemeral' } } });
     expect(local.api.auth).toBe('none');

@@ -376,6 +376,9 @@ export async function startControlPlane(
           clusterName: config.clusterName,
           usage: usageStore,
           ...(usageGuard ? { guard: usageGuard } : {}),
+          // A node agent reports only pods assigned to its node, on their granted cards.
+          pods: (namespace, name) => state.pod(namespace, name),
+          clock,
         }),
       ),
       dashboard: dashboardRoutes({
