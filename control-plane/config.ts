@@ -210,3 +210,42 @@ export function loadControlPlaneConfig(sources: {
   if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), 'control plane config');
   return Object.freeze(parsed.data);
 }
+
+const REDACTED = '****';
+/** Config keys whose string value is a credential, whatever object they sit in. */
+const SECRET_KEY = /(password|passphrase|secret|token|privatekey|apikey)$/i;
+/** Query parameters of a url that carry a credential (libpq's `?password=`, `?sslpassword=`). */
+const SECRET_PARAM = /(password|passphrase|secret|token|key)$/i;
+
+/** A url with the password of its user info and credential parameters replaced; other text as is. */
+export function redactUrl(text: string): string {
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(text)?.[0];
+  if (!scheme) return text;
+  const rest = text.slice(scheme.length);
+  const authorityEnd = rest.search(/[/?#]/);
+  const authority = authorityEnd < 0 ? rest : rest.slice(0, authorityEnd);
+  const at = authority.lastIndexOf('@');
+  const colon = authority.indexOf(':');
+  const userInfo =
+    at >= 0 && colon >= 0 && colon < at
+      ? `${authority.slice(0, colon + 1)}${REDACTED}${authority.slice(at)}`
+      : authority;
+  const tail = (authorityEnd < 0 ? '' : rest.slice(authorityEnd)).replace(
+    /([?&])([^=&#]+)=([^&#]*)/g,
+    (whole, sep: string, name: string) => (SECRET_PARAM.test(name) ? `${sep}${name}=${REDACTED}` : whole),
+  );
+  return `${scheme}${userInfo}${tail}`;
+}
+
+/**
+ * A copy of a configuration fit to print or log: passwords in urls and values of credential-named
+ * keys are replaced by `****`.
+ */
+export function redactSecrets(value: unknown, key = ''): unknown {
+  if (typeof value === 'string') return SECRET_KEY.test(key) ? REDACTED : redactUrl(value);
+  if (Array.isArray(value)) return value.map((v) => redactSecrets(v));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactSecrets(v, k)]));
+  }
+  return value;
+}
