@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { fieldError, fieldErrorsFromZod, ValidationError, VcudaError } from '../../contract/index.js';
 import type { UsageSample } from '../../db/usage.js';
 import type { Caller } from './caller-auth.js';
-import { judgeSample, type PodLookup, writerNodeOf } from './usage-writer.js';
+import { judgeSample, memoizedGrants, type PodLookup, writerNodeOf } from './usage-writer.js';
 
 const MIB = 1024 * 1024;
 /** A node of 16 cards with a few hundred containers stays far below this. */
@@ -96,8 +96,9 @@ function ownSamples(deps: UsageRoutesDeps, caller: Caller | undefined, report: U
   if (!pods) return { own: report.samples, unknown: 0 };
   const own: UsageReport['samples'] = [];
   const refused: string[] = [];
+  const grants = memoizedGrants();
   report.samples.forEach((s, i) => {
-    const verdict = judgeSample(report.node, s, pods);
+    const verdict = judgeSample(report.node, s, pods, grants);
     if (verdict === 'own') own.push(s);
     else if (verdict !== 'unknown') refused.push(`samples[${i}]: ${verdict.refused}`);
   });

@@ -51,7 +51,10 @@ export function writerNodeOf(caller: Caller, pods: PodLookup): string {
 /** Cards granted to each container of a pod on a node, as the control plane reads its assignment. */
 export type PodGrants = { node: string; cardsByContainer: ReadonlyMap<string, ReadonlySet<string>> };
 
-/** The pod's grants; undefined while it has no assignment for this very pod. */
+/**
+ * The pod's grants; undefined while it has no assignment for this very pod. The one place that
+ * reads an assignment for usage: where assignments are verified, this reads the verified view.
+ */
 export function grantsOf(pod: PodWithStatus): PodGrants | undefined {
   const assignment = peekAssignment(pod.metadata?.annotations?.[vcudaAnnotations.assignment] ?? '');
   if (!assignment || assignment.pod.uid !== pod.metadata?.uid) return undefined;
@@ -71,17 +74,31 @@ export type SampleRef = { podUid: string; namespace: string; pod: string; contai
  * does not hold (ended, or not yet seen), or one not assigned yet: nothing to record, nothing
  * wrong. Otherwise the reason the sample is not this node's to report.
  */
-export function judgeSample(node: string, s: SampleRef, pods: PodLookup): 'own' | 'unknown' | { refused: string } {
+export function judgeSample(
+  node: string,
+  s: SampleRef,
+  pods: PodLookup,
+  grants: (pod: PodWithStatus) => PodGrants | undefined = grantsOf,
+): 'own' | 'unknown' | { refused: string } {
   const pod = pods(s.namespace, s.pod);
   if (!pod || pod.metadata?.uid !== s.podUid) return 'unknown';
   const where = `pod ${s.namespace}/${s.pod}`;
   const runsOn = pod.spec?.nodeName;
   if (runsOn && runsOn !== node) return { refused: `${where} runs on node ${runsOn}, not ${node}` };
-  const grants = grantsOf(pod);
-  if (!grants) return 'unknown';
-  if (grants.node !== node) return { refused: `${where} is assigned to node ${grants.node}, not ${node}` };
-  if (!grants.cardsByContainer.get(s.container)?.has(s.cardUuid)) {
+  const granted = grants(pod);
+  if (!granted) return 'unknown';
+  if (granted.node !== node) return { refused: `${where} is assigned to node ${granted.node}, not ${node}` };
+  if (!granted.cardsByContainer.get(s.container)?.has(s.cardUuid)) {
     return { refused: `card ${s.cardUuid} is not granted to container ${s.container} of ${where}` };
   }
   return 'own';
+}
+
+/** grantsOf, reading each pod's assignment once however many of its samples a report carries. */
+export function memoizedGrants(): (pod: PodWithStatus) => PodGrants | undefined {
+  const seen = new Map<PodWithStatus, PodGrants | undefined>();
+  return (pod) => {
+    if (!seen.has(pod)) seen.set(pod, grantsOf(pod));
+    return seen.get(pod);
+  };
 }
