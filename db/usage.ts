@@ -96,7 +96,11 @@ export function createUsageStore(db: VcudaDb, opts: { clock: () => Date }) {
       const parsed = z.array(usageSampleSchema).safeParse(samples);
       if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), 'usage samples');
       if (parsed.data.length === 0) return { recorded: 0 };
-      const unique = [...new Map(parsed.data.map((u) => [sampleKey(u), u])).values()];
+      // One row per key, in key order: batches racing on the same samples wait on each other's
+      // unique-index entries in the same order, so they cannot deadlock.
+      const unique = [...new Map(parsed.data.map((u) => [sampleKey(u), u])).entries()]
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([, u]) => u);
       return db.transaction(async (tx) => {
         const stored = new Set<string>();
         for (const slice of slices(unique, USAGE_ROWS_PER_INSERT)) {
