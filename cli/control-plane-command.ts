@@ -29,12 +29,13 @@ export function registerControlPlaneCommand(program: Command): void {
     .option('--signing-key-file <file>', 'signing keys JSON for source file; env VCUDA_SIGNING_KEY_FILE')
     .option('--webhook-registration <mode>', 'auto | off; env VCUDA_WEBHOOK_REGISTRATION')
     .option('--log-level <level>', 'info, debug, ...; env VCUDA_LOG_LEVEL')
-    .option('--print-config', 'print the resolved configuration and exit')
+    .option('--print-config', 'print the resolved configuration (passwords redacted) and exit')
     .action(async (opts: ControlPlaneFlags & { printConfig?: boolean }) => {
       // Loaded here: the control plane's dependencies cost every other command ~2 s of start-up.
       const { buildConfig, runControlPlane } = await import('../control-plane/main.js');
       if (opts.printConfig) {
-        process.stdout.write(`${JSON.stringify(buildConfig(opts, process.env), null, 2)}\n`);
+        const { redactSecrets } = await import('../control-plane/config.js');
+        process.stdout.write(`${JSON.stringify(redactSecrets(buildConfig(opts, process.env)), null, 2)}\n`);
         return;
       }
       await runControlPlane(opts);

@@ -86,5 +86,38 @@ describe('vcuda quota / team', () => {
   it('parses team members as CLUSTER/NAMESPACE', () => {
     expect(parseMember('prod-eu/team-a')).toEqual({ cluster: 'prod-eu', namespace: 'team-a' });
     expect(() => parseMember('team-a')).toThrow(/expected CLUSTER\/NAMESPACE/);
+    expect(() => parseMember('prod-eu/Team_A')).toThrow(
+      /member "prod-eu\/Team_A": "Team_A" must be a Kubernetes name \(RFC 1123 label\)/,
+    );
+  });
+
+  describe('refuses what the ledger cannot hold, naming the flag, before touching the database', () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'vcuda-quota-'));
+    const set = (over: Record<string, string>) => {
+      const flags = { '--cluster': 'c1', '--namespace': 'team-a', '--core': '100', '--memory-mib': '1024', ...over };
+      return run(['quota', 'set', 'q', ...Object.entries(flags).flat(), '--data-dir', dataDir]);
+    };
+    it.each([
+      [{ '--core': '3000000000' }, /^--core: 3000000000 is more than the ledger holds \(at most 2147483647\)$/],
+      [{ '--memory-mib': '99999999999999999999' }, /^--memory-mib: 99999999999999999999 is more than the ledger holds/],
+      [{ '--namespace': 'Team_A' }, /^--namespace: "Team_A" must be a Kubernetes name \(RFC 1123 label\)/],
+      [{ '--namespace': 'a'.repeat(64) }, /^--namespace: "a{64}" must be a Kubernetes name/],
+      [{ '--namespace': 'team-a;drop table quotas' }, /^--namespace: .* must be a Kubernetes name/],
+    ])('%o', async (over, message) => {
+      await expect(set(over)).rejects.toThrow(message);
+    });
+
+    it('takes the largest value the ledger holds', async () => {
+      expect(await set({ '--core': '2147483647', '--memory-mib': '2147483647' })).toBe('quota q set\n');
+    });
+
+    it('refuses a team member that is not a namespace name', async () => {
+      await expect(run(['team', 'set', 't', 'c1/ok', 'c1/NOT OK', '--data-dir', dataDir])).rejects.toThrow(
+        /member "c1\/NOT OK": expected CLUSTER\/NAMESPACE/,
+      );
+      await expect(run(['team', 'set', 't', 'c1/-bad-', '--data-dir', dataDir])).rejects.toThrow(
+        /member "c1\/-bad-": "-bad-" must be a Kubernetes name/,
+      );
+    });
   });
 });

@@ -3,11 +3,11 @@
  * the database directly, so the database credentials are the authority to change quotas.
  */
 import type { Command } from 'commander';
-import { VcudaError } from '../contract/index.js';
+import { DNS1123_LABEL_RULE, isDns1123Label, VcudaError } from '../contract/index.js';
 import { closeDb, connectDb } from '../db/connect.js';
 import { loadDbConfig } from '../db/db-config.js';
 import { migrate } from '../db/migrate.js';
-import { createQuotaAdmin } from '../db/quotas.js';
+import { createQuotaAdmin, QUOTA_LIMIT_MAX } from '../db/quotas.js';
 import { addDbOptions, type CliOutput } from './db-command.js';
 
 type DbFlags = { databaseUrl?: string; dataDir?: string };
@@ -25,14 +25,23 @@ async function withQuotaAdmin<T>(flags: DbFlags, run: (admin: ReturnType<typeof 
 
 function wholeNumber(flag: string, text: string): number {
   if (!/^\d+$/.test(text)) throw new VcudaError('invalid', `${flag}: ${JSON.stringify(text)} is not a whole number`);
-  return Number(text);
+  const value = Number(text);
+  if (value > QUOTA_LIMIT_MAX) {
+    throw new VcudaError('invalid', `${flag}: ${text} is more than the ledger holds (at most ${QUOTA_LIMIT_MAX})`);
+  }
+  return value;
+}
+
+function namespaceName(where: string, text: string): string {
+  if (!isDns1123Label(text)) throw new VcudaError('invalid', `${where}: ${JSON.stringify(text)} ${DNS1123_LABEL_RULE}`);
+  return text;
 }
 
 /** `team-a/prod-eu` style member: CLUSTER/NAMESPACE. */
 export function parseMember(text: string): { cluster: string; namespace: string } {
   const m = /^([^/\s]+)\/([^/\s]+)$/.exec(text);
   if (!m) throw new VcudaError('invalid', `member ${JSON.stringify(text)}: expected CLUSTER/NAMESPACE`);
-  return { cluster: m[1] as string, namespace: m[2] as string };
+  return { cluster: m[1] as string, namespace: namespaceName(`member ${JSON.stringify(text)}`, m[2] as string) };
 }
 
 export function registerQuotaCommands(program: Command, io: CliOutput = stdout): void {
@@ -66,7 +75,7 @@ export function registerQuotaCommands(program: Command, io: CliOutput = stdout):
         name,
         scope: opts.team ? ('team' as const) : ('namespace' as const),
         ...(opts.cluster ? { cluster: opts.cluster } : {}),
-        ...(opts.namespace ? { namespace: opts.namespace } : {}),
+        ...(opts.namespace ? { namespace: namespaceName('--namespace', opts.namespace) } : {}),
         ...(opts.team ? { team: opts.team } : {}),
         ...(opts.gpuModel ? { gpuModel: opts.gpuModel } : {}),
         coreLimit: wholeNumber('--core', opts.core),

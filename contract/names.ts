@@ -50,6 +50,15 @@ export type ResourceNames = {
   readonly singleNuma: string;
 };
 
+/** A Kubernetes namespace (and most object) name: an RFC 1123 label, at most 63 characters. */
+export const DNS1123_LABEL_PATTERN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+export const DNS1123_LABEL_RULE =
+  'must be a Kubernetes name (RFC 1123 label): at most 63 lowercase letters, digits or "-", starting and ending with a letter or digit';
+
+export function isDns1123Label(name: string): boolean {
+  return name.length <= 63 && DNS1123_LABEL_PATTERN.test(name);
+}
+
 const DOMAIN_PATTERN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$/;
 
 /** Builds every user-facing name from one resource domain; refuses a domain Kubernetes would refuse. */

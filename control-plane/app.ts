@@ -2,9 +2,16 @@
  * The control plane's HTTP surface: one hono app composed of sub-apps, each built by the
  * component that owns it. One error exit maps vcuda's error classes to HTTP statuses.
  */
-import { Hono } from 'hono';
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
 import { ValidationError, VcudaError } from '../contract/index.js';
+
+/** Where an unexpected failure is told (pino's `error`: `{ err }` keeps the stack and cause). */
+export type ErrorLog = { error: (fields: { err: unknown; method: string; path: string }, message: string) => void };
+
+/** `/api/v1` bodies: a usage batch of 10,000 samples with long names stays well below this. */
+export const DEFAULT_API_MAX_BODY_BYTES = 16 * 1024 * 1024;
 
 export type AppParts = {
   /** `/admission/mutate`, `/admission/validate` (webhooks/). */
@@ -19,9 +26,25 @@ export type AppParts = {
   metrics?: () => Promise<{ contentType: string; body: string }>;
   /** Readiness: the ledger reachable, the watch cache synced; a reason when not. */
   readiness?: () => Promise<Readiness>;
+  /** Every answer 500 is logged here with its cause; the caller sees only "internal error". */
+  log?: ErrorLog;
+  /** Largest request body `/api/v1` reads (413 past it); default DEFAULT_API_MAX_BODY_BYTES. */
+  apiMaxBodyBytes?: number;
 };
 
 export type Readiness = { ready: true } | { ready: false; reason: string };
+
+/**
+ * Refuses a request body larger than `maxBytes` with 413, before it is read into memory:
+ * by its Content-Length, or while streaming a chunked body.
+ */
+export function limitBody(maxBytes: number): MiddlewareHandler {
+  return bodyLimit({
+    maxSize: maxBytes,
+    onError: (c: Context) =>
+      c.json({ error: { code: 'too-large', message: `request body exceeds ${maxBytes} bytes` } }, 413),
+  });
+}
 
 /** One `/api/v1` sub-app from the routes several components contribute. */
 export function apiRoutes(...parts: Hono[]): Hono {
@@ -59,12 +82,16 @@ export function createApp(parts: AppParts): Hono {
   }
   if (parts.admission) app.route('/admission', parts.admission);
   if (parts.scheduler) app.route('/scheduler', parts.scheduler);
-  if (parts.api) app.route('/api/v1', parts.api);
+  if (parts.api) {
+    app.use('/api/v1/*', limitBody(parts.apiMaxBodyBytes ?? DEFAULT_API_MAX_BODY_BYTES));
+    app.route('/api/v1', parts.api);
+  }
   if (parts.dashboard) app.route('/', parts.dashboard);
   app.onError((err, c) => {
     if (err instanceof HTTPException) return err.getResponse();
     const status = statusOf(err);
     const code = err instanceof VcudaError ? err.code : 'internal';
+    if (status === 500) parts.log?.error({ err, method: c.req.method, path: c.req.path }, 'request failed');
     return c.json({ error: { code, message: status === 500 ? 'internal error' : err.message } }, status);
   });
   return app;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../contract/index.js';
-import { loadControlPlaneConfig, parseConfigFile } from './config.js';
+import { loadControlPlaneConfig, parseConfigFile, redactSecrets, redactUrl } from './config.js';
 import { flagsToConfig } from './main.js';
 
 describe('control plane config', () => {
@@ -61,6 +61,7 @@ describe('control plane config', () => {
       auth: 'tokenreview',
       usageWriters: ['system:serviceaccount:gpu-system:vcuda-node-agent'],
       tokenAudiences: [],
+      maxBodyBytes: 16 * 1024 * 1024,
     });
     const local = loadControlPlaneConfig({ flags: { kube: { mode: 'none' }, signingKeys: { source: 'ephemeral' } } });
     expect(local.api.auth).toBe('none');
@@ -81,5 +82,31 @@ describe('control plane config', () => {
   it('reads numbers from the environment and refuses non-numbers', () => {
     expect(loadControlPlaneConfig({ env: { VCUDA_HEARTBEAT_STALE_SECONDS: '30' } }).heartbeatStaleSeconds).toBe(30);
     expect(() => loadControlPlaneConfig({ env: { VCUDA_PORT: 'eighty' } })).toThrow(/port/);
+  });
+
+  it('redacts passwords in urls and credential-named values, and leaves the rest as it is', () => {
+    expect(redactUrl('postgres://vcuda:s3cr%40t@db.example:5432/ledger?sslmode=require')).toBe(
+      'postgres://vcuda:****@db.example:5432/ledger?sslmode=require',
+    );
+    // An unencoded '@' in the password, a password parameter, a user without a password.
+    expect(redactUrl('postgresql://u:p@ss@h/db')).toBe('postgresql://u:****@h/db');
+    expect(redactUrl('postgres://h/db?user=u&password=hunter2&sslpassword=x')).toBe(
+      'postgres://h/db?user=u&password=****&sslpassword=****',
+    );
+    expect(redactUrl('postgres://u@h/db')).toBe('postgres://u@h/db');
+    expect(redactUrl('https://vcuda-control-plane.vcuda-system.svc:443/admission')).toBe(
+      'https://vcuda-control-plane.vcuda-system.svc:443/admission',
+    );
+    expect(
+      redactSecrets({ a: { dbPassword: 'x', apiToken: 'y', tokenAudiences: ['aud'], secretName: 'tls' }, n: 1 }),
+    ).toEqual({ a: { dbPassword: '****', apiToken: '****', tokenAudiences: ['aud'], secretName: 'tls' }, n: 1 });
+  });
+
+  it('prints a config with the database password redacted', () => {
+    const c = loadControlPlaneConfig({ env: { DATABASE_URL: 'postgres://vcuda:hunter2@db:5432/ledger' } });
+    const printed = JSON.stringify(redactSecrets(c));
+    expect(printed).toContain('"url":"postgres://vcuda:****@db:5432/ledger"');
+    expect(printed).not.toContain('hunter2');
+    expect(c.database.url).toBe('postgres://vcuda:hunter2@db:5432/ledger');
   });
 });

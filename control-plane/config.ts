@@ -7,6 +7,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { DEFAULT_RESOURCE_DOMAIN, fieldErrorsFromZod, resourceNames, ValidationError } from '../contract/index.js';
 import { webhookConfigSchema } from '../webhooks/config.js';
+import { DEFAULT_API_MAX_BODY_BYTES } from './app.js';
 import { placementPolicies } from './placement/placement-request.js';
 
 const port = z.number().int().min(0).max(65535);
@@ -92,8 +93,15 @@ export const controlPlaneConfigSchema = z
         usageWriters: z.array(z.string().min(1)).min(1).optional(),
         /** Audiences a token must carry (TokenReview spec.audiences); empty = the API server's. */
         tokenAudiences: z.array(z.string().min(1)).default([]),
+        /** Largest request body /api/v1 reads; larger ones get 413 before they are read. */
+        maxBodyBytes: z
+          .number()
+          .int()
+          .min(64 * 1024)
+          .max(256 * 1024 * 1024)
+          .default(DEFAULT_API_MAX_BODY_BYTES),
       })
-      .default({ tokenAudiences: [] }),
+      .default({ tokenAudiences: [], maxBodyBytes: DEFAULT_API_MAX_BODY_BYTES }),
     logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   })
   .superRefine((c, ctx) => {
@@ -134,6 +142,7 @@ export const controlPlaneConfigSchema = z
       auth: c.api.auth ?? (c.kube.mode === 'none' ? ('none' as const) : ('tokenreview' as const)),
       usageWriters: c.api.usageWriters ?? [`system:serviceaccount:${c.namespace}:vcuda-node-agent`],
       tokenAudiences: c.api.tokenAudiences,
+      maxBodyBytes: c.api.maxBodyBytes,
     },
   }));
 
@@ -225,4 +234,43 @@ export function loadControlPlaneConfig(sources: {
   const parsed = controlPlaneConfigSchema.safeParse(merged);
   if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), 'control plane config');
   return Object.freeze(parsed.data);
+}
+
+const REDACTED = '****';
+/** Config keys whose string value is a credential, whatever object they sit in. */
+const SECRET_KEY = /(password|passphrase|secret|token|privatekey|apikey)$/i;
+/** Query parameters of a url that carry a credential (libpq's `?password=`, `?sslpassword=`). */
+const SECRET_PARAM = /(password|passphrase|secret|token|key)$/i;
+
+/** A url with the password of its user info and credential parameters replaced; other text as is. */
+export function redactUrl(text: string): string {
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(text)?.[0];
+  if (!scheme) return text;
+  const rest = text.slice(scheme.length);
+  const authorityEnd = rest.search(/[/?#]/);
+  const authority = authorityEnd < 0 ? rest : rest.slice(0, authorityEnd);
+  const at = authority.lastIndexOf('@');
+  const colon = authority.indexOf(':');
+  const userInfo =
+    at >= 0 && colon >= 0 && colon < at
+      ? `${authority.slice(0, colon + 1)}${REDACTED}${authority.slice(at)}`
+      : authority;
+  const tail = (authorityEnd < 0 ? '' : rest.slice(authorityEnd)).replace(
+    /([?&])([^=&#]+)=([^&#]*)/g,
+    (whole, sep: string, name: string) => (SECRET_PARAM.test(name) ? `${sep}${name}=${REDACTED}` : whole),
+  );
+  return `${scheme}${userInfo}${tail}`;
+}
+
+/**
+ * A copy of a configuration fit to print or log: passwords in urls and values of credential-named
+ * keys are replaced by `****`.
+ */
+export function redactSecrets(value: unknown, key = ''): unknown {
+  if (typeof value === 'string') return SECRET_KEY.test(key) ? REDACTED : redactUrl(value);
+  if (Array.isArray(value)) return value.map((v) => redactSecrets(v));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactSecrets(v, k)]));
+  }
+  return value;
 }

@@ -30,6 +30,7 @@ import { createWebhookKeeper, type WebhookKeeper } from '../webhooks/webhook-kee
 import { cachedAuthenticator, requireCaller, tokenReview } from './api/caller-auth.js';
 import { reportsRoutes } from './api/reports-routes.js';
 import { usageRoutes } from './api/usage-routes.js';
+import { grantsOf } from './api/usage-writer.js';
 import { apiRoutes, createApp } from './app.js';
 import { AssignmentTrust, createAssignmentTrustMetrics, type UnverifiedAssignment } from './assignment-trust.js';
 import { ClusterState } from './cluster-state.js';
@@ -396,6 +397,11 @@ export async function startControlPlane(
           clusterName: config.clusterName,
           usage: usageStore,
           ...(usageGuard ? { guard: usageGuard } : {}),
+          // A node agent reports only pods assigned to its node, on their granted cards.
+          pods: (namespace, name) => state.pod(namespace, name),
+          grants: (pod) =>
+            grantsOf(state.heldAssignment(pod.metadata?.namespace ?? '', pod.metadata?.name ?? ''), pod.metadata?.uid),
+          clock,
         }),
       ),
       dashboard: dashboardRoutes({
@@ -427,6 +433,8 @@ export async function startControlPlane(
         const ledgerReached = await ledgerProbe.check();
         return ledgerReached.ok ? { ready: true } : { ready: false, reason: ledgerReached.reason };
       },
+      log: { error: (fields, message) => log.error(fields, message) },
+      apiMaxBodyBytes: config.api.maxBodyBytes,
     });
 
     // 7. Serve; then follow the cluster (readiness waits for the first full list).

@@ -112,4 +112,20 @@ describe('signing keys', () => {
   ])('refuses a key file that is $name', ({ text, message }) => {
     expect(() => parseKeyFile(text, 'keys.json')).toThrow(message);
   });
+
+  it('refuses at start a key file whose public JWK carries private members', async () => {
+    const good = await generateSigningKey('good');
+    const leaky = await generateSigningKey('leaky', 'ES256');
+    const dir = mkdtempSync(join(tmpdir(), 'vcuda-keys-'));
+    const file = join(dir, 'keys.json');
+    // An operator who pasted the private JWK in both places.
+    writeFileSync(file, serializeKeys([good, { ...leaky, publicJwk: leaky.privateJwk }]));
+    await expect(loadSigningKeys({ kind: 'file', path: file })).rejects.toThrow(
+      new RegExp(`${file}: keys\\[1\\]\\.publicJwk \\(kid leaky\\) holds private key members d;`),
+    );
+    for (const extra of [{ k: 'c2VjcmV0' }, { p: 'x', q: 'y', dp: 'a', dq: 'b', qi: 'c' }]) {
+      const text = serializeKeys([{ ...good, publicJwk: { ...good.publicJwk, ...extra } }]);
+      expect(() => parseKeyFile(text, 'keys.json')).toThrow(/holds private key members/);
+    }
+  });
 });

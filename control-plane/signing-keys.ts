@@ -56,7 +56,28 @@ export function parseKeyFile(text: string, where: string): KeySet {
     throw new VcudaError('invalid', `${where}: signing keys must be {"keys":[{kid,alg,privateJwk,publicJwk},...]}`);
   }
   const all = parsed.data.keys as SigningKey[];
+  refusePrivateMembers(all, where);
   return { active: all[0] as SigningKey, all, jwks: jwksOf(all) };
+}
+
+/** JWK members that are (parts of) a private or symmetric key (RFC 7518 sections 6.2.2, 6.3.2, 6.4). */
+const PRIVATE_JWK_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
+
+/**
+ * The public JWKs are published to every node (ConfigMap vcuda-jwks): one carrying a private member
+ * would hand out the signing key, so such a key set is refused before anything is published.
+ */
+function refusePrivateMembers(keys: readonly SigningKey[], where: string): void {
+  keys.forEach((key, i) => {
+    const found = PRIVATE_JWK_MEMBERS.filter((m) => m in key.publicJwk);
+    if (found.length > 0) {
+      throw new VcudaError(
+        'invalid',
+        `${where}: keys[${i}].publicJwk (kid ${key.kid}) holds private key members ${found.join(', ')}; ` +
+          'it is published to every node, so it must be the public half only',
+      );
+    }
+  });
 }
 
 export function serializeKeys(keys: readonly SigningKey[]): string {

@@ -361,6 +361,22 @@ describe.each(kinds)('ledger on %s', (kind) => {
       'invalid',
       /coreLimit/,
     );
+    const quota = { name: 'x', scope: 'namespace' as const, cluster: 'c1', namespace: 'a', memoryLimitMiB: 1 };
+    await expectCode(
+      ledger.setQuota({ ...quota, coreLimit: 3_000_000_000 }),
+      'invalid',
+      /coreLimit: Too big: expected number to be <=2147483647/,
+    );
+    await expectCode(
+      ledger.setQuota({ ...quota, namespace: 'ML_team', coreLimit: 1 }),
+      'invalid',
+      /namespace: must be a Kubernetes name \(RFC 1123 label\)/,
+    );
+    await expectCode(
+      ledger.setTeam('t', [{ cluster: 'c1', namespace: 'x'.repeat(64) }]),
+      'invalid',
+      /\[0\]\.namespace: must be a Kubernetes name/,
+    );
   });
 
   it('treats a pod racing itself as one reservation', async () => {

@@ -6,24 +6,34 @@
  */
 import { and, eq, inArray, or, sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { fieldErrorsFromZod, ValidationError, VcudaError } from '../contract/index.js';
+import {
+  DNS1123_LABEL_RULE,
+  fieldErrorsFromZod,
+  isDns1123Label,
+  ValidationError,
+  VcudaError,
+} from '../contract/index.js';
 import type { VcudaDb } from './connect.js';
 import { retryTransient } from './pg-errors.js';
 import { quotas, teamNamespaces } from './schema.js';
 
 const name = z.string().min(1).max(253);
+const namespaceName = z.string().refine(isDns1123Label, { message: DNS1123_LABEL_RULE });
+/** The most a limit column (PostgreSQL integer) holds. */
+export const QUOTA_LIMIT_MAX = 2_147_483_647;
+const limit = z.number().int().min(0).max(QUOTA_LIMIT_MAX);
 
 export const quotaRequestSchema = z
   .object({
     name,
     scope: z.enum(['namespace', 'team']),
     cluster: name.optional(),
-    namespace: name.optional(),
+    namespace: namespaceName.optional(),
     team: name.optional(),
     gpuModel: z.string().max(253).optional(),
     /** Hundredths of a card: two whole cards = 200. */
-    coreLimit: z.number().int().min(0),
-    memoryLimitMiB: z.number().int().min(0),
+    coreLimit: limit,
+    memoryLimitMiB: limit,
   })
   .superRefine((q, ctx) => {
     if (q.scope === 'namespace' && (!q.cluster || !q.namespace || q.team)) {
@@ -133,7 +143,7 @@ export function createQuotaAdmin(db: VcudaDb, opts: { clock: () => Date }) {
 
     /** Replaces a team's namespaces; a namespace moves out of any team it was in. */
     async setTeam(team: string, members: { cluster: string; namespace: string }[]): Promise<void> {
-      const parsed = z.array(z.object({ cluster: name, namespace: name })).safeParse(members);
+      const parsed = z.array(z.object({ cluster: name, namespace: namespaceName })).safeParse(members);
       if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), `team ${team}`);
       const list = parsed.data;
       await changeQuotas(db, async (tx) => {

@@ -19,17 +19,35 @@ import { rowsOf, type VcudaDb } from './connect.js';
 export const reportNames = ['gpu-hours', 'quota-usage', 'idle', 'fragmentation', 'top-consumers'] as const;
 export type ReportName = (typeof reportNames)[number];
 
-const date = z.union([z.date(), z.string().min(1).pipe(z.coerce.date())]).refine((d) => !Number.isNaN(d.getTime()), {
-  message: 'must be an ISO date such as 2026-03-01 or 2026-03-01T10:00:00Z',
-});
+/** Dates PostgreSQL and JavaScript both hold exactly, and that a ledger can have rows for. */
+const EARLIEST = Date.UTC(1970, 0, 1);
+const LATEST = Date.UTC(10_000, 0, 1) - 1;
+const date = z
+  .union([z.date(), z.string().min(1).max(64).pipe(z.coerce.date())])
+  .refine((d) => !Number.isNaN(d.getTime()), {
+    message: 'must be an ISO date such as 2026-03-01 or 2026-03-01T10:00:00Z',
+  })
+  .refine((d) => Number.isNaN(d.getTime()) || (d.getTime() >= EARLIEST && d.getTime() <= LATEST), {
+    message: 'must be within the years 1970 to 9999',
+  });
+
+/** Ten years: longer than any allocation the ledger keeps live. */
+const MAX_IDLE_MINUTES = 10 * 366 * 24 * 60;
+/** Below this a percentage is noise (and tiny doubles reach the database as denormals). */
+const MIN_NONZERO_PCT = 1e-6;
 
 export const reportParamsSchema = z.object({
   since: date.optional(),
   until: date.optional(),
-  cluster: z.string().min(1).optional(),
+  cluster: z.string().min(1).max(253).optional(),
   groupBy: z.enum(['namespace', 'team', 'cluster']).default('namespace'),
-  idleBelowPct: z.coerce.number().min(0).max(100).default(5),
-  idleForMinutes: z.coerce.number().int().positive().default(30),
+  idleBelowPct: z.coerce
+    .number()
+    .min(0)
+    .max(100)
+    .refine((v) => v === 0 || v >= MIN_NONZERO_PCT, { message: `must be 0 or at least ${MIN_NONZERO_PCT}` })
+    .default(5),
+  idleForMinutes: z.coerce.number().int().positive().max(MAX_IDLE_MINUTES).default(30),
   limit: z.coerce.number().int().positive().max(10_000).default(10),
 });
 export type ReportParams = z.input<typeof reportParamsSchema>;

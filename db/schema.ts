@@ -221,7 +221,14 @@ export const usageSamples = pgTable(
     resolution: text('resolution', { enum: ['raw', 'hour', 'day'] }).notNull(),
     samples: integer('samples').notNull().default(1),
   },
-  (t) => [index('usage_samples_time_idx').on(t.sampledAt), index('usage_samples_pod_idx').on(t.cluster, t.podUid)],
+  (t) => [
+    index('usage_samples_time_idx').on(t.sampledAt),
+    index('usage_samples_pod_idx').on(t.cluster, t.podUid),
+    // A raw sample counts once however often it is posted (a retried or replayed report).
+    uniqueIndex('usage_samples_raw_once_idx')
+      .on(t.cluster, t.podUid, t.container, t.cardUuid, t.sampledAt)
+      .where(sql`${t.resolution} = 'raw'`),
+  ],
 );
 
 /**

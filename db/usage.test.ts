@@ -1,9 +1,14 @@
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rowsOf } from './connect.js';
+import { rowsOf, type VcudaDb } from './connect.js';
 import { createLedger } from './ledger.js';
+import { MIGRATIONS_FOLDER, migrate } from './migrate.js';
 import { runReport } from './reports.js';
 import { createTestDatabase, type TestDatabase, testDbKinds } from './test-databases.js';
+import type { UsageSample } from './usage.js';
 
 const kinds = await testDbKinds();
 
@@ -92,5 +97,120 @@ describe.each(kinds)('usage samples on %s', (kind) => {
       code: 'invalid',
       message: expect.stringMatching(/\[0\]\.smPct/),
     });
+  });
+});
+
+const DAY = new Date('2026-03-05T00:00:00Z');
+const at = (minute: number) => new Date(DAY.getTime() + minute * 60_000);
+const usedSeconds = async (db: VcudaDb) =>
+  rowsOf<{ s: number }>(
+    await db.execute(sql`select coalesce(sum(used_gpu_seconds), 0)::float8 as s from usage_days`),
+  )[0]?.s;
+
+describe.each(kinds)('recording usage on %s', (kind) => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase(kind);
+  });
+  afterAll(async () => {
+    await t?.drop();
+  });
+
+  const sampleOf = (i: number, over: Partial<UsageSample> = {}): UsageSample => ({
+    cluster: 'c1',
+    namespace: `ns-${i % 7}`,
+    podUid: `pod-${Math.floor(i / 4)}`,
+    container: 'main',
+    cardUuid: `GPU-${i % 4}`,
+    sampledAt: at(0),
+    periodS: 10,
+    smPct: 50,
+    memoryUsedMiB: 100,
+    ...over,
+  });
+
+  it('writes a batch of 10,000 samples (past the 65,535 bind parameters of one statement) at once', async () => {
+    const ledger = createLedger(t.db, { clock: () => DAY });
+    const batch = Array.from({ length: 10_000 }, (_, i) => sampleOf(i));
+    expect(await ledger.recordUsage(batch)).toEqual({ recorded: 10_000 });
+    const n = rowsOf<{ n: number }>(await t.db.execute(sql`select count(*)::int as n from usage_samples`))[0]?.n;
+    expect(n).toBe(10_000);
+    // 10,000 x 10 s x 50 %.
+    expect(await usedSeconds(t.db)).toBe(50_000);
+    // The same batch again adds nothing.
+    expect(await ledger.recordUsage(batch)).toEqual({ recorded: 0 });
+    expect(await usedSeconds(t.db)).toBe(50_000);
+  });
+
+  it('counts a sample once whether it comes twice in a batch or in batches racing each other', async () => {
+    const ledger = createLedger(t.db, { clock: () => DAY });
+    const before = await usedSeconds(t.db);
+    const one = sampleOf(0, { podUid: 'replayed', sampledAt: at(5) });
+    expect(await ledger.recordUsage([one, { ...one }])).toEqual({ recorded: 1 });
+    const racing = await Promise.all([1, 2, 3, 4].map(() => ledger.recordUsage([{ ...one, sampledAt: at(6) }])));
+    expect(racing.map((r) => r.recorded).sort()).toEqual([0, 0, 0, 1]);
+    expect(((await usedSeconds(t.db)) ?? 0) - (before ?? 0)).toBe(10);
+  });
+});
+
+/** The migrations folder as it was before `upTo` (exclusive): a ledger written by an older release. */
+function migrationsBefore(tag: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'vcuda-migrations-'));
+  cpSync(MIGRATIONS_FOLDER, dir, { recursive: true });
+  const journalPath = join(dir, 'meta', '_journal.json');
+  const journal = JSON.parse(readFileSync(journalPath, 'utf8')) as { entries: { tag: string }[] };
+  journal.entries = journal.entries.slice(
+    0,
+    journal.entries.findIndex((e) => e.tag === tag),
+  );
+  writeFileSync(journalPath, JSON.stringify(journal));
+  return dir;
+}
+
+describe.each(kinds)('migration 0009 on %s', (kind) => {
+  it('removes copies of a raw sample stored before, and what they added to the daily roll-up', async () => {
+    const t = await createTestDatabase(kind);
+    const older = migrationsBefore('0009_usage_samples_once');
+    try {
+      // A ledger at 0008: drop what the fresh database got, then migrate it up to 0008 only.
+      await t.db.execute(sql`drop schema public cascade`);
+      await t.db.execute(sql`drop schema drizzle cascade`);
+      await t.db.execute(sql`create schema public`);
+      expect(await migrate(t.db, older)).toEqual({ applied: 9, total: 9 });
+      // What 0008 stored for the same sample posted 3 times and another once: the roll-up counted all four.
+      for (const [minute, pct] of [
+        [1, 40],
+        [1, 40],
+        [1, 40],
+        [2, 20],
+      ] as const) {
+        await t.db.execute(sql`insert into usage_samples
+          (cluster, namespace, pod_uid, container, card_uuid, sampled_at, period_s, sm_pct, memory_used_mib, resolution)
+          values ('c1', 'ml', 'p', 'c', 'GPU-1', ${at(minute).toISOString()}, 10, ${pct}, 1, 'raw')`);
+      }
+      // Rolled-up rows at the same time are not copies of a raw sample: they stay.
+      await t.db.execute(sql`insert into usage_samples
+        (cluster, namespace, pod_uid, container, card_uuid, sampled_at, period_s, sm_pct, memory_used_mib, resolution)
+        values ('c1', 'ml', 'p', 'c', 'GPU-1', ${at(1).toISOString()}, 3600, 10, 1, 'hour')`);
+      await t.db.execute(sql`insert into usage_days values ('c1', 'ml', ${DAY.toISOString()}, 14)`);
+
+      expect(await migrate(t.db)).toEqual({ applied: 1, total: 10 });
+      const rows = rowsOf<{ resolution: string; n: number }>(
+        await t.db.execute(sql`select resolution, count(*)::int as n from usage_samples group by 1 order by 1`),
+      );
+      expect(rows).toEqual([
+        { resolution: 'hour', n: 1 },
+        { resolution: 'raw', n: 2 },
+      ]);
+      expect(await usedSeconds(t.db)).toBe(6);
+      const ledger = createLedger(t.db, { clock: () => DAY });
+      const again = { cluster: 'c1', namespace: 'ml', podUid: 'p', container: 'c', cardUuid: 'GPU-1', periodS: 10 };
+      expect(await ledger.recordUsage([{ ...again, sampledAt: at(1), smPct: 40, memoryUsedMiB: 1 }])).toEqual({
+        recorded: 0,
+      });
+    } finally {
+      rmSync(older, { recursive: true, force: true });
+      await t.drop();
+    }
   });
 });

@@ -56,32 +56,88 @@ async function rollUp(db: VcudaDb, from: 'raw' | 'hour', to: 'hour' | 'day', bef
   return rowsOf<{ moved: number }>(result)[0]?.moved ?? 0;
 }
 
+/**
+ * Rows per INSERT: each sample binds 10 parameters and PostgreSQL takes at most 65,535 per
+ * statement, so a node's batch of thousands is written in slices inside one transaction.
+ */
+export const USAGE_ROWS_PER_INSERT = 1_000;
+
+/** What makes a raw sample the same sample: posted twice, it counts once. */
+const sampleKey = (u: Pick<UsageSample, 'cluster' | 'podUid' | 'container' | 'cardUuid' | 'sampledAt'>) =>
+  `${u.cluster}\u0000${u.podUid}\u0000${u.container}\u0000${u.cardUuid}\u0000${u.sampledAt.getTime()}`;
+
+/** GPU-seconds used per (cluster, namespace, UTC day of the sample), in a fixed (lock) order. */
+function usedPerDay(samples: readonly UsageSample[]) {
+  const perDay = new Map<string, { cluster: string; namespace: string; day: Date; usedGpuSeconds: number }>();
+  for (const u of samples) {
+    const day = new Date(Math.floor(u.sampledAt.getTime() / DAY_MS) * DAY_MS);
+    const key = `${u.cluster}\u0000${u.namespace}\u0000${day.getTime()}`;
+    const row = perDay.get(key) ?? { cluster: u.cluster, namespace: u.namespace, day, usedGpuSeconds: 0 };
+    row.usedGpuSeconds += (u.smPct * u.periodS) / 100;
+    perDay.set(key, row);
+  }
+  // Keys in a fixed order so concurrent batches lock roll-up rows in the same order.
+  return [...perDay.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, row]) => row);
+}
+
+function slices<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
 export function createUsageStore(db: VcudaDb, opts: { clock: () => Date }) {
   return {
-    async recordUsage(samples: UsageSample[]): Promise<void> {
+    /**
+     * Records raw samples; one already stored (same cluster, pod, container, card and time) is
+     * skipped, so a retried or replayed report counts once. Returns how many were new.
+     */
+    async recordUsage(samples: UsageSample[]): Promise<{ recorded: number }> {
       const parsed = z.array(usageSampleSchema).safeParse(samples);
       if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), 'usage samples');
-      if (parsed.data.length === 0) return;
-      // GPU-seconds used per (cluster, namespace, UTC day of the sample) for the daily roll-up.
-      const perDay = new Map<string, { cluster: string; namespace: string; day: Date; usedGpuSeconds: number }>();
-      for (const u of parsed.data) {
-        const day = new Date(Math.floor(u.sampledAt.getTime() / DAY_MS) * DAY_MS);
-        const key = `${u.cluster}\u0000${u.namespace}\u0000${day.getTime()}`;
-        const row = perDay.get(key) ?? { cluster: u.cluster, namespace: u.namespace, day, usedGpuSeconds: 0 };
-        row.usedGpuSeconds += (u.smPct * u.periodS) / 100;
-        perDay.set(key, row);
-      }
-      // Keys in a fixed order so concurrent batches lock roll-up rows in the same order.
-      const days = [...perDay.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, row]) => row);
-      await db.transaction(async (tx) => {
-        await tx.insert(usageSamples).values(parsed.data.map((u) => ({ ...u, resolution: 'raw' as const })));
-        await tx
-          .insert(usageDays)
-          .values(days)
-          .onConflictDoUpdate({
-            target: [usageDays.cluster, usageDays.namespace, usageDays.day],
-            set: { usedGpuSeconds: sql`${usageDays.usedGpuSeconds} + excluded.used_gpu_seconds` },
-          });
+      if (parsed.data.length === 0) return { recorded: 0 };
+      // One row per key, in key order: batches racing on the same samples wait on each other's
+      // unique-index entries in the same order, so they cannot deadlock.
+      const unique = [...new Map(parsed.data.map((u) => [sampleKey(u), u])).entries()]
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([, u]) => u);
+      return db.transaction(async (tx) => {
+        const stored = new Set<string>();
+        for (const slice of slices(unique, USAGE_ROWS_PER_INSERT)) {
+          const rows = await tx
+            .insert(usageSamples)
+            .values(slice.map((u) => ({ ...u, resolution: 'raw' as const })))
+            .onConflictDoNothing({
+              target: [
+                usageSamples.cluster,
+                usageSamples.podUid,
+                usageSamples.container,
+                usageSamples.cardUuid,
+                usageSamples.sampledAt,
+              ],
+              where: sql`${usageSamples.resolution} = 'raw'`,
+            })
+            .returning({
+              cluster: usageSamples.cluster,
+              podUid: usageSamples.podUid,
+              container: usageSamples.container,
+              cardUuid: usageSamples.cardUuid,
+              sampledAt: usageSamples.sampledAt,
+            });
+          for (const row of rows) stored.add(sampleKey(row));
+        }
+        // Only what was new adds to the daily roll-up (a few rows per namespace and day).
+        const fresh = unique.filter((u) => stored.has(sampleKey(u)));
+        for (const days of slices(usedPerDay(fresh), USAGE_ROWS_PER_INSERT)) {
+          await tx
+            .insert(usageDays)
+            .values(days)
+            .onConflictDoUpdate({
+              target: [usageDays.cluster, usageDays.namespace, usageDays.day],
+              set: { usedGpuSeconds: sql`${usageDays.usedGpuSeconds} + excluded.used_gpu_seconds` },
+            });
+        }
+        return { recorded: fresh.length };
       });
     },
 

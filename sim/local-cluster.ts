@@ -96,9 +96,11 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
         username: CONTROL_PLANE_USER,
         groups: ['system:serviceaccounts', 'system:authenticated'],
       },
+      // Node-0's agent pod token, as a Kubernetes >= 1.30 API server reviews a projected one.
       'vcuda-node-agent-token': {
         username: NODE_AGENT_USER,
         groups: ['system:serviceaccounts', 'system:authenticated'],
+        extra: { 'authentication.kubernetes.io/node-name': ['node-0'] },
       },
     };
     const httpService = await startServiceProxy({ port: opts.port ?? 0 });

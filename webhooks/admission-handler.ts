@@ -56,7 +56,7 @@ export function createAdmissionListener(deps: AdmissionRoutesDeps, prefix = '/ad
     answer(hook, text).then(
       (r: AdmissionReply) => send(res, r.status, r.body),
       (err: unknown) => {
-        deps.logger.warn({ err: String(err), hook }, 'admission answer failed');
+        deps.logger.warn({ err, hook }, 'admission answer failed');
         if (!res.headersSent)
           send(res, 500, JSON.stringify({ error: { code: 'internal', message: 'admission failed' } }));
       },

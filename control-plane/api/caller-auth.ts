@@ -11,7 +11,19 @@ import type { MiddlewareHandler } from 'hono';
 import { VcudaError } from '../../contract/index.js';
 import { toVcudaError } from '../kube-client.js';
 
-export type Caller = { username: string; groups: string[] };
+export type Caller = {
+  username: string;
+  groups: string[];
+  /** TokenReview's `user.extra`: a token bound to a pod names it, and (Kubernetes >= 1.30) its node. */
+  extra?: Readonly<Record<string, readonly string[]>>;
+};
+
+declare module 'hono' {
+  /** What `requireCaller` leaves on the request for the handler: who was let in. */
+  interface ContextVariableMap {
+    caller?: Caller;
+  }
+}
 
 /** Resolves a bearer token to its caller; undefined when the token is not valid. */
 export type Authenticator = (token: string) => Promise<Caller | undefined>;
@@ -39,7 +51,8 @@ export function tokenReview(kc: KubeConfig, audiences: string[] = []): Authentic
       });
       const status = review.status;
       if (!status?.authenticated || !status.user?.username) return undefined;
-      return { username: status.user.username, groups: status.user.groups ?? [] };
+      const { username, groups, extra } = status.user;
+      return { username, groups: groups ?? [], ...(extra ? { extra } : {}) };
     } catch (err) {
       throw toVcudaError(err, 'token review');
     }
@@ -85,6 +98,7 @@ export function requireCaller(auth: Authenticator, allowed: readonly string[], w
     if (!allowedSet.has(caller.username)) {
       throw new VcudaError('forbidden', `${what}: ${caller.username} may not do this; allowed: ${who}`);
     }
+    c.set('caller', caller);
     await next();
   };
 }

@@ -3,7 +3,7 @@ import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
 import { migrate } from '../../db/migrate.js';
 import { createReportRunner } from '../../db/reports.js';
-import { createApp } from '../app.js';
+import { createApp, type ErrorLog } from '../app.js';
 import { reportsRoutes } from './reports-routes.js';
 
 const NOW = new Date('2026-03-02T12:00:00Z');
@@ -78,11 +78,56 @@ describe('GET /api/v1/reports/:name', () => {
     ['/api/v1/reports/gpu-hours?since=soon', 400, 'invalid', /since/],
     ['/api/v1/reports/gpu-hours?groupBy=pod', 400, 'invalid', /groupBy/],
     ['/api/v1/reports/idle?idleForMinutes=-3', 400, 'invalid', /idleForMinutes/],
+    // Values PostgreSQL cannot hold or compute with: a 400 naming the field, never a 500.
+    ['/api/v1/reports/gpu-hours?since=275760-09-13', 400, 'invalid', /since: must be within the years 1970 to 9999/],
+    ['/api/v1/reports/gpu-hours?until=+200000-01-01', 400, 'invalid', /until: must be within the years 1970/],
+    ['/api/v1/reports/gpu-hours?since=1800-01-01', 400, 'invalid', /since: must be within/],
+    ['/api/v1/reports/idle?idleForMinutes=99999999999', 400, 'invalid', /idleForMinutes: .*5270400/],
+    ['/api/v1/reports/idle?idleBelowPct=1e-320', 400, 'invalid', /idleBelowPct: must be 0 or at least 0.000001/],
+    ['/api/v1/reports/idle?idleBelowPct=NaN', 400, 'invalid', /idleBelowPct/],
+    ['/api/v1/reports/idle?idleBelowPct=101', 400, 'invalid', /idleBelowPct/],
   ])('%s -> %i', async (url, status, code, message) => {
     const res = await app.request(url);
     expect(res.status).toBe(status);
     const body = (await res.json()) as { error: { code: string; message: string } };
     expect(body.error.code).toBe(code);
     expect(body.error.message).toMatch(message);
+  });
+});
+
+describe('an unexpected failure', () => {
+  it('answers a generic 500 and logs the error with its cause', async () => {
+    const logged: Parameters<ErrorLog['error']>[] = [];
+    const cause = new Error('connect ECONNREFUSED 127.0.0.1:5432');
+    const app = createApp({
+      api: reportsRoutes({
+        reports: {
+          names: ['idle'],
+          run: async () => {
+            throw new Error('report query failed', { cause });
+          },
+        },
+      }),
+      log: { error: (...args) => logged.push(args) },
+    });
+    const res = await app.request('/api/v1/reports/idle');
+    expect(res.status).toBe(500);
+    expect(await res.json()).toEqual({ error: { code: 'internal', message: 'internal error' } });
+    expect(logged).toHaveLength(1);
+    const [fields, message] = logged[0] as Parameters<ErrorLog['error']>;
+    expect(message).toBe('request failed');
+    expect(fields).toMatchObject({ method: 'GET', path: '/api/v1/reports/idle' });
+    expect((fields.err as Error).message).toBe('report query failed');
+    expect((fields.err as Error).cause).toBe(cause);
+  });
+
+  it('logs nothing for a refusal the caller caused', async () => {
+    const logged: unknown[] = [];
+    const app = createApp({
+      api: reportsRoutes({ reports: { names: [], run: async () => ({}) as never } }),
+      log: { error: (...args) => logged.push(args) },
+    });
+    expect((await app.request('/api/v1/reports/idle?format=xml')).status).toBe(400);
+    expect(logged).toEqual([]);
   });
 });

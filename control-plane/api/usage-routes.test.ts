@@ -3,18 +3,52 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeDb, connectDb, rowsOf, type VcudaDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import { createUsageStore } from '../../db/usage.js';
-import { createApp } from '../app.js';
+import { apiRoutes, createApp } from '../app.js';
+import type { PodWithStatus } from '../placement/cluster-snapshot.js';
+import { assignedPod, cardUuid, grantsAsWritten } from '../testing/builders.js';
+import { type Caller, requireCaller } from './caller-auth.js';
 import { usageRoutes } from './usage-routes.js';
+import { NODE_NAME_EXTRA, POD_NAME_EXTRA, POD_UID_EXTRA } from './usage-writer.js';
+
+const NOW = new Date('2026-11-22T04:00:00Z');
+const NODE_AGENT = 'system:serviceaccount:vcuda-system:vcuda-node-agent';
+const agentOf = (extra: Caller['extra']): Caller => ({ username: NODE_AGENT, groups: [], ...(extra ? { extra } : {}) });
+
+/** Tokens as the API server reviews them: bound to node A (>= 1.30), to node B's agent pod (older), to nothing. */
+const callers: Record<string, Caller> = {
+  'agent-a': agentOf({ [NODE_NAME_EXTRA]: ['gpu-node-a'], [POD_NAME_EXTRA]: ['agent-a'], [POD_UID_EXTRA]: ['u-a'] }),
+  'agent-b': agentOf({ [POD_NAME_EXTRA]: ['agent-b'], [POD_UID_EXTRA]: ['uid-agent-b'] }),
+  'agent-gone': agentOf({ [POD_NAME_EXTRA]: ['agent-c'], [POD_UID_EXTRA]: ['uid-old-agent-c'] }),
+  legacy: agentOf(undefined),
+};
+
+const agentPod = (name: string, node: string): PodWithStatus => ({
+  metadata: { name, namespace: 'vcuda-system', uid: `uid-${name}` },
+  spec: { nodeName: node, containers: [] },
+  status: { phase: 'Running' },
+});
+const clusterPods = [
+  assignedPod('infer', 'gpu-node-a', [{ name: 'model', core: 30, memoryMiB: 1024, cards: [0] }], {
+    namespace: 'team-a',
+  }),
+  assignedPod('train', 'gpu-node-b', [{ name: 'main', core: 50, memoryMiB: 1024, cards: [0] }], {
+    namespace: 'team-b',
+  }),
+  agentPod('agent-b', 'gpu-node-b'),
+  agentPod('agent-c', 'gpu-node-c'),
+];
+const pods = (namespace: string, name: string) =>
+  clusterPods.find((p) => p.metadata?.namespace === namespace && p.metadata?.name === name);
 
 let db: VcudaDb;
 let app: ReturnType<typeof createApp>;
 
 const sample = (over: Record<string, unknown> = {}) => ({
-  podUid: 'uid-1',
+  podUid: 'uid-infer',
   namespace: 'team-a',
   pod: 'infer',
   container: 'model',
-  cardUuid: 'GPU-1',
+  cardUuid: cardUuid('gpu-node-a', 0),
   memoryUsedBytes: 3 * 1024 * 1024 + 5,
   memoryLimitBytes: 8 * 1024 * 1024,
   coreRequest: 30,
@@ -22,24 +56,39 @@ const sample = (over: Record<string, unknown> = {}) => ({
   smShare: 0.25,
   ...over,
 });
+const trainSample = sample({
+  podUid: 'uid-train',
+  namespace: 'team-b',
+  pod: 'train',
+  container: 'main',
+  cardUuid: cardUuid('gpu-node-b', 0),
+});
 
 beforeAll(async () => {
   db = await connectDb({});
   await migrate(db);
-  const usage = createUsageStore(db, { clock: () => new Date('2026-11-22T04:00:00Z') });
-  app = createApp({ api: usageRoutes({ clusterName: 'prod-eu', usage }) });
+  const usage = createUsageStore(db, { clock: () => NOW });
+  const guard = requireCaller(async (t) => callers[t], [NODE_AGENT], 'POST /api/v1/usage');
+  app = createApp({
+    api: apiRoutes(
+      usageRoutes({ clusterName: 'prod-eu', usage, guard, pods, grants: grantsAsWritten, clock: () => NOW }),
+    ),
+  });
 });
 
 afterAll(async () => {
   await closeDb(db);
 });
 
-const post = (body: unknown) =>
+const post = (body: unknown, token = 'agent-a') =>
   app.request('/api/v1/usage', {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
+const errorOf = async (res: Response) => ((await res.json()) as { error: { code: string; message: string } }).error;
+const countRows = async () =>
+  rowsOf<{ n: number }>(await db.execute(sql`select count(*)::int as n from usage_samples`))[0]?.n;
 
 describe('POST /api/v1/usage', () => {
   it('records measured samples in the ledger under the control plane cluster and skips unmeasured ones', async () => {
@@ -47,10 +96,10 @@ describe('POST /api/v1/usage', () => {
       node: 'gpu-node-a',
       at: '2026-11-22T03:59:50.000Z',
       periodS: 10,
-      samples: [sample(), sample({ container: 'sidecar', smShare: null })],
+      samples: [sample(), sample({ smShare: null, cardUuid: cardUuid('gpu-node-a', 0) })],
     });
     expect(res.status).toBe(200);
-    expect(await res.json()).toEqual({ recorded: 1, skipped: 1 });
+    expect(await res.json()).toEqual({ recorded: 1, duplicate: 0, unknown: 0, skipped: 1 });
     const rows = rowsOf<{
       cluster: string;
       container: string;
@@ -62,6 +111,85 @@ describe('POST /api/v1/usage', () => {
     expect(rows[0]).toMatchObject({ cluster: 'prod-eu', container: 'model', memory_used_mib: 3 });
     expect(Number(rows[0]?.sm_pct)).toBe(25);
     expect(Number(rows[0]?.period_s)).toBe(10);
+  });
+
+  it('counts a sample posted four times once, in the samples and in the daily roll-up', async () => {
+    const report = { node: 'gpu-node-a', at: '2026-11-22T03:00:00.000Z', periodS: 10, samples: [sample()] };
+    const answers = [];
+    for (let i = 0; i < 4; i++) answers.push(await (await post(report)).json());
+    expect(answers).toEqual([
+      { recorded: 1, duplicate: 0, unknown: 0, skipped: 0 },
+      ...Array(3).fill({ recorded: 0, duplicate: 1, unknown: 0, skipped: 0 }),
+    ]);
+    const rows = rowsOf<{ n: number }>(
+      await db.execute(sql`select count(*)::int as n from usage_samples where sampled_at = '2026-11-22T03:00:00Z'`),
+    );
+    expect(rows[0]?.n).toBe(1);
+    // 03:59:50 and 03:00:00, 10 s each at 25 %: 5 GPU-seconds, not 2.5 + 4 x 2.5.
+    const day = rowsOf<{ s: number }>(await db.execute(sql`select used_gpu_seconds as s from usage_days`));
+    expect(day.map((d) => Number(d.s))).toEqual([5]);
+  });
+
+  it("refuses samples of another node's pod or of a card not granted, and writes nothing", async () => {
+    const before = await countRows();
+    const at = '2026-11-22T03:10:00.000Z';
+    const otherPod = await post({ node: 'gpu-node-a', at, samples: [sample(), trainSample] });
+    expect(otherPod.status).toBe(403);
+    expect((await errorOf(otherPod)).message).toMatch(/samples\[1\]: pod team-b\/train runs on node gpu-node-b/);
+    const otherCard = await post({
+      node: 'gpu-node-a',
+      at,
+      samples: [sample({ cardUuid: cardUuid('gpu-node-a', 1) })],
+    });
+    expect(otherCard.status).toBe(403);
+    expect((await errorOf(otherCard)).message).toMatch(
+      /card GPU-.* is not granted to container model of pod team-a\/infer/,
+    );
+    const otherContainer = await post({ node: 'gpu-node-a', at, samples: [sample({ container: 'sidecar' })] });
+    expect(otherContainer.status).toBe(403);
+    // Naming the other node in the report does not help: the token speaks for node A.
+    const claimed = await post({ node: 'gpu-node-b', at, samples: [trainSample] });
+    expect(claimed.status).toBe(403);
+    expect((await errorOf(claimed)).message).toMatch(/node gpu-node-b: the caller's token speaks for node gpu-node-a/);
+    expect(await countRows()).toBe(before);
+  });
+
+  it("takes the node of an older cluster's token from its bound pod, and refuses a token bound to none", async () => {
+    const at = '2026-11-22T03:20:00.000Z';
+    const ok = await post({ node: 'gpu-node-b', at, samples: [trainSample] }, 'agent-b');
+    expect(await ok.json()).toEqual({ recorded: 1, duplicate: 0, unknown: 0, skipped: 0 });
+    expect((await post({ node: 'gpu-node-a', at, samples: [sample()] }, 'agent-b')).status).toBe(403);
+    const legacy = await post({ node: 'gpu-node-a', at, samples: [sample()] }, 'legacy');
+    expect(legacy.status).toBe(403);
+    expect((await errorOf(legacy)).message).toMatch(/bound to no pod, so it speaks for no node/);
+    // A token of a pod the view holds under another UID: not this agent's node (yet); retry later.
+    expect((await post({ node: 'gpu-node-c', at, samples: [] }, 'agent-gone')).status).toBe(503);
+  });
+
+  it('records nothing for a pod the cluster does not hold (ended, or made up)', async () => {
+    const res = await post({
+      node: 'gpu-node-a',
+      at: '2026-11-22T03:30:00.000Z',
+      samples: [sample({ podUid: 'uid-gone', pod: 'gone' }), sample({ podUid: 'uid-old' })],
+    });
+    expect(await res.json()).toEqual({ recorded: 0, duplicate: 0, unknown: 2, skipped: 0 });
+  });
+
+  it.each([
+    ['more than a minute ahead', '2026-11-22T04:01:01.000Z', /at: .* is more than a minute ahead/],
+    ['far in the future', '9999-12-31T00:00:00.000Z', /at: .* is more than a minute ahead/],
+    ['older than the raw samples are kept', '2026-11-21T04:59:59.000Z', /at: .* is more than 23 hours old/],
+  ])('refuses a report timed %s with a 400 naming at', async (_name, at, message) => {
+    const before = await countRows();
+    const res = await post({ node: 'gpu-node-a', at, samples: [sample()] });
+    expect(res.status).toBe(400);
+    expect((await errorOf(res)).message).toMatch(message);
+    expect(await countRows()).toBe(before);
+  });
+
+  it('accepts a clock a little ahead', async () => {
+    const res = await post({ node: 'gpu-node-a', at: '2026-11-22T04:00:59.000Z', samples: [sample()] });
+    expect(res.status).toBe(200);
   });
 
   it.each([
@@ -82,8 +210,60 @@ describe('POST /api/v1/usage', () => {
   ])('refuses %s with a 400 naming the field', async (_name, body, field) => {
     const res = await post(body);
     expect(res.status).toBe(400);
-    const { error } = (await res.json()) as { error: { code: string; message: string } };
+    const error = await errorOf(res);
     expect(error.code).toBe('invalid');
     expect(error.message).toContain(field);
+  });
+});
+
+describe('the body limit of /api/v1', () => {
+  const many = (n: number) =>
+    Array.from({ length: n }, (_, i) =>
+      sample({
+        podUid: `0f6f3a52-5b8c-4a57-9d1e-${String(i).padStart(12, '0')}`,
+        pod: `inference-server-7d9f8b6c4-${i}`,
+        namespace: 'team-recommendations-prod',
+        container: 'model-server',
+        cardUuid: `GPU-5c1e0a52-8d3f-4f4e-b9a1-${String(i % 16).padStart(12, '0')}`,
+        memoryUsedBytes: 12_345_678_901,
+        memoryLimitBytes: 40_000_000_000,
+      }),
+    );
+  const recorded: number[] = [];
+  const appWith = (maxBytes?: number) =>
+    createApp({
+      api: apiRoutes(
+        usageRoutes({
+          clusterName: 'c1',
+          usage: {
+            recordUsage: async (s) => {
+              recorded.push(s.length);
+              return { recorded: s.length };
+            },
+          },
+          clock: () => NOW,
+        }),
+      ),
+      ...(maxBytes ? { apiMaxBodyBytes: maxBytes } : {}),
+    });
+  const postTo = (target: ReturnType<typeof createApp>, samples: unknown[]) =>
+    target.request('/api/v1/usage', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ node: 'gpu-node-a', at: '2026-11-22T03:59:50.000Z', samples }),
+    });
+
+  it('takes the largest batch a node may send (10,000 samples) under the default limit', async () => {
+    const res = await postTo(appWith(), many(10_000));
+    expect(res.status).toBe(200);
+    expect(recorded.at(-1)).toBe(10_000);
+  });
+
+  it('answers 413 past the limit without recording anything', async () => {
+    recorded.length = 0;
+    const res = await postTo(appWith(64 * 1024), many(1_000));
+    expect(res.status).toBe(413);
+    expect((await errorOf(res)).message).toBe('request body exceeds 65536 bytes');
+    expect(recorded).toEqual([]);
   });
 });

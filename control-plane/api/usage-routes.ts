@@ -1,12 +1,16 @@
 /**
  * `POST /usage` (mounted under `/api/v1`): node agents report per-container usage every period;
  * the samples go into the ledger's usage table, where reports turn them into GPU-hours used and
- * idle allocations. Only translates the node agent's wire shape into the ledger's samples.
+ * idle allocations. A node agent reports only its own node's pods and cards (usage-writer.ts);
+ * a sample posted again counts once, and one from the future is refused.
  */
-import { Hono, type MiddlewareHandler } from 'hono';
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { z } from 'zod';
-import { fieldErrorsFromZod, ValidationError } from '../../contract/index.js';
+import { fieldError, fieldErrorsFromZod, ValidationError, VcudaError } from '../../contract/index.js';
 import type { UsageSample } from '../../db/usage.js';
+import type { PodWithStatus } from '../placement/cluster-snapshot.js';
+import type { Caller } from './caller-auth.js';
+import { judgeSample, memoizedGrants, type PodGrants, type PodLookup, writerNodeOf } from './usage-writer.js';
 
 const MIB = 1024 * 1024;
 /** A node of 16 cards with a few hundred containers stays far below this. */
@@ -36,45 +40,110 @@ export const usageReportSchema = z.object({
     )
     .max(MAX_SAMPLES),
 });
+type UsageReport = z.infer<typeof usageReportSchema>;
 
 export type UsageRoutesDeps = {
   clusterName: string;
-  usage: { recordUsage: (samples: UsageSample[]) => Promise<void> };
-  /** Who may write (caller-auth.ts); absent: whoever reaches the port. */
+  usage: { recordUsage: (samples: UsageSample[]) => Promise<{ recorded: number }> };
+  /** Who may write (caller-auth.ts); absent: whoever reaches the port, for the node it names. */
   guard?: MiddlewareHandler;
+  /**
+   * The cluster's pods as the control plane sees them: a sample must be of a pod assigned to the
+   * writer's node, on a card granted to its container. Absent (no cluster): not checked.
+   */
+  pods?: PodLookup;
+  /** What a pod's verified assignment grants (required with `pods`). */
+  grants?: (pod: PodWithStatus) => PodGrants | undefined;
+  clock?: () => Date;
 };
+
+/** A node agent's clock may run a little ahead; a sample from further in the future is refused. */
+const MAX_FUTURE_MS = 60_000;
+/**
+ * Raw samples older than a day are rolled up (db/usage.ts), after which a copy posted again could
+ * no longer be told from the original: older reports are refused, so a sample counts once.
+ */
+const MAX_AGE_MS = 23 * 3_600_000;
+
+function refuseAt(rule: string, detail: string): never {
+  throw new ValidationError([fieldError('at', rule, detail)], 'usage report');
+}
+
+async function readReport(c: Context, now: Date): Promise<UsageReport> {
+  let body: unknown;
+  try {
+    body = await c.req.json();
+  } catch {
+    throw new ValidationError([fieldError('(body)', 'json', 'not valid JSON')], 'usage report');
+  }
+  const parsed = usageReportSchema.safeParse(body);
+  if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), 'usage report');
+  const at = new Date(parsed.data.at).getTime();
+  if (at > now.getTime() + MAX_FUTURE_MS) refuseAt('not-future', `${parsed.data.at} is more than a minute ahead`);
+  if (at < now.getTime() - MAX_AGE_MS) refuseAt('too-old', `${parsed.data.at} is more than 23 hours old`);
+  return parsed.data;
+}
+
+/** The samples of `report` this writer may record; refuses the report if any is another node's. */
+function ownSamples(deps: UsageRoutesDeps, caller: Caller | undefined, report: UsageReport) {
+  const pods = deps.pods;
+  if (caller) {
+    const node = writerNodeOf(caller, pods ?? (() => undefined));
+    if (node !== report.node) {
+      throw new VcudaError(
+        'forbidden',
+        `usage report: node ${report.node}: the caller's token speaks for node ${node}`,
+      );
+    }
+  }
+  if (!pods) return { own: report.samples, unknown: 0 };
+  const own: UsageReport['samples'] = [];
+  const refused: string[] = [];
+  const grants = memoizedGrants(deps.grants ?? (() => undefined));
+  report.samples.forEach((s, i) => {
+    const verdict = judgeSample(report.node, s, pods, grants);
+    if (verdict === 'own') own.push(s);
+    else if (verdict !== 'unknown') refused.push(`samples[${i}]: ${verdict.refused}`);
+  });
+  if (refused.length > 0) {
+    const more = refused.length > 5 ? `\n... and ${refused.length - 5} more` : '';
+    throw new VcudaError(
+      'forbidden',
+      `usage report from node ${report.node}:\n${refused.slice(0, 5).join('\n')}${more}`,
+    );
+  }
+  return { own, unknown: report.samples.length - own.length };
+}
 
 export function usageRoutes(deps: UsageRoutesDeps): Hono {
   const app = new Hono();
+  const clock = deps.clock ?? (() => new Date());
   if (deps.guard) app.use('/usage', deps.guard);
   app.post('/usage', async (c) => {
-    let body: unknown;
-    try {
-      body = await c.req.json();
-    } catch {
-      throw new ValidationError([{ path: '(body)', rule: 'json', message: '(body): not valid JSON' }], 'usage report');
-    }
-    const parsed = usageReportSchema.safeParse(body);
-    if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), 'usage report');
-    const report = parsed.data;
+    const report = await readReport(c, clock());
+    const { own, unknown } = ownSamples(deps, c.get('caller'), report);
     const sampledAt = new Date(report.at);
     // A container not yet measured (smShare null) has no SM figure to record; its memory alone
     // would read as an idle allocation, so it waits for its first measured period.
-    const samples: UsageSample[] = report.samples
-      .filter((s) => s.smShare !== null)
-      .map((s) => ({
-        cluster: deps.clusterName,
-        namespace: s.namespace,
-        podUid: s.podUid,
-        container: s.container,
-        cardUuid: s.cardUuid,
-        sampledAt,
-        periodS: report.periodS,
-        smPct: (s.smShare ?? 0) * 100,
-        memoryUsedMiB: Math.floor(s.memoryUsedBytes / MIB),
-      }));
-    await deps.usage.recordUsage(samples);
-    return c.json({ recorded: samples.length, skipped: report.samples.length - samples.length });
+    const measured = own.filter((s) => s.smShare !== null);
+    const samples: UsageSample[] = measured.map((s) => ({
+      cluster: deps.clusterName,
+      namespace: s.namespace,
+      podUid: s.podUid,
+      container: s.container,
+      cardUuid: s.cardUuid,
+      sampledAt,
+      periodS: report.periodS,
+      smPct: (s.smShare ?? 0) * 100,
+      memoryUsedMiB: Math.floor(s.memoryUsedBytes / MIB),
+    }));
+    const { recorded } = await deps.usage.recordUsage(samples);
+    return c.json({
+      recorded,
+      duplicate: samples.length - recorded,
+      unknown,
+      skipped: own.length - measured.length,
+    });
   });
   return app;
 }

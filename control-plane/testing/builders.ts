@@ -17,6 +17,7 @@ import {
   type SigningKey,
   vcudaAnnotations,
 } from '../../contract/index.js';
+import { grantsOf } from '../api/usage-writer.js';
 import { AssignmentTrust } from '../assignment-trust.js';
 import { ClusterState } from '../cluster-state.js';
 import {
@@ -277,4 +278,12 @@ export function forgedPlainPod(
     spec: { ...pod.spec, ...(opts.bound === false ? {} : { nodeName: node }) },
     status: { phase: 'Running' },
   };
+}
+
+/**
+ * What a pod's assignment grants, read as written. The control plane only grants from what its
+ * cluster view verified (`heldAssignment`); tests of other rules stand in for that view with this.
+ */
+export function grantsAsWritten(pod: PodWithStatus) {
+  return grantsOf(peekAssignment(pod.metadata?.annotations?.[vcudaAnnotations.assignment] ?? ''), pod.metadata?.uid);
 }

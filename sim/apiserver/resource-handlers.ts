@@ -13,7 +13,12 @@ import { applyPatch, type PatchType } from './patch.js';
 import { apiVersionOf, type ResourceType, typeKey } from './resource-registry.js';
 import type { KubeObject, Matcher } from './selectors.js';
 
-export type UserInfo = { username: string; groups: string[] };
+export type UserInfo = {
+  username: string;
+  groups: string[];
+  /** As a token bound to a pod carries it: `authentication.kubernetes.io/node-name`, `.../pod-name`, ... */
+  extra?: Record<string, string[]>;
+};
 export type WriteOptions = { dryRun: boolean; user: UserInfo };
 export type DeleteOptions = WriteOptions & {
   gracePeriodSeconds?: number;

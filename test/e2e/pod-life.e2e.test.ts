@@ -79,24 +79,29 @@ describe('a pod through the simulated cluster', () => {
     await removeAll();
   }, 90_000);
 
-  it('takes usage samples only from the node agents, proven by a token the API server reviews', async () => {
+  it("takes usage samples only from the node agents, each of its own node's pods, counted once", async () => {
+    await lc.client.create(podPath(NS), gpuPod('metered', 40, 2048));
+    await expect.poll(() => phaseOf(lc.client, NS, 'metered'), { timeout: 20_000 }).toBe('Running');
+    const pod = await lc.client.get(podPath(NS, 'metered'));
+    const card = (await liveRows(lc.db, pod.metadata.uid))[0]!.cardUuid;
     const sample = {
-      podUid: 'uid-usage-e2e',
+      podUid: pod.metadata.uid,
       namespace: NS,
       pod: 'metered',
       container: 'main',
-      cardUuid: 'GPU-e2e',
+      cardUuid: card,
       memoryUsedBytes: 1024 ** 3,
       memoryLimitBytes: 2 * 1024 ** 3,
       coreRequest: 40,
       coreLimit: 40,
       smShare: 0.35,
     };
-    const report = (token?: string) =>
+    const at = new Date().toISOString();
+    const report = (token?: string, samples: unknown[] = [sample]) =>
       fetch(`${lc.url}/api/v1/usage`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-        body: JSON.stringify({ node: 'node-0', at: new Date().toISOString(), periodS: 5, samples: [sample] }),
+        body: JSON.stringify({ node: 'node-0', at, periodS: 5, samples }),
       });
     const samples = async () =>
       rowsOf<{ n: number }>(
@@ -110,9 +115,12 @@ describe('a pod through the simulated cluster', () => {
     );
     expect((await report()).status).toBe(401);
     expect((await report('forged')).status).toBe(401);
+    // A card the pod was not granted is not the agent's to report.
+    expect((await report('vcuda-node-agent-token', [{ ...sample, cardUuid: 'GPU-not-granted' }])).status).toBe(403);
     expect(await samples()).toBe(0);
-    expect((await report('vcuda-node-agent-token')).status).toBe(200);
+    for (let i = 0; i < 3; i++) expect((await report('vcuda-node-agent-token')).status).toBe(200);
     expect(await samples()).toBe(1);
+    await removeAll();
   }, 60_000);
 
   it("stops the pod's CUDA program at its memory limit", async (ctx) => {

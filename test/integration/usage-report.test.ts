@@ -29,7 +29,16 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'vcuda-usage-'));
   api = await startApiServer({
     tokens: {
-      'agent-token': { username: NODE_AGENT, groups: ['system:serviceaccounts'] },
+      // A projected token of the agent pod on gpu-node-a, as Kubernetes >= 1.30 reviews it.
+      'agent-token': {
+        username: NODE_AGENT,
+        groups: ['system:serviceaccounts'],
+        extra: {
+          'authentication.kubernetes.io/node-name': ['gpu-node-a'],
+          'authentication.kubernetes.io/pod-name': ['vcuda-node-agent-x7k2p'],
+          'authentication.kubernetes.io/pod-uid': ['uid-agent-a'],
+        },
+      },
       'tenant-token': { username: 'system:serviceaccount:team-a:default', groups: ['system:serviceaccounts'] },
     },
   });
@@ -55,11 +64,12 @@ const sample: UsageSample = {
 };
 
 it("records a node agent's report, and refuses anyone else's with the reason", async () => {
-  const usage = createUsageStore(db, { clock: () => new Date('2026-11-22T04:00:00Z') });
+  const clock = () => new Date('2026-11-22T04:00:00Z');
+  const usage = createUsageStore(db, { clock });
   // The control plane reviews tokens with the API server under its own (admin, in the sim) identity.
   const review = tokenReview(kubeConfigFor(api.url));
   const guard = requireCaller(cachedAuthenticator(review), [NODE_AGENT], 'POST /api/v1/usage');
-  const app = createApp({ api: apiRoutes(usageRoutes({ clusterName: 'c1', usage, guard })) });
+  const app = createApp({ api: apiRoutes(usageRoutes({ clusterName: 'c1', usage, guard, clock })) });
   const fetchFn = ((url: URL, init: RequestInit) => app.request(url.pathname, init)) as unknown as typeof fetch;
   const sinkWith = (token: string | undefined) => {
     const file = join(dir, `token-${token ?? 'none'}`);
@@ -78,6 +88,10 @@ it("records a node agent's report, and refuses anyone else's with the reason", a
 
   // A tenant's own token is valid but not a node agent's; a made-up one and none at all are refused.
   const forged = { ...sample, smShare: 0 };
+  // The node agent's own token speaks for its node only.
+  await expect(sinkWith('agent-token').report('gpu-node-b', [forged], at, 10)).rejects.toThrow(
+    /HTTP 403 .*node gpu-node-b: the caller's token speaks for node gpu-node-a/,
+  );
   await expect(sinkWith('tenant-token').report('gpu-node-a', [forged], at, 10)).rejects.toThrow(
     /HTTP 403 .*system:serviceaccount:team-a:default may not do this; allowed: system:serviceaccount:vcuda-system:vcuda-node-agent/,
   );

@@ -1,0 +1,109 @@
+/**
+ * Whose usage a report may carry: a node agent writes only samples of pods assigned to its own
+ * node, on the cards granted to them. The node comes from the caller's token as the API server
+ * reviewed it; the pods and their cards from the control plane's cluster view. Pure over a pod
+ * lookup, so the rules are tested without a cluster.
+ */
+import { type Assignment, VcudaError } from '../../contract/index.js';
+import type { PodWithStatus } from '../placement/cluster-snapshot.js';
+import type { Caller } from './caller-auth.js';
+
+/** Set by the API server on tokens bound to a pod, Kubernetes >= 1.30 (ServiceAccountTokenPodNodeInfo). */
+export const NODE_NAME_EXTRA = 'authentication.kubernetes.io/node-name';
+/** Set on every token bound to a pod (projected service account tokens), older clusters included. */
+export const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
+export const POD_UID_EXTRA = 'authentication.kubernetes.io/pod-uid';
+
+export type PodLookup = (namespace: string, name: string) => PodWithStatus | undefined;
+
+const SERVICE_ACCOUNT = /^system:serviceaccount:([^:]+):[^:]+$/;
+
+function oneExtra(caller: Caller, key: string): string | undefined {
+  const values = caller.extra?.[key];
+  return values?.length === 1 && values[0] ? values[0] : undefined;
+}
+
+/**
+ * The node a caller's token speaks for: the node the API server names in it, else the node its
+ * bound pod (the node agent's own, by name and UID) runs on. A token bound to no pod (a legacy
+ * Secret token, a `kubectl create token` without --bound-object) speaks for no node.
+ */
+export function writerNodeOf(caller: Caller, pods: PodLookup): string {
+  const node = oneExtra(caller, NODE_NAME_EXTRA);
+  if (node) return node;
+  const podName = oneExtra(caller, POD_NAME_EXTRA);
+  const podUid = oneExtra(caller, POD_UID_EXTRA);
+  const namespace = SERVICE_ACCOUNT.exec(caller.username)?.[1];
+  if (!podName || !podUid || !namespace) {
+    throw new VcudaError(
+      'forbidden',
+      `${caller.username}: the token is bound to no pod, so it speaks for no node; ` +
+        'node agents must send their projected service account token',
+    );
+  }
+  const pod = pods(namespace, podName);
+  if (!pod || pod.metadata?.uid !== podUid || !pod.spec?.nodeName) {
+    throw new VcudaError('unavailable', `the node of pod ${namespace}/${podName} is not known yet; retry`);
+  }
+  return pod.spec.nodeName;
+}
+
+/** Cards granted to each container of a pod on a node, as the control plane reads its assignment. */
+export type PodGrants = { node: string; cardsByContainer: ReadonlyMap<string, ReadonlySet<string>> };
+
+/**
+ * The pod's grants; undefined while it has no assignment for this very pod. The one place that
+ * reads an assignment for usage: where assignments are verified, this reads the verified view.
+ */
+/**
+ * What a verified assignment grants (the cluster view's `heldAssignment`: signed by us and
+ * matching the pod). An annotation nobody verified grants nothing, so it cannot make samples count.
+ */
+export function grantsOf(assignment: Assignment | undefined, podUid: string | undefined): PodGrants | undefined {
+  if (!assignment || assignment.pod.uid !== podUid) return undefined;
+  const cardsByContainer = new Map<string, Set<string>>();
+  for (const c of assignment.containers) {
+    const cards = cardsByContainer.get(c.name) ?? new Set<string>();
+    for (const g of c.cards) cards.add(g.uuid);
+    cardsByContainer.set(c.name, cards);
+  }
+  return { node: assignment.node, cardsByContainer };
+}
+
+export type SampleRef = { podUid: string; namespace: string; pod: string; container: string; cardUuid: string };
+
+/**
+ * `own`: a pod assigned to `node` and a card granted to the container. `unknown`: a pod the view
+ * does not hold (ended, or not yet seen), or one not assigned yet: nothing to record, nothing
+ * wrong. Otherwise the reason the sample is not this node's to report.
+ */
+export function judgeSample(
+  node: string,
+  s: SampleRef,
+  pods: PodLookup,
+  grants: (pod: PodWithStatus) => PodGrants | undefined,
+): 'own' | 'unknown' | { refused: string } {
+  const pod = pods(s.namespace, s.pod);
+  if (!pod || pod.metadata?.uid !== s.podUid) return 'unknown';
+  const where = `pod ${s.namespace}/${s.pod}`;
+  const runsOn = pod.spec?.nodeName;
+  if (runsOn && runsOn !== node) return { refused: `${where} runs on node ${runsOn}, not ${node}` };
+  const granted = grants(pod);
+  if (!granted) return 'unknown';
+  if (granted.node !== node) return { refused: `${where} is assigned to node ${granted.node}, not ${node}` };
+  if (!granted.cardsByContainer.get(s.container)?.has(s.cardUuid)) {
+    return { refused: `card ${s.cardUuid} is not granted to container ${s.container} of ${where}` };
+  }
+  return 'own';
+}
+
+/** `grants`, asked once per pod however many of its samples a report carries. */
+export function memoizedGrants(
+  grants: (pod: PodWithStatus) => PodGrants | undefined,
+): (pod: PodWithStatus) => PodGrants | undefined {
+  const seen = new Map<PodWithStatus, PodGrants | undefined>();
+  return (pod) => {
+    if (!seen.has(pod)) seen.set(pod, grants(pod));
+    return seen.get(pod);
+  };
+}
