@@ -110,7 +110,7 @@ FG_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   struct node *n = *p;
   if (n) *p = n->next;
   pthread_mutex_unlock(&fg_mem_lock);
-  if (!n) return CUDA_ERROR_INVALID_VALUE;
+  if (!n) return fg_pool_free(dptr); /* the driver frees stream-ordered allocations here too */
   fg_mem_uncharge(fg_node(n->device), n->bytes);
   free(n);
   return CUDA_SUCCESS;

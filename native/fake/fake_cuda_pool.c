@@ -71,8 +71,7 @@ FG_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes,
   return cuMemAllocFromPoolAsync(dptr, bytes, pool, s);
 }
 
-FG_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
-  (void)s;
+CUresult fg_pool_free(uint64_t dptr) {
   pthread_mutex_lock(&fg_mem_lock);
   struct node **p = fg_mem_find(4, dptr);
   struct node *n = *p;
@@ -83,9 +82,15 @@ FG_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
     pool_trim_locked(pool, pool->threshold);
   }
   pthread_mutex_unlock(&fg_mem_lock);
-  if (!n) return cuMemFree_v2(dptr); /* freeing a cuMemAlloc pointer in stream order is allowed */
   free(n);
-  return CUDA_SUCCESS;
+  return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+FG_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
+  (void)s;
+  CUresult rc = fg_pool_free(dptr);
+  /* freeing a cuMemAlloc pointer in stream order is allowed */
+  return rc == CUDA_SUCCESS ? rc : cuMemFree_v2(dptr);
 }
 FG_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) { return cuMemFreeAsync(dptr, s); }
 

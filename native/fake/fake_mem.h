@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "vc_cuda.h"
+
 #define VMM_GRANULARITY (2u << 20)
 
 struct node {
@@ -31,5 +33,9 @@ uint64_t fg_take_va(int dev, uint64_t bytes);
 
 /* The current context's device, or the CUresult explaining why there is none. */
 int fg_current_device(int *dev);
+
+/* Frees a stream-ordered allocation (fake_cuda_pool.c); CUDA_ERROR_INVALID_VALUE when `dptr` is
+ * not one. */
+CUresult fg_pool_free(uint64_t dptr);
 
 #endif

@@ -27,4 +27,8 @@ void *vc_nvml_hook_for_export(const char *export_name);
  * compute limiter's launch hooks, else the driver's own pointer. */
 void *vc_wrap_resolved(const char *base, int cuda_version, uint64_t flags, void *real_fn);
 
+/* Frees a stream-ordered allocation with `do_free` and settles its pool (hooks_pool.c). Returns 1
+ * with *rc set when `dptr` is one, 0 (nothing done) when it is not. */
+int vc_pool_free(CUdeviceptr dptr, CUresult (*do_free)(CUdeviceptr, CUstream), CUstream stream, CUresult *rc);
+
 #endif

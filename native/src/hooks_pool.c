@@ -24,6 +24,7 @@ struct pool_charge {
   int index;        /* config record */
   uint64_t charged; /* what the region holds for this pool */
   uint64_t live;    /* bytes of allocations not yet freed */
+  int destroyed;    /* cuMemPoolDestroy ran: only live allocations remain, the handle is gone */
 };
 
 static struct pool_charge pools[MAX_POOLS];
@@ -33,7 +34,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* Caller holds lock. NULL when `create` is 0 and the pool is unknown, or the table is full. */
 static struct pool_charge *pool_entry(CUmemoryPool pool, int index, int create) {
   for (int i = 0; i < pool_count; i++)
-    if (pools[i].pool == pool) return &pools[i];
+    if (pools[i].pool == pool && !pools[i].destroyed) return &pools[i];
   if (!create) return NULL;
   for (int i = 0; i < pool_count; i++) {
     if (pools[i].charged == 0 && pools[i].live == 0) { /* reuse an idle entry */
@@ -61,7 +62,8 @@ static uint64_t pool_reserved(CUmemoryPool pool, uint64_t fallback) {
  * growth seen after a free or trim cannot be, and is recorded even past the limit so the views
  * stay true. Caller holds lock. */
 static CUresult settle(struct pool_charge *p, int may_refuse) {
-  uint64_t reserved = pool_reserved(p->pool, p->live);
+  /* A destroyed pool's handle may already name a new pool: only its live allocations count. */
+  uint64_t reserved = p->destroyed ? p->live : pool_reserved(p->pool, p->live);
   uint64_t target = reserved > p->live ? reserved : p->live;
   if (target > p->charged) {
     uint64_t more = target - p->charged;
@@ -72,6 +74,7 @@ static CUresult settle(struct pool_charge *p, int may_refuse) {
     vc_uncharge(p->index, p->charged - target);
   }
   p->charged = target;
+  if (p->destroyed && target == 0) *p = (struct pool_charge){0}; /* free for reuse */
   return CUDA_SUCCESS;
 }
 
@@ -148,26 +151,37 @@ VC_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesi
   return alloc_in_pool(NULL, VC_REAL_CUDA(cuMemAllocFromPoolAsync_ptsz), dptr, bytesize, pool, hStream);
 }
 
+/* Frees a stream-ordered allocation through `do_free` (cuMemFreeAsync, or cuMemFree, which the
+ * driver accepts for them too) and settles its pool. 1 with *rc set when `dptr` was one. */
+int vc_pool_free(CUdeviceptr dptr, CUresult (*do_free)(CUdeviceptr, CUstream), CUstream stream, CUresult *rc) {
+  struct vc_alloc a;
+  pthread_mutex_lock(&lock);
+  if (vc_alloc_take(VC_ALLOC_POOL, dptr, &a) != 0) {
+    pthread_mutex_unlock(&lock);
+    return 0;
+  }
+  *rc = do_free(dptr, stream);
+  struct pool_charge *p = NULL;
+  for (int i = 0; i < pool_count && !p; i++)
+    if (pools[i].pool == (CUmemoryPool)(uintptr_t)a.handle && pools[i].index == a.device && pools[i].live) p = &pools[i];
+  if (*rc != CUDA_SUCCESS) {
+    vc_alloc_put_handle(VC_ALLOC_POOL, dptr, a.device, a.bytes, a.handle);
+  } else if (p) {
+    p->live = p->live > a.bytes ? p->live - a.bytes : 0;
+    settle(p, 0);
+  }
+  pthread_mutex_unlock(&lock);
+  return 1;
+}
+
 /* cuMemFreeAsync also frees cuMemAlloc pointers (in stream order); those are linear entries. */
 static CUresult free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdeviceptr dptr, CUstream stream) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc;
+  if (vc_pool_free(dptr, real, stream, &rc)) return rc;
   struct vc_alloc a;
-  pthread_mutex_lock(&lock);
-  if (vc_alloc_take(VC_ALLOC_POOL, dptr, &a) == 0) {
-    CUresult rc = real(dptr, stream);
-    struct pool_charge *p = pool_entry((CUmemoryPool)(uintptr_t)a.handle, a.device, 0);
-    if (rc != CUDA_SUCCESS) {
-      vc_alloc_put_handle(VC_ALLOC_POOL, dptr, a.device, a.bytes, a.handle);
-    } else if (p) {
-      p->live = p->live > a.bytes ? p->live - a.bytes : 0;
-      settle(p, 0);
-    }
-    pthread_mutex_unlock(&lock);
-    return rc;
-  }
-  pthread_mutex_unlock(&lock);
   int known = vc_alloc_take(VC_ALLOC_LINEAR, dptr, &a) == 0;
-  CUresult rc = real(dptr, stream);
+  rc = real(dptr, stream);
   if (known && rc == CUDA_SUCCESS) vc_uncharge(a.device, a.bytes);
   else if (known) vc_alloc_put(VC_ALLOC_LINEAR, dptr, a.device, a.bytes);
   return rc;
@@ -188,6 +202,22 @@ VC_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   CUresult rc = real(pool, minBytesToKeep);
   struct pool_charge *p = rc == CUDA_SUCCESS ? pool_entry(pool, -1, 0) : NULL;
   if (p) settle(p, 0);
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
+/* The driver releases a destroyed pool's memory once its last allocation is freed: the pool's
+ * reserved memory stops being charged now, its live allocations when they are freed. */
+VC_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  __typeof__(&cuMemPoolDestroy) real = VC_REAL_CUDA(cuMemPoolDestroy);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  pthread_mutex_lock(&lock);
+  CUresult rc = real(pool);
+  struct pool_charge *p = rc == CUDA_SUCCESS ? pool_entry(pool, -1, 0) : NULL;
+  if (p) {
+    p->destroyed = 1;
+    settle(p, 0);
+  }
   pthread_mutex_unlock(&lock);
   return rc;
 }

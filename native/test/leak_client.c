@@ -1,0 +1,64 @@
+/* A plain CUDA program run under LD_PRELOAD=libvcuda.so by leak_test.c: each scenario is a path
+ * where the driver frees memory (or takes it) behind the allocation hooks' back, and exits 0 when
+ * the budget follows the driver. Limit: TEST_LIMIT_MIB on device 0, no context overhead. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fakegpu.h"
+#include "vc_cuda.h"
+
+#define MiB (1ull << 20)
+
+static uint64_t limit_bytes(void) { return strtoull(getenv("TEST_LIMIT_MIB"), NULL, 10) * MiB; }
+
+static CUcontext setup(void) {
+  CUdevice dev;
+  CUcontext ctx = NULL;
+  CHECK(cuInit(0) == CUDA_SUCCESS, "cuInit");
+  CHECK(cuDeviceGet(&dev, 0) == CUDA_SUCCESS, "cuDeviceGet");
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS, "primary ctx");
+  CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS, "set current");
+  return ctx;
+}
+
+/* cudaFree of a cudaMallocAsync pointer: the driver's cuMemFree_v2 frees it, so must the budget. */
+static void async_free(void) {
+  uint64_t L = limit_bytes();
+  CUdeviceptr p, q;
+  CHECK(cuMemAllocAsync(&p, L, NULL) == CUDA_SUCCESS, "async at the limit");
+  CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "cuMemFree_v2 of a stream-ordered pointer");
+  CHECK(cuMemAlloc_v2(&q, L) == CUDA_SUCCESS, "its charge was released");
+  CHECK(cuMemFree_v2(q) == CUDA_SUCCESS, "free");
+}
+
+/* A destroyed pool's reserved memory goes back to the device, and to the budget. */
+static void pool_destroy(void) {
+  uint64_t L = limit_bytes(), never = ~0ull;
+  CUmemPoolProps props = {0};
+  props.allocType = 1;
+  props.location.type = VC_CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool pool;
+  CUdeviceptr p, q;
+  CHECK(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS, "pool");
+  CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &never) == CUDA_SUCCESS, "never release");
+  CHECK(cuMemAllocFromPoolAsync(&p, L, pool, NULL) == CUDA_SUCCESS, "pool allocation at the limit");
+  CHECK(cuMemFreeAsync(p, NULL) == CUDA_SUCCESS, "freed into the pool (still reserved)");
+  CHECK(cuMemAlloc_v2(&q, MiB) == CUDA_ERROR_OUT_OF_MEMORY, "the pool's reserved memory is charged");
+  CHECK(cuMemPoolDestroy(pool) == CUDA_SUCCESS, "destroy");
+  CHECK(cuMemAlloc_v2(&q, L) == CUDA_SUCCESS, "after destroy the budget is back");
+  CHECK(cuMemFree_v2(q) == CUDA_SUCCESS, "free");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 2;
+  setup();
+  if (check_failures) return 1;
+  if (strcmp(argv[1], "async-free") == 0) async_free();
+  else if (strcmp(argv[1], "pool-destroy") == 0) pool_destroy();
+  else return 2;
+  return check_failures ? 1 : 0;
+}
