@@ -14,6 +14,12 @@
 #define VC_CONFIG_MAX_DEVICES 16u
 #define VC_CONFIG_DEFAULT_PATH "/etc/vcuda/vcuda.conf"
 
+/* Constructor priorities of the fork handlers: prepare handlers run in reverse registration order,
+ * so locks are taken pool -> allocation table -> config, the order the hooks nest them in. */
+#define VC_ATFORK_CONFIG 201
+#define VC_ATFORK_ALLOC_TABLE 202
+#define VC_ATFORK_POOL 203
+
 enum vc_config_offset {
   VC_CFG_OFF_MAGIC = 0,
   VC_CFG_OFF_VERSION = 8,

@@ -2,8 +2,11 @@
  * where the driver frees memory (or takes it) behind the allocation hooks' back, and exits 0 when
  * the budget follows the driver. Limit: TEST_LIMIT_MIB on device 0, no context overhead. */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -53,12 +56,44 @@ static void pool_destroy(void) {
   CHECK(cuMemFree_v2(q) == CUDA_SUCCESS, "free");
 }
 
+static atomic_int stop;
+
+static void *alloc_loop(void *ctx) {
+  cuCtxSetCurrent(ctx);
+  CUdeviceptr p;
+  while (!atomic_load(&stop)) {
+    if (cuMemAllocAsync(&p, MiB, NULL) == CUDA_SUCCESS) cuMemFreeAsync(p, NULL);
+  }
+  return NULL;
+}
+
+/* fork while other threads are inside the stream-ordered hooks: the child can still free. */
+static void fork_in_pool(CUcontext ctx) {
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, alloc_loop, ctx);
+  int hung = 0;
+  for (int i = 0; i < 100 && !hung; i++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(5); /* a child that inherited a held lock dies of SIGALRM */
+      cuMemFreeAsync(0x1234, NULL);
+      _exit(0);
+    }
+    int status = 0;
+    hung = pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  }
+  CHECK(!hung, "a child forked during stream-ordered allocations could not take the pool lock");
+  atomic_store(&stop, 1);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return 2;
-  setup();
+  CUcontext ctx = setup();
   if (check_failures) return 1;
   if (strcmp(argv[1], "async-free") == 0) async_free();
   else if (strcmp(argv[1], "pool-destroy") == 0) pool_destroy();
+  else if (strcmp(argv[1], "fork") == 0) fork_in_pool(ctx);
   else return 2;
   return check_failures ? 1 : 0;
 }
