@@ -239,6 +239,25 @@ static int own_slot_locked(void) {
   return (int)k;
 }
 
+/* exec keeps the pid and the start time but not the address space: the driver freed everything
+ * the old image allocated, and no destructor ran to say so. A slot with this process's identity
+ * at open time is therefore the old image's; its charges are released and the slot freed. */
+static void drop_pre_exec_slot(void) {
+  char state;
+  uint64_t start = 0;
+  pid_t pid = self_pid();
+  if (vc_proc_stat(pid, &state, &start) != 0 || lock_region() != 0) return;
+  uint32_t hw = atomic_load_explicit(&hdr()->slot_high_water, memory_order_acquire);
+  for (uint32_t k = 0; k < hw; k++) {
+    struct vc_process_slot *s = slot(k);
+    if (atomic_load_explicit(&s->state, memory_order_acquire) != VC_SLOT_LIVE) continue;
+    if (s->pid != (uint32_t)pid || s->start_ticks != start) continue;
+    vc_log(VC_LOG_INFO, "slot %u held by this pid before exec: its memory is gone, releasing it", k);
+    free_slot_locked(s);
+  }
+  unlock_region();
+}
+
 static int init_header_locked(uint32_t device_count) {
   struct region_header *h = hdr();
   if (atomic_load_explicit(&h->ready, memory_order_acquire) == READY_MARK) return 0;
@@ -311,6 +330,7 @@ int vc_region_open(const char *path, uint32_t device_count, char *err, size_t er
   /* The mapping keeps the open file description alive: unlock explicitly, close() would not. */
   flock(fd, LOCK_UN);
   close(fd);
+  drop_pre_exec_slot();
   return 0;
 fail:
   if (map != MAP_FAILED) munmap(map, VC_REGION_FILE_SIZE);

@@ -87,6 +87,20 @@ static void fork_in_pool(CUcontext ctx) {
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
 }
 
+/* Holds the whole budget, then execs itself: the new image must get the budget back. */
+static void exec_self(const char *self) {
+  CUdeviceptr p;
+  CHECK(cuMemAlloc_v2(&p, limit_bytes()) == CUDA_SUCCESS, "the old image holds the limit");
+  if (check_failures) return;
+  execl(self, self, "after-exec", (char *)NULL);
+  CHECK(0, "exec failed");
+}
+
+static void after_exec(void) {
+  CUdeviceptr p;
+  CHECK(cuMemAlloc_v2(&p, limit_bytes()) == CUDA_SUCCESS, "after exec the old image's charge is gone");
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return 2;
   CUcontext ctx = setup();
@@ -94,6 +108,8 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "async-free") == 0) async_free();
   else if (strcmp(argv[1], "pool-destroy") == 0) pool_destroy();
   else if (strcmp(argv[1], "fork") == 0) fork_in_pool(ctx);
+  else if (strcmp(argv[1], "exec") == 0) exec_self(argv[0]);
+  else if (strcmp(argv[1], "after-exec") == 0) after_exec();
   else return 2;
   return check_failures ? 1 : 0;
 }
