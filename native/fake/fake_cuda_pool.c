@@ -86,6 +86,23 @@ CUresult fg_pool_free(uint64_t dptr) {
   return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+static int on_device(const struct node *n, const void *dev) { return n->kind == 4 && n->device == *(const int *)dev; }
+
+static void release_pool_node(struct node *n) {
+  pthread_mutex_lock(&fg_mem_lock);
+  ((CUmemoryPool)(uintptr_t)n->handle)->used -= n->bytes;
+  pthread_mutex_unlock(&fg_mem_lock);
+  free(n);
+}
+
+void fg_pool_reset_device(int dev) {
+  fg_mem_remove_if(on_device, &dev, release_pool_node);
+  pthread_mutex_lock(&fg_mem_lock);
+  if (dev >= 0 && dev < FG_MAX_DEVICES) pool_trim_locked(&default_pools[dev], 0);
+  if (dev >= 0 && dev < FG_MAX_DEVICES && current_pools[dev]) pool_trim_locked(current_pools[dev], 0);
+  pthread_mutex_unlock(&fg_mem_lock);
+}
+
 FG_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
   (void)s;
   CUresult rc = fg_pool_free(dptr);

@@ -17,6 +17,7 @@ struct node {
   uint64_t bytes;
   uint64_t handle; /* mapping: its handle; pool allocation: its pool */
   int maps, released;
+  void *ctx; /* the context current at allocation (what cuCtxDestroy / a primary reset frees) */
   struct node *next;
 };
 
@@ -27,6 +28,19 @@ struct node **fg_mem_find(int kind, uint64_t key);
 
 /* Records an entry (takes the lock). 0, or -1 out of memory. */
 int fg_mem_put(int kind, uint64_t key, int device, uint64_t bytes, uint64_t handle);
+
+/* Removes (under the lock) every entry `drop` says yes to, then hands each to `done` (unlocked),
+ * which frees it. */
+void fg_mem_remove_if(int (*drop)(const struct node *, const void *), const void *arg, void (*done)(struct node *));
+
+/* Frees the linear allocations made in `ctx` (cuCtxDestroy, primary context release/reset). */
+void fg_mem_drop_context(void *ctx);
+
+/* Frees every stream-ordered allocation on device `dev` and empties its pools (primary reset). */
+void fg_pool_reset_device(int dev);
+
+/* The primary context of device `dev` (fake_cuda_device.c). */
+void *fg_primary_ctx(int dev);
 
 /* A fresh device address range of `bytes` on `dev`. */
 uint64_t fg_take_va(int dev, uint64_t bytes);

@@ -31,4 +31,13 @@ void *vc_wrap_resolved(const char *base, int cuda_version, uint64_t flags, void 
  * with *rc set when `dptr` is one, 0 (nothing done) when it is not. */
 int vc_pool_free(CUdeviceptr dptr, CUresult (*do_free)(CUdeviceptr, CUstream), CUstream stream, CUresult *rc);
 
+/* A primary context reset freed every stream-ordered allocation on config record `index`: their
+ * pools stop counting them and are re-read from the driver (hooks_pool.c). */
+void vc_pool_forget_device(int index);
+
+/* Context bookkeeping for what the driver frees with a context (hooks_ctx_free.c): the primary
+ * context handle of `dev` as retained, and contexts created by cuCtxCreate*. */
+void vc_ctx_primary_retained(CUdevice dev, CUcontext ctx);
+void vc_ctx_created(CUcontext ctx, CUdevice dev);
+
 #endif

@@ -13,7 +13,7 @@ static CUresult charge_then(int index, uint64_t bytes, CUresult driver_rc, CUdev
     vc_uncharge(index, bytes);
     return driver_rc;
   }
-  if (vc_alloc_put(VC_ALLOC_LINEAR, ptr, index, bytes) != 0) {
+  if (vc_charge_record(VC_ALLOC_LINEAR, ptr, index, bytes, vc_current_context()) != 0) {
     if (undo) undo(ptr);
     vc_uncharge(index, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -122,7 +122,7 @@ static CUresult free_with(CUdeviceptr ptr, CUresult (*real)(CUdeviceptr), CUresu
   rc = real(ptr);
   if (!known) return rc;
   if (rc == CUDA_SUCCESS) vc_uncharge(a.device, a.bytes);
-  else vc_alloc_put(VC_ALLOC_LINEAR, ptr, a.device, a.bytes); /* still allocated */
+  else vc_alloc_record(VC_ALLOC_LINEAR, ptr, &a, NULL); /* still allocated */
   return rc;
 }
 

@@ -86,6 +86,26 @@ static CUresult settle(struct pool_charge *p, int may_refuse) {
   return CUDA_SUCCESS;
 }
 
+/* The live pool entry an allocation of `pool` on record `index` counts in; caller holds lock. */
+static struct pool_charge *owner_of(CUmemoryPool pool, int index) {
+  for (int i = 0; i < pool_count; i++)
+    if (pools[i].pool == pool && pools[i].index == index && pools[i].live) return &pools[i];
+  return NULL;
+}
+
+/* Records a new allocation. A pointer still recorded was freed by the driver without a free we
+ * saw (a context reset, say): its old pool stops counting it. Caller holds lock. */
+static int record_allocation(CUdeviceptr dptr, int index, uint64_t bytes, CUmemoryPool pool) {
+  struct vc_alloc value = {.bytes = bytes, .device = index, .handle = (uint64_t)(uintptr_t)pool}, old;
+  int rc = vc_alloc_record(VC_ALLOC_POOL, dptr, &value, &old);
+  struct pool_charge *was = rc == 1 ? owner_of((CUmemoryPool)(uintptr_t)old.handle, old.device) : NULL;
+  if (was) {
+    was->live = was->live > old.bytes ? was->live - old.bytes : 0;
+    settle(was, 0);
+  }
+  return rc < 0 ? rc : 0;
+}
+
 /* The pool cuMemAllocAsync would use: the current device's current pool. */
 static CUresult device_pool(CUmemoryPool *pool, int *index) {
   __typeof__(&cuCtxGetDevice) get_dev = VC_REAL_CUDA(cuCtxGetDevice);
@@ -129,8 +149,7 @@ static CUresult alloc_in_pool(alloc_async_fn real, alloc_pool_fn pool_real, CUde
   }
   p->charged += extra;
   p->live += bytes;
-  if (settle(p, 1) != CUDA_SUCCESS ||
-      vc_alloc_put_handle(VC_ALLOC_POOL, *dptr, index, bytes, (uint64_t)(uintptr_t)pool) != 0) {
+  if (settle(p, 1) != CUDA_SUCCESS || record_allocation(*dptr, index, bytes, pool) != 0) {
     __typeof__(&cuMemFreeAsync) free_async = VC_REAL_CUDA(cuMemFreeAsync);
     if (free_async) free_async(*dptr, stream);
     p->live -= bytes;
@@ -169,11 +188,9 @@ int vc_pool_free(CUdeviceptr dptr, CUresult (*do_free)(CUdeviceptr, CUstream), C
     return 0;
   }
   *rc = do_free(dptr, stream);
-  struct pool_charge *p = NULL;
-  for (int i = 0; i < pool_count && !p; i++)
-    if (pools[i].pool == (CUmemoryPool)(uintptr_t)a.handle && pools[i].index == a.device && pools[i].live) p = &pools[i];
+  struct pool_charge *p = owner_of((CUmemoryPool)(uintptr_t)a.handle, a.device);
   if (*rc != CUDA_SUCCESS) {
-    vc_alloc_put_handle(VC_ALLOC_POOL, dptr, a.device, a.bytes, a.handle);
+    vc_alloc_record(VC_ALLOC_POOL, dptr, &a, NULL);
   } else if (p) {
     p->live = p->live > a.bytes ? p->live - a.bytes : 0;
     settle(p, 0);
@@ -191,7 +208,7 @@ static CUresult free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdeviceptr 
   int known = vc_alloc_take(VC_ALLOC_LINEAR, dptr, &a) == 0;
   rc = real(dptr, stream);
   if (known && rc == CUDA_SUCCESS) vc_uncharge(a.device, a.bytes);
-  else if (known) vc_alloc_put(VC_ALLOC_LINEAR, dptr, a.device, a.bytes);
+  else if (known) vc_alloc_record(VC_ALLOC_LINEAR, dptr, &a, NULL);
   return rc;
 }
 
@@ -228,4 +245,23 @@ VC_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   }
   pthread_mutex_unlock(&lock);
   return rc;
+}
+
+static int on_record(enum vc_alloc_kind kind, const struct vc_alloc *a, const void *index) {
+  return kind == VC_ALLOC_POOL && a->device == *(const int *)index;
+}
+
+static void forget_allocation(enum vc_alloc_kind kind, const struct vc_alloc *a, void *unused) {
+  (void)kind;
+  (void)unused;
+  struct pool_charge *p = owner_of((CUmemoryPool)(uintptr_t)a->handle, a->device);
+  if (p) p->live = p->live > a->bytes ? p->live - a->bytes : 0;
+}
+
+void vc_pool_forget_device(int index) {
+  pthread_mutex_lock(&lock);
+  vc_alloc_drop_if(on_record, forget_allocation, &index);
+  for (int i = 0; i < pool_count; i++)
+    if (pools[i].index == index && (pools[i].charged || pools[i].live)) settle(&pools[i], 0);
+  pthread_mutex_unlock(&lock);
 }

@@ -87,6 +87,42 @@ static void fork_in_pool(CUcontext ctx) {
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
 }
 
+/* cudaDeviceReset: the driver frees every allocation of the device (run with a 4 GiB limit). */
+static void reset(void) {
+  CUdeviceptr p, q, r;
+  CHECK(cuMemAlloc_v2(&p, 1024 * MiB) == CUDA_SUCCESS, "1 GiB linear");
+  CHECK(cuMemAllocAsync(&q, 1024 * MiB, NULL) == CUDA_SUCCESS, "1 GiB stream-ordered");
+  CHECK(cuDevicePrimaryCtxReset_v2(0) == CUDA_SUCCESS, "reset");
+  CHECK(cuMemAlloc_v2(&r, 3072 * MiB) == CUDA_SUCCESS, "3 GiB after the reset (2 GiB freed by the driver)");
+  CHECK(fakegpu_device_used_bytes(0) == 3072 * MiB, "the driver holds only the new 3 GiB");
+  CHECK(cuMemFree_v2(r) == CUDA_SUCCESS, "free");
+  CHECK(cuMemAlloc_v2(&r, 4096 * MiB) == CUDA_SUCCESS, "the whole limit after the free");
+  CHECK(cuMemFree_v2(r) == CUDA_SUCCESS, "free");
+}
+
+/* The last release of the primary context destroys it, and its memory. */
+static void release(void) {
+  CUdeviceptr p;
+  CUcontext ctx;
+  CHECK(cuMemAlloc_v2(&p, limit_bytes()) == CUDA_SUCCESS, "limit in the primary context");
+  CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS, "last release");
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS && cuCtxSetCurrent(ctx) == CUDA_SUCCESS, "retain again");
+  CHECK(cuMemAlloc_v2(&p, limit_bytes()) == CUDA_SUCCESS, "the released context's memory came back");
+}
+
+/* cuCtxDestroy frees the context's linear memory, not its stream-ordered memory (cuda.h). */
+static void destroy(void) {
+  CUcontext ctx;
+  CUdeviceptr p, q;
+  uint64_t half = limit_bytes() / 2;
+  CHECK(cuCtxCreate_v2(&ctx, 0, 0) == CUDA_SUCCESS, "create");
+  CHECK(cuMemAlloc_v2(&p, half) == CUDA_SUCCESS, "half the limit, linear");
+  CHECK(cuMemAllocAsync(&q, half, NULL) == CUDA_SUCCESS, "half the limit, stream-ordered");
+  CHECK(cuCtxDestroy_v2(ctx) == CUDA_SUCCESS, "destroy (pops it: the primary context is current again)");
+  CHECK(cuMemAlloc_v2(&p, half) == CUDA_SUCCESS, "the linear half came back");
+  CHECK(cuMemAlloc_v2(&p, MiB) == CUDA_ERROR_OUT_OF_MEMORY, "the stream-ordered half is still held");
+}
+
 /* Holds the whole budget, then execs itself: the new image must get the budget back. */
 static void exec_self(const char *self) {
   CUdeviceptr p;
@@ -108,6 +144,9 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "async-free") == 0) async_free();
   else if (strcmp(argv[1], "pool-destroy") == 0) pool_destroy();
   else if (strcmp(argv[1], "fork") == 0) fork_in_pool(ctx);
+  else if (strcmp(argv[1], "reset") == 0) reset();
+  else if (strcmp(argv[1], "release") == 0) release();
+  else if (strcmp(argv[1], "destroy") == 0) destroy();
   else if (strcmp(argv[1], "exec") == 0) exec_self(argv[0]);
   else if (strcmp(argv[1], "after-exec") == 0) after_exec();
   else return 2;

@@ -58,6 +58,9 @@ int main(void) {
 
   CHECK(run("async-free", 64) == 0, "cuMemFree of a stream-ordered pointer releases its charge");
   CHECK(run("pool-destroy", 64) == 0, "a destroyed pool's reserved memory stops being charged");
+  CHECK(run("reset", 4096) == 0, "a primary context reset gives back what the driver freed");
+  CHECK(run("release", 64) == 0, "the last primary context release gives back the context's memory");
+  CHECK(run("destroy", 64) == 0, "cuCtxDestroy gives back the context's linear memory only");
   CHECK(run("exec", 64) == 0, "a process that execs itself gets its old image's memory back");
   CHECK(run("fork", 64) == 0, "fork during stream-ordered allocations: the child's pool lock is free");
 
