@@ -21,6 +21,7 @@ FG_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   if (fg_node(dev) < 0) return CUDA_ERROR_INVALID_DEVICE;
   fg_mem_drop_context(fg_primary_ctx(dev));
   fg_pool_reset_device(dev);
+  fg_graph_mem_reset(dev);
   return CUDA_SUCCESS;
 }
 

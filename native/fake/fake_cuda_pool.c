@@ -55,8 +55,18 @@ static CUmemoryPool device_pool(int dev) {
   return current_pools[dev];
 }
 
+/* On a capturing stream the driver allocates nothing: it adds a memory node to the graph. */
+static CUresult capture_alloc(struct CUstream_st *st, uint64_t bytes, CUdeviceptr *dptr) {
+  if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t va = fg_take_va(st->device, bytes);
+  CUresult rc = fg_graph_add_node(st->capture, 10 /* CU_GRAPH_NODE_TYPE_MEM_ALLOC */, bytes, va, NULL);
+  if (rc == CUDA_SUCCESS) *dptr = va;
+  return rc;
+}
+
 FG_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s) {
   struct CUstream_st *st = fg_stream(s);
+  if (st && st->capture) return capture_alloc(st, bytes, dptr);
   return st ? pool_alloc(device_pool(st->device), bytes, dptr) : CUDA_ERROR_INVALID_HANDLE;
 }
 FG_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstream s) {
@@ -104,7 +114,8 @@ void fg_pool_reset_device(int dev) {
 }
 
 FG_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
-  (void)s;
+  struct CUstream_st *st = fg_stream(s);
+  if (st && st->capture) return fg_graph_add_node(st->capture, 11 /* CU_GRAPH_NODE_TYPE_MEM_FREE */, 0, dptr, NULL);
   CUresult rc = fg_pool_free(dptr);
   /* freeing a cuMemAlloc pointer in stream order is allowed */
   return rc == CUDA_SUCCESS ? rc : cuMemFree_v2(dptr);

@@ -39,6 +39,9 @@ void fg_mem_drop_context(void *ctx);
 /* Frees every stream-ordered allocation on device `dev` and empties its pools (primary reset). */
 void fg_pool_reset_device(int dev);
 
+/* A primary context reset frees the device's graph memory pool (fake_cuda_graph_mem.c). */
+void fg_graph_mem_reset(int dev);
+
 /* The primary context of device `dev` (fake_cuda_device.c). */
 void *fg_primary_ctx(int dev);
 

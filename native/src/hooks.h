@@ -3,9 +3,11 @@
 #ifndef VCUDA_HOOKS_H
 #define VCUDA_HOOKS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "vc_cuda.h"
+#include "vc_cuda_graph.h"
 
 #define VC_EXPORT __attribute__((visibility("default")))
 
@@ -39,5 +41,22 @@ void vc_pool_forget_device(int index);
  * context handle of `dev` as retained, and contexts created by cuCtxCreate*. */
 void vc_ctx_primary_retained(CUdevice dev, CUcontext ctx);
 void vc_ctx_created(CUcontext ctx, CUdevice dev);
+
+/* Stream capture (hooks_capture.c): whether any capture may be in progress in this process (one
+ * relaxed load), and whether the driver says `stream` is capturing. */
+extern _Atomic int vc_captures_in_progress;
+static inline int vc_capture_maybe_active(void) {
+  return atomic_load_explicit(&vc_captures_in_progress, memory_order_relaxed) > 0;
+}
+int vc_stream_capturing(CUstream stream);
+
+/* Graph replays (hooks_graph.c): how many kernel launches an exec holds (1 when it was not
+ * instantiated through libvcuda), and running `launch` for it with its graph memory reserved
+ * first (CUDA_ERROR_OUT_OF_MEMORY when the graph pool would grow past the limit). */
+uint64_t vc_graph_launches(CUgraphExec exec);
+CUresult vc_graph_run(CUgraphExec exec, CUstream stream, CUresult (*launch)(CUgraphExec, CUstream));
+
+/* A primary context reset freed the device's graph memory: re-read it (hooks_graph.c). */
+void vc_graph_mem_settle(CUdevice dev);
 
 #endif

@@ -97,6 +97,7 @@ static CUresult reset(CUresult (*real)(CUdevice), CUdevice dev) {
   if (rc != CUDA_SUCCESS) return rc;
   drop_context(primary_of(dev));
   vc_pool_forget_device(vc_device_index(dev));
+  vc_graph_mem_settle(dev);
   release_overhead_if_last(dev, 1);
   return rc;
 }

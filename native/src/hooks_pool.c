@@ -123,9 +123,12 @@ typedef CUresult (*alloc_pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream)
 
 /* Exactly one of `real` (device's current pool) and `pool_real` (explicit `pool`) is used. */
 static CUresult alloc_in_pool(alloc_async_fn real, alloc_pool_fn pool_real, CUdeviceptr *dptr, size_t bytes,
-                              CUmemoryPool pool, CUstream stream) {
+                              CUmemoryPool pool, CUstream stream, int per_thread) {
   if (!real && !pool_real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!dptr || bytes == 0 || (!real && !pool))
+  /* On a capturing stream nothing is allocated: the driver adds a graph memory node, counted
+   * by the graph memory pool when the graph is uploaded or launched (hooks_graph.c). */
+  int captured = vc_capture_maybe_active() && vc_stream_capturing(per_thread && !stream ? VC_CU_STREAM_PER_THREAD : stream);
+  if (!dptr || bytes == 0 || (!real && !pool) || captured)
     return real ? real(dptr, bytes, stream) : pool_real(dptr, bytes, pool, stream);
   int index = -1;
   /* An explicit pool is charged to the current device: where the caller works, and in practice
@@ -162,20 +165,20 @@ static CUresult alloc_in_pool(alloc_async_fn real, alloc_pool_fn pool_real, CUde
 }
 
 VC_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  return alloc_in_pool(VC_REAL_CUDA(cuMemAllocAsync), NULL, dptr, bytesize, NULL, hStream);
+  return alloc_in_pool(VC_REAL_CUDA(cuMemAllocAsync), NULL, dptr, bytesize, NULL, hStream, 0);
 }
 
 VC_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  return alloc_in_pool(VC_REAL_CUDA(cuMemAllocAsync_ptsz), NULL, dptr, bytesize, NULL, hStream);
+  return alloc_in_pool(VC_REAL_CUDA(cuMemAllocAsync_ptsz), NULL, dptr, bytesize, NULL, hStream, 1);
 }
 
 VC_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
-  return alloc_in_pool(NULL, VC_REAL_CUDA(cuMemAllocFromPoolAsync), dptr, bytesize, pool, hStream);
+  return alloc_in_pool(NULL, VC_REAL_CUDA(cuMemAllocFromPoolAsync), dptr, bytesize, pool, hStream, 0);
 }
 
 VC_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                                 CUstream hStream) {
-  return alloc_in_pool(NULL, VC_REAL_CUDA(cuMemAllocFromPoolAsync_ptsz), dptr, bytesize, pool, hStream);
+  return alloc_in_pool(NULL, VC_REAL_CUDA(cuMemAllocFromPoolAsync_ptsz), dptr, bytesize, pool, hStream, 1);
 }
 
 /* Frees a stream-ordered allocation through `do_free` (cuMemFreeAsync, or cuMemFree, which the

@@ -80,18 +80,21 @@ static inline int vc_limiter_is_unlimited(const vc_limiter_limits *lim) {
   return !lim->is_soft && lim->limit_bp >= VC_LIMITER_FULL_BP;
 }
 
-/* Fast path: charges one launch at the current cost estimate and returns that cost (estimated GPU
- * ns). One atomic read-modify-write, no lock, no clock, no allocation. `*ticket` >= 0: the bucket
+/* Fast path: charges `launches` launches (a graph replay charges its kernel nodes) at the current
+ * cost estimate and returns that cost (estimated GPU ns). One atomic read-modify-write, no lock, no clock, no allocation. `*ticket` >= 0: the bucket
  * covered it (launch now); < 0: the launch is in debt, `*ticket` is its place and
  * vc_limiter_wait_ns decides when it may go. */
-static inline int64_t vc_limiter_charge(vc_limiter_state *s, int64_t *ticket) {
+static inline int64_t vc_limiter_charge_n(vc_limiter_state *s, uint64_t launches, int64_t *ticket) {
   /* relaxed: the cost is an estimate; a stale value only shifts one launch's charge. */
   uint64_t q8 = atomic_load_explicit(&s->cost_q8, memory_order_relaxed);
-  int64_t cost = q8 ? (int64_t)(q8 >> 8) + 1 : (int64_t)VC_LIMITER_DEFAULT_COST_NS;
+  int64_t cost = (q8 ? (int64_t)(q8 >> 8) + 1 : (int64_t)VC_LIMITER_DEFAULT_COST_NS) * (int64_t)launches;
   /* relaxed: the bucket guards no other memory; only its own value matters. */
   *ticket = atomic_fetch_sub_explicit(&s->tokens_ns, cost, memory_order_relaxed) - cost;
   return cost;
 }
+
+/* One launch. */
+static inline int64_t vc_limiter_charge(vc_limiter_state *s, int64_t *ticket) { return vc_limiter_charge_n(s, 1, ticket); }
 
 /* vc_limiter_charge as a yes/no: 1 when the launch may go now. */
 static inline int vc_limiter_try_take(vc_limiter_state *s, int64_t *ticket) {

@@ -5,6 +5,7 @@
 #include <cuda.h>
 
 #include "vc_cuda.h"
+#include "vc_cuda_graph.h"
 
 _Static_assert(sizeof(CUDA_ARRAY3D_DESCRIPTOR) == 40, "CUDA_ARRAY3D_DESCRIPTOR is 40 bytes");
 _Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp is 32 bytes");

@@ -7,11 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "fakegpu.h"
 #include "vc_cuda.h"
+#include "vc_cuda_graph.h"
 
 #define MiB (1ull << 20)
 
@@ -123,6 +125,93 @@ static void destroy(void) {
   CHECK(cuMemAlloc_v2(&p, MiB) == CUDA_ERROR_OUT_OF_MEMORY, "the stream-ordered half is still held");
 }
 
+static CUgraph alloc_graph(uint64_t bytes, CUresult *rc) {
+  CUgraph g;
+  CUgraphNode alloc, release;
+  CUDA_MEM_ALLOC_NODE_PARAMS p;
+  memset(&p, 0, sizeof p);
+  p.poolProps.allocType = 1;
+  p.poolProps.location.type = VC_CU_MEM_LOCATION_TYPE_DEVICE;
+  p.poolProps.location.id = 0;
+  p.bytesize = bytes;
+  CHECK(cuGraphCreate(&g, 0) == CUDA_SUCCESS, "graph");
+  *rc = cuGraphAddMemAllocNode(&alloc, g, NULL, 0, &p);
+  if (*rc == CUDA_SUCCESS) CHECK(cuGraphAddMemFreeNode(&release, g, &alloc, 1, p.dptr) == CUDA_SUCCESS, "free node");
+  return g;
+}
+
+static uint64_t graph_reserved(void) {
+  uint64_t v = 0;
+  CHECK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS, "attribute");
+  return v;
+}
+
+/* Graph allocation nodes take memory from the graph pool at upload / launch: counted by the
+ * pool's reserved memory, refused before the pool grows past the limit, given back by a trim. */
+static void graph_mem(void) {
+  uint64_t base = fakegpu_device_used_bytes(0);
+  CUresult rc;
+  CUgraphExec x1, x2;
+  CUdeviceptr p;
+  CUgraph g1 = alloc_graph(48 * MiB, &rc), g2 = alloc_graph(32 * MiB, &rc);
+  CHECK(cuGraphInstantiateWithFlags(&x1, g1, 0) == CUDA_SUCCESS, "instantiate 48 MiB");
+  CHECK(cuGraphInstantiateWithFlags(&x2, g2, 0) == CUDA_SUCCESS, "instantiate 32 MiB");
+  CHECK(fakegpu_device_used_bytes(0) == base, "instantiation maps nothing");
+  CHECK(cuGraphUpload(x1, NULL) == CUDA_SUCCESS && graph_reserved() == 48 * MiB, "upload maps 48 MiB");
+  CHECK(cuMemAlloc_v2(&p, 32 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "the graph pool's memory is charged");
+  CHECK(cuGraphLaunch(x2, NULL) == CUDA_ERROR_OUT_OF_MEMORY, "a launch that would grow the pool past the limit");
+  CHECK(fakegpu_device_used_bytes(0) == base + 48 * MiB, "the refused launch mapped nothing");
+  CHECK(cuGraphExecDestroy(x1) == CUDA_SUCCESS, "destroy: the pool keeps its memory");
+  CHECK(cuMemAlloc_v2(&p, 32 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "memory the pool keeps is still charged");
+  CHECK(cuGraphLaunch(x2, NULL) == CUDA_SUCCESS, "the pool's unused memory serves the next graph");
+  CHECK(cuGraphExecDestroy(x2) == CUDA_SUCCESS && cuDeviceGraphMemTrim(0) == CUDA_SUCCESS, "destroy, trim");
+  CHECK(cuMemAlloc_v2(&p, limit_bytes()) == CUDA_SUCCESS && cuMemFree_v2(p) == CUDA_SUCCESS, "trim gave it back");
+  CHECK(alloc_graph(limit_bytes() + 1, &rc) && rc == CUDA_ERROR_OUT_OF_MEMORY, "a node above the limit is refused");
+
+  /* cudaMallocAsync inside a capture becomes an allocation node, charged when it is uploaded. */
+  CUstream s;
+  CUgraph g;
+  CUgraphExec x;
+  CHECK(cuStreamCreate(&s, 0) == CUDA_SUCCESS && cuStreamBeginCapture_v2(s, 0) == CUDA_SUCCESS, "capture");
+  CHECK(cuMemAllocAsync(&p, 60 * MiB, s) == CUDA_SUCCESS && cuMemFreeAsync(p, s) == CUDA_SUCCESS, "captured");
+  CHECK(cuStreamEndCapture(s, &g) == CUDA_SUCCESS, "end capture");
+  CHECK(cuMemAlloc_v2(&p, limit_bytes()) == CUDA_SUCCESS && cuMemFree_v2(p) == CUDA_SUCCESS, "capture charged nothing");
+  CUDA_GRAPH_INSTANTIATE_PARAMS ip = {.flags = VC_CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, .hUploadStream = s};
+  CHECK(cuGraphInstantiateWithParams(&x, g, &ip) == CUDA_SUCCESS, "instantiate and upload");
+  CHECK(cuMemAlloc_v2(&p, 8 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "the uploaded 60 MiB are charged");
+  CHECK(cuGraphExecDestroy(x) == CUDA_SUCCESS && cuDeviceGraphMemTrim(0) == CUDA_SUCCESS, "destroy, trim");
+  CHECK(cuMemAlloc_v2(&p, limit_bytes()) == CUDA_SUCCESS, "all back");
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Launches captured into a graph run nothing and draw no tokens; a replay is charged as the
+ * kernels it holds (limit: 30 % hard, 200 µs per launch until measured). */
+static void capture(void) {
+  CUmodule mod;
+  CUfunction fn;
+  CUstream s;
+  CUgraph g;
+  CUgraphExec x;
+  CHECK(cuModuleLoadData(&mod, "fake-module") == CUDA_SUCCESS && cuModuleGetFunction(&fn, mod, "k") == CUDA_SUCCESS,
+        "function");
+  CHECK(cuStreamCreate(&s, 0) == CUDA_SUCCESS && cuStreamBeginCapture_v2(s, 0) == CUDA_SUCCESS, "capture");
+  double t0 = now_s();
+  for (int i = 0; i < 1000; i++) cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
+  double captured = now_s() - t0;
+  CHECK(captured < 0.3, "1000 captured launches took %.2f s: captured launches must not be throttled", captured);
+  CHECK(cuStreamEndCapture(s, &g) == CUDA_SUCCESS && cuGraphInstantiateWithFlags(&x, g, 0) == CUDA_SUCCESS, "exec");
+  t0 = now_s();
+  for (int i = 0; i < 2; i++) CHECK(cuGraphLaunch(x, s) == CUDA_SUCCESS, "replay");
+  double replayed = now_s() - t0;
+  /* 2 x 1000 launches x 200 µs = 0.4 s of GPU time at 30 %: over a second of waiting. */
+  CHECK(replayed > 0.5, "2 replays of 1000 kernels took %.2f s: each must be charged as 1000 launches", replayed);
+}
+
 /* Holds the whole budget, then execs itself: the new image must get the budget back. */
 static void exec_self(const char *self) {
   CUdeviceptr p;
@@ -147,6 +236,8 @@ int main(int argc, char **argv) {
   else if (strcmp(argv[1], "reset") == 0) reset();
   else if (strcmp(argv[1], "release") == 0) release();
   else if (strcmp(argv[1], "destroy") == 0) destroy();
+  else if (strcmp(argv[1], "graph-mem") == 0) graph_mem();
+  else if (strcmp(argv[1], "capture") == 0) capture();
   else if (strcmp(argv[1], "exec") == 0) exec_self(argv[0]);
   else if (strcmp(argv[1], "after-exec") == 0) after_exec();
   else return 2;

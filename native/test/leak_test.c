@@ -61,6 +61,8 @@ int main(void) {
   CHECK(run("reset", 4096) == 0, "a primary context reset gives back what the driver freed");
   CHECK(run("release", 64) == 0, "the last primary context release gives back the context's memory");
   CHECK(run("destroy", 64) == 0, "cuCtxDestroy gives back the context's linear memory only");
+  CHECK(run("graph-mem", 64) == 0, "graph memory is counted by the graph pool's reserved memory");
+  CHECK(run("capture", 64) == 0, "capture is never throttled; a replay is charged by the kernels it holds");
   CHECK(run("exec", 64) == 0, "a process that execs itself gets its old image's memory back");
   CHECK(run("fork", 64) == 0, "fork during stream-ordered allocations: the child's pool lock is free");
 
