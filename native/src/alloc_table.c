@@ -27,14 +27,7 @@ static struct {
   uint64_t used;     /* live entries */
   uint64_t filled;   /* live + tombstones */
 } t = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-/* Held by the forking thread around fork, so the child never inherits it locked by a thread it
- * does not have (ordering: config.h VC_ATFORK_*). */
-static void fork_prepare(void) { pthread_mutex_lock(&t.lock); }
-static void fork_release(void) { pthread_mutex_unlock(&t.lock); }
-__attribute__((constructor(VC_ATFORK_ALLOC_TABLE))) static void register_fork_handlers(void) {
-  pthread_atfork(fork_prepare, fork_release, fork_release);
-}
+VC_FORK_SAFE_MUTEX(t.lock, VC_ATFORK_ALLOC_TABLE)
 
 static uint64_t hash(uint8_t kind, uint64_t key) {
   uint64_t x = key ^ ((uint64_t)kind << 56);

@@ -124,17 +124,7 @@ static struct {
   int snap_ok;
   int corrupt_logged;
 } cfg = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
-
-/* A fork while another thread holds the lock must not leave the child's copy locked forever: the
- * forking thread takes it around fork. Locks are taken in the order pool -> allocation table ->
- * config (hooks hold the earlier while calling into the later); prepare handlers run in reverse
- * registration order, so the constructor priorities register config first (VC_ATFORK_* in
- * config.h). */
-static void fork_prepare(void) { pthread_mutex_lock(&cfg.lock); }
-static void fork_release(void) { pthread_mutex_unlock(&cfg.lock); }
-__attribute__((constructor(VC_ATFORK_CONFIG))) static void register_fork_handlers(void) {
-  pthread_atfork(fork_prepare, fork_release, fork_release);
-}
+VC_FORK_SAFE_MUTEX(cfg.lock, VC_ATFORK_CONFIG)
 
 /* The file is read with pread, never through a mapping: the node agent (or an operator) may
  * truncate it in place, and touching a mapped page past the new end raises SIGBUS. A short read

@@ -14,11 +14,20 @@
 #define VC_CONFIG_MAX_DEVICES 16u
 #define VC_CONFIG_DEFAULT_PATH "/etc/vcuda/vcuda.conf"
 
-/* Constructor priorities of the fork handlers: prepare handlers run in reverse registration order,
- * so locks are taken pool -> allocation table -> config, the order the hooks nest them in. */
+/* A fork while another thread holds a process-local mutex would leave the child's copy locked by
+ * a thread the child does not have. VC_FORK_SAFE_MUTEX(m, priority) makes the forking thread hold
+ * `m` around fork. Prepare handlers run in reverse registration order and constructors in
+ * priority order, so locks are taken pool/graph -> allocation table -> config, the order the
+ * hooks nest them in. */
 #define VC_ATFORK_CONFIG 201
 #define VC_ATFORK_ALLOC_TABLE 202
-#define VC_ATFORK_POOL 203
+#define VC_ATFORK_POOL 203 /* also the graph and context tables: none is held inside another */
+#define VC_FORK_SAFE_MUTEX(m, priority)                                                     \
+  static void vc_fork_prepare(void) { pthread_mutex_lock(&(m)); }                           \
+  static void vc_fork_release(void) { pthread_mutex_unlock(&(m)); }                         \
+  __attribute__((constructor(priority))) static void vc_register_fork_handlers(void) {      \
+    pthread_atfork(vc_fork_prepare, vc_fork_release, vc_fork_release);                      \
+  }
 
 enum vc_config_offset {
   VC_CFG_OFF_MAGIC = 0,

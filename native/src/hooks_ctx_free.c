@@ -11,6 +11,7 @@
 
 #include "alloc_table.h"
 #include "charge.h"
+#include "config.h"
 #include "hooks.h"
 #include "real.h"
 
@@ -24,6 +25,7 @@ static struct {
 } created[MAX_CREATED];
 static int created_count;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+VC_FORK_SAFE_MUTEX(lock, VC_ATFORK_POOL)
 
 void vc_ctx_primary_retained(CUdevice dev, CUcontext ctx) {
   if (dev >= 0 && dev < MAX_ORDINALS) atomic_store(&primary[dev], ctx);

@@ -34,6 +34,7 @@ static struct exec_info *execs;
 static size_t exec_count, exec_cap;
 static uint64_t charged[VC_CONFIG_MAX_DEVICES]; /* graph pool bytes the region holds, per record */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+VC_FORK_SAFE_MUTEX(lock, VC_ATFORK_POOL)
 
 struct graph_totals {
   uint64_t kernels, alloc_bytes;

@@ -31,13 +31,7 @@ struct pool_charge {
 static struct pool_charge pools[MAX_POOLS];
 static int pool_count;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* Held by the forking thread around fork (ordering: config.h VC_ATFORK_*). */
-static void fork_prepare(void) { pthread_mutex_lock(&lock); }
-static void fork_release(void) { pthread_mutex_unlock(&lock); }
-__attribute__((constructor(VC_ATFORK_POOL))) static void register_fork_handlers(void) {
-  pthread_atfork(fork_prepare, fork_release, fork_release);
-}
+VC_FORK_SAFE_MUTEX(lock, VC_ATFORK_POOL)
 
 /* Caller holds lock. NULL when `create` is 0 and the pool is unknown, or the table is full. */
 static struct pool_charge *pool_entry(CUmemoryPool pool, int index, int create) {
