@@ -115,11 +115,7 @@ int vc_alloc_drop_if(int (*match)(enum vc_alloc_kind kind, const struct vc_alloc
 }
 
 int vc_alloc_put(enum vc_alloc_kind kind, uint64_t key, int device, uint64_t bytes) {
-  return vc_alloc_put_handle(kind, key, device, bytes, 0);
-}
-
-int vc_alloc_put_handle(enum vc_alloc_kind kind, uint64_t key, int device, uint64_t bytes, uint64_t handle) {
-  struct vc_alloc v = {.bytes = bytes, .device = device, .handle = handle};
+  struct vc_alloc v = {.bytes = bytes, .device = device};
   int rc = vc_alloc_record(kind, key, &v, NULL);
   return rc < 0 ? rc : 0;
 }

@@ -34,12 +34,9 @@ int vc_alloc_record(enum vc_alloc_kind kind, uint64_t key, const struct vc_alloc
 int vc_alloc_drop_if(int (*match)(enum vc_alloc_kind kind, const struct vc_alloc *a, const void *arg),
                      void (*each)(enum vc_alloc_kind kind, const struct vc_alloc *a, void *arg), void *arg);
 
-/* Records an entry whose key is known to be free (putting back what vc_alloc_take removed); 0,
- * or -ENOMEM when the table cannot grow. */
+/* vc_alloc_record without a context or handle, for a key known to be free (tests); 0, or
+ * -ENOMEM when the table cannot grow. */
 int vc_alloc_put(enum vc_alloc_kind kind, uint64_t key, int device, uint64_t bytes);
-
-/* The same with a handle (pool allocations: their pool). */
-int vc_alloc_put_handle(enum vc_alloc_kind kind, uint64_t key, int device, uint64_t bytes, uint64_t handle);
 
 /* Removes an entry into `out`; 0, or -ENOENT when absent (memory this process did not charge,
  * e.g. IPC-imported). */
