@@ -178,6 +178,10 @@ int fg_own_proc_locked(void) {
   uint64_t start = 0;
   if (proc_start(pid, &st, &start) != 0) return -1;
   fg_reclaim_dead_locked();
+  /* A live slot with this identity is this process before exec: the driver freed its memory. */
+  for (int k = 0; k < FG_MAX_PROCS; k++)
+    if (state->procs[k].live && state->procs[k].pid == (uint32_t)pid && state->procs[k].start_ticks == start)
+      free_proc_locked(k);
   for (int k = 0; k < FG_MAX_PROCS; k++) {
     struct fg_proc *p = &state->procs[k];
     if (p->live) continue;

@@ -224,6 +224,7 @@ static void exec_self(const char *self) {
 static void after_exec(void) {
   CUdeviceptr p;
   CHECK(cuMemAlloc_v2(&p, limit_bytes()) == CUDA_SUCCESS, "after exec the old image's charge is gone");
+  CHECK(fakegpu_device_used_bytes(0) == limit_bytes(), "the driver freed the old image's memory at exec");
 }
 
 int main(int argc, char **argv) {
