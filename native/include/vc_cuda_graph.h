@@ -50,6 +50,10 @@ typedef struct CUDA_GRAPH_INSTANTIATE_PARAMS_st {
 } CUDA_GRAPH_INSTANTIATE_PARAMS;
 #endif /* !CUDA_VERSION */
 
+_Static_assert(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS) == 120, "CUDA_MEM_ALLOC_NODE_PARAMS is 120 bytes");
+_Static_assert(offsetof(CUDA_MEM_ALLOC_NODE_PARAMS, bytesize) == 104, "bytesize at 104");
+_Static_assert(sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS) == 32, "CUDA_GRAPH_INSTANTIATE_PARAMS is 32 bytes");
+
 #define VC_CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD 2ULL
 
 CUresult cuStreamBeginCapture(CUstream hStream);
