@@ -5,7 +5,8 @@
  * allocation table carries the context it was made in. Stream-ordered and VMM memory belong to
  * no context (cuda.h, cuCtxDestroy) and survive a destroy; VMM memory also survives a reset here
  * (its handles stay valid to the application), which errs on the side of the limit. The context
- * overhead is given back when the device's last context is gone. */
+ * overhead is given back when the device's last context is destroyed or released, not at a reset
+ * (the primary context stays retained and is re-initialised by the next call). */
 #include <pthread.h>
 #include <stdint.h>
 
@@ -100,7 +101,8 @@ static CUresult reset(CUresult (*real)(CUdevice), CUdevice dev) {
   drop_context(primary_of(dev));
   vc_pool_forget_device(vc_device_index(dev));
   vc_graph_mem_settle(dev);
-  release_overhead_if_last(dev, 1);
+  /* The context overhead stays: a reset does not release the primary context, and the next call
+   * on the device re-initialises it with its memory. */
   return rc;
 }
 

@@ -102,14 +102,17 @@ static void reset(void) {
   CHECK(cuMemFree_v2(r) == CUDA_SUCCESS, "free");
 }
 
-/* The last release of the primary context destroys it, and its memory. */
+/* The last release of the primary context destroys it, its memory and its overhead (charged
+ * again by the next retain: run with VCUDA_CONTEXT_OVERHEAD_MIB set). */
 static void release(void) {
   CUdeviceptr p;
   CUcontext ctx;
-  CHECK(cuMemAlloc_v2(&p, limit_bytes()) == CUDA_SUCCESS, "limit in the primary context");
+  uint64_t rest = limit_bytes() - strtoull(getenv("VCUDA_CONTEXT_OVERHEAD_MIB"), NULL, 10) * MiB;
+  CHECK(cuMemAlloc_v2(&p, rest) == CUDA_SUCCESS, "the limit less the overhead, in the primary context");
   CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS, "last release");
   CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS && cuCtxSetCurrent(ctx) == CUDA_SUCCESS, "retain again");
-  CHECK(cuMemAlloc_v2(&p, limit_bytes()) == CUDA_SUCCESS, "the released context's memory came back");
+  CHECK(cuMemAlloc_v2(&p, rest) == CUDA_SUCCESS, "the released context's memory came back, overhead charged once");
+  CHECK(cuMemAlloc_v2(&p, MiB) == CUDA_ERROR_OUT_OF_MEMORY, "and the overhead is charged again");
 }
 
 /* cuCtxDestroy frees the context's linear memory, not its stream-ordered memory (cuda.h). */

@@ -59,7 +59,9 @@ int main(void) {
   CHECK(run("async-free", 64) == 0, "cuMemFree of a stream-ordered pointer releases its charge");
   CHECK(run("pool-destroy", 64) == 0, "a destroyed pool's reserved memory stops being charged");
   CHECK(run("reset", 4096) == 0, "a primary context reset gives back what the driver freed");
+  setenv("VCUDA_CONTEXT_OVERHEAD_MIB", "16", 1);
   CHECK(run("release", 64) == 0, "the last primary context release gives back the context's memory");
+  setenv("VCUDA_CONTEXT_OVERHEAD_MIB", "0", 1);
   CHECK(run("destroy", 64) == 0, "cuCtxDestroy gives back the context's linear memory only");
   CHECK(run("graph-mem", 64) == 0, "graph memory is counted by the graph pool's reserved memory");
   CHECK(run("capture", 64) == 0, "capture is never throttled; a replay is charged by the kernels it holds");
