@@ -7,6 +7,7 @@
 
 #include "fake_state.h"
 #include "vc_cuda.h"
+#include "vc_cuda_graph.h"
 
 #define FG_EXPORT __attribute__((visibility("default")))
 #define FG_STREAM_QUEUE 1024 /* pending kernels per stream before a launch blocks */
@@ -23,9 +24,15 @@ struct fg_graph_common {
   uint32_t magic;
   int device;
   uint64_t cost_ns;
+  uint32_t kernels;     /* kernel nodes */
+  int backed;           /* exec: its allocation nodes hold graph-pool memory (fake_cuda_graph_mem.c) */
+  uint64_t alloc_bytes; /* bytes of its memory allocation nodes */
 };
+struct fg_graph_node;
 struct CUgraph_st {
   struct fg_graph_common g;
+  struct fg_graph_node **nodes; /* fake_cuda_graph_mem.c */
+  size_t node_count, node_cap;
 };
 struct CUgraphExec_st {
   struct fg_graph_common g;
@@ -74,6 +81,13 @@ uint64_t fg_stream_enqueue(struct CUstream_st *stream, uint64_t duration_ns);
 
 /* 1 when FAKEGPU_TRACE asks for driver look-ups (cuGetProcAddress, cuGetExportTable) on stderr. */
 int fg_trace_enabled(void);
+/* Graph nodes and graph memory (fake_cuda_graph_mem.c). Adding a node: 0 or a CUresult. */
+CUresult fg_graph_add_node(struct CUgraph_st *g, int type, uint64_t bytes, uint64_t dptr, void **node_out);
+void fg_graph_free_nodes(struct CUgraph_st *g);
+/* Backs an exec's allocation nodes with graph-pool memory (upload / first launch); unbacks at
+ * destroy. */
+CUresult fg_graph_back(struct CUgraphExec_st *x);
+void fg_graph_unback(struct CUgraphExec_st *x);
 
 /* Kernel duration from grid and function cost: ceil(blocks / SMs) waves. */
 uint64_t fg_kernel_ns(CUfunction f, uint64_t blocks);

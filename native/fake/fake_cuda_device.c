@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fake_cuda.h"
+#include "fake_mem.h"
 
 static int initialized;
 static struct CUctx_st primary[FG_MAX_DEVICES];
@@ -171,6 +172,7 @@ FG_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
     if (ctx_stack[i] == ctx) ctx_stack[i] = NULL;
   while (ctx_depth > 0 && !ctx_stack[ctx_depth - 1]) ctx_depth--;
   if (fg_env()->context_bytes) fg_mem_uncharge(fg_node(ctx->device), fg_env()->context_bytes);
+  fg_mem_drop_context(ctx); /* its cuMemAlloc/pitch/managed memory goes with it */
   ctx->magic = 0;
   free(ctx);
   return CUDA_SUCCESS;
@@ -240,11 +242,14 @@ FG_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   pthread_mutex_lock(&ctx_lock);
   CUresult rc = primary_refs[dev] > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
-  if (rc == CUDA_SUCCESS && --primary_refs[dev] == 0 && fg_env()->context_bytes)
-    fg_mem_uncharge(fg_node(dev), fg_env()->context_bytes);
+  int last = rc == CUDA_SUCCESS && --primary_refs[dev] == 0;
+  if (last && fg_env()->context_bytes) fg_mem_uncharge(fg_node(dev), fg_env()->context_bytes);
   pthread_mutex_unlock(&ctx_lock);
+  if (last) fg_mem_drop_context(&primary[dev]); /* the context is destroyed, with its memory */
   return rc;
 }
+
+void *fg_primary_ctx(int dev) { return dev >= 0 && dev < FG_MAX_DEVICES ? &primary[dev] : NULL; }
 
 FG_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
 

@@ -248,11 +248,11 @@ static CUresult launch(CUfunction f, uint64_t blocks, CUstream h) {
   if (!s) return fg_current() ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
   if (blocks == 0) return CUDA_ERROR_INVALID_VALUE;
   uint64_t ns = fg_kernel_ns(f, blocks);
-  if (ns == 0) return CUDA_SUCCESS; /* a zero-cost kernel occupies nothing (FAKEGPU_KERNEL_US=0) */
-  if (s->capture) { /* recorded into the graph instead of running */
+  if (s->capture) { /* recorded into the graph instead of running: a kernel node */
     s->capture->g.cost_ns += ns;
-    return CUDA_SUCCESS;
+    return fg_graph_add_node(s->capture, 0 /* CU_GRAPH_NODE_TYPE_KERNEL */, 0, 0, NULL);
   }
+  if (ns == 0) return CUDA_SUCCESS; /* a zero-cost kernel occupies nothing (FAKEGPU_KERNEL_US=0) */
   fg_stream_enqueue(s, ns);
   return CUDA_SUCCESS;
 }
@@ -325,6 +325,7 @@ FG_EXPORT CUresult cuGraphCreate(CUgraph *ph, unsigned int flags) {
 FG_EXPORT CUresult cuGraphDestroy(CUgraph g) {
   if (!g || g->g.magic != FG_MAGIC_GRAPH) return CUDA_ERROR_INVALID_HANDLE;
   g->g.magic = 0;
+  fg_graph_free_nodes(g);
   free(g);
   return CUDA_SUCCESS;
 }
@@ -361,6 +362,7 @@ FG_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *ph, CUgraph g, unsig
   struct CUgraphExec_st *x = malloc(sizeof *x);
   if (!x) return CUDA_ERROR_OUT_OF_MEMORY;
   x->g = g->g;
+  x->g.backed = 0;
   *ph = x;
   return CUDA_SUCCESS;
 }
@@ -368,6 +370,7 @@ FG_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *ph, CUgraph g, unsig
 FG_EXPORT CUresult cuGraphExecDestroy(CUgraphExec x) {
   if (!x || x->g.magic != FG_MAGIC_GRAPH) return CUDA_ERROR_INVALID_HANDLE;
   x->g.magic = 0;
+  fg_graph_unback(x);
   free(x);
   return CUDA_SUCCESS;
 }
@@ -376,6 +379,8 @@ FG_EXPORT CUresult cuGraphLaunch(CUgraphExec x, CUstream h) {
   if (!x || x->g.magic != FG_MAGIC_GRAPH) return CUDA_ERROR_INVALID_HANDLE;
   struct CUstream_st *s = fg_stream(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult rc = fg_graph_back(x); /* graph memory is mapped at upload or first launch */
+  if (rc != CUDA_SUCCESS) return rc;
   if (x->g.cost_ns) fg_stream_enqueue(s, x->g.cost_ns);
   return CUDA_SUCCESS;
 }

@@ -24,13 +24,36 @@ struct node **fg_mem_find(int kind, uint64_t key) {
 int fg_mem_put(int kind, uint64_t key, int device, uint64_t bytes, uint64_t handle) {
   struct node *n = calloc(1, sizeof *n);
   if (!n) return -1;
-  *n = (struct node){.key = key, .kind = kind, .device = device, .bytes = bytes, .handle = handle};
+  *n = (struct node){.key = key, .kind = kind, .device = device, .bytes = bytes, .handle = handle, .ctx = fg_current()};
   pthread_mutex_lock(&fg_mem_lock);
   struct node **p = &buckets[(key >> 9 ^ key ^ (uint64_t)kind) % BUCKETS];
   n->next = *p;
   *p = n;
   pthread_mutex_unlock(&fg_mem_lock);
   return 0;
+}
+
+void fg_mem_remove_if(int (*drop)(const struct node *, const void *), const void *arg, void (*done)(struct node *)) {
+  struct node *dropped = NULL;
+  pthread_mutex_lock(&fg_mem_lock);
+  for (int b = 0; b < BUCKETS; b++) {
+    for (struct node **p = &buckets[b]; *p;) {
+      struct node *n = *p;
+      if (!drop(n, arg)) {
+        p = &n->next;
+        continue;
+      }
+      *p = n->next;
+      n->next = dropped;
+      dropped = n;
+    }
+  }
+  pthread_mutex_unlock(&fg_mem_lock);
+  while (dropped) {
+    struct node *n = dropped;
+    dropped = n->next;
+    done(n);
+  }
 }
 
 int fg_current_device(int *dev) {
@@ -110,7 +133,7 @@ FG_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   struct node *n = *p;
   if (n) *p = n->next;
   pthread_mutex_unlock(&fg_mem_lock);
-  if (!n) return CUDA_ERROR_INVALID_VALUE;
+  if (!n) return fg_pool_free(dptr); /* the driver frees stream-ordered allocations here too */
   fg_mem_uncharge(fg_node(n->device), n->bytes);
   free(n);
   return CUDA_SUCCESS;

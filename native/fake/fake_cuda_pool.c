@@ -55,9 +55,19 @@ static CUmemoryPool device_pool(int dev) {
   return current_pools[dev];
 }
 
+/* On a capturing stream the driver allocates nothing: it adds a memory node to the graph. */
+static CUresult capture_alloc(struct CUstream_st *st, uint64_t bytes, CUdeviceptr *dptr) {
+  if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t va = fg_take_va(st->device, bytes);
+  CUresult rc = fg_graph_add_node(st->capture, 10 /* CU_GRAPH_NODE_TYPE_MEM_ALLOC */, bytes, va, NULL);
+  if (rc == CUDA_SUCCESS) *dptr = va;
+  return rc;
+}
+
 FG_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s) {
   struct CUstream_st *st = fg_stream(s);
   if (!st) return fg_current() ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
+  if (st->capture) return capture_alloc(st, bytes, dptr);
   return pool_alloc(device_pool(st->device), bytes, dptr);
 }
 FG_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstream s) {
@@ -72,8 +82,7 @@ FG_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes,
   return cuMemAllocFromPoolAsync(dptr, bytes, pool, s);
 }
 
-FG_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
-  (void)s;
+CUresult fg_pool_free(uint64_t dptr) {
   pthread_mutex_lock(&fg_mem_lock);
   struct node **p = fg_mem_find(4, dptr);
   struct node *n = *p;
@@ -84,9 +93,33 @@ FG_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
     pool_trim_locked(pool, pool->threshold);
   }
   pthread_mutex_unlock(&fg_mem_lock);
-  if (!n) return cuMemFree_v2(dptr); /* freeing a cuMemAlloc pointer in stream order is allowed */
   free(n);
-  return CUDA_SUCCESS;
+  return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static int on_device(const struct node *n, const void *dev) { return n->kind == 4 && n->device == *(const int *)dev; }
+
+static void release_pool_node(struct node *n) {
+  pthread_mutex_lock(&fg_mem_lock);
+  ((CUmemoryPool)(uintptr_t)n->handle)->used -= n->bytes;
+  pthread_mutex_unlock(&fg_mem_lock);
+  free(n);
+}
+
+void fg_pool_reset_device(int dev) {
+  fg_mem_remove_if(on_device, &dev, release_pool_node);
+  pthread_mutex_lock(&fg_mem_lock);
+  if (dev >= 0 && dev < FG_MAX_DEVICES) pool_trim_locked(&default_pools[dev], 0);
+  if (dev >= 0 && dev < FG_MAX_DEVICES && current_pools[dev]) pool_trim_locked(current_pools[dev], 0);
+  pthread_mutex_unlock(&fg_mem_lock);
+}
+
+FG_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
+  struct CUstream_st *st = fg_stream(s);
+  if (st && st->capture) return fg_graph_add_node(st->capture, 11 /* CU_GRAPH_NODE_TYPE_MEM_FREE */, 0, dptr, NULL);
+  CUresult rc = fg_pool_free(dptr);
+  /* freeing a cuMemAlloc pointer in stream order is allowed */
+  return rc == CUDA_SUCCESS ? rc : cuMemFree_v2(dptr);
 }
 FG_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) { return cuMemFreeAsync(dptr, s); }
 

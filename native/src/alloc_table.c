@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "log.h"
 
 enum { SLOT_EMPTY = 0, SLOT_USED = 1, SLOT_TOMB = 2 };
@@ -26,6 +27,7 @@ static struct {
   uint64_t used;     /* live entries */
   uint64_t filled;   /* live + tombstones */
 } t = {.lock = PTHREAD_MUTEX_INITIALIZER};
+VC_FORK_SAFE_MUTEX(t.lock, VC_ATFORK_ALLOC_TABLE)
 
 static uint64_t hash(uint8_t kind, uint64_t key) {
   uint64_t x = key ^ ((uint64_t)kind << 56);
@@ -67,11 +69,13 @@ static int grow_locked(void) {
   return 0;
 }
 
-static int insert_locked(uint8_t kind, uint64_t key, const struct vc_alloc *value) {
+/* 0 inserted; 1 replaced an entry still recorded under the key (old value in *replaced). */
+static int insert_locked(uint8_t kind, uint64_t key, const struct vc_alloc *value, struct vc_alloc *replaced) {
   struct entry *existing = find_locked(kind, key);
   if (existing) {
-    existing->value = *value; /* the driver reused an address we never saw freed */
-    return 0;
+    if (replaced) *replaced = existing->value;
+    existing->value = *value;
+    return 1;
   }
   if ((t.filled + 1) * 10 > t.capacity * 7 && grow_locked() != 0) return -ENOMEM;
   uint64_t mask = t.capacity - 1;
@@ -88,16 +92,32 @@ static void remove_locked(struct entry *e) {
   t.used--;
 }
 
-int vc_alloc_put(enum vc_alloc_kind kind, uint64_t key, int device, uint64_t bytes) {
-  return vc_alloc_put_handle(kind, key, device, bytes, 0);
-}
-
-int vc_alloc_put_handle(enum vc_alloc_kind kind, uint64_t key, int device, uint64_t bytes, uint64_t handle) {
-  struct vc_alloc v = {.bytes = bytes, .device = device, .handle = handle};
+int vc_alloc_record(enum vc_alloc_kind kind, uint64_t key, const struct vc_alloc *value, struct vc_alloc *replaced) {
   pthread_mutex_lock(&t.lock);
-  int rc = insert_locked((uint8_t)kind, key, &v);
+  int rc = insert_locked((uint8_t)kind, key, value, replaced);
   pthread_mutex_unlock(&t.lock);
   return rc;
+}
+
+int vc_alloc_drop_if(int (*match)(enum vc_alloc_kind kind, const struct vc_alloc *a, const void *arg),
+                     void (*each)(enum vc_alloc_kind kind, const struct vc_alloc *a, void *arg), void *arg) {
+  int n = 0;
+  pthread_mutex_lock(&t.lock);
+  for (uint64_t i = 0; i < t.capacity; i++) {
+    struct entry *e = &t.slots[i];
+    if (e->state != SLOT_USED || !match((enum vc_alloc_kind)e->kind, &e->value, arg)) continue;
+    each((enum vc_alloc_kind)e->kind, &e->value, arg);
+    remove_locked(e);
+    n++;
+  }
+  pthread_mutex_unlock(&t.lock);
+  return n;
+}
+
+int vc_alloc_put(enum vc_alloc_kind kind, uint64_t key, int device, uint64_t bytes) {
+  struct vc_alloc v = {.bytes = bytes, .device = device};
+  int rc = vc_alloc_record(kind, key, &v, NULL);
+  return rc < 0 ? rc : 0;
 }
 
 int vc_alloc_take(enum vc_alloc_kind kind, uint64_t key, struct vc_alloc *out) {
@@ -117,7 +137,8 @@ int vc_alloc_vmm_map(uint64_t va, uint64_t handle) {
   int rc = 0;
   if (h) {
     struct vc_alloc m = {.handle = handle, .device = h->value.device};
-    rc = insert_locked(VC_ALLOC_VMM_MAPPING, va, &m);
+    rc = insert_locked(VC_ALLOC_VMM_MAPPING, va, &m, NULL);
+    if (rc > 0) rc = 0; /* a mapping we never saw unmapped: the driver reused the address */
     h = find_locked(VC_ALLOC_VMM_HANDLE, handle); /* insert may have rehashed */
     if (rc == 0 && h) h->value.map_count++;
   }

@@ -16,17 +16,27 @@ enum vc_alloc_kind {
 
 struct vc_alloc {
   uint64_t bytes;
+  uint64_t ctx;       /* CUcontext the memory belongs to (freed with it); 0: none (pools, VMM) */
   uint64_t handle;    /* VMM mapping: the handle it maps; pool allocation: the pool */
   uint32_t map_count; /* VMM handle: live mappings */
   int32_t device;     /* config index */
   uint8_t released;   /* VMM handle: cuMemRelease called */
 };
 
-/* Records an entry; 0, or -ENOMEM when the table cannot grow. */
-int vc_alloc_put(enum vc_alloc_kind kind, uint64_t key, int device, uint64_t bytes);
+/* Records `value` under (kind, key). 0; 1 when the key was still recorded: the driver handed out
+ * again an address or handle whose free this library did not see (it freed the memory itself),
+ * so the old entry is replaced and returned in *replaced for the caller to uncharge; -ENOMEM when
+ * the table cannot grow. */
+int vc_alloc_record(enum vc_alloc_kind kind, uint64_t key, const struct vc_alloc *value, struct vc_alloc *replaced);
 
-/* The same with a handle (pool allocations: their pool). */
-int vc_alloc_put_handle(enum vc_alloc_kind kind, uint64_t key, int device, uint64_t bytes, uint64_t handle);
+/* Removes every entry `match` accepts, handing each to `each` (called with the table locked: it
+ * must not call back into the table). Returns how many were removed. */
+int vc_alloc_drop_if(int (*match)(enum vc_alloc_kind kind, const struct vc_alloc *a, const void *arg),
+                     void (*each)(enum vc_alloc_kind kind, const struct vc_alloc *a, void *arg), void *arg);
+
+/* vc_alloc_record without a context or handle, for a key known to be free (tests); 0, or
+ * -ENOMEM when the table cannot grow. */
+int vc_alloc_put(enum vc_alloc_kind kind, uint64_t key, int device, uint64_t bytes);
 
 /* Removes an entry into `out`; 0, or -ENOENT when absent (memory this process did not charge,
  * e.g. IPC-imported). */

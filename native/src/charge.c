@@ -98,3 +98,26 @@ CUresult vc_charge_context(CUdevice dev) {
   if (rc != CUDA_SUCCESS && dev >= 0 && dev < MAX_ORDINALS) atomic_store(&context_charged[dev], 0);
   return rc;
 }
+
+void vc_uncharge_context(CUdevice dev) {
+  if (dev < 0 || dev >= MAX_ORDINALS || !atomic_exchange(&context_charged[dev], 0)) return;
+  vc_uncharge(vc_device_index(dev), vc_init_context_overhead_bytes());
+}
+
+uint64_t vc_current_context(void) {
+  __typeof__(&cuCtxGetCurrent) get = VC_REAL_CUDA(cuCtxGetCurrent);
+  CUcontext ctx = NULL;
+  if (!get || get(&ctx) != CUDA_SUCCESS) return 0;
+  return (uint64_t)(uintptr_t)ctx;
+}
+
+int vc_charge_record(enum vc_alloc_kind kind, uint64_t key, int index, uint64_t bytes, uint64_t ctx) {
+  struct vc_alloc value = {.bytes = bytes, .device = index, .ctx = ctx}, old;
+  int rc = vc_alloc_record(kind, key, &value, &old);
+  if (rc == 1) {
+    vc_log(VC_LOG_INFO, "driver reused %#llx (kind %d) without a free we saw; releasing its old %llu bytes",
+           (unsigned long long)key, (int)kind, (unsigned long long)old.bytes);
+    vc_uncharge(old.device, old.bytes);
+  }
+  return rc < 0 ? rc : 0;
+}

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "alloc_table.h"
 #include "vc_cuda.h"
 
 /* Formats a 16-byte UUID as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (out: 48 bytes). */
@@ -30,5 +31,17 @@ uint64_t vc_container_used(int index);
 
 /* Charges the context overhead once per (process, device); CUDA_SUCCESS or OUT_OF_MEMORY. */
 CUresult vc_charge_context(CUdevice dev);
+
+/* Gives the context overhead of `dev` back (its last context is gone); charged again by the next
+ * vc_charge_context. */
+void vc_uncharge_context(CUdevice dev);
+
+/* The calling thread's current context as a table tag (0 when none). */
+uint64_t vc_current_context(void);
+
+/* Records a charged allocation (kind, key) -> (index, bytes, ctx). When the driver handed the key
+ * out again without this library seeing its free, the old entry's charge is released. 0, or
+ * -ENOMEM when the table cannot grow (the caller undoes the allocation). */
+int vc_charge_record(enum vc_alloc_kind kind, uint64_t key, int index, uint64_t bytes, uint64_t ctx);
 
 #endif

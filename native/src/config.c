@@ -1,7 +1,8 @@
-/* Limit file reader. The file is mmapped read-only; every read goes through the seqlock:
- * load seq (acquire), copy, fence, reload seq; retry while odd or changed. The CRC check after
- * the copy catches writers that skip the seqlock. A snapshot is cached and only refreshed when
- * seq moves, so the common case is one atomic load. */
+/* Limit file reader. Every read goes through the seqlock: read seq, copy the file, read seq
+ * again; retry while odd or changed. The CRC check after the copy catches writers that skip the
+ * seqlock. A snapshot is cached and only refreshed when seq moves, so the common case is one
+ * 8-byte pread. Reads are pread, not a mapping, so a file truncated in place is a corrupt file
+ * (fail closed), never a SIGBUS. */
 #define _GNU_SOURCE
 #include "config.h"
 
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -114,32 +114,49 @@ int vc_config_parse(const unsigned char *buf, size_t len, struct vc_config *out,
   return 0;
 }
 
+#define CONFIG_MAX_BYTES (VC_CONFIG_HEADER_SIZE + VC_CONFIG_MAX_DEVICES * VC_CONFIG_RECORD_SIZE)
+
 static struct {
   pthread_mutex_t lock;
-  const unsigned char *map;
-  size_t len;
+  int fd; /* -1: not open */
   char path[512];
   struct vc_config snap;
   int snap_ok;
   int corrupt_logged;
-} cfg = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} cfg = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+VC_FORK_SAFE_MUTEX(cfg.lock, VC_ATFORK_CONFIG)
 
-static _Atomic uint64_t *seq_word(void) { return (_Atomic uint64_t *)(uintptr_t)(cfg.map + VC_CFG_OFF_SEQ); }
+/* The file is read with pread, never through a mapping: the node agent (or an operator) may
+ * truncate it in place, and touching a mapped page past the new end raises SIGBUS. A short read
+ * is a corrupt file like any other. */
+static int read_seq(uint64_t *seq) {
+  unsigned char b[8];
+  if (pread(cfg.fd, b, sizeof b, VC_CFG_OFF_SEQ) != (ssize_t)sizeof b) return -EIO;
+  *seq = rd64(b);
+  return 0;
+}
 
-/* Seqlock read of the mapped image into `copy`; 0, -EAGAIN when the writer kept it busy. */
+/* Seqlock read of the file into `copy`: seq, whole file, seq again; 0, -EAGAIN when the writer
+ * kept it busy, or the parse error. */
 static int read_stable(unsigned char *copy, char *err, size_t errlen, struct vc_config *out) {
   int last = -EAGAIN;
   for (int attempt = 0; attempt < 1000; attempt++) {
-    uint64_t s1 = atomic_load_explicit(seq_word(), memory_order_acquire);
+    uint64_t s1 = 0, s2 = 0;
+    if (read_seq(&s1) != 0) {
+      if (err) snprintf(err, errlen, "file is shorter than its header");
+      return -EINVAL;
+    }
     if (s1 & 1u) {
       sched_yield();
       continue;
     }
-    memcpy(copy, cfg.map, cfg.len);
-    atomic_thread_fence(memory_order_acquire);
-    uint64_t s2 = atomic_load_explicit(seq_word(), memory_order_relaxed);
-    if (s1 != s2) continue;
-    last = vc_config_parse(copy, cfg.len, out, err, errlen);
+    ssize_t n = pread(cfg.fd, copy, CONFIG_MAX_BYTES + 1, 0);
+    if (n < 0) {
+      if (err) snprintf(err, errlen, "read: %s", strerror(errno));
+      return -EIO;
+    }
+    if (read_seq(&s2) != 0 || s1 != s2) continue;
+    last = vc_config_parse(copy, (size_t)n, out, err, errlen);
     if (last == 0) return 0;
     /* A writer that does not bump seq may have been caught mid-write: retry a few times. */
     if (attempt > 20) return last;
@@ -156,33 +173,11 @@ int vc_config_open(const char *path, char *err, size_t errlen) {
     snprintf(err, errlen, "open %s: %s", path, strerror(e));
     return -e;
   }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    snprintf(err, errlen, "fstat %s: %s", path, strerror(e));
-    return -e;
-  }
-  size_t len = (size_t)st.st_size;
-  size_t max = VC_CONFIG_HEADER_SIZE + VC_CONFIG_MAX_DEVICES * VC_CONFIG_RECORD_SIZE;
-  if (len < VC_CONFIG_HEADER_SIZE || len > max) {
-    close(fd);
-    snprintf(err, errlen, "%s: file is %zu bytes, expected %u..%zu", path, len, VC_CONFIG_HEADER_SIZE, max);
-    return -EINVAL;
-  }
-  void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-  int e = errno;
-  close(fd);
-  if (map == MAP_FAILED) {
-    snprintf(err, errlen, "mmap %s: %s", path, strerror(e));
-    return -e;
-  }
-  unsigned char copy[VC_CONFIG_HEADER_SIZE + VC_CONFIG_MAX_DEVICES * VC_CONFIG_RECORD_SIZE];
+  unsigned char copy[CONFIG_MAX_BYTES + 1];
   struct vc_config snap;
   pthread_mutex_lock(&cfg.lock);
-  if (cfg.map) munmap((void *)(uintptr_t)cfg.map, cfg.len);
-  cfg.map = map;
-  cfg.len = len;
+  if (cfg.fd >= 0) close(cfg.fd);
+  cfg.fd = fd;
   snprintf(cfg.path, sizeof cfg.path, "%s", path);
   char why[200] = "";
   int rc = read_stable(copy, why, sizeof why, &snap);
@@ -199,10 +194,10 @@ int vc_config_open(const char *path, char *err, size_t errlen) {
 
 /* Caller holds cfg.lock. */
 static int refresh_locked(void) {
-  if (!cfg.map) return -ENOENT;
-  uint64_t seq = atomic_load_explicit(seq_word(), memory_order_acquire);
-  if (cfg.snap_ok && seq == cfg.snap.seq) return 0;
-  unsigned char copy[VC_CONFIG_HEADER_SIZE + VC_CONFIG_MAX_DEVICES * VC_CONFIG_RECORD_SIZE];
+  if (cfg.fd < 0) return -ENOENT;
+  uint64_t seq = 0;
+  if (cfg.snap_ok && read_seq(&seq) == 0 && seq == cfg.snap.seq) return 0;
+  unsigned char copy[CONFIG_MAX_BYTES + 1];
   struct vc_config snap;
   char why[200] = "";
   int rc = read_stable(copy, why, sizeof why, &snap);
@@ -257,8 +252,8 @@ int vc_config_find_uuid(const char *uuid) {
 
 void vc_config_close(void) {
   pthread_mutex_lock(&cfg.lock);
-  if (cfg.map) munmap((void *)(uintptr_t)cfg.map, cfg.len);
-  cfg.map = NULL;
+  if (cfg.fd >= 0) close(cfg.fd);
+  cfg.fd = -1;
   cfg.snap_ok = 0;
   pthread_mutex_unlock(&cfg.lock);
 }

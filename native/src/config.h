@@ -1,6 +1,6 @@
 /* The container's limit file (layout pinned in contract/limit-config.ts and native/README.md),
- * mapped read-only and MAP_SHARED so the node agent's in-place changes (under the seqlock at
- * offset 24) take effect without a restart. */
+ * read with pread on every change of its seqlock word (offset 24), so the node agent's in-place
+ * changes take effect without a restart and a file truncated in place is refused, not a SIGBUS. */
 #ifndef VCUDA_CONFIG_H
 #define VCUDA_CONFIG_H
 
@@ -13,6 +13,21 @@
 #define VC_CONFIG_RECORD_SIZE 128u
 #define VC_CONFIG_MAX_DEVICES 16u
 #define VC_CONFIG_DEFAULT_PATH "/etc/vcuda/vcuda.conf"
+
+/* A fork while another thread holds a process-local mutex would leave the child's copy locked by
+ * a thread the child does not have. VC_FORK_SAFE_MUTEX(m, priority) makes the forking thread hold
+ * `m` around fork. Prepare handlers run in reverse registration order and constructors in
+ * priority order, so locks are taken pool/graph -> allocation table -> config, the order the
+ * hooks nest them in. */
+#define VC_ATFORK_CONFIG 201
+#define VC_ATFORK_ALLOC_TABLE 202
+#define VC_ATFORK_POOL 203 /* also the graph and context tables: none is held inside another */
+#define VC_FORK_SAFE_MUTEX(m, priority)                                                     \
+  static void vc_fork_prepare(void) { pthread_mutex_lock(&(m)); }                           \
+  static void vc_fork_release(void) { pthread_mutex_unlock(&(m)); }                         \
+  __attribute__((constructor(priority))) static void vc_register_fork_handlers(void) {      \
+    pthread_atfork(vc_fork_prepare, vc_fork_release, vc_fork_release);                      \
+  }
 
 enum vc_config_offset {
   VC_CFG_OFF_MAGIC = 0,
@@ -63,7 +78,7 @@ int vc_config_parse(const unsigned char *buf, size_t len, struct vc_config *out,
 /* CRC32 (IEEE) of the image with seq and crc zeroed, as the writer computes it. */
 uint32_t vc_config_checksum(const unsigned char *buf, size_t len);
 
-/* Maps `path` and takes a first consistent snapshot. 0 or -errno with `err` filled. */
+/* Opens `path` and takes a first consistent snapshot. 0 or -errno with `err` filled. */
 int vc_config_open(const char *path, char *err, size_t errlen);
 
 /* Copies the current snapshot, re-reading the file when its seq moved. Returns 0, or -errno when
@@ -76,7 +91,7 @@ uint64_t vc_config_memory_limit(int index);
 /* Index of the record whose UUID equals `uuid` (case-insensitive), or -1. */
 int vc_config_find_uuid(const char *uuid);
 
-/* Unmaps (tests). */
+/* Closes the file (tests). */
 void vc_config_close(void);
 
 #endif

@@ -42,7 +42,7 @@ static CUresult charge_array(enum vc_alloc_kind kind, uint64_t key, uint64_t rep
   if (vc_current_index(&index) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_CONTEXT;
   uint64_t bytes = reported ? reported : estimate;
   if (vc_charge(index, bytes) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (vc_alloc_put(kind, key, index, bytes) != 0) {
+  if (vc_charge_record(kind, key, index, bytes, vc_current_context()) != 0) {
     vc_uncharge(index, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -121,7 +121,7 @@ VC_EXPORT CUresult cuArrayDestroy(CUarray hArray) {
   int known = vc_alloc_take(VC_ALLOC_ARRAY, (uint64_t)(uintptr_t)hArray, &a) == 0;
   CUresult rc = real(hArray);
   if (known && rc == CUDA_SUCCESS) vc_uncharge(a.device, a.bytes);
-  else if (known) vc_alloc_put(VC_ALLOC_ARRAY, (uint64_t)(uintptr_t)hArray, a.device, a.bytes);
+  else if (known) vc_alloc_record(VC_ALLOC_ARRAY, (uint64_t)(uintptr_t)hArray, &a, NULL);
   return rc;
 }
 
@@ -153,6 +153,6 @@ VC_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h) {
   int known = vc_alloc_take(VC_ALLOC_MIPMAP, (uint64_t)(uintptr_t)h, &a) == 0;
   CUresult rc = real(h);
   if (known && rc == CUDA_SUCCESS) vc_uncharge(a.device, a.bytes);
-  else if (known) vc_alloc_put(VC_ALLOC_MIPMAP, (uint64_t)(uintptr_t)h, a.device, a.bytes);
+  else if (known) vc_alloc_record(VC_ALLOC_MIPMAP, (uint64_t)(uintptr_t)h, &a, NULL);
   return rc;
 }

@@ -15,7 +15,10 @@ VC_EXPORT CUresult cuInit(unsigned int flags) {
 
 static CUresult after_context(CUresult rc, CUcontext ctx, CUdevice dev, int primary) {
   if (rc != CUDA_SUCCESS) return rc;
-  if (vc_charge_context(dev) == CUDA_SUCCESS) return CUDA_SUCCESS;
+  if (vc_charge_context(dev) == CUDA_SUCCESS) {
+    if (!primary) vc_ctx_created(ctx, dev);
+    return CUDA_SUCCESS;
+  }
   if (primary) {
     __typeof__(&cuDevicePrimaryCtxRelease_v2) rel2 = VC_REAL_CUDA(cuDevicePrimaryCtxRelease_v2);
     __typeof__(&cuDevicePrimaryCtxRelease) rel1 = VC_REAL_CUDA(cuDevicePrimaryCtxRelease);
@@ -32,6 +35,7 @@ VC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   __typeof__(&cuDevicePrimaryCtxRetain) real = VC_REAL_CUDA(cuDevicePrimaryCtxRetain);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = real(pctx, dev);
+  if (rc == CUDA_SUCCESS) vc_ctx_primary_retained(dev, *pctx);
   return after_context(rc, rc == CUDA_SUCCESS ? *pctx : NULL, dev, 1);
 }
 

@@ -20,6 +20,7 @@
 
 #include "charge.h"
 #include "config.h"
+#include "hooks.h"
 #include "init.h"
 #include "limiter.h"
 #include "log.h"
@@ -310,7 +311,7 @@ static __attribute__((noinline, cold)) void after_charge(int rec, struct vc_devi
 
 /* The whole limiter for one launch, for the cases the fast path hands over: limits not read yet
  * or due for their periodic re-read, block not cached, a new node-agent sample to fold in. */
-static __attribute__((noinline, cold)) void limit_record_slow(int rec, CUstream stream) {
+static __attribute__((noinline, cold)) void limit_record_slow(int rec, CUstream stream, uint64_t launches) {
   launches_until_refresh = REFRESH_EVERY;
   refresh_limits();
   uint64_t word = atomic_load_explicit(&limits_by_record[rec], memory_order_relaxed);
@@ -320,36 +321,45 @@ static __attribute__((noinline, cold)) void limit_record_slow(int rec, CUstream 
   vc_limiter_limits lim = unpack_limits(word);
   if (vc_limiter_has_new_sample(s, block)) observe(block, s, &lim);
   int64_t ticket;
-  int64_t cost = vc_limiter_charge(s, &ticket);
+  int64_t cost = vc_limiter_charge_n(s, launches, &ticket);
   after_charge(rec, block, s, stream, ticket, cost);
 }
 
-/* The limiter for one launch on config record `rec`, submitted to `stream`. Inlined into each
- * hook; everything that is not the common case is a call to a cold function. */
-static inline __attribute__((always_inline)) int limit_record(int rec, CUstream stream) {
+/* A launch into a capturing stream runs nothing now: the graph is charged when it replays. */
+static __attribute__((noinline, cold)) int captured(CUstream stream) { return vc_stream_capturing(stream); }
+
+/* The limiter for `launches` launches on config record `rec`, submitted to `stream`. Inlined into
+ * each hook; everything that is not the common case is a call to a cold function. */
+static inline __attribute__((always_inline)) int limit_launches(int rec, CUstream stream, uint64_t launches) {
   if ((unsigned)rec >= VC_CONFIG_MAX_DEVICES) return rec == REC_REFUSED;
+  if (__builtin_expect(vc_capture_maybe_active(), 0) && captured(stream)) return 0;
+  if (launches == 0) return 0;
   /* relaxed: limits and block pointers are published whole (one word each) and re-read often. */
   uint64_t word = atomic_load_explicit(&limits_by_record[rec], memory_order_relaxed);
   struct vc_device_block *block = atomic_load_explicit(&block_by_record[rec], memory_order_relaxed);
   if (__builtin_expect(!block || !(word & LIMITS_VALID) || launches_until_refresh-- == 0, 0)) {
-    limit_record_slow(rec, stream);
+    limit_record_slow(rec, stream, launches);
     return 0;
   }
   if (word & LIMITS_UNLIMITED) return 0;
   vc_limiter_state *s = state_of(block);
   /* Samples are rare (one per period): the slow path folds it in and re-checks the limits. */
   if (__builtin_expect(vc_limiter_has_new_sample(s, block), 0)) {
-    limit_record_slow(rec, stream);
+    limit_record_slow(rec, stream, launches);
     return 0;
   }
   int64_t ticket;
-  int64_t cost = vc_limiter_charge(s, &ticket);
+  int64_t cost = vc_limiter_charge_n(s, launches, &ticket);
   if (__builtin_expect(ticket < 0 || until_mark_ns[rec] < cost, 0)) {
     after_charge(rec, block, s, stream, ticket, cost);
     return 0;
   }
   until_mark_ns[rec] -= cost;
   return 0;
+}
+
+static inline __attribute__((always_inline)) int limit_record(int rec, CUstream stream) {
+  return limit_launches(rec, stream, 1);
 }
 
 static inline __attribute__((always_inline)) int limit_current(CUstream stream) {
@@ -472,13 +482,14 @@ VC_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list
   return real(list, count, flags);
 }
 
-#define GRAPH_HOOK(name, variant, per_thread)                            \
-  VC_EXPORT CUresult name(CUgraphExec exec, CUstream stream) {          \
-    graph_launch_fn real = (graph_launch_fn)forward(variant);           \
-    if (!real) return CUDA_ERROR_NOT_INITIALIZED;                       \
-    CUstream on = stream_of(stream, per_thread);                        \
-    if (limit_record(stream_record(on), on)) return CUDA_ERROR_INVALID_DEVICE; \
-    return real(exec, stream);                                          \
+/* A replay is charged as the kernel launches it holds, and its graph memory is reserved first. */
+#define GRAPH_HOOK(name, variant, per_thread)                                                   \
+  VC_EXPORT CUresult name(CUgraphExec exec, CUstream stream) {                                 \
+    graph_launch_fn real = (graph_launch_fn)forward(variant);                                  \
+    if (!real) return CUDA_ERROR_NOT_INITIALIZED;                                              \
+    CUstream on = stream_of(stream, per_thread);                                               \
+    if (limit_launches(stream_record(on), on, vc_graph_launches(exec))) return CUDA_ERROR_INVALID_DEVICE; \
+    return vc_graph_run(exec, stream, real);                                                   \
   }
 
 GRAPH_HOOK(cuGraphLaunch, V_GRAPH, 0)

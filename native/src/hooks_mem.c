@@ -13,7 +13,7 @@ static CUresult charge_then(int index, uint64_t bytes, CUresult driver_rc, CUdev
     vc_uncharge(index, bytes);
     return driver_rc;
   }
-  if (vc_alloc_put(VC_ALLOC_LINEAR, ptr, index, bytes) != 0) {
+  if (vc_charge_record(VC_ALLOC_LINEAR, ptr, index, bytes, vc_current_context()) != 0) {
     if (undo) undo(ptr);
     vc_uncharge(index, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -105,19 +105,30 @@ VC_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, u
   return settle_pitched(index, estimate, rc, *dptr, (uint64_t)*pPitch * Height);
 }
 
-static CUresult free_with(CUdeviceptr ptr, CUresult (*real)(CUdeviceptr)) {
+/* cuMemFree of a stream-ordered allocation: the driver frees it (synchronously), so its pool
+ * is settled as after cuMemFreeAsync. */
+static CUresult free_sync_v2(CUdeviceptr p, CUstream unused) {
+  (void)unused;
+  return free_v2(p);
+}
+
+static CUresult free_sync_v1(CUdeviceptr p, CUstream unused);
+
+static CUresult free_with(CUdeviceptr ptr, CUresult (*real)(CUdeviceptr), CUresult (*sync)(CUdeviceptr, CUstream)) {
   struct vc_alloc a;
+  CUresult rc;
+  if (vc_pool_free(ptr, sync, NULL, &rc)) return rc;
   int known = vc_alloc_take(VC_ALLOC_LINEAR, ptr, &a) == 0;
-  CUresult rc = real(ptr);
+  rc = real(ptr);
   if (!known) return rc;
   if (rc == CUDA_SUCCESS) vc_uncharge(a.device, a.bytes);
-  else vc_alloc_put(VC_ALLOC_LINEAR, ptr, a.device, a.bytes); /* still allocated */
+  else vc_alloc_record(VC_ALLOC_LINEAR, ptr, &a, NULL); /* still allocated */
   return rc;
 }
 
 VC_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   __typeof__(&cuMemFree_v2) real = VC_REAL_CUDA(cuMemFree_v2);
-  return real ? free_with(dptr, real) : CUDA_ERROR_NOT_INITIALIZED;
+  return real ? free_with(dptr, real, free_sync_v2) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 static CUresult free_v1_adapter(CUdeviceptr p) {
@@ -125,4 +136,9 @@ static CUresult free_v1_adapter(CUdeviceptr p) {
   return real ? real((CUdeviceptr_v1)p) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
-VC_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) { return free_with(dptr, free_v1_adapter); }
+static CUresult free_sync_v1(CUdeviceptr p, CUstream unused) {
+  (void)unused;
+  return free_v1_adapter(p);
+}
+
+VC_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) { return free_with(dptr, free_v1_adapter, free_sync_v1); }

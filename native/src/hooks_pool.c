@@ -12,6 +12,7 @@
 
 #include "alloc_table.h"
 #include "charge.h"
+#include "config.h"
 #include "hooks.h"
 #include "log.h"
 #include "real.h"
@@ -24,16 +25,18 @@ struct pool_charge {
   int index;        /* config record */
   uint64_t charged; /* what the region holds for this pool */
   uint64_t live;    /* bytes of allocations not yet freed */
+  int destroyed;    /* cuMemPoolDestroy ran: only live allocations remain, the handle is gone */
 };
 
 static struct pool_charge pools[MAX_POOLS];
 static int pool_count;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+VC_FORK_SAFE_MUTEX(lock, VC_ATFORK_POOL)
 
 /* Caller holds lock. NULL when `create` is 0 and the pool is unknown, or the table is full. */
 static struct pool_charge *pool_entry(CUmemoryPool pool, int index, int create) {
   for (int i = 0; i < pool_count; i++)
-    if (pools[i].pool == pool) return &pools[i];
+    if (pools[i].pool == pool && !pools[i].destroyed) return &pools[i];
   if (!create) return NULL;
   for (int i = 0; i < pool_count; i++) {
     if (pools[i].charged == 0 && pools[i].live == 0) { /* reuse an idle entry */
@@ -61,7 +64,8 @@ static uint64_t pool_reserved(CUmemoryPool pool, uint64_t fallback) {
  * growth seen after a free or trim cannot be, and is recorded even past the limit so the views
  * stay true. Caller holds lock. */
 static CUresult settle(struct pool_charge *p, int may_refuse) {
-  uint64_t reserved = pool_reserved(p->pool, p->live);
+  /* A destroyed pool's handle may already name a new pool: only its live allocations count. */
+  uint64_t reserved = p->destroyed ? p->live : pool_reserved(p->pool, p->live);
   uint64_t target = reserved > p->live ? reserved : p->live;
   if (target > p->charged) {
     uint64_t more = target - p->charged;
@@ -72,7 +76,28 @@ static CUresult settle(struct pool_charge *p, int may_refuse) {
     vc_uncharge(p->index, p->charged - target);
   }
   p->charged = target;
+  if (p->destroyed && target == 0) *p = (struct pool_charge){0}; /* free for reuse */
   return CUDA_SUCCESS;
+}
+
+/* The live pool entry an allocation of `pool` on record `index` counts in; caller holds lock. */
+static struct pool_charge *owner_of(CUmemoryPool pool, int index) {
+  for (int i = 0; i < pool_count; i++)
+    if (pools[i].pool == pool && pools[i].index == index && pools[i].live) return &pools[i];
+  return NULL;
+}
+
+/* Records a new allocation. A pointer still recorded was freed by the driver without a free we
+ * saw (a context reset, say): its old pool stops counting it. Caller holds lock. */
+static int record_allocation(CUdeviceptr dptr, int index, uint64_t bytes, CUmemoryPool pool) {
+  struct vc_alloc value = {.bytes = bytes, .device = index, .handle = (uint64_t)(uintptr_t)pool}, old;
+  int rc = vc_alloc_record(VC_ALLOC_POOL, dptr, &value, &old);
+  struct pool_charge *was = rc == 1 ? owner_of((CUmemoryPool)(uintptr_t)old.handle, old.device) : NULL;
+  if (was) {
+    was->live = was->live > old.bytes ? was->live - old.bytes : 0;
+    settle(was, 0);
+  }
+  return rc < 0 ? rc : 0;
 }
 
 /* The pool cuMemAllocAsync would use: the current device's current pool. */
@@ -92,9 +117,12 @@ typedef CUresult (*alloc_pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream)
 
 /* Exactly one of `real` (device's current pool) and `pool_real` (explicit `pool`) is used. */
 static CUresult alloc_in_pool(alloc_async_fn real, alloc_pool_fn pool_real, CUdeviceptr *dptr, size_t bytes,
-                              CUmemoryPool pool, CUstream stream) {
+                              CUmemoryPool pool, CUstream stream, int per_thread) {
   if (!real && !pool_real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!dptr || bytes == 0 || (!real && !pool))
+  /* On a capturing stream nothing is allocated: the driver adds a graph memory node, counted
+   * by the graph memory pool when the graph is uploaded or launched (hooks_graph.c). */
+  int captured = vc_capture_maybe_active() && vc_stream_capturing(per_thread && !stream ? VC_CU_STREAM_PER_THREAD : stream);
+  if (!dptr || bytes == 0 || (!real && !pool) || captured)
     return real ? real(dptr, bytes, stream) : pool_real(dptr, bytes, pool, stream);
   int index = -1;
   /* An explicit pool is charged to the current device: where the caller works, and in practice
@@ -118,8 +146,7 @@ static CUresult alloc_in_pool(alloc_async_fn real, alloc_pool_fn pool_real, CUde
   }
   p->charged += extra;
   p->live += bytes;
-  if (settle(p, 1) != CUDA_SUCCESS ||
-      vc_alloc_put_handle(VC_ALLOC_POOL, *dptr, index, bytes, (uint64_t)(uintptr_t)pool) != 0) {
+  if (settle(p, 1) != CUDA_SUCCESS || record_allocation(*dptr, index, bytes, pool) != 0) {
     __typeof__(&cuMemFreeAsync) free_async = VC_REAL_CUDA(cuMemFreeAsync);
     if (free_async) free_async(*dptr, stream);
     p->live -= bytes;
@@ -132,44 +159,53 @@ static CUresult alloc_in_pool(alloc_async_fn real, alloc_pool_fn pool_real, CUde
 }
 
 VC_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  return alloc_in_pool(VC_REAL_CUDA(cuMemAllocAsync), NULL, dptr, bytesize, NULL, hStream);
+  return alloc_in_pool(VC_REAL_CUDA(cuMemAllocAsync), NULL, dptr, bytesize, NULL, hStream, 0);
 }
 
 VC_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  return alloc_in_pool(VC_REAL_CUDA(cuMemAllocAsync_ptsz), NULL, dptr, bytesize, NULL, hStream);
+  return alloc_in_pool(VC_REAL_CUDA(cuMemAllocAsync_ptsz), NULL, dptr, bytesize, NULL, hStream, 1);
 }
 
 VC_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
-  return alloc_in_pool(NULL, VC_REAL_CUDA(cuMemAllocFromPoolAsync), dptr, bytesize, pool, hStream);
+  return alloc_in_pool(NULL, VC_REAL_CUDA(cuMemAllocFromPoolAsync), dptr, bytesize, pool, hStream, 0);
 }
 
 VC_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                                 CUstream hStream) {
-  return alloc_in_pool(NULL, VC_REAL_CUDA(cuMemAllocFromPoolAsync_ptsz), dptr, bytesize, pool, hStream);
+  return alloc_in_pool(NULL, VC_REAL_CUDA(cuMemAllocFromPoolAsync_ptsz), dptr, bytesize, pool, hStream, 1);
+}
+
+/* Frees a stream-ordered allocation through `do_free` (cuMemFreeAsync, or cuMemFree, which the
+ * driver accepts for them too) and settles its pool. 1 with *rc set when `dptr` was one. */
+int vc_pool_free(CUdeviceptr dptr, CUresult (*do_free)(CUdeviceptr, CUstream), CUstream stream, CUresult *rc) {
+  struct vc_alloc a;
+  pthread_mutex_lock(&lock);
+  if (vc_alloc_take(VC_ALLOC_POOL, dptr, &a) != 0) {
+    pthread_mutex_unlock(&lock);
+    return 0;
+  }
+  *rc = do_free(dptr, stream);
+  struct pool_charge *p = owner_of((CUmemoryPool)(uintptr_t)a.handle, a.device);
+  if (*rc != CUDA_SUCCESS) {
+    vc_alloc_record(VC_ALLOC_POOL, dptr, &a, NULL);
+  } else if (p) {
+    p->live = p->live > a.bytes ? p->live - a.bytes : 0;
+    settle(p, 0);
+  }
+  pthread_mutex_unlock(&lock);
+  return 1;
 }
 
 /* cuMemFreeAsync also frees cuMemAlloc pointers (in stream order); those are linear entries. */
 static CUresult free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdeviceptr dptr, CUstream stream) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc;
+  if (vc_pool_free(dptr, real, stream, &rc)) return rc;
   struct vc_alloc a;
-  pthread_mutex_lock(&lock);
-  if (vc_alloc_take(VC_ALLOC_POOL, dptr, &a) == 0) {
-    CUresult rc = real(dptr, stream);
-    struct pool_charge *p = pool_entry((CUmemoryPool)(uintptr_t)a.handle, a.device, 0);
-    if (rc != CUDA_SUCCESS) {
-      vc_alloc_put_handle(VC_ALLOC_POOL, dptr, a.device, a.bytes, a.handle);
-    } else if (p) {
-      p->live = p->live > a.bytes ? p->live - a.bytes : 0;
-      settle(p, 0);
-    }
-    pthread_mutex_unlock(&lock);
-    return rc;
-  }
-  pthread_mutex_unlock(&lock);
   int known = vc_alloc_take(VC_ALLOC_LINEAR, dptr, &a) == 0;
-  CUresult rc = real(dptr, stream);
+  rc = real(dptr, stream);
   if (known && rc == CUDA_SUCCESS) vc_uncharge(a.device, a.bytes);
-  else if (known) vc_alloc_put(VC_ALLOC_LINEAR, dptr, a.device, a.bytes);
+  else if (known) vc_alloc_record(VC_ALLOC_LINEAR, dptr, &a, NULL);
   return rc;
 }
 
@@ -190,4 +226,39 @@ VC_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   if (p) settle(p, 0);
   pthread_mutex_unlock(&lock);
   return rc;
+}
+
+/* The driver releases a destroyed pool's memory once its last allocation is freed: the pool's
+ * reserved memory stops being charged now, its live allocations when they are freed. */
+VC_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  __typeof__(&cuMemPoolDestroy) real = VC_REAL_CUDA(cuMemPoolDestroy);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  pthread_mutex_lock(&lock);
+  CUresult rc = real(pool);
+  struct pool_charge *p = rc == CUDA_SUCCESS ? pool_entry(pool, -1, 0) : NULL;
+  if (p) {
+    p->destroyed = 1;
+    settle(p, 0);
+  }
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
+static int on_record(enum vc_alloc_kind kind, const struct vc_alloc *a, const void *index) {
+  return kind == VC_ALLOC_POOL && a->device == *(const int *)index;
+}
+
+static void forget_allocation(enum vc_alloc_kind kind, const struct vc_alloc *a, void *unused) {
+  (void)kind;
+  (void)unused;
+  struct pool_charge *p = owner_of((CUmemoryPool)(uintptr_t)a->handle, a->device);
+  if (p) p->live = p->live > a->bytes ? p->live - a->bytes : 0;
+}
+
+void vc_pool_forget_device(int index) {
+  pthread_mutex_lock(&lock);
+  vc_alloc_drop_if(on_record, forget_allocation, &index);
+  for (int i = 0; i < pool_count; i++)
+    if (pools[i].index == index && (pools[i].charged || pools[i].live)) settle(&pools[i], 0);
+  pthread_mutex_unlock(&lock);
 }

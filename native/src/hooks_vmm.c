@@ -21,7 +21,8 @@ VC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     vc_uncharge(index, size);
     return rc;
   }
-  if (vc_alloc_put(VC_ALLOC_VMM_HANDLE, *handle, index, size) != 0) {
+  /* Physical memory belongs to no context: it outlives cuCtxDestroy (cuda.h). */
+  if (vc_charge_record(VC_ALLOC_VMM_HANDLE, *handle, index, size, 0) != 0) {
     __typeof__(&cuMemRelease) release = VC_REAL_CUDA(cuMemRelease);
     if (release) release(*handle);
     vc_uncharge(index, size);

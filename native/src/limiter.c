@@ -281,11 +281,11 @@ int vc_limiter_read_sample(const void *device_block, vc_limiter_sample *out) {
   const unsigned char *b = device_block;
   /* The node agent writes these fields with plain stores between two seq stores; reading them
    * as relaxed atomics between acquire loads of seq is the classic seqlock reader. */
-  const _Atomic uint64_t *seq = (const _Atomic uint64_t *)(b + 64);
-  const _Atomic uint64_t *time_ms = (const _Atomic uint64_t *)(b + 72);
-  const _Atomic uint32_t *measured = (const _Atomic uint32_t *)(b + 80);
-  const _Atomic uint32_t *busy = (const _Atomic uint32_t *)(b + 84);
-  const _Atomic uint32_t *period = (const _Atomic uint32_t *)(b + 88);
+  const _Atomic uint64_t *seq = (const _Atomic uint64_t *)(b + offsetof(struct vc_device_block, sample_seq));
+  const _Atomic uint64_t *time_ms = (const _Atomic uint64_t *)(b + offsetof(struct vc_device_block, sample_time_ms));
+  const _Atomic uint32_t *measured = (const _Atomic uint32_t *)(b + offsetof(struct vc_device_block, measured_share_bp));
+  const _Atomic uint32_t *busy = (const _Atomic uint32_t *)(b + offsetof(struct vc_device_block, card_busy_bp));
+  const _Atomic uint32_t *period = (const _Atomic uint32_t *)(b + offsetof(struct vc_device_block, sample_period_ms));
   for (int attempt = 0; attempt < 64; attempt++) {
     uint64_t before = atomic_load_explicit(seq, memory_order_acquire);
     if (before & 1) continue;
@@ -305,33 +305,24 @@ int vc_limiter_read_sample(const void *device_block, vc_limiter_sample *out) {
   return -EAGAIN;
 }
 
-/* Limit-file offsets pinned by contract/limit-config.ts. */
-#define CFG_MAGIC "VCUDACFG"
-#define CFG_HEADER_SIZE 512u
-#define CFG_RECORD_SIZE 128u
-#define CFG_OFF_COUNT 16
-#define CFG_OFF_SEQ 24
-#define CFG_REC_MODE 52
-#define CFG_REC_REQUEST 64
-#define CFG_REC_LIMIT 68
-
+/* Limit-file offsets: config.h's, pinned by contract/limit-config.ts. */
 int vc_limiter_read_limits(const void *config, uint64_t length, unsigned index, vc_limiter_limits *out,
                            uint64_t *seq) {
   const unsigned char *b = config;
-  if (length < CFG_HEADER_SIZE) return -EINVAL;
+  if (length < VC_CONFIG_HEADER_SIZE) return -EINVAL;
   for (int i = 0; i < 8; i++) {
-    if (b[i] != (unsigned char)CFG_MAGIC[i]) return -EINVAL;
+    if (b[i] != (unsigned char)VC_CONFIG_MAGIC[i]) return -EINVAL;
   }
-  const _Atomic uint64_t *seqp = (const _Atomic uint64_t *)(b + CFG_OFF_SEQ);
+  const _Atomic uint64_t *seqp = (const _Atomic uint64_t *)(b + VC_CFG_OFF_SEQ);
   for (int attempt = 0; attempt < 64; attempt++) {
     uint64_t before = atomic_load_explicit(seqp, memory_order_acquire);
     if (before & 1) continue;
-    uint32_t count = atomic_load_explicit((const _Atomic uint32_t *)(b + CFG_OFF_COUNT), memory_order_relaxed);
-    if (index >= count || CFG_HEADER_SIZE + (uint64_t)(index + 1) * CFG_RECORD_SIZE > length) return -EINVAL;
-    const unsigned char *rec = b + CFG_HEADER_SIZE + (uint64_t)index * CFG_RECORD_SIZE;
-    uint32_t mode = atomic_load_explicit((const _Atomic uint32_t *)(rec + CFG_REC_MODE), memory_order_relaxed);
-    uint32_t request = atomic_load_explicit((const _Atomic uint32_t *)(rec + CFG_REC_REQUEST), memory_order_relaxed);
-    uint32_t limit = atomic_load_explicit((const _Atomic uint32_t *)(rec + CFG_REC_LIMIT), memory_order_relaxed);
+    uint32_t count = atomic_load_explicit((const _Atomic uint32_t *)(b + VC_CFG_OFF_DEVICE_COUNT), memory_order_relaxed);
+    if (index >= count || VC_CONFIG_HEADER_SIZE + (uint64_t)(index + 1) * VC_CONFIG_RECORD_SIZE > length) return -EINVAL;
+    const unsigned char *rec = b + VC_CONFIG_HEADER_SIZE + (uint64_t)index * VC_CONFIG_RECORD_SIZE;
+    uint32_t mode = atomic_load_explicit((const _Atomic uint32_t *)(rec + VC_CFG_REC_MODE), memory_order_relaxed);
+    uint32_t request = atomic_load_explicit((const _Atomic uint32_t *)(rec + VC_CFG_REC_CORE_REQUEST), memory_order_relaxed);
+    uint32_t limit = atomic_load_explicit((const _Atomic uint32_t *)(rec + VC_CFG_REC_CORE_LIMIT), memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(seqp, memory_order_relaxed) != before) continue;
     /* Out-of-range values cannot come from the node agent's writer; clamp rather than trust. */
@@ -341,7 +332,7 @@ int vc_limiter_read_limits(const void *config, uint64_t length, unsigned index, 
     if (request > limit) request = limit;
     out->request_bp = request * 100;
     out->limit_bp = limit * 100;
-    out->is_soft = mode == 1;
+    out->is_soft = mode == VC_MODE_SOFT;
     *seq = before;
     return 0;
   }

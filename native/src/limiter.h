@@ -15,10 +15,14 @@
 #define VCUDA_LIMITER_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#define VC_LIMITER_STATE_OFFSET 96   /* inside a region device block */
-#define VC_LIMITER_STATE_BYTES 160   /* bytes 96..255 */
+#include "config.h"
+#include "region.h"
+
+#define VC_LIMITER_STATE_OFFSET offsetof(struct vc_device_block, limiter_state) /* inside a region device block */
+#define VC_LIMITER_STATE_BYTES sizeof(((struct vc_device_block *)0)->limiter_state) /* bytes 96..255 */
 #define VC_LIMITER_FULL_BP 10000u    /* 100 % in basis points */
 
 /* Per-device state in shared memory. Every field is a lock-free 32/64-bit atomic, so processes
@@ -76,18 +80,21 @@ static inline int vc_limiter_is_unlimited(const vc_limiter_limits *lim) {
   return !lim->is_soft && lim->limit_bp >= VC_LIMITER_FULL_BP;
 }
 
-/* Fast path: charges one launch at the current cost estimate and returns that cost (estimated GPU
- * ns). One atomic read-modify-write, no lock, no clock, no allocation. `*ticket` >= 0: the bucket
+/* Fast path: charges `launches` launches (a graph replay charges its kernel nodes) at the current
+ * cost estimate and returns that cost (estimated GPU ns). One atomic read-modify-write, no lock, no clock, no allocation. `*ticket` >= 0: the bucket
  * covered it (launch now); < 0: the launch is in debt, `*ticket` is its place and
  * vc_limiter_wait_ns decides when it may go. */
-static inline int64_t vc_limiter_charge(vc_limiter_state *s, int64_t *ticket) {
+static inline int64_t vc_limiter_charge_n(vc_limiter_state *s, uint64_t launches, int64_t *ticket) {
   /* relaxed: the cost is an estimate; a stale value only shifts one launch's charge. */
   uint64_t q8 = atomic_load_explicit(&s->cost_q8, memory_order_relaxed);
-  int64_t cost = q8 ? (int64_t)(q8 >> 8) + 1 : (int64_t)VC_LIMITER_DEFAULT_COST_NS;
+  int64_t cost = (q8 ? (int64_t)(q8 >> 8) + 1 : (int64_t)VC_LIMITER_DEFAULT_COST_NS) * (int64_t)launches;
   /* relaxed: the bucket guards no other memory; only its own value matters. */
   *ticket = atomic_fetch_sub_explicit(&s->tokens_ns, cost, memory_order_relaxed) - cost;
   return cost;
 }
+
+/* One launch. */
+static inline int64_t vc_limiter_charge(vc_limiter_state *s, int64_t *ticket) { return vc_limiter_charge_n(s, 1, ticket); }
 
 /* vc_limiter_charge as a yes/no: 1 when the launch may go now. */
 static inline int vc_limiter_try_take(vc_limiter_state *s, int64_t *ticket) {
@@ -107,7 +114,8 @@ uint64_t vc_limiter_inflight_cap_ns(const vc_limiter_state *s);
  * (a wrong cost estimate must not hide the measurements that would correct it). */
 static inline int vc_limiter_has_new_sample(const vc_limiter_state *s, const void *device_block) {
   /* relaxed: a hint only; vc_limiter_read_sample does the ordered read. */
-  uint64_t seq = atomic_load_explicit((const _Atomic uint64_t *)((const unsigned char *)device_block + 64),
+  uint64_t seq = atomic_load_explicit((const _Atomic uint64_t *)((const unsigned char *)device_block +
+                                                                   offsetof(struct vc_device_block, sample_seq)),
                                       memory_order_relaxed);
   return seq != atomic_load_explicit(&s->seen_seq, memory_order_relaxed) && !(seq & 1);
 }
@@ -149,7 +157,7 @@ int vc_limiter_read_limits(const void *config, uint64_t length, unsigned index, 
 /* The seqlock word of a mapped limit file, for a cheap "did anything change" check. */
 static inline uint64_t vc_limiter_config_seq(const void *config) {
   /* acquire: a changed seq must be seen before the records it covers are re-read. */
-  return atomic_load_explicit((const _Atomic uint64_t *)((const unsigned char *)config + 24), memory_order_acquire);
+  return atomic_load_explicit((const _Atomic uint64_t *)((const unsigned char *)config + VC_CFG_OFF_SEQ), memory_order_acquire);
 }
 
 #endif

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -130,15 +131,73 @@ static void repair_locked(void) {
   vc_log(VC_LOG_WARN, "a process died while updating the accounting region; counters rebuilt from slots");
 }
 
-static int lock_region(void) {
-  int rc = pthread_mutex_lock(&hdr()->lock);
-  if (rc == EOWNERDEAD) {
-    repair_locked();
-    pthread_mutex_consistent(&hdr()->lock);
-    return 0;
-  }
-  if (rc != 0) vc_log(VC_LOG_ERROR, "region lock: %s", strerror(rc));
+/* A robust process-shared mutex; 0 or an errno. */
+static int init_lock(pthread_mutex_t *m) {
+  pthread_mutexattr_t attr;
+  int rc = pthread_mutexattr_init(&attr);
+  if (rc == 0) rc = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  if (rc == 0) rc = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  if (rc == 0) rc = pthread_mutex_init(m, &attr);
+  pthread_mutexattr_destroy(&attr);
   return rc;
+}
+
+/* glibc keeps a robust mutex's owner thread id in its first word (the futex word). */
+#define LOCK_TID_MASK 0x3fffffffu
+static _Atomic uint32_t *lock_word(void) { return (_Atomic uint32_t *)(void *)&hdr()->lock; }
+
+static int tid_alive(uint32_t tid) { return tid != 0 && (kill((pid_t)tid, 0) == 0 || errno == EPERM); }
+
+/* The lock word `seen` names an owner that is gone (a region that outlived a node crash, a
+ * process that died outside the robust list) or is garbage, or has not moved for LOCK_STUCK_MS.
+ * Exactly one waiter wins the exchange of that word and re-initialises the mutex; everyone then
+ * locks it again and the winner rebuilds the counters. */
+static int take_over(uint32_t seen) {
+  uint32_t expect = seen;
+  if (!atomic_compare_exchange_strong(lock_word(), &expect, (uint32_t)gettid() & LOCK_TID_MASK)) return 0;
+  vc_log(VC_LOG_ERROR, "accounting region lock word %#x: owner gone or lock corrupt; re-initialising it", seen);
+  return init_lock(&hdr()->lock) == 0;
+}
+
+#define LOCK_STEP_MS 100u   /* re-check the owner this often */
+#define LOCK_STUCK_MS 5000u /* a word unchanged this long is stuck: a holder takes microseconds */
+#define LOCK_GIVE_UP_MS 15000u
+
+static struct timespec deadline_in(uint32_t ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += (long)(ms % 1000u) * 1000000L;
+  ts.tv_sec += (time_t)(ms / 1000u) + ts.tv_nsec / 1000000000L;
+  ts.tv_nsec %= 1000000000L;
+  return ts;
+}
+
+/* Every wait is bounded: in steps of LOCK_STEP_MS, with the owner checked at each step. Returns
+ * 0 with the lock held, or an errno (refuse the operation) after LOCK_GIVE_UP_MS. */
+static int lock_region(void) {
+  uint64_t start = now_ms(), word_since = start;
+  uint32_t last_word = atomic_load_explicit(lock_word(), memory_order_relaxed);
+  int repair = 0, rc = 0;
+  while (now_ms() - start < LOCK_GIVE_UP_MS) {
+    struct timespec deadline = deadline_in(LOCK_STEP_MS);
+    rc = pthread_mutex_timedlock(&hdr()->lock, &deadline);
+    if (rc == 0 || rc == EOWNERDEAD) {
+      if (rc == EOWNERDEAD || repair) {
+        repair_locked();
+        if (rc == EOWNERDEAD) pthread_mutex_consistent(&hdr()->lock);
+      }
+      return 0;
+    }
+    uint32_t word = atomic_load_explicit(lock_word(), memory_order_relaxed);
+    if (word != last_word) word_since = now_ms();
+    last_word = word;
+    int stuck = now_ms() - word_since >= LOCK_STUCK_MS;
+    int dead = word != 0 && !tid_alive(word & LOCK_TID_MASK);
+    if (rc != ETIMEDOUT || dead || (word != 0 && stuck)) repair |= take_over(word);
+  }
+  vc_log(VC_LOG_ERROR, "accounting region lock: not acquired within %u ms (%s); refusing", LOCK_GIVE_UP_MS,
+         strerror(rc));
+  return rc ? rc : ETIMEDOUT;
 }
 
 static void unlock_region(void) { pthread_mutex_unlock(&hdr()->lock); }
@@ -180,6 +239,25 @@ static int own_slot_locked(void) {
   return (int)k;
 }
 
+/* exec keeps the pid and the start time but not the address space: the driver freed everything
+ * the old image allocated, and no destructor ran to say so. A slot with this process's identity
+ * at open time is therefore the old image's; its charges are released and the slot freed. */
+static void drop_pre_exec_slot(void) {
+  char state;
+  uint64_t start = 0;
+  pid_t pid = self_pid();
+  if (vc_proc_stat(pid, &state, &start) != 0 || lock_region() != 0) return;
+  uint32_t hw = atomic_load_explicit(&hdr()->slot_high_water, memory_order_acquire);
+  for (uint32_t k = 0; k < hw; k++) {
+    struct vc_process_slot *s = slot(k);
+    if (atomic_load_explicit(&s->state, memory_order_acquire) != VC_SLOT_LIVE) continue;
+    if (s->pid != (uint32_t)pid || s->start_ticks != start) continue;
+    vc_log(VC_LOG_INFO, "slot %u held by this pid before exec: its memory is gone, releasing it", k);
+    free_slot_locked(s);
+  }
+  unlock_region();
+}
+
 static int init_header_locked(uint32_t device_count) {
   struct region_header *h = hdr();
   if (atomic_load_explicit(&h->ready, memory_order_acquire) == READY_MARK) return 0;
@@ -190,12 +268,7 @@ static int init_header_locked(uint32_t device_count) {
   h->device_block_size = VC_REGION_DEVICE_BLOCK_SIZE;
   h->slot_capacity = VC_REGION_SLOT_CAPACITY;
   h->slot_size = VC_REGION_SLOT_SIZE;
-  pthread_mutexattr_t attr;
-  int rc = pthread_mutexattr_init(&attr);
-  if (rc == 0) rc = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  if (rc == 0) rc = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  if (rc == 0) rc = pthread_mutex_init(&h->lock, &attr);
-  pthread_mutexattr_destroy(&attr);
+  int rc = init_lock(&h->lock);
   if (rc != 0) return -rc;
   atomic_store_explicit(&h->ready, READY_MARK, memory_order_release);
   return 0;
@@ -257,6 +330,7 @@ int vc_region_open(const char *path, uint32_t device_count, char *err, size_t er
   /* The mapping keeps the open file description alive: unlock explicitly, close() would not. */
   flock(fd, LOCK_UN);
   close(fd);
+  drop_pre_exec_slot();
   return 0;
 fail:
   if (map != MAP_FAILED) munmap(map, VC_REGION_FILE_SIZE);

@@ -21,19 +21,6 @@ const LIMIT_MIB = 1024;
 const UUID = 'GPU-fa4e6770-0000-4000-8000-000000000000';
 const CUDA_ERROR_MEMORY_ALLOCATION = 2; // cudaErrorMemoryAllocation
 
-/**
- * Cases that fail today because libvcuda leaks on these paths; each flips to a plain `it` when its
- * fix lands (the test then fails here until flipped, so the list cannot go stale).
- */
-const KNOWN_LEAKS = {
-  poolDestroy: 'cuMemPoolDestroy is not hooked: a destroyed pool stays charged',
-  freeAsync:
-    "cudaFree of a cudaMallocAsync pointer leaks its charge (cuMemFree looks up linear entries only; the fake driver's cuMemFree_v2 refuses it too)",
-  graphAlloc: 'graph memory nodes are not counted (and the fake driver has no cuGraphAddMemAllocNode yet)',
-  deviceReset: 'cuDevicePrimaryCtxReset is not hooked (and the fake driver has no primary-context reset yet)',
-  exec: 'an exec keeps the old image charged: pid and start time stay the same',
-} as const;
-
 type Runtime = 'shared' | 'static';
 type Case = Record<string, number | string>;
 
@@ -171,26 +158,32 @@ describe.skipIf(!hasToolkit)(
         expect(Number(limited.wallMs)).toBeGreaterThan(Number(free.wallMs) * 10);
       });
 
-      it.fails(`pool destroy returns the pool's memory (${KNOWN_LEAKS.poolDestroy})`, () => {
+      it("pool destroy returns the pool's memory", () => {
         const c = run(runtime, container(), 'pool-destroy', '512');
         expect(c.freeAfter).toBe(LIMIT_MIB * MiB);
       });
 
-      it.fails(`cudaFree of an async pointer returns its charge (${KNOWN_LEAKS.freeAsync})`, () => {
+      it('cudaFree of an async pointer returns its charge', () => {
         expect(run(runtime, container(), 'free-async', '768').allocAfter).toBe(0);
       });
 
-      it.fails(`a graph allocation node cannot exceed the limit (${KNOWN_LEAKS.graphAlloc})`, () => {
+      it('a graph allocation node cannot exceed the limit', () => {
         const g = run(runtime, container(), 'graph-alloc', String(2 * LIMIT_MIB));
-        expect(g.instantiate === 0 && g.launch === 0).toBe(false);
+        expect([g.add, g.instantiate, g.launch]).toContain(CUDA_ERROR_MEMORY_ALLOCATION);
         expect(Number(g.used)).toBeLessThanOrEqual(LIMIT_MIB * MiB);
       });
 
-      it.fails(`cudaDeviceReset returns what the context held (${KNOWN_LEAKS.deviceReset})`, () => {
+      it("a graph's memory within the limit is granted and charged", () => {
+        const g = run(runtime, container(), 'graph-alloc', '512');
+        expect([g.add, g.instantiate, g.launch]).toEqual([0, 0, 0]);
+        expect(Number(g.free)).toBeLessThanOrEqual((LIMIT_MIB - 512) * MiB);
+      });
+
+      it('cudaDeviceReset returns what the context held', () => {
         expect(run(runtime, container(), 'reset', '600', '800').allocAfter).toBe(0);
       });
 
-      it.fails(`exec gives the old image's memory back (${KNOWN_LEAKS.exec})`, () => {
+      it("exec gives the old image's memory back", () => {
         expect(run(runtime, container(), 'exec', '600', '800').code).toBe(0);
       });
     });

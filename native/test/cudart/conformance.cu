@@ -215,12 +215,16 @@ static int graph_alloc(size_t bytes) {
   params.poolProps.location.id = 0;
   params.bytesize = bytes;
   cudaGraphNode_t node;
-  CHECK(cudaGraphAddMemAllocNode(&node, graph, nullptr, 0, &params));
+  // The limit may refuse the node itself, its instantiation or its launch: each is a refusal.
+  cudaError_t added = cudaGraphAddMemAllocNode(&node, graph, nullptr, 0, &params);
   cudaGraphExec_t exec;
-  cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  cudaError_t inst = added == cudaSuccess ? cudaGraphInstantiate(&exec, graph, 0) : added;
   cudaError_t launched = inst == cudaSuccess ? cudaGraphLaunch(exec, 0) : inst;
   if (launched == cudaSuccess) launched = cudaStreamSynchronize(0);
-  printf("{\"instantiate\":%d,\"launch\":%d,\"used\":%llu}\n", (int)inst, (int)launched, device_used());
+  size_t free_b = 0, total_b = 0;
+  cudaMemGetInfo(&free_b, &total_b);
+  printf("{\"add\":%d,\"instantiate\":%d,\"launch\":%d,\"used\":%llu,\"free\":%zu}\n", (int)added, (int)inst,
+         (int)launched, device_used(), free_b);
   return 0;
 }
 
