@@ -50,15 +50,7 @@ export type AssignmentErrorCode =
   | 'wrong-node'
   | 'expired';
 
-export class AssignmentError extends VcudaError {
-  constructor(
-    override readonly code: AssignmentErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(code, message, options);
-  }
-}
+export class AssignmentError extends VcudaError<AssignmentErrorCode> {}
 
 export type SigningAlgorithm = 'EdDSA' | 'ES256';
 

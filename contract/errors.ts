@@ -23,10 +23,31 @@ export function formatFieldErrors(errors: readonly FieldError[]): string {
     .join('\n');
 }
 
+/**
+ * The codes any component may raise. Each maps to exactly one HTTP status where an error reaches
+ * a caller (control-plane/app.ts, checked exhaustively by the compiler); a component's own error
+ * class may carry its own codes instead (AssignmentError, AllocationError).
+ */
+export type VcudaErrorCode =
+  | 'invalid'
+  | 'too-large'
+  | 'unauthenticated'
+  | 'forbidden'
+  | 'not-found'
+  | 'conflict'
+  | 'capacity-conflict'
+  | 'quota-exceeded'
+  | 'unavailable'
+  | 'internal'
+  | 'limit-config-corrupt'
+  | 'region-short'
+  | 'region-write'
+  | 'nvml';
+
 /** Base class of vcuda's errors: a stable `code` for programs, a message for people. */
-export class VcudaError extends Error {
+export class VcudaError<Code extends string = VcudaErrorCode> extends Error {
   constructor(
-    readonly code: string,
+    readonly code: Code,
     message: string,
     options?: { cause?: unknown },
   ) {

@@ -5,7 +5,7 @@
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
-import { ValidationError, VcudaError } from '../contract/index.js';
+import { ValidationError, VcudaError, type VcudaErrorCode } from '../contract/index.js';
 
 /** Where an unexpected failure is told (pino's `error`: `{ err }` keeps the stack and cause). */
 export type ErrorLog = { error: (fields: { err: unknown; method: string; path: string }, message: string) => void };
@@ -53,16 +53,31 @@ export function apiRoutes(...parts: Hono[]): Hono {
   return api;
 }
 
-export function statusOf(err: unknown): 400 | 401 | 403 | 404 | 409 | 500 | 503 {
-  if (err instanceof ValidationError) return 400;
-  if (err instanceof VcudaError) {
-    if (err.code === 'unauthenticated') return 401;
-    if (err.code === 'forbidden') return 403;
-    if (err.code === 'not-found') return 404;
-    if (err.code === 'capacity-conflict' || err.code === 'quota-exceeded') return 409;
-    if (err.code === 'unavailable') return 503;
-    if (err.code === 'invalid') return 400;
-  }
+/** Every general code's HTTP status; a code added to VcudaErrorCode does not compile until it has one. */
+const STATUS_OF_CODE: { readonly [C in VcudaErrorCode]: ErrorStatus } = {
+  invalid: 400,
+  'too-large': 413,
+  unauthenticated: 401,
+  forbidden: 403,
+  'not-found': 404,
+  conflict: 409,
+  'capacity-conflict': 409,
+  'quota-exceeded': 409,
+  unavailable: 503,
+  internal: 500,
+  // The node agent's own failures never answer an HTTP caller; if one does, it is ours.
+  'limit-config-corrupt': 500,
+  'region-short': 500,
+  'region-write': 500,
+  nvml: 503,
+};
+
+type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 413 | 500 | 503;
+
+const isGeneralCode = (code: string): code is VcudaErrorCode => Object.hasOwn(STATUS_OF_CODE, code);
+
+export function statusOf(err: unknown): ErrorStatus {
+  if (err instanceof VcudaError && isGeneralCode(err.code)) return STATUS_OF_CODE[err.code];
   return 500;
 }
 

@@ -20,12 +20,4 @@ export type AllocationErrorCode =
   | 'tie-mismatch'
   | 'tie-unconfirmed';
 
-export class AllocationError extends VcudaError {
-  constructor(
-    override readonly code: AllocationErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(code, message, options);
-  }
-}
+export class AllocationError extends VcudaError<AllocationErrorCode> {}
