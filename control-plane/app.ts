@@ -5,7 +5,7 @@
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
-import { ValidationError, VcudaError, type VcudaErrorCode } from '../contract/index.js';
+import { VcudaError, type VcudaErrorCode } from '../contract/index.js';
 
 /** Where an unexpected failure is told (pino's `error`: `{ err }` keeps the stack and cause). */
 export type ErrorLog = { error: (fields: { err: unknown; method: string; path: string }, message: string) => void };
