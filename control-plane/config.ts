@@ -19,42 +19,41 @@ const port = z.number().int().min(0).max(65535);
  */
 export const EXTENDER_MAX_BODY_BYTES = 5000 * (253 + 3) + 3 * 1024 * 1024 + 64 * 1024;
 
-const extenderConfigSchema = z
-  .object({
-    /** HTTPS with client certificates: kube-scheduler's filter, prioritize and bind. 0 = any free port (tests). */
-    port: port.default(8444),
-    /** Names a client certificate must carry (its CN or a DNS SAN) to call the extender. */
-    allowedClients: z.array(z.string().min(1)).min(1).default(['vcuda-scheduler']),
-    /** Larger bodies get 413 before they are read whole. */
-    maxBodyBytes: z.number().int().min(1024).default(EXTENDER_MAX_BODY_BYTES),
-    certificates: z
-      .object({
-        /**
-         * `self`: a CA and the scheduler's client certificate in Secret `secretName` (shared by the
-         * replicas, client certificate rotated before expiry); each replica serves with a
-         * certificate of that CA. `files`: serving certificate, key and trusted client CA supplied
-         * (cert-manager). `ephemeral`: all issued in memory at start (no cluster: tests).
-         * Default: `self` with a cluster, `ephemeral` without.
-         */
-        mode: z.enum(['self', 'files', 'ephemeral']).optional(),
-        secretName: z.string().min(1).default('vcuda-extender-tls'),
-        validityDays: z.number().int().min(2).max(3650).default(365),
-        rotateBeforeDays: z.number().int().min(1).default(30),
-        certFile: z.string().min(1).optional(),
-        keyFile: z.string().min(1).optional(),
-        /** CA bundle (PEM) whose certificates may sign client certificates. */
-        clientCaFile: z.string().min(1).optional(),
-      })
-      .refine((c) => c.rotateBeforeDays < c.validityDays, {
-        path: ['rotateBeforeDays'],
-        message: 'must be below validityDays',
-      })
-      .refine((c) => c.mode !== 'files' || (c.certFile && c.keyFile && c.clientCaFile), {
-        path: ['certFile'],
-        message: 'mode "files" needs certFile, keyFile and clientCaFile',
-      })
-      .default({ secretName: 'vcuda-extender-tls', validityDays: 365, rotateBeforeDays: 30 }),
-  });
+const extenderConfigSchema = z.object({
+  /** HTTPS with client certificates: kube-scheduler's filter, prioritize and bind. 0 = any free port (tests). */
+  port: port.default(8444),
+  /** Names a client certificate must carry (its CN or a DNS SAN) to call the extender. */
+  allowedClients: z.array(z.string().min(1)).min(1).default(['vcuda-scheduler']),
+  /** Larger bodies get 413 before they are read whole. */
+  maxBodyBytes: z.number().int().min(1024).default(EXTENDER_MAX_BODY_BYTES),
+  certificates: z
+    .object({
+      /**
+       * `self`: a CA and the scheduler's client certificate in Secret `secretName` (shared by the
+       * replicas, client certificate rotated before expiry); each replica serves with a
+       * certificate of that CA. `files`: serving certificate, key and trusted client CA supplied
+       * (cert-manager). `ephemeral`: all issued in memory at start (no cluster: tests).
+       * Default: `self` with a cluster, `ephemeral` without.
+       */
+      mode: z.enum(['self', 'files', 'ephemeral']).optional(),
+      secretName: z.string().min(1).default('vcuda-extender-tls'),
+      validityDays: z.number().int().min(2).max(3650).default(365),
+      rotateBeforeDays: z.number().int().min(1).default(30),
+      certFile: z.string().min(1).optional(),
+      keyFile: z.string().min(1).optional(),
+      /** CA bundle (PEM) whose certificates may sign client certificates. */
+      clientCaFile: z.string().min(1).optional(),
+    })
+    .refine((c) => c.rotateBeforeDays < c.validityDays, {
+      path: ['rotateBeforeDays'],
+      message: 'must be below validityDays',
+    })
+    .refine((c) => c.mode !== 'files' || (c.certFile && c.keyFile && c.clientCaFile), {
+      path: ['certFile'],
+      message: 'mode "files" needs certFile, keyFile and clientCaFile',
+    })
+    .default({ secretName: 'vcuda-extender-tls', validityDays: 365, rotateBeforeDays: 30 }),
+});
 
 export const controlPlaneConfigSchema = z
   .object({

@@ -54,7 +54,11 @@ export type IssuedCertificate = { certPem: string; keyPem: string; notAfter: Dat
 export type LeafProfile = CertificateSubject & { commonName?: string; usage: 'server' | 'client' };
 
 /** A self-signed CA, valid from `now` (less the clock skew) until `notAfter`. */
-export async function issueCertificateAuthority(commonName: string, now: Date, notAfter: Date): Promise<IssuedCertificate> {
+export async function issueCertificateAuthority(
+  commonName: string,
+  now: Date,
+  notAfter: Date,
+): Promise<IssuedCertificate> {
   const keys = await generateKeys();
   const ca = await x509.X509CertificateGenerator.createSelfSigned({
     name: `CN=${commonName}`,

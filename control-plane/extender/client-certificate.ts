@@ -1,0 +1,65 @@
+/**
+ * Only kube-scheduler may call the extender: its verbs bind pods, reserve ledger capacity and
+ * write Events. The extender's listener asks for a client certificate and refuses, during the
+ * handshake, one no trusted CA signed for client use; this gate then checks the request came over
+ * such a connection (any other listener, plain or TLS, gets 401) and that the certificate names an
+ * allowed client (a certificate the same CA issued for another purpose gets 403). Nothing of the
+ * body is read before both hold; bodies past the limit then get 413 as they stream in.
+ */
+import type { PeerCertificate, TLSSocket } from 'node:tls';
+import type { HttpBindings } from '@hono/node-server';
+import { Hono, type MiddlewareHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+
+/** The names a certificate answers to: its subject CN and its DNS subject alternative names. */
+export function certificateNames(cert: Pick<PeerCertificate, 'subject' | 'subjectaltname'>): string[] {
+  const cn = cert.subject?.CN;
+  const cns = Array.isArray(cn) ? cn : cn ? [cn] : [];
+  const dns = (cert.subjectaltname ?? '')
+    .split(', ')
+    .filter((s) => s.startsWith('DNS:'))
+    .map((s) => s.slice(4));
+  return [...cns, ...dns];
+}
+
+function tlsSocketOf(c: { env: unknown }): TLSSocket | undefined {
+  const socket = (c.env as Partial<HttpBindings> | undefined)?.incoming?.socket as Partial<TLSSocket> | undefined;
+  return socket && typeof socket.getPeerCertificate === 'function' ? (socket as TLSSocket) : undefined;
+}
+
+/** 401 without a verified client certificate, 403 when it names none of `allowed`. */
+export function requireClientCertificate(allowed: readonly string[]): MiddlewareHandler {
+  const names = new Set(allowed);
+  return async (c, next) => {
+    const socket = tlsSocketOf(c);
+    if (!socket?.authorized) {
+      return c.json(
+        { Error: 'the scheduler extender answers only on its TLS port, to a client certificate it trusts' },
+        401,
+      );
+    }
+    const presented = certificateNames(socket.getPeerCertificate());
+    if (!presented.some((n) => names.has(n))) {
+      return c.json(
+        { Error: `client certificate ${JSON.stringify(presented)} is not one of the allowed extender clients` },
+        403,
+      );
+    }
+    await next();
+  };
+}
+
+/** The extender's verbs behind the client-certificate gate and the body limit. */
+export function guardedExtender(routes: Hono, opts: { allowedClients: readonly string[]; maxBodyBytes: number }): Hono {
+  const app = new Hono();
+  app.use('*', requireClientCertificate(opts.allowedClients));
+  app.use(
+    '*',
+    bodyLimit({
+      maxSize: opts.maxBodyBytes,
+      onError: (c) => c.json({ Error: `request body exceeds ${opts.maxBodyBytes} bytes` }, 413),
+    }),
+  );
+  app.route('/', routes);
+  return app;
+}
