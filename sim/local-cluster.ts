@@ -4,7 +4,7 @@
  * kube-scheduler-like loop calling the extender, and per node a kubelet plus vcuda's node agent.
  * `vcuda local` runs it for people; the end-to-end tests run it for CI.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +29,8 @@ const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const NATIVE_BUILD_DIR = join(repoRoot, 'native', 'build');
 export const WORKLOAD_DIR = join(repoRoot, 'sim', '.vcuda', 'build');
 const SCHEDULER_CONFIG = join(repoRoot, 'deploy', 'scheduler', 'kube-scheduler-config.yaml');
+/** Where deploy/scheduler/scheduler-deployment.yaml mounts the scheduler's client certificate. */
+const SCHEDULER_TLS_MOUNT = '/etc/vcuda-scheduler-tls';
 
 const CONTROL_PLANE_USER = 'system:serviceaccount:vcuda-system:vcuda-control-plane';
 const NODE_AGENT_USER = 'system:serviceaccount:vcuda-system:vcuda-node-agent';
@@ -51,8 +53,10 @@ export type LocalClusterOptions = {
 export type LocalCluster = {
   readonly api: SimApiServer;
   readonly client: KubeClient;
-  /** The control plane's Service: the URL people and the scheduler use. */
+  /** The control plane's Service, plain HTTP: the URL people use (dashboard, reports, metrics). */
   readonly url: string;
+  /** The Service's extender port (HTTPS, the scheduler's client certificate only). */
+  readonly extenderUrl: string;
   readonly kubeconfigPath: string;
   readonly workDir: string;
   readonly cluster: ClusterSpec;
@@ -100,6 +104,8 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
     closers.push(() => httpService.close());
     const httpsService = await startServiceProxy();
     closers.push(() => httpsService.close());
+    const extenderService = await startServiceProxy();
+    closers.push(() => extenderService.close());
     const api = await startApiServer({
       namespaces: ['vcuda-system'],
       tokens,
@@ -128,11 +134,14 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
     // 3. Control-plane replicas behind the Service.
     const replicaCount = Math.max(1, opts.replicas ?? 1);
     const running: (RunningControlPlane | undefined)[] = new Array(replicaCount).fill(undefined);
-    const ports: { http: number; https: number }[] = [];
-    for (let i = 0; i < replicaCount; i++) ports.push({ http: await findFreePort(), https: await findFreePort() });
+    const ports: { http: number; https: number; extender: number }[] = [];
+    for (let i = 0; i < replicaCount; i++) {
+      ports.push({ http: await findFreePort(), https: await findFreePort(), extender: await findFreePort() });
+    }
     const refreshBackends = () => {
       httpService.setBackends(ports.filter((_, i) => running[i]).map((p) => p.http));
       httpsService.setBackends(ports.filter((_, i) => running[i]).map((p) => p.https));
+      extenderService.setBackends(ports.filter((_, i) => running[i]).map((p) => p.extender));
     };
     const startReplica = async (i: number) => {
       const config = loadControlPlaneConfig({
@@ -140,6 +149,7 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
           port: ports[i]!.http,
           host: '127.0.0.1',
           httpsPort: ports[i]!.https,
+          extender: { port: ports[i]!.extender },
           clusterName: cluster.name,
           memoryUnitMiB: cluster.memoryUnitMiB,
           instanceId: `vcuda-control-plane-${i}`,
@@ -220,8 +230,13 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
       });
     }
 
-    // 5. The scheduler, configured as deploy/ configures kube-scheduler, pointed at the Service.
-    const schedulerConfig = await loadSchedulerConfig(SCHEDULER_CONFIG, url);
+    // 5. The scheduler, configured as deploy/ configures kube-scheduler, pointed at the Service's
+    // extender port, with its client certificate from the Secret the control plane keeps.
+    const tlsDir = await mountExtenderSecret(client, join(workDir, 'scheduler', 'extender-tls'));
+    const extenderUrl = `https://127.0.0.1:${extenderService.port}`;
+    const schedulerConfig = await loadSchedulerConfig(SCHEDULER_CONFIG, extenderUrl, {
+      [SCHEDULER_TLS_MOUNT]: tlsDir,
+    });
     const scheduler = startScheduler({
       client,
       config: schedulerConfig,
@@ -235,6 +250,7 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
       api,
       client,
       url,
+      extenderUrl,
       kubeconfigPath,
       workDir,
       cluster,
@@ -250,6 +266,22 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
     await close();
     throw err;
   }
+}
+
+/**
+ * What the kubelet does for the scheduler's Secret volume: writes the client's files of Secret
+ * vcuda-extender-tls (never `ca.key`) into `dir`.
+ */
+async function mountExtenderSecret(client: KubeClient, dir: string): Promise<string> {
+  const secret = await client.get('/api/v1/namespaces/vcuda-system/secrets/vcuda-extender-tls');
+  const data = (secret['data'] ?? {}) as Record<string, string>;
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  for (const key of ['tls.crt', 'tls.key', 'ca.crt']) {
+    const value = data[key];
+    if (!value) throw new Error(`Secret vcuda-system/vcuda-extender-tls lacks ${key}`);
+    writeFileSync(join(dir, key), Buffer.from(value, 'base64'), { mode: 0o600 });
+  }
+  return dir;
 }
 
 export type { ServiceProxy };

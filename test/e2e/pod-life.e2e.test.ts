@@ -1,6 +1,6 @@
 /**
  * A pod's whole life in the simulated cluster, through every real component: admission webhook
- * over HTTPS, scheduler + extender, ledger, node agent over the kubelet's gRPC, libvcuda.so over
+ * over HTTPS, scheduler + extender (over TLS with the scheduler's client certificate), ledger, node agent over the kubelet's gRPC, libvcuda.so over
  * the fake driver. One cluster for the file; each test removes its pods.
  */
 import { execFile, spawnSync } from 'node:child_process';
@@ -46,6 +46,28 @@ describe('a pod through the simulated cluster', () => {
     expect((err as KubeApiError).message).toMatch(/^admission webhook "[^"]+" denied the request: /);
     expect((err as KubeApiError).message).toContain('spec.containers[0].resources.limits["nvidia.com/vcuda-core"]');
     expect((await lc.client.list(podPath(NS))).items).toEqual([]);
+  }, 90_000);
+
+  it('lets no one but the scheduler bind: an anonymous bind on the Service gets 401 and changes nothing', async () => {
+    // A pending pod the vcuda scheduler cannot place (no card has 20 GiB), so only a forged bind could move it.
+    const created = await lc.client.create(podPath(NS), gpuPod('waiting', 30, 20_480));
+    const bind = { PodName: 'waiting', PodNamespace: NS, PodUID: created.metadata.uid, Node: 'node-0' };
+    const plain = await fetch(`${lc.url}/scheduler/bind`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(bind),
+    });
+    expect(plain.status).toBe(401);
+    // The extender port refuses the TLS handshake itself without the scheduler's certificate.
+    const tls = await fetch(`${lc.extenderUrl}/scheduler/bind`, { method: 'POST', body: JSON.stringify(bind) }).then(
+      (r) => r.status,
+      () => 'refused',
+    );
+    expect(tls).toBe('refused');
+    const pod = await lc.client.get(podPath(NS, 'waiting'));
+    expect((pod.spec as { nodeName?: string }).nodeName).toBeUndefined();
+    expect(await liveRows(lc.db, created.metadata.uid)).toEqual([]);
+    await removeAll();
   }, 90_000);
 
   it('admits, schedules, reserves and allocates a good pod; deletion releases ledger and card', async () => {
