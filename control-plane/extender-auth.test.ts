@@ -137,6 +137,15 @@ describe('who may call the extender', () => {
     await expectNothingChanged();
   });
 
+  it('serves no admission review on the plain-HTTP port either: it holds only what may be public', async () => {
+    for (const hook of ['mutate', 'validate']) {
+      const res = await fetch(`${cp.url}/admission/${hook}`, { method: 'POST', body: '{}' });
+      expect(res.status, hook).toBe(404);
+    }
+    expect((await fetch(`${cp.url}/healthz`)).status).toBe(200);
+    expect((await fetch(`${cp.url}/api/v1/reports`)).status).toBe(200);
+  });
+
   it('refuses the TLS handshake without a client certificate, or with one no trusted CA issued for clients', async () => {
     for (const who of [{ caPem }, clients.foreignCa, clients.serverOnly]) {
       await expect(postTls(`${cp.extenderUrl}/scheduler/bind`, bindArgs, who)).rejects.toThrow();

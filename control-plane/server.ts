@@ -67,7 +67,7 @@ export type ControlPlaneOverrides = {
 };
 
 export type RunningControlPlane = {
-  /** Plain HTTP base url (API, dashboard, metrics, and the webhooks too). */
+  /** Plain HTTP base url (reports and usage API, dashboard, metrics, health). */
   url: string;
   /** HTTPS base url of the webhooks, when served. */
   httpsUrl?: string;
@@ -379,8 +379,9 @@ export async function startControlPlane(
       const review = tokenReview(kc, config.api.tokenAudiences);
       usageGuard = requireCaller(cachedAuthenticator(review), config.api.usageWriters, 'POST /api/v1/usage');
     }
+    // The plain-HTTP port: only what may be public (dashboard, reports, metrics, health) and the
+    // node agents' usage samples (token-reviewed); the extender verbs there answer 401.
     const app = createApp({
-      admission,
       scheduler,
       api: apiRoutes(
         reportsRoutes({ reports }),
@@ -427,8 +428,9 @@ export async function startControlPlane(
     if (keeper) {
       // First pass: the certificate (issued, kept or read) and the configurations with its CA.
       const { certificate } = await keeper.refresh();
+      // The webhook port: the admission reviews (the listener in front answers them first).
       https = await listen(
-        app,
+        createApp({ admission, scheduler }),
         config.host,
         config.httpsPort,
         { key: certificate.keyPem, cert: certificate.certPem },
@@ -479,7 +481,7 @@ export async function startControlPlane(
   }
 }
 
-/** The webhook's certificate keeper, or none when the webhooks are served over plain HTTP only. */
+/** The webhook's certificate keeper, or none when the webhooks are not served (no cluster, no files). */
 function createKeeper(
   config: ControlPlaneConfig,
   webhook: ReturnType<typeof webhookConfigSchema.parse>,
@@ -493,7 +495,7 @@ function createKeeper(
   const c = webhook.certificates;
   const fromFiles = c.mode === 'files' && Boolean(c.certFile && c.keyFile);
   if (!fromFiles && !kc) {
-    log.info('no cluster and no certificate files: webhooks are served over plain HTTP only');
+    log.info('no cluster and no certificate files: the admission webhooks are not served');
     return undefined;
   }
   return createWebhookKeeper({
