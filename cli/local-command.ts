@@ -24,7 +24,7 @@ export function registerLocalCommand(program: Command): void {
   program
     .command('local')
     .description('run vcuda on a simulated cluster with fake GPUs (no cluster, no GPU needed)')
-    .option('--port <port>', 'HTTP port of the control plane (dashboard, extender, API)', '8080')
+    .option('--port <port>', 'HTTP port of the control plane (dashboard, API, metrics)', '8080')
     .option('--cluster <file>', 'cluster description (YAML); default: 4 nodes x 8 fake 80 GiB cards')
     .option('--workload <file>', "workload trace (YAML), or 'none'; default: a demo mix")
     .option('--replicas <n>', 'control-plane replicas', '1')
