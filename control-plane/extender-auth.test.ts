@@ -19,9 +19,9 @@ import {
   issueServingCertificate,
 } from '../webhooks/certificates.js';
 import { ClusterState } from './cluster-state.js';
-import { loadControlPlaneConfig } from './config.js';
 import { type RunningControlPlane, startControlPlane } from './server.js';
 import { gpuNode, gpuPod } from './testing/builders.js';
+import { extenderFilesConfig } from './testing/extender-config.js';
 import { postTls, type TlsClient, tlsPostOptions } from './testing/tls-request.js';
 
 const now = new Date('2026-11-22T04:00:30Z');
@@ -70,31 +70,13 @@ beforeAll(async () => {
   clients.serverOnly = asClient(await leaf(ca, 'vcuda-scheduler', 'server'));
   const foreign = await issueServingCertificate({ dnsNames: ['vcuda-scheduler'], ipAddresses: [] }, 30, now);
   clients.foreignCa = { certPem: foreign.certPem, keyPem: foreign.keyPem, caPem };
-  const dir = await writeFiles({ 'tls.crt': serving.certPem, 'tls.key': serving.keyPem, 'client-ca.crt': caPem });
+  const dir = await writeFiles({ 'tls.crt': serving.certPem, 'tls.key': serving.keyPem, 'ca.crt': caPem });
 
   state = new ClusterState();
   state.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
   state.upsertPod(gpuPod('p', [{ core: 30, memoryMiB: 1024 }]));
   state.upsertPod(hugePod);
-  const config = loadControlPlaneConfig({
-    flags: {
-      logLevel: 'silent',
-      host: '127.0.0.1',
-      port: 0,
-      httpsPort: 0,
-      kube: { mode: 'none' },
-      signingKeys: { source: 'ephemeral' },
-      extender: {
-        port: 0,
-        certificates: {
-          mode: 'files',
-          certFile: join(dir, 'tls.crt'),
-          keyFile: join(dir, 'tls.key'),
-          clientCaFile: join(dir, 'client-ca.crt'),
-        },
-      },
-    },
-  });
+  const config = extenderFilesConfig(dir);
   cp = await startControlPlane(config, { db, state, clock: () => now });
 });
 

@@ -13,10 +13,10 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, stringify } from 'yaml';
 import { ClusterState } from '../../control-plane/cluster-state.js';
-import { loadControlPlaneConfig } from '../../control-plane/config.js';
 import type { PodWithStatus } from '../../control-plane/placement/cluster-snapshot.js';
 import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
 import { gpuNode } from '../../control-plane/testing/builders.js';
+import { extenderFilesConfig } from '../../control-plane/testing/extender-config.js';
 import { TEST_NOW } from '../../control-plane/testing/extender-harness.js';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
@@ -85,25 +85,7 @@ describe.skipIf(!canRun)('the real kube-scheduler calls the extender with its cl
     const files = await writeCertificates();
     const extenderPort = await findFreePort();
     state.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
-    const config = loadControlPlaneConfig({
-      flags: {
-        logLevel: 'silent',
-        host: '127.0.0.1',
-        port: 0,
-        httpsPort: 0,
-        kube: { mode: 'none' },
-        signingKeys: { source: 'ephemeral' },
-        extender: {
-          port: extenderPort,
-          certificates: {
-            mode: 'files',
-            certFile: join(files.serving, 'tls.crt'),
-            keyFile: join(files.serving, 'tls.key'),
-            clientCaFile: join(files.serving, 'ca.crt'),
-          },
-        },
-      },
-    });
+    const config = extenderFilesConfig(files.serving, extenderPort);
     cp = await startControlPlane(config, { db, state, clock: () => TEST_NOW });
     const k8s = join(dir, 'k8s');
     const config2 = schedulerConfig(extenderPort, files.tls, join(k8s, 'scheduler.kubeconfig'));
