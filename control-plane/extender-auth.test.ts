@@ -128,10 +128,16 @@ describe('who may call the extender', () => {
     expect((await fetch(`${cp.url}/api/v1/reports`)).status).toBe(200);
   });
 
-  it('refuses the TLS handshake without a client certificate, or with one no trusted CA issued for clients', async () => {
-    for (const who of [{ caPem }, clients.foreignCa, clients.serverOnly]) {
-      await expect(postTls(`${cp.extenderUrl}/scheduler/bind`, bindArgs, who)).rejects.toThrow();
-      await expect(postTls(`${cp.extenderUrl}/scheduler/filter`, filterArgs, who)).rejects.toThrow();
+  it('refuses with 401, saying why, a caller without a client certificate or with one no trusted CA issued for clients', async () => {
+    for (const [who, why] of [
+      [{ caPem }, 'UNABLE_TO_GET_ISSUER_CERT\\)|PEER_DID_NOT_RETURN_A_CERTIFICATE'],
+      [clients.foreignCa, 'UNABLE_TO_VERIFY_LEAF_SIGNATURE'],
+      [clients.serverOnly, 'INVALID_PURPOSE'],
+    ] as const) {
+      const bind = await postTls(`${cp.extenderUrl}/scheduler/bind`, bindArgs, who);
+      expect(bind.status).toBe(401);
+      expect(bind.text).toMatch(new RegExp(why));
+      expect((await postTls(`${cp.extenderUrl}/scheduler/filter`, filterArgs, who)).status).toBe(401);
     }
     await expectNothingChanged();
   });

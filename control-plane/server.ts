@@ -102,7 +102,11 @@ function loadKubeConfig(config: ControlPlaneConfig, overrides: ControlPlaneOverr
   return kc;
 }
 
-/** An HTTPS listener's certificate; with `ca`, it also demands a client certificate signed by one of those CAs. */
+/**
+ * An HTTPS listener's certificate; with `ca`, it also asks every client for a certificate and
+ * verifies it against those CAs. The handshake completes either way, so a refused caller gets a
+ * 401 that says why (`requireClientCertificate` reads the verdict) instead of a bare TLS alert.
+ */
 type ListenerTls = { key: string; cert: string; ca?: string };
 
 type Listening = {
@@ -127,7 +131,7 @@ function listen(app: Hono, host: string, port: number, tls?: ListenerTls, front?
               createHttpsServer(options, (req, res) => {
                 if (!front?.(req, res)) handler(req, res);
               })) as unknown as typeof createHttpsServer,
-            serverOptions: tls.ca ? { ...tls, requestCert: true, rejectUnauthorized: true } : tls,
+            serverOptions: tls.ca ? { ...tls, requestCert: true, rejectUnauthorized: false } : tls,
           }
         : { fetch: app.fetch, port, hostname: host },
       (info: AddressInfo) => {

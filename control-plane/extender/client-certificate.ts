@@ -1,10 +1,11 @@
 /**
  * Only kube-scheduler may call the extender: its verbs bind pods, reserve ledger capacity and
- * write Events. The extender's listener asks for a client certificate and refuses, during the
- * handshake, one no trusted CA signed for client use; this gate then checks the request came over
- * such a connection (any other listener, plain or TLS, gets 401) and that the certificate names an
- * allowed client (a certificate the same CA issued for another purpose gets 403). Nothing of the
- * body is read before both hold; bodies past the limit then get 413 as they stream in.
+ * write Events. The extender's listener asks every client for a certificate and has TLS verify it
+ * against the trusted CAs, for client use; this gate admits a request only over a connection whose
+ * certificate passed (none, an untrusted one, one for server use, or any other listener, plain or
+ * TLS: 401, with TLS's reason) and that names an allowed client (a certificate the same CA issued
+ * to another party: 403). Nothing of the body is read before both hold; bodies past the limit then
+ * get 413 as they stream in.
  */
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import type { HttpBindings } from '@hono/node-server';
@@ -33,8 +34,9 @@ export function requireClientCertificate(allowed: readonly string[]): Middleware
   return async (c, next) => {
     const socket = tlsSocketOf(c);
     if (!socket?.authorized) {
+      const why = socket?.authorizationError ? ` (${String(socket.authorizationError)})` : '';
       return c.json(
-        { Error: 'the scheduler extender answers only on its TLS port, to a client certificate it trusts' },
+        { Error: `the scheduler extender answers only on its TLS port, to a client certificate it trusts${why}` },
         401,
       );
     }

@@ -8,6 +8,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { postTls } from '../../control-plane/testing/tls-request.js';
 import { rowsOf } from '../../db/connect.js';
 import { expandNodes, parseClusterSpec } from '../../sim/cluster-spec.js';
 import { KubeApiError, podPath } from '../../sim/kube-client.js';
@@ -58,12 +59,14 @@ describe('a pod through the simulated cluster', () => {
       body: JSON.stringify(bind),
     });
     expect(plain.status).toBe(401);
-    // The extender port refuses the TLS handshake itself without the scheduler's certificate.
-    const tls = await fetch(`${lc.extenderUrl}/scheduler/bind`, { method: 'POST', body: JSON.stringify(bind) }).then(
-      (r) => r.status,
-      () => 'refused',
-    );
-    expect(tls).toBe('refused');
+    // The extender port, trusted as the scheduler trusts it, but without the scheduler's certificate.
+    const secret = await lc.client.get('/api/v1/namespaces/vcuda-system/secrets/vcuda-extender-tls');
+    const caPem = Buffer.from((secret['data'] as Record<string, string>)['ca.crt'] as string, 'base64').toString();
+    const tls = await postTls(`${lc.extenderUrl}/scheduler/bind`, bind, {
+      caPem,
+      servername: 'vcuda-control-plane.vcuda-system.svc',
+    });
+    expect(tls.status).toBe(401);
     const pod = await lc.client.get(podPath(NS, 'waiting'));
     expect((pod.spec as { nodeName?: string }).nodeName).toBeUndefined();
     expect(await liveRows(lc.db, created.metadata.uid)).toEqual([]);
