@@ -8,6 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
@@ -32,6 +33,8 @@ let cp: RunningControlPlane;
 let state: ClusterState;
 let caPem: string;
 const clients: Record<'good' | 'otherName' | 'serverOnly' | 'foreignCa', TlsClient> = {} as never;
+
+const logLines: { level: number; msg: string; status?: number; names?: string[] }[] = [];
 
 const bindArgs = { PodName: 'p', PodNamespace: 'default', PodUID: 'uid-p', Node: 'n1' };
 // A pod no card can hold: an honest filter of it records a VcudaUnschedulable Warning Event.
@@ -77,7 +80,8 @@ beforeAll(async () => {
   state.upsertPod(gpuPod('p', [{ core: 30, memoryMiB: 1024 }]));
   state.upsertPod(hugePod);
   const config = extenderFilesConfig(dir);
-  cp = await startControlPlane(config, { db, state, clock: () => now });
+  const logger = pino({ level: 'debug' }, { write: (line: string) => void logLines.push(JSON.parse(line)) });
+  cp = await startControlPlane(config, { db, state, clock: () => now, logger });
 });
 
 afterAll(async () => {
@@ -147,6 +151,12 @@ describe('who may call the extender', () => {
     expect(bind.status).toBe(403);
     expect(bind.text).toContain('vcuda-node-agent');
     expect((await postTls(`${cp.extenderUrl}/scheduler/filter`, filterArgs, clients.otherName)).status).toBe(403);
+    // Logged as a warning, naming what the certificate claims.
+    const warned = logLines.filter((l) => l.msg === 'extender call refused' && l.status === 403);
+    expect(warned.map((l) => [l.level, l.names])).toEqual([
+      [40, ['vcuda-node-agent']],
+      [40, ['vcuda-node-agent']],
+    ]);
     await expectNothingChanged();
   });
 

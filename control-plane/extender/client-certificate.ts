@@ -20,7 +20,7 @@ export function certificateNames(cert: Pick<PeerCertificate, 'subject' | 'subjec
     .split(', ')
     .filter((s) => s.startsWith('DNS:'))
     .map((s) => s.slice(4));
-  return [...cns, ...dns];
+  return [...new Set([...cns, ...dns])];
 }
 
 function tlsSocketOf(c: { env: unknown }): TLSSocket | undefined {
@@ -28,13 +28,17 @@ function tlsSocketOf(c: { env: unknown }): TLSSocket | undefined {
   return socket && typeof socket.getPeerCertificate === 'function' ? (socket as TLSSocket) : undefined;
 }
 
+/** Told of each refusal: `status` 401 (no verified certificate) or 403 (a trusted one naming someone else). */
+export type RefusalObserver = (refusal: { status: 401 | 403; path: string; reason: string; names?: string[] }) => void;
+
 /** 401 without a verified client certificate, 403 when it names none of `allowed`. */
-export function requireClientCertificate(allowed: readonly string[]): MiddlewareHandler {
+export function requireClientCertificate(allowed: readonly string[], onRefused?: RefusalObserver): MiddlewareHandler {
   const names = new Set(allowed);
   return async (c, next) => {
     const socket = tlsSocketOf(c);
     if (!socket?.authorized) {
       const why = socket?.authorizationError ? ` (${String(socket.authorizationError)})` : '';
+      onRefused?.({ status: 401, path: c.req.path, reason: socket ? String(socket.authorizationError) : 'not TLS' });
       return c.json(
         { Error: `the scheduler extender answers only on its TLS port, to a client certificate it trusts${why}` },
         401,
@@ -42,6 +46,7 @@ export function requireClientCertificate(allowed: readonly string[]): Middleware
     }
     const presented = certificateNames(socket.getPeerCertificate());
     if (!presented.some((n) => names.has(n))) {
+      onRefused?.({ status: 403, path: c.req.path, reason: 'name not allowed', names: presented });
       return c.json(
         { Error: `client certificate ${JSON.stringify(presented)} is not one of the allowed extender clients` },
         403,
@@ -52,9 +57,12 @@ export function requireClientCertificate(allowed: readonly string[]): Middleware
 }
 
 /** The extender's verbs behind the client-certificate gate and the body limit. */
-export function guardedExtender(routes: Hono, opts: { allowedClients: readonly string[]; maxBodyBytes: number }): Hono {
+export function guardedExtender(
+  routes: Hono,
+  opts: { allowedClients: readonly string[]; maxBodyBytes: number; onRefused?: RefusalObserver },
+): Hono {
   const app = new Hono();
-  app.use('*', requireClientCertificate(opts.allowedClients));
+  app.use('*', requireClientCertificate(opts.allowedClients, opts.onRefused));
   app.use(
     '*',
     bodyLimit({
