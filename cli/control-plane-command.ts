@@ -13,7 +13,7 @@ export function registerControlPlaneCommand(program: Command): void {
     .command('control-plane')
     .description('run the control plane: admission webhooks, scheduler extender, ledger API, dashboard, /metrics')
     .option('--config <file>', 'config file (YAML or JSON); env VCUDA_CONFIG')
-    .option('--port <n>', 'HTTP port (extender, API, dashboard, metrics); env VCUDA_PORT', int)
+    .option('--port <n>', 'HTTP port (API, dashboard, metrics, health); env VCUDA_PORT', int)
     .option('--https-port <n>', 'HTTPS port for the webhooks, 0 = off; env VCUDA_HTTPS_PORT', int)
     .option('--host <addr>', 'listen address; env VCUDA_HOST')
     .option('--namespace <ns>', "the control plane's namespace; env VCUDA_NAMESPACE")

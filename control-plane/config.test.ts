@@ -46,6 +46,21 @@ describe('control plane config', () => {
       field: 'database.callTimeoutMs',
     },
     { name: 'no dashboard streams', flags: { dashboard: { maxStreams: 0 } }, field: 'dashboard.maxStreams' },
+    {
+      name: 'self-kept extender certificates without a cluster',
+      flags: {
+        kube: { mode: 'none' },
+        signingKeys: { source: 'ephemeral' },
+        extender: { certificates: { mode: 'self' } },
+      },
+      field: 'extender.certificates.mode',
+    },
+    {
+      name: 'extender files without the client CA',
+      flags: { extender: { certificates: { mode: 'files', certFile: '/c', keyFile: '/k' } } },
+      field: 'extender.certificates.certFile',
+    },
+    { name: 'no extender clients', flags: { extender: { allowedClients: [] } }, field: 'extender.allowedClients' },
   ])('names the field: $name', ({ flags, field }) => {
     try {
       loadControlPlaneConfig({ flags });
@@ -77,6 +92,17 @@ describe('control plane config', () => {
     });
     expect(env.database).toMatchObject({ callTimeoutMs: 500, connectTimeoutSeconds: 2 });
     expect(env.dashboard.maxStreams).toBe(8);
+  });
+
+  it('serves the extender on 8444 to vcuda-scheduler, certificates kept in a Secret with a cluster and in memory without', () => {
+    const c = loadControlPlaneConfig({});
+    expect(c.extender).toMatchObject({ port: 8444, allowedClients: ['vcuda-scheduler'] });
+    expect(c.extender.certificates).toMatchObject({ mode: 'self', secretName: 'vcuda-extender-tls' });
+    // 5,000 node names of 253 characters, quoted and comma-separated, plus a 3 MiB pod.
+    expect(c.extender.maxBodyBytes).toBeGreaterThan(5000 * 256 + 3 * 1024 * 1024);
+    const local = loadControlPlaneConfig({ flags: { kube: { mode: 'none' }, signingKeys: { source: 'ephemeral' } } });
+    expect(local.extender.certificates.mode).toBe('ephemeral');
+    expect(loadControlPlaneConfig({ env: { VCUDA_EXTENDER_PORT: '9444' } }).extender.port).toBe(9444);
   });
 
   it('reads numbers from the environment and refuses non-numbers', () => {

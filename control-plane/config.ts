@@ -12,13 +12,58 @@ import { placementPolicies } from './placement/placement-request.js';
 
 const port = z.number().int().min(0).max(65535);
 
+/**
+ * The largest filter/prioritize body kube-scheduler sends with nodeCacheCapable: `NodeNames` of
+ * 5,000 nodes (the largest cluster Kubernetes supports) whose names take the 253 characters a
+ * DNS subdomain may have, each quoted and comma-separated, plus the Pod, which the API server
+ * already refused above 3 MiB, plus slack for the envelope.
+ */
+export const EXTENDER_MAX_BODY_BYTES = 5000 * (253 + 3) + 3 * 1024 * 1024 + 64 * 1024;
+
+const extenderConfigSchema = z.object({
+  /** HTTPS with client certificates: kube-scheduler's filter, prioritize and bind. 0 = any free port (tests). */
+  port: port.default(8444),
+  /** Names a client certificate must carry (its CN or a DNS SAN) to call the extender. */
+  allowedClients: z.array(z.string().min(1)).min(1).default(['vcuda-scheduler']),
+  /** Larger bodies get 413 before they are read whole. */
+  maxBodyBytes: z.number().int().min(1024).default(EXTENDER_MAX_BODY_BYTES),
+  certificates: z
+    .object({
+      /**
+       * `self`: a CA and the scheduler's client certificate in Secret `secretName` (shared by the
+       * replicas, client certificate rotated before expiry); each replica serves with a
+       * certificate of that CA. `files`: serving certificate, key and trusted client CA supplied
+       * (cert-manager). `ephemeral`: all issued in memory at start (no cluster: tests).
+       * Default: `self` with a cluster, `ephemeral` without.
+       */
+      mode: z.enum(['self', 'files', 'ephemeral']).optional(),
+      secretName: z.string().min(1).default('vcuda-extender-tls'),
+      validityDays: z.number().int().min(2).max(3650).default(365),
+      rotateBeforeDays: z.number().int().min(1).default(30),
+      certFile: z.string().min(1).optional(),
+      keyFile: z.string().min(1).optional(),
+      /** CA bundle (PEM) whose certificates may sign client certificates. */
+      clientCaFile: z.string().min(1).optional(),
+    })
+    .refine((c) => c.rotateBeforeDays < c.validityDays, {
+      path: ['rotateBeforeDays'],
+      message: 'must be below validityDays',
+    })
+    .refine((c) => c.mode !== 'files' || (c.certFile && c.keyFile && c.clientCaFile), {
+      path: ['certFile'],
+      message: 'mode "files" needs certFile, keyFile and clientCaFile',
+    })
+    .default({ secretName: 'vcuda-extender-tls', validityDays: 365, rotateBeforeDays: 30 }),
+});
+
 export const controlPlaneConfigSchema = z
   .object({
-    /** Plain HTTP: extender, API, dashboard, metrics, health. 0 = any free port (tests). */
+    /** Plain HTTP: dashboard, reports, usage API, metrics, health. 0 = any free port (tests). */
     port: port.default(8080),
     host: z.string().min(1).default('0.0.0.0'),
     /** HTTPS for the admission webhooks (the API server only calls HTTPS); 0 = off. */
     httpsPort: port.default(8443),
+    extender: extenderConfigSchema.default(extenderConfigSchema.parse({})),
     /** The control plane's namespace: signing-key Secret, JWKS ConfigMap, webhook certificate. */
     namespace: z.string().min(1).default('vcuda-system'),
     clusterName: z.string().min(1).default('default'),
@@ -128,6 +173,13 @@ export const controlPlaneConfigSchema = z
         message: `must be at most half the webhook timeout (${webhookTimeoutMs} ms)`,
       });
     }
+    if (c.extender.certificates.mode === 'self' && c.kube.mode === 'none') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['extender', 'certificates', 'mode'],
+        message: '"self" keeps the certificates in a Secret and needs a cluster; use "files" or "ephemeral"',
+      });
+    }
     if (c.api.auth === 'tokenreview' && c.kube.mode === 'none') {
       ctx.addIssue({
         code: 'custom',
@@ -138,6 +190,13 @@ export const controlPlaneConfigSchema = z
   })
   .transform((c) => ({
     ...c,
+    extender: {
+      ...c.extender,
+      certificates: {
+        ...c.extender.certificates,
+        mode: c.extender.certificates.mode ?? (c.kube.mode === 'none' ? ('ephemeral' as const) : ('self' as const)),
+      },
+    },
     api: {
       auth: c.api.auth ?? (c.kube.mode === 'none' ? ('none' as const) : ('tokenreview' as const)),
       usageWriters: c.api.usageWriters ?? [`system:serviceaccount:${c.namespace}:vcuda-node-agent`],
@@ -197,6 +256,11 @@ export const envKeys: Record<string, [path: string, kind: 'string' | 'int' | 'bo
   VCUDA_WEBHOOK_CERT_FILE: ['webhook.certificates.certFile', 'string'],
   VCUDA_WEBHOOK_KEY_FILE: ['webhook.certificates.keyFile', 'string'],
   VCUDA_WEBHOOK_CA_FILE: ['webhook.certificates.caFile', 'string'],
+  VCUDA_EXTENDER_PORT: ['extender.port', 'int'],
+  VCUDA_EXTENDER_CERT_MODE: ['extender.certificates.mode', 'string'],
+  VCUDA_EXTENDER_CERT_FILE: ['extender.certificates.certFile', 'string'],
+  VCUDA_EXTENDER_KEY_FILE: ['extender.certificates.keyFile', 'string'],
+  VCUDA_EXTENDER_CLIENT_CA_FILE: ['extender.certificates.clientCaFile', 'string'],
   VCUDA_API_AUTH: ['api.auth', 'string'],
   VCUDA_LOG_LEVEL: ['logLevel', 'string'],
 };

@@ -65,6 +65,7 @@ beforeAll(async () => {
       httpsPort: await freePort(),
       kube: { mode: 'none' },
       signingKeys: { source: 'ephemeral' },
+      extender: { port: 0 },
       webhook: {
         certificates: {
           mode: 'files',
@@ -101,4 +102,12 @@ it('answers reviews with the admission listener in front of the app, and everyth
   // The listener refuses a GET on a hook path with 405; the app alone would not know the route.
   expect((await sendTls('GET', `${cp.httpsUrl}/admission/mutate`)).status).toBe(405);
   expect((await sendTls('GET', `${cp.httpsUrl}/healthz`)).text).toBe('ok');
+});
+
+it('refuses the extender verbs on the webhook port: TLS without a client certificate is no scheduler', async () => {
+  const bind = { PodName: 'p', PodNamespace: 'default', PodUID: 'uid-p', Node: 'n1' };
+  const res = await sendTls('POST', `${cp.httpsUrl}/scheduler/bind`, JSON.stringify(bind));
+  expect(res.status).toBe(401);
+  const metrics = await (await fetch(`${cp.url}/metrics`)).text();
+  expect(metrics).not.toMatch(/vcuda_extender_binds_total\{[^}]*\} [1-9]/);
 });

@@ -8,17 +8,14 @@ import { type RunningControlPlane, startControlPlane } from './server.js';
 import { JWKS_CONFIGMAP_NAME, SIGNING_SECRET_NAME } from './signing-keys.js';
 import { forgedPlainPod, gpuNode, gpuPod } from './testing/builders.js';
 import { type FakeKubeApi, startFakeKubeApi } from './testing/fake-kube-api.js';
+import { postTls, type TlsClient } from './testing/tls-request.js';
 
 const now = new Date('2026-11-22T04:00:30Z');
-const silent = { logLevel: 'silent' as const, port: 0, httpsPort: 0, host: '127.0.0.1' };
+const silent = { logLevel: 'silent' as const, port: 0, httpsPort: 0, host: '127.0.0.1', extender: { port: 0 } };
 
-async function postJson(url: string, body: unknown) {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+async function postJson(url: string, body: unknown, client: TlsClient) {
+  const res = await postTls(url, body, client);
+  return { status: res.status, json: res.json() as Record<string, unknown> };
 }
 
 describe('startControlPlane', () => {
@@ -40,7 +37,7 @@ describe('startControlPlane', () => {
     api = undefined;
   });
 
-  it('runs without a cluster (vcuda local): filter and bind over HTTP, metrics, clean close', async () => {
+  it('runs without a cluster: filter and bind over TLS with its ephemeral client certificate, metrics, clean close', async () => {
     const config = loadControlPlaneConfig({
       flags: { ...silent, kube: { mode: 'none' }, signingKeys: { source: 'ephemeral' } },
     });
@@ -49,15 +46,20 @@ describe('startControlPlane', () => {
     state.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
     const pod = gpuPod('p', [{ core: 30, memoryMiB: 1024 }]);
     state.upsertPod(pod);
+    const client = cp.extenderClient as TlsClient;
+    expect(client).toBeDefined();
 
-    const filter = await postJson(`${cp.url}/scheduler/filter`, { Pod: pod, Nodes: null, NodeNames: ['n1'] });
+    const filter = await postJson(
+      `${cp.extenderUrl}/scheduler/filter`,
+      { Pod: pod, Nodes: null, NodeNames: ['n1'] },
+      client,
+    );
     expect(filter.json.NodeNames).toEqual(['n1']);
-    const bind = await postJson(`${cp.url}/scheduler/bind`, {
-      PodName: 'p',
-      PodNamespace: 'default',
-      PodUID: 'uid-p',
-      Node: 'n1',
-    });
+    const bind = await postJson(
+      `${cp.extenderUrl}/scheduler/bind`,
+      { PodName: 'p', PodNamespace: 'default', PodUID: 'uid-p', Node: 'n1' },
+      client,
+    );
     expect(bind.json).toEqual({ Error: '' });
     const bound = state.pod('default', 'p');
     expect(bound?.spec?.nodeName).toBe('n1');
@@ -126,6 +128,38 @@ describe('startControlPlane', () => {
     expect(metrics).toContain('vcuda_unverified_assignments_total{reason="malformed"} 1');
   });
 
+  it('in a cluster: keeps the scheduler’s client certificate in a Secret, and serves the extender to it', async () => {
+    api = await startFakeKubeApi();
+    api.putNode(gpuNode({ name: 'n1', cards: 1 }));
+    const config = loadControlPlaneConfig({
+      flags: { ...silent, kube: { mode: 'kubeconfig' }, namespace: 'vcuda-system' },
+    });
+    cp = await startControlPlane(config, { db, kubeConfig: api.kubeConfig, clock: () => now });
+    expect(cp.extenderClient).toBeUndefined();
+    const secret = api.secrets.get('vcuda-system/vcuda-extender-tls') as unknown as { data: Record<string, string> };
+    expect(Object.keys(secret.data).sort()).toEqual(['ca.crt', 'ca.key', 'tls.crt', 'tls.key']);
+    const pem = (k: string) => Buffer.from(secret.data[k] as string, 'base64').toString('utf8');
+    // What the scheduler mounts (tls.crt, tls.key, ca.crt), reaching the Service by its DNS name.
+    const client = {
+      certPem: pem('tls.crt'),
+      keyPem: pem('tls.key'),
+      caPem: pem('ca.crt'),
+      servername: 'vcuda-control-plane.vcuda-system.svc',
+    };
+    const filter = await postJson(
+      `${cp.extenderUrl}/scheduler/filter`,
+      { Pod: gpuPod('p', [{ core: 30, memoryMiB: 1024 }]), Nodes: null, NodeNames: ['n1'] },
+      client,
+    );
+    expect(filter.status).toBe(200);
+    const first = secret.data['tls.crt'];
+    await cp.close();
+    // Another replica (or a restart) adopts the same CA and client certificate.
+    cp = await startControlPlane(config, { db, kubeConfig: api.kubeConfig, clock: () => now });
+    const again = api.secrets.get('vcuda-system/vcuda-extender-tls') as unknown as { data: Record<string, string> };
+    expect(again.data['tls.crt']).toBe(first);
+    expect((await postTls(`${cp.extenderUrl}/scheduler/bind`, {}, client)).status).toBe(400);
+  });
   it('in a cluster: the dashboard lists refusals other processes emitted and idle nodes from the watch cache', async () => {
     api = await startFakeKubeApi();
     // A node that never had a bind: the ledger does not know it, only the watch cache does.

@@ -9,7 +9,7 @@ import { createServer as createHttpsServer, type ServerOptions } from 'node:http
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { KubeConfig } from '@kubernetes/client-node';
-import type { Hono, MiddlewareHandler } from 'hono';
+import { Hono, type MiddlewareHandler } from 'hono';
 import type * as jose from 'jose';
 import { type Logger, pino } from 'pino';
 import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
@@ -23,9 +23,13 @@ import { createUsageStore } from '../db/usage.js';
 import { createAdmissionListener } from '../webhooks/admission-handler.js';
 import { createAdmissionMetrics } from '../webhooks/admission-metrics.js';
 import { type AdmissionRoutesDeps, admissionRoutes } from '../webhooks/admission-routes.js';
-import type { ServingCertificate } from '../webhooks/certificates.js';
+import { type ServingCertificate, serviceDnsNames } from '../webhooks/certificates.js';
 import { webhookConfigSchema } from '../webhooks/config.js';
-import { kubeCertificateSecretStore, kubeWebhookConfigurationClient } from '../webhooks/kube-adapters.js';
+import {
+  kubeCertificateSecretStore,
+  kubePemSecretStore,
+  kubeWebhookConfigurationClient,
+} from '../webhooks/kube-adapters.js';
 import { createWebhookKeeper, type WebhookKeeper } from '../webhooks/webhook-keeper.js';
 import { cachedAuthenticator, requireCaller, tokenReview } from './api/caller-auth.js';
 import { reportsRoutes } from './api/reports-routes.js';
@@ -39,7 +43,10 @@ import { createLedgerDashboardSource } from './dashboard/ledger-source.js';
 import { watchRefusalEvents } from './dashboard/refusal-events.js';
 import { createRefusalLog } from './dashboard/refusals.js';
 import { dashboardRoutes } from './dashboard/routes.js';
+import { guardedExtender } from './extender/client-certificate.js';
 import { createExtenderMetrics } from './extender/extender-metrics.js';
+import { EXTENDER_SECRET_KEYS, type ExtenderClientCredentials } from './extender/extender-tls.js';
+import { createExtenderTlsKeeper } from './extender/extender-tls-keeper.js';
 import { withLedgerDeadlines } from './extender/ledger-deadlines.js';
 import { LedgerNodes } from './extender/ledger-nodes.js';
 import { reconcileLedger } from './extender/ledger-reconciler.js';
@@ -62,10 +69,14 @@ export type ControlPlaneOverrides = {
 };
 
 export type RunningControlPlane = {
-  /** Plain HTTP base url (extender, API, dashboard, metrics, and the webhooks too). */
+  /** Plain HTTP base url (reports and usage API, dashboard, metrics, health). */
   url: string;
   /** HTTPS base url of the webhooks, when served. */
   httpsUrl?: string;
+  /** HTTPS base url of the scheduler extender (`/scheduler/...`), which needs a client certificate. */
+  extenderUrl: string;
+  /** With ephemeral extender certificates (no cluster): the one client certificate it trusts. */
+  extenderClient?: ExtenderClientCredentials;
   app: Hono;
   /** The cluster view; with `kube.mode: none` the caller feeds it with nodes and pods. */
   state: ClusterState;
@@ -96,23 +107,24 @@ function loadKubeConfig(config: ControlPlaneConfig, overrides: ControlPlaneOverr
   return kc;
 }
 
+/**
+ * An HTTPS listener's certificate; with `ca`, it also asks every client for a certificate and
+ * verifies it against those CAs. The handshake completes either way, so a refused caller gets a
+ * 401 that says why (`requireClientCertificate` reads the verdict) instead of a bare TLS alert.
+ */
+type ListenerTls = { key: string; cert: string; ca?: string };
+
 type Listening = {
   url: string;
   close: () => Promise<void>;
-  /** Swaps the TLS certificate of an HTTPS listener without a restart. */
-  setCertificate: (tls: { key: string; cert: string }) => void;
+  /** Swaps the TLS certificate (and trusted client CAs) of an HTTPS listener without a restart. */
+  setCertificate: (tls: ListenerTls) => void;
 };
 
 type RequestFront = (req: IncomingMessage, res: ServerResponse) => boolean;
 
 /** Serves `app`; with `tls`, HTTPS, where `front` may answer a request first (returns true). */
-function listen(
-  app: Hono,
-  host: string,
-  port: number,
-  tls?: { key: string; cert: string },
-  front?: RequestFront,
-): Promise<Listening> {
+function listen(app: Hono, host: string, port: number, tls?: ListenerTls, front?: RequestFront): Promise<Listening> {
   return new Promise((resolve, reject) => {
     const server = serve(
       tls
@@ -124,7 +136,7 @@ function listen(
               createHttpsServer(options, (req, res) => {
                 if (!front?.(req, res)) handler(req, res);
               })) as unknown as typeof createHttpsServer,
-            serverOptions: tls,
+            serverOptions: tls.ca ? { ...tls, requestCert: true, rejectUnauthorized: false } : tls,
           }
         : { fetch: app.fetch, port, hostname: host },
       (info: AddressInfo) => {
@@ -132,9 +144,7 @@ function listen(
         resolve({
           url: `${tls ? 'https' : 'http'}://${shown}:${info.port}`,
           setCertificate: (next) =>
-            (server as unknown as { setSecureContext?: (o: { key: string; cert: string }) => void }).setSecureContext?.(
-              next,
-            ),
+            (server as unknown as { setSecureContext?: (o: ListenerTls) => void }).setSecureContext?.(next),
           close: () =>
             new Promise<void>((done) => {
               (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
@@ -354,7 +364,7 @@ export async function startControlPlane(
     const admission = admissionRoutes(admissionDeps);
     // The HTTPS listener answers reviews without building web Request/Response objects.
     const admissionListener = createAdmissionListener(admissionDeps);
-    const scheduler = extenderRoutes({
+    const verbs = extenderRoutes({
       config: {
         cluster: config.clusterName,
         quantity: { names, memoryUnitMiB: config.memoryUnitMiB },
@@ -373,6 +383,15 @@ export async function startControlPlane(
       ledgerNodes,
       log: (msg, fields) => log.info(fields ?? {}, msg),
     });
+    // Every listener mounts the verbs behind the client-certificate gate: only the extender's own
+    // listener asks for a certificate, so elsewhere they answer 401 before reading a byte.
+    const scheduler = guardedExtender(verbs, {
+      allowedClients: config.extender.allowedClients,
+      maxBodyBytes: config.extender.maxBodyBytes,
+      // A certificate of the trusted CA naming someone else is worth a look; anonymous knocks are not.
+      onRefused: (r) =>
+        r.status === 403 ? log.warn(r, 'extender call refused') : log.debug(r, 'extender call refused'),
+    });
     const reports = createReportRunner(db, { clock });
     const usageStore = createUsageStore(db, { clock });
     // Raw usage samples become hourly, then daily rows, so the table does not grow without bound.
@@ -388,8 +407,9 @@ export async function startControlPlane(
       const review = tokenReview(kc, config.api.tokenAudiences);
       usageGuard = requireCaller(cachedAuthenticator(review), config.api.usageWriters, 'POST /api/v1/usage');
     }
+    // The plain-HTTP port: only what may be public (dashboard, reports, metrics, health) and the
+    // node agents' usage samples (token-reviewed); the extender verbs there answer 401.
     const app = createApp({
-      admission,
       scheduler,
       api: apiRoutes(
         reportsRoutes({ reports }),
@@ -448,8 +468,9 @@ export async function startControlPlane(
     if (keeper) {
       // First pass: the certificate (issued, kept or read) and the configurations with its CA.
       const { certificate } = await keeper.refresh();
+      // The webhook port: the admission reviews (the listener in front answers them first).
       https = await listen(
-        app,
+        createApp({ admission, scheduler }),
         config.host,
         config.httpsPort,
         { key: certificate.keyPem, cert: certificate.certPem },
@@ -460,6 +481,8 @@ export async function startControlPlane(
       // Then rotation before expiry (or renewed files) and drifted configurations, without a restart.
       closers.push(keeper.start(WEBHOOK_REFRESH_MS));
     }
+    const extender = await serveExtender(config, webhook, scheduler, kc, clock, log);
+    closers.push(extender.close);
     if (kc) {
       // Every replica lists every refusal of the cluster (the other replicas', the node agents'
       // VcudaAllocateFailed), not only its own. The log replaces a pod's row per reason, so this
@@ -481,8 +504,17 @@ export async function startControlPlane(
         (err) => log.error({ err: String(err) }, 'watch cache failed to start'),
       );
     } else registerNodes();
-    log.info({ url: http.url, httpsUrl }, 'control plane listening');
-    return { url: http.url, ...(httpsUrl ? { httpsUrl } : {}), app, state, jwks: signingKeys.jwks, close };
+    log.info({ url: http.url, httpsUrl, extenderUrl: extender.url }, 'control plane listening');
+    return {
+      url: http.url,
+      ...(httpsUrl ? { httpsUrl } : {}),
+      extenderUrl: extender.url,
+      ...(extender.client ? { extenderClient: extender.client } : {}),
+      app,
+      state,
+      jwks: signingKeys.jwks,
+      close,
+    };
   } catch (err) {
     await close();
     throw err;
@@ -526,7 +558,7 @@ async function recordUnverified(
   );
 }
 
-/** The webhook's certificate keeper, or none when the webhooks are served over plain HTTP only. */
+/** The webhook's certificate keeper, or none when the webhooks are not served (no cluster, no files). */
 function createKeeper(
   config: ControlPlaneConfig,
   webhook: ReturnType<typeof webhookConfigSchema.parse>,
@@ -540,7 +572,7 @@ function createKeeper(
   const c = webhook.certificates;
   const fromFiles = c.mode === 'files' && Boolean(c.certFile && c.keyFile);
   if (!fromFiles && !kc) {
-    log.info('no cluster and no certificate files: webhooks are served over plain HTTP only');
+    log.info('no cluster and no certificate files: the admission webhooks are not served');
     return undefined;
   }
   return createWebhookKeeper({
@@ -553,4 +585,51 @@ function createKeeper(
     logger: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m) },
     onCertificate,
   });
+}
+
+/**
+ * The scheduler extender's own HTTPS listener, which demands a client certificate from the CAs
+ * the keeper trusts, and keeps its TLS current. Serves only `/scheduler/...`.
+ */
+async function serveExtender(
+  config: ControlPlaneConfig,
+  webhook: ReturnType<typeof webhookConfigSchema.parse>,
+  scheduler: Hono,
+  kc: KubeConfig | undefined,
+  clock: () => Date,
+  log: Logger,
+): Promise<{ url: string; client?: ExtenderClientCredentials; close: () => Promise<void> }> {
+  const certificates = config.extender.certificates;
+  const service = { name: webhook.registration.serviceName, namespace: webhook.registration.serviceNamespace };
+  let listening: Listening | undefined;
+  const keeper = createExtenderTlsKeeper({
+    config: certificates,
+    clientName: config.extender.allowedClients[0] as string,
+    // Without a cluster the callers are on this machine.
+    serving:
+      certificates.mode === 'ephemeral'
+        ? { dnsNames: [...serviceDnsNames(service), 'localhost'], ipAddresses: ['127.0.0.1'] }
+        : { dnsNames: serviceDnsNames(service), ipAddresses: [] },
+    store:
+      certificates.mode === 'self' && kc
+        ? kubePemSecretStore(kc, config.namespace, certificates.secretName, EXTENDER_SECRET_KEYS)
+        : undefined,
+    readFile: (path) => readFileSync(path, 'utf8'),
+    clock,
+    logger: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m) },
+    onTls: (tls) => listening?.setCertificate(tls),
+  });
+  const { tls, client } = await keeper.refresh();
+  const app = new Hono().route('/scheduler', scheduler);
+  listening = await listen(app, config.host, config.extender.port, tls);
+  const stop = keeper.start(WEBHOOK_REFRESH_MS);
+  const served = listening;
+  return {
+    url: served.url,
+    ...(client ? { client } : {}),
+    close: async () => {
+      stop();
+      await served.close();
+    },
+  };
 }

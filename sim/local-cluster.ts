@@ -29,6 +29,8 @@ const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const NATIVE_BUILD_DIR = join(repoRoot, 'native', 'build');
 export const WORKLOAD_DIR = join(repoRoot, 'sim', '.vcuda', 'build');
 const SCHEDULER_CONFIG = join(repoRoot, 'deploy', 'scheduler', 'kube-scheduler-config.yaml');
+/** Where deploy/scheduler/scheduler-deployment.yaml mounts the scheduler's client certificate. */
+const SCHEDULER_TLS_MOUNT = '/etc/vcuda-scheduler-tls';
 
 const CONTROL_PLANE_USER = 'system:serviceaccount:vcuda-system:vcuda-control-plane';
 const NODE_AGENT_USER = 'system:serviceaccount:vcuda-system:vcuda-node-agent';
@@ -53,8 +55,10 @@ export type LocalClusterOptions = {
 export type LocalCluster = {
   readonly api: SimApiServer;
   readonly client: KubeClient;
-  /** The control plane's Service: the URL people and the scheduler use. */
+  /** The control plane's Service, plain HTTP: the URL people use (dashboard, reports, metrics). */
   readonly url: string;
+  /** The Service's extender port (HTTPS, the scheduler's client certificate only). */
+  readonly extenderUrl: string;
   readonly kubeconfigPath: string;
   readonly workDir: string;
   readonly cluster: ClusterSpec;
@@ -107,6 +111,8 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
     closers.push(() => httpService.close());
     const httpsService = await startServiceProxy();
     closers.push(() => httpsService.close());
+    const extenderService = await startServiceProxy();
+    closers.push(() => extenderService.close());
     const api = await startApiServer({
       namespaces: ['vcuda-system'],
       tokens,
@@ -135,11 +141,14 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
     // 3. Control-plane replicas behind the Service.
     const replicaCount = Math.max(1, opts.replicas ?? 1);
     const running: (RunningControlPlane | undefined)[] = new Array(replicaCount).fill(undefined);
-    const ports: { http: number; https: number }[] = [];
-    for (let i = 0; i < replicaCount; i++) ports.push({ http: await findFreePort(), https: await findFreePort() });
+    const ports: { http: number; https: number; extender: number }[] = [];
+    for (let i = 0; i < replicaCount; i++) {
+      ports.push({ http: await findFreePort(), https: await findFreePort(), extender: await findFreePort() });
+    }
     const refreshBackends = () => {
       httpService.setBackends(ports.filter((_, i) => running[i]).map((p) => p.http));
       httpsService.setBackends(ports.filter((_, i) => running[i]).map((p) => p.https));
+      extenderService.setBackends(ports.filter((_, i) => running[i]).map((p) => p.extender));
     };
     const startReplica = async (i: number) => {
       const config = loadControlPlaneConfig({
@@ -147,6 +156,7 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
           port: ports[i]!.http,
           host: '127.0.0.1',
           httpsPort: ports[i]!.https,
+          extender: { port: ports[i]!.extender },
           clusterName: cluster.name,
           resourceDomain: domain,
           memoryUnitMiB: cluster.memoryUnitMiB,
@@ -227,8 +237,14 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
       });
     }
 
-    // 5. The scheduler, configured as deploy/ configures kube-scheduler, pointed at the Service.
-    const schedulerConfig = withResourceDomain(await loadSchedulerConfig(SCHEDULER_CONFIG, url), domain);
+    // 5. The scheduler, configured as deploy/ configures kube-scheduler, pointed at the Service's
+    // extender port, with its client certificate from the Secret the control plane keeps.
+    const tlsDir = await mountExtenderSecret(client, join(workDir, 'scheduler', 'extender-tls'));
+    const extenderUrl = `https://127.0.0.1:${extenderService.port}`;
+    const schedulerConfig = withResourceDomain(
+      await loadSchedulerConfig(SCHEDULER_CONFIG, extenderUrl, { [SCHEDULER_TLS_MOUNT]: tlsDir }),
+      domain,
+    );
     const scheduler = startScheduler({
       client,
       config: schedulerConfig,
@@ -242,6 +258,7 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
       api,
       client,
       url,
+      extenderUrl,
       kubeconfigPath,
       workDir,
       cluster,
@@ -257,6 +274,22 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
     await close();
     throw err;
   }
+}
+
+/**
+ * What the kubelet does for the scheduler's Secret volume: writes the client's files of Secret
+ * vcuda-extender-tls (never `ca.key`) into `dir`.
+ */
+async function mountExtenderSecret(client: KubeClient, dir: string): Promise<string> {
+  const secret = await client.get('/api/v1/namespaces/vcuda-system/secrets/vcuda-extender-tls');
+  const data = (secret['data'] ?? {}) as Record<string, string>;
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  for (const key of ['tls.crt', 'tls.key', 'ca.crt']) {
+    const value = data[key];
+    if (!value) throw new Error(`Secret vcuda-system/vcuda-extender-tls lacks ${key}`);
+    writeFileSync(join(dir, key), Buffer.from(value, 'base64'), { mode: 0o600 });
+  }
+  return dir;
 }
 
 export type { ServiceProxy };

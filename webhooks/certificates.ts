@@ -47,55 +47,99 @@ async function generateKeys(): Promise<webcrypto.CryptoKeyPair> {
   return webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify']);
 }
 
+/** A certificate and its private key, PEM. */
+export type IssuedCertificate = { certPem: string; keyPem: string; notAfter: Date };
+
+/** What a leaf certificate is for: a TLS server (`serverAuth`) or a TLS client (`clientAuth`). */
+export type LeafProfile = CertificateSubject & { commonName?: string; usage: 'server' | 'client' };
+
+/** A self-signed CA, valid from `now` (less the clock skew) until `notAfter`. */
+export async function issueCertificateAuthority(
+  commonName: string,
+  now: Date,
+  notAfter: Date,
+): Promise<IssuedCertificate> {
+  const keys = await generateKeys();
+  const ca = await x509.X509CertificateGenerator.createSelfSigned({
+    name: `CN=${commonName}`,
+    notBefore: new Date(now.getTime() - SKEW_MS),
+    notAfter,
+    signingAlgorithm: ALGORITHM,
+    keys,
+    extensions: [
+      new x509.BasicConstraintsExtension(true, 0, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+    ],
+  });
+  return { certPem: joinPemBundle([ca.toString('pem')]), keyPem: await keyPem(keys.privateKey), notAfter };
+}
+
+/** A leaf certificate `ca` signed, for a server or a client, valid from `now` until `notAfter`. */
+export async function issueLeafCertificate(
+  ca: { certPem: string; keyPem: string },
+  profile: LeafProfile,
+  now: Date,
+  notAfter: Date,
+): Promise<IssuedCertificate> {
+  const caCert = new x509.X509Certificate(ca.certPem);
+  const caKey = await webcrypto.subtle.importKey(
+    'pkcs8',
+    x509.PemConverter.decode(ca.keyPem)[0] as ArrayBuffer,
+    ALGORITHM,
+    false,
+    ['sign'],
+  );
+  const leafKeys = await generateKeys();
+  const names = [
+    ...profile.dnsNames.map((value) => ({ type: 'dns' as const, value })),
+    ...profile.ipAddresses.map((value) => ({ type: 'ip' as const, value })),
+  ];
+  const commonName = profile.commonName ?? profile.dnsNames[0] ?? profile.ipAddresses[0] ?? 'vcuda';
+  const usage =
+    profile.usage === 'server'
+      ? x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment
+      : x509.KeyUsageFlags.digitalSignature;
+  const leaf = await x509.X509CertificateGenerator.create({
+    subject: `CN=${commonName}`,
+    issuer: caCert.subject,
+    notBefore: new Date(now.getTime() - SKEW_MS),
+    notAfter,
+    signingAlgorithm: ALGORITHM,
+    publicKey: leafKeys.publicKey,
+    signingKey: caKey,
+    extensions: [
+      new x509.BasicConstraintsExtension(false, undefined, true),
+      new x509.KeyUsagesExtension(usage, true),
+      new x509.ExtendedKeyUsageExtension([
+        profile.usage === 'server' ? x509.ExtendedKeyUsage.serverAuth : x509.ExtendedKeyUsage.clientAuth,
+      ]),
+      ...(names.length > 0 ? [new x509.SubjectAlternativeNameExtension(names)] : []),
+      await x509.AuthorityKeyIdentifierExtension.create(caCert),
+    ],
+  });
+  return {
+    certPem: joinPemBundle([leaf.toString('pem')]),
+    keyPem: `${(await keyPem(leafKeys.privateKey)).trim()}\n`,
+    notAfter,
+  };
+}
+
 /** A fresh CA and a serving certificate it signed, both valid from `now` for `validityDays`. */
 export async function issueServingCertificate(
   subject: CertificateSubject,
   validityDays: number,
   now: Date,
 ): Promise<{ caPem: string; certPem: string; keyPem: string; notAfter: Date }> {
-  const notBefore = new Date(now.getTime() - SKEW_MS);
   const notAfter = new Date(now.getTime() + validityDays * DAY_MS);
-  const caKeys = await generateKeys();
-  const ca = await x509.X509CertificateGenerator.createSelfSigned({
-    name: `CN=vcuda webhook CA ${now.toISOString()}`,
-    notBefore,
-    // The CA outlives its serving certificate by a day, so a late rotation still chains.
-    notAfter: new Date(notAfter.getTime() + DAY_MS),
-    signingAlgorithm: ALGORITHM,
-    keys: caKeys,
-    extensions: [
-      new x509.BasicConstraintsExtension(true, 0, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
-      await x509.SubjectKeyIdentifierExtension.create(caKeys.publicKey),
-    ],
-  });
-  const leafKeys = await generateKeys();
-  const names = [
-    ...subject.dnsNames.map((value) => ({ type: 'dns' as const, value })),
-    ...subject.ipAddresses.map((value) => ({ type: 'ip' as const, value })),
-  ];
-  const leaf = await x509.X509CertificateGenerator.create({
-    subject: `CN=${subject.dnsNames[0] ?? subject.ipAddresses[0] ?? 'vcuda-webhook'}`,
-    issuer: ca.subject,
-    notBefore,
-    notAfter,
-    signingAlgorithm: ALGORITHM,
-    publicKey: leafKeys.publicKey,
-    signingKey: caKeys.privateKey,
-    extensions: [
-      new x509.BasicConstraintsExtension(false, undefined, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
-      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
-      new x509.SubjectAlternativeNameExtension(names),
-      await x509.AuthorityKeyIdentifierExtension.create(ca),
-    ],
-  });
-  return {
-    caPem: joinPemBundle([ca.toString('pem')]),
-    certPem: joinPemBundle([leaf.toString('pem')]),
-    keyPem: `${(await keyPem(leafKeys.privateKey)).trim()}\n`,
-    notAfter,
-  };
+  // The CA outlives its serving certificate by a day, so a late rotation still chains.
+  const ca = await issueCertificateAuthority(
+    `vcuda webhook CA ${now.toISOString()}`,
+    now,
+    new Date(notAfter.getTime() + DAY_MS),
+  );
+  const leaf = await issueLeafCertificate(ca, { ...subject, usage: 'server' }, now, notAfter);
+  return { caPem: ca.certPem, certPem: leaf.certPem, keyPem: leaf.keyPem, notAfter };
 }
 
 /**
@@ -142,15 +186,18 @@ export function findRenewalReason(
 /** Secret data keys (kubernetes.io/tls, plus the CA bundle). */
 export type CertificateSecretData = { 'tls.crt': string; 'tls.key': string; 'ca.crt': string };
 
-/** The Secret, as certificates.ts needs it; values are plain PEM (the adapter does base64). */
-export type CertificateSecretStore = {
+/** A Secret of PEM values under fixed keys (the adapter does base64), written with optimistic concurrency. */
+export type PemSecretStore<K extends string> = {
   readonly description: string;
-  read(): Promise<{ data: Partial<CertificateSecretData>; resourceVersion: string } | undefined>;
+  read(): Promise<{ data: Partial<Record<K, string>>; resourceVersion: string } | undefined>;
   /** Throws SecretConflictError when it already exists. */
-  create(data: CertificateSecretData): Promise<void>;
+  create(data: Record<K, string>): Promise<void>;
   /** Throws SecretConflictError when resourceVersion is stale. */
-  replace(data: CertificateSecretData, resourceVersion: string): Promise<void>;
+  replace(data: Record<K, string>, resourceVersion: string): Promise<void>;
 };
+
+/** The webhook's certificate Secret, as certificates.ts needs it. */
+export type CertificateSecretStore = PemSecretStore<keyof CertificateSecretData>;
 
 export class SecretConflictError extends VcudaError {
   constructor(what: string) {
@@ -173,6 +220,51 @@ function servingFrom(data: CertificateSecretData): ServingCertificate {
 
 export type EnsureOutcome = ServingCertificate & { action: 'kept' | 'created' | 'rotated'; reason?: string };
 
+/** What `ensureSecretData` did: kept the stored data, or wrote new data (and why). */
+export type SecretOutcome<K extends string> = {
+  data: Record<K, string>;
+  action: 'kept' | 'created' | 'rotated';
+  reason?: string;
+};
+
+/**
+ * Makes `store` hold data that `renewalReason` accepts (returns undefined for), writing
+ * `issue(current)` otherwise. Safe to run from every replica at once: a lost create/replace race
+ * re-reads and judges the winner's data.
+ */
+export async function ensureSecretData<K extends string>(
+  store: PemSecretStore<K>,
+  keys: readonly K[],
+  renewalReason: (data: Record<K, string>) => string | undefined,
+  issue: (current: Partial<Record<K, string>> | undefined) => Promise<Record<K, string>>,
+): Promise<SecretOutcome<K>> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const current = await store.read();
+    const data = current?.data;
+    const complete = data && keys.every((k) => data[k]) ? (data as Record<K, string>) : undefined;
+    const reason = complete
+      ? renewalReason(complete)
+      : current
+        ? `the Secret lacks ${keys.slice(0, -1).join(', ')} or ${keys.at(-1)}`
+        : undefined;
+    if (complete && !reason) return { data: complete, action: 'kept' };
+    const next = await issue(data);
+    try {
+      if (current) await store.replace(next, current.resourceVersion);
+      else await store.create(next);
+      return { data: next, action: current ? 'rotated' : 'created', ...(reason ? { reason } : {}) };
+    } catch (err) {
+      if (!(err instanceof SecretConflictError)) throw err;
+    }
+  }
+  throw new VcudaError(
+    'unavailable',
+    `${store.description} kept changing under concurrent writers; gave up after 3 attempts`,
+  );
+}
+
+const CERTIFICATE_SECRET_KEYS = ['tls.crt', 'tls.key', 'ca.crt'] as const;
+
 /**
  * Makes the shared Secret hold a usable certificate and returns it. Safe to run from every
  * replica at once: a lost create/replace race re-reads and adopts the winner's certificate.
@@ -183,48 +275,33 @@ export async function ensureServingCertificate(
   lifetime: CertificateLifetime,
   now: Date,
 ): Promise<EnsureOutcome> {
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const current = await store.read();
-    const data = current?.data;
-    const complete =
-      data?.['tls.crt'] && data['tls.key'] && data['ca.crt'] ? (data as CertificateSecretData) : undefined;
-    const reason = complete
-      ? findRenewalReason(
-          { certPem: complete['tls.crt'], keyPem: complete['tls.key'] },
-          subject,
-          lifetime.rotateBeforeDays,
-          now,
-        )
-      : current
-        ? 'the Secret lacks tls.crt, tls.key or ca.crt'
-        : undefined;
-    if (complete && !reason) return { ...servingFrom(complete), action: 'kept' };
-    const issued = await issueServingCertificate(subject, lifetime.validityDays, now);
-    // Keep the CAs still valid, so servers not yet reloaded stay trusted; drop expired ones.
-    const previous = splitPemBundle(complete?.['ca.crt'] ?? '').filter((pem) => {
-      try {
-        return notAfterOf(pem).getTime() > now.getTime();
-      } catch {
-        return false;
-      }
-    });
-    const next: CertificateSecretData = {
-      'tls.crt': issued.certPem,
-      'tls.key': issued.keyPem,
-      'ca.crt': joinPemBundle([issued.caPem, ...previous.slice(0, 1)]),
-    };
-    try {
-      if (current) await store.replace(next, current.resourceVersion);
-      else await store.create(next);
-      return { ...servingFrom(next), action: current ? 'rotated' : 'created', ...(reason ? { reason } : {}) };
-    } catch (err) {
-      if (!(err instanceof SecretConflictError)) throw err;
-    }
-  }
-  throw new VcudaError(
-    'unavailable',
-    `${store.description} kept changing under concurrent writers; gave up after 3 attempts`,
+  const outcome = await ensureSecretData(
+    store,
+    CERTIFICATE_SECRET_KEYS,
+    (data) =>
+      findRenewalReason({ certPem: data['tls.crt'], keyPem: data['tls.key'] }, subject, lifetime.rotateBeforeDays, now),
+    async (current) => {
+      const issued = await issueServingCertificate(subject, lifetime.validityDays, now);
+      // Keep the CAs still valid, so servers not yet reloaded stay trusted; drop expired ones.
+      const previous = splitPemBundle(current?.['ca.crt'] ?? '').filter((pem) => {
+        try {
+          return notAfterOf(pem).getTime() > now.getTime();
+        } catch {
+          return false;
+        }
+      });
+      return {
+        'tls.crt': issued.certPem,
+        'tls.key': issued.keyPem,
+        'ca.crt': joinPemBundle([issued.caPem, ...previous.slice(0, 1)]),
+      };
+    },
   );
+  return {
+    ...servingFrom(outcome.data),
+    action: outcome.action,
+    ...(outcome.reason ? { reason: outcome.reason } : {}),
+  };
 }
 
 /** Files mode: the supplied certificate, key and CA, checked to belong together. */

@@ -16,7 +16,7 @@ import {
 } from '@kubernetes/client-node';
 import { type EventReason, type PodRef, podEvent, VcudaError } from '../contract/index.js';
 import type { AdmissionEventRecorder } from './admission-routes.js';
-import { type CertificateSecretData, type CertificateSecretStore, SecretConflictError } from './certificates.js';
+import { type CertificateSecretStore, type PemSecretStore, SecretConflictError } from './certificates.js';
 import type { StoredConfiguration, WebhookConfiguration, WebhookConfigurationClient } from './registration.js';
 
 function statusOf(err: unknown): number | undefined {
@@ -33,22 +33,32 @@ const SECRET_KEYS = ['tls.crt', 'tls.key', 'ca.crt'] as const;
 
 /** The shared certificate Secret (type kubernetes.io/tls plus ca.crt). */
 export function kubeCertificateSecretStore(kc: KubeConfig, namespace: string, name: string): CertificateSecretStore {
+  return kubePemSecretStore(kc, namespace, name, SECRET_KEYS);
+}
+
+/** A kubernetes.io/tls Secret with `keys` (tls.crt and tls.key among them); values are PEM text. */
+export function kubePemSecretStore<K extends string>(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  keys: readonly K[],
+): PemSecretStore<K> {
   const core = kc.makeApiClient(CoreV1Api);
   const description = `Secret ${namespace}/${name}`;
-  const body = (data: CertificateSecretData, resourceVersion?: string) => ({
+  const body = (data: Record<K, string>, resourceVersion?: string) => ({
     apiVersion: 'v1',
     kind: 'Secret',
     type: 'kubernetes.io/tls',
     metadata: { name, namespace, labels: { 'app.kubernetes.io/managed-by': 'vcuda' }, resourceVersion },
-    data: Object.fromEntries(SECRET_KEYS.map((k) => [k, Buffer.from(data[k]).toString('base64')])),
+    data: Object.fromEntries(keys.map((k) => [k, Buffer.from(data[k]).toString('base64')])),
   });
   return {
     description,
     async read() {
       try {
         const secret = await core.readNamespacedSecret({ name, namespace });
-        const data: Partial<CertificateSecretData> = {};
-        for (const k of SECRET_KEYS) {
+        const data: Partial<Record<K, string>> = {};
+        for (const k of keys) {
           const v = secret.data?.[k];
           if (v !== undefined) data[k] = Buffer.from(v, 'base64').toString('utf8');
         }

@@ -157,16 +157,28 @@ export async function startFakeKubeApi(): Promise<FakeKubeApi> {
           const s = secrets.get(podKey(ns, name));
           return s ? send(res, 200, s) : status(res, 404, `secrets "${name}" not found`);
         }
-        if (method === 'POST') {
-          const body = (await readBody(req)) as Obj & { stringData?: Record<string, string> };
+        if (method === 'POST' || method === 'PUT') {
+          const body = (await readBody(req)) as Obj & {
+            data?: Record<string, string>;
+            stringData?: Record<string, string>;
+            type?: string;
+          };
           const key = podKey(ns, body.metadata.name);
-          if (secrets.has(key)) return status(res, 409, `secrets "${body.metadata.name}" already exists`);
-          const data = Object.fromEntries(
-            Object.entries(body.stringData ?? {}).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
-          );
-          const s = stamp({ apiVersion: 'v1', kind: 'Secret', metadata: body.metadata, data });
+          const stored = secrets.get(key);
+          if (method === 'POST' && stored) return status(res, 409, `secrets "${body.metadata.name}" already exists`);
+          if (method === 'PUT' && !stored) return status(res, 404, `secrets "${name}" not found`);
+          if (method === 'PUT' && body.metadata.resourceVersion !== stored?.metadata.resourceVersion) {
+            return status(res, 409, `the object has been modified; please apply your changes to the latest version`);
+          }
+          const data = {
+            ...(body.data ?? {}),
+            ...Object.fromEntries(
+              Object.entries(body.stringData ?? {}).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+            ),
+          };
+          const s = stamp({ apiVersion: 'v1', kind: 'Secret', type: body.type, metadata: body.metadata, data });
           secrets.set(key, s);
-          return send(res, 201, s);
+          return send(res, method === 'POST' ? 201 : 200, s);
         }
       }
       if (resource === 'configmaps') {

@@ -3,12 +3,36 @@
  * or `NodeNames` depending on nodeCacheCapable) and its rules for reading the answers.
  */
 
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import type { SchedNode, SchedPod } from './node-filters.js';
 import type { ExtenderConfig } from './scheduler-config.js';
 
 export type FilterOutcome = { nodeNames: string[]; failed: Map<string, string> };
+
+/** `*Data` (base64) wins over `*File`, as in client-go; files are read per connection, so a renewed certificate is used. */
+function material(data: string, file: string): Buffer | undefined {
+  if (data) return Buffer.from(data, 'base64');
+  return file ? readFileSync(file) : undefined;
+}
+
+/**
+ * kube-scheduler's extender transport: the client certificate and CA of `tlsConfig`; with
+ * `enableHTTPS` and no CA it skips verifying the server, as kube-scheduler does.
+ */
+function tlsOptions(ext: ExtenderConfig): https.RequestOptions {
+  const t = ext.tlsConfig;
+  const ca = t && material(t.caData, t.caFile);
+  const cert = t && material(t.certData, t.certFile);
+  const key = t && material(t.keyData, t.keyFile);
+  return {
+    rejectUnauthorized: Boolean(ca) && !t?.insecure,
+    ...(ca ? { ca } : {}),
+    ...(cert && key ? { cert, key } : {}),
+    ...(t?.serverName ? { servername: t.serverName } : {}),
+  };
+}
 
 /**
  * One POST on a fresh connection: behind the sim's Service proxy (which balances connections, as
@@ -27,7 +51,7 @@ function postJson(ext: ExtenderConfig, verb: string, body: unknown): Promise<unk
         agent: false,
         timeout: ext.httpTimeoutMs,
         headers: { 'content-type': 'application/json', 'content-length': payload.length },
-        ...(url.protocol === 'https:' ? { rejectUnauthorized: false } : {}),
+        ...(url.protocol === 'https:' ? tlsOptions(ext) : {}),
       },
       (res) => {
         const chunks: Buffer[] = [];

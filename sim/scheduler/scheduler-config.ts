@@ -15,6 +15,20 @@ const durationSeconds = z
     return d.endsWith('ms') ? n / 1000 : d.endsWith('m') ? n * 60 : n;
   });
 
+/** `tlsConfig` of an extender (the `*Data` fields are base64 bytes, as in JSON). */
+const tlsConfigSchema = z
+  .object({
+    insecure: z.boolean().default(false),
+    serverName: z.string().default(''),
+    certFile: z.string().default(''),
+    keyFile: z.string().default(''),
+    caFile: z.string().default(''),
+    certData: z.string().default(''),
+    keyData: z.string().default(''),
+    caData: z.string().default(''),
+  })
+  .strict();
+
 const extenderSchema = z
   .object({
     urlPrefix: z.string().url(),
@@ -24,6 +38,7 @@ const extenderSchema = z
     preemptVerb: z.string().default(''),
     weight: z.number().int().default(0),
     enableHTTPS: z.boolean().default(false),
+    tlsConfig: tlsConfigSchema.optional(),
     httpTimeout: durationSeconds.optional(),
     nodeCacheCapable: z.boolean().default(false),
     ignorable: z.boolean().default(false),
@@ -49,6 +64,7 @@ const configSchema = z.object({
 });
 
 export type ExtenderConfig = z.infer<typeof extenderSchema> & { httpTimeoutMs: number };
+export type ExtenderTlsConfig = z.infer<typeof tlsConfigSchema>;
 export type SchedulerConfig = {
   extenders: ExtenderConfig[];
   /** Pods whose `spec.schedulerName` is one of these are this scheduler's (its profiles). */
@@ -65,22 +81,44 @@ export function parseSchedulerConfig(doc: unknown): SchedulerConfig {
   };
 }
 
+/** A path inside the scheduler's container, where `mounts` (container directory -> local directory) put it. */
+function mounted(path: string, mounts: Record<string, string>): string {
+  for (const [inContainer, local] of Object.entries(mounts)) {
+    if (path.startsWith(`${inContainer.replace(/\/$/, '')}/`))
+      return `${local}${path.slice(inContainer.replace(/\/$/, '').length)}`;
+  }
+  return path;
+}
+
 /**
  * Reads the configuration file; `rebase` replaces each extender's scheme, host and port (the
- * file names the in-cluster Service, the sim a loopback port) and keeps its path.
+ * file names the in-cluster Service, the sim a loopback port) and keeps its path. The Service's
+ * host name stays the TLS server name, as DNS would have resolved it to the same server.
+ * `mounts` places the files the scheduler's volumes hold (its client certificate).
  */
-export async function loadSchedulerConfig(path: string, rebase?: string): Promise<SchedulerConfig> {
+export async function loadSchedulerConfig(
+  path: string,
+  rebase?: string,
+  mounts: Record<string, string> = {},
+): Promise<SchedulerConfig> {
   const cfg = parseSchedulerConfig(parseYaml(await readFile(path, 'utf8')));
-  if (!rebase) return cfg;
   return {
     ...cfg,
     extenders: cfg.extenders.map((e) => {
       const from = new URL(e.urlPrefix);
-      const to = new URL(rebase);
+      const to = rebase ? new URL(rebase) : from;
+      const tls = e.tlsConfig && {
+        ...e.tlsConfig,
+        serverName: e.tlsConfig.serverName || from.hostname,
+        certFile: e.tlsConfig.certFile && mounted(e.tlsConfig.certFile, mounts),
+        keyFile: e.tlsConfig.keyFile && mounted(e.tlsConfig.keyFile, mounts),
+        caFile: e.tlsConfig.caFile && mounted(e.tlsConfig.caFile, mounts),
+      };
       return {
         ...e,
         urlPrefix: `${to.origin}${from.pathname.replace(/\/$/, '')}`,
         enableHTTPS: to.protocol === 'https:',
+        ...(tls ? { tlsConfig: tls } : {}),
       };
     }),
   };

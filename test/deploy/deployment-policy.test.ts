@@ -40,7 +40,11 @@ type PodSpec = {
   securityContext?: Record<string, unknown>;
   containers: Container[];
   initContainers?: Container[];
-  volumes?: { name: string; configMap?: { name: string }; secret?: { secretName: string } }[];
+  volumes?: {
+    name: string;
+    configMap?: { name: string };
+    secret?: { secretName: string; items?: { key: string; path: string }[] };
+  }[];
 };
 type Workload = K8sObject & {
   spec: {
@@ -56,6 +60,10 @@ const find = <T extends K8sObject>(objects: K8sObject[], kind: string, name: str
 const controlPlane = find<Workload>(base, 'Deployment', 'vcuda-control-plane') as Workload;
 const container = controlPlane.spec.template.spec.containers[0] as Container;
 const webhook = webhookConfigSchema.parse({});
+type ServiceObject = K8sObject & {
+  spec: { selector: Record<string, string>; ports: { name: string; port: number; targetPort: string }[] };
+};
+const service = () => find<ServiceObject>(base, 'Service', webhook.registration.serviceName);
 
 /** The control plane's config as the Deployment builds it: its config file, then its environment. */
 function manifestControlPlaneConfig() {
@@ -199,7 +207,11 @@ describe('Service, PDB and names the code expects', () => {
   });
 
   it('references only ConfigMaps, Secrets and service accounts that the build creates', () => {
-    const has = (kind: string, name: string) => base.some((o) => o.kind === kind && o.metadata.name === name);
+    // The one Secret a workload mounts that the control plane itself creates at start (or
+    // cert-manager, in its overlay): the scheduler's client certificate for the extender.
+    const createdAtStart = new Set([loadControlPlaneConfig({}).extender.certificates.secretName]);
+    const has = (kind: string, name: string) =>
+      base.some((o) => o.kind === kind && o.metadata.name === name) || (kind === 'Secret' && createdAtStart.has(name));
     for (const w of base.filter((o) => o.kind === 'Deployment' || o.kind === 'DaemonSet') as Workload[]) {
       const spec = w.spec.template.spec;
       if (spec.serviceAccountName) expect(has('ServiceAccount', spec.serviceAccountName), nameOf(w)).toBe(true);
@@ -266,11 +278,18 @@ describe.skipIf(!existsSync(schedulerConfigPath))('second scheduler wiring', () 
     kind?: string;
     leaderElection?: { leaderElect?: boolean; resourceName?: string; resourceNamespace?: string };
     profiles?: { schedulerName: string }[];
-    extenders?: { urlPrefix: string; bindVerb?: string; managedResources?: { name: string }[] }[];
+    extenders?: {
+      urlPrefix: string;
+      enableHTTPS?: boolean;
+      tlsConfig?: { certFile?: string; keyFile?: string; caFile?: string };
+      bindVerb?: string;
+      managedResources?: { name: string }[];
+    }[];
   };
+  const scheduler = find<Workload>(base, 'Deployment', 'vcuda-scheduler');
   const cfg = () => parseYaml(readFileSync(schedulerConfigPath, 'utf8')) as SchedulerConfig;
 
-  it('is a KubeSchedulerConfiguration whose extender calls the control plane’s Service', () => {
+  it('is a KubeSchedulerConfiguration whose extender calls the Service’s extender port over HTTPS', () => {
     expect(cfg().kind).toBe('KubeSchedulerConfiguration');
     const ext = cfg().extenders?.[0];
     const url = new URL(ext?.urlPrefix ?? 'http://missing');
@@ -278,8 +297,44 @@ describe.skipIf(!existsSync(schedulerConfigPath))('second scheduler wiring', () 
       webhook.registration.serviceName,
       webhook.registration.serviceNamespace,
     ]);
-    expect(Number(url.port || (url.protocol === 'https:' ? 443 : 80))).toBe(80);
+    expect(url.protocol).toBe('https:');
+    expect(ext?.enableHTTPS).toBe(true);
+    const port = service()?.spec.ports.find((p) => p.port === Number(url.port || 443));
+    expect(port?.targetPort).toBe('extender');
+    expect(container.ports).toContainEqual(
+      expect.objectContaining({ name: 'extender', containerPort: loadControlPlaneConfig({}).extender.port }),
+    );
     expect(url.pathname.replace(/\/$/, '')).toBe('/scheduler');
+  });
+
+  it('presents the client certificate from the Secret the control plane keeps, and never mounts its CA key', () => {
+    const tls = cfg().extenders?.[0]?.tlsConfig ?? {};
+    const spec = scheduler?.spec.template.spec as PodSpec;
+    const mounts = (spec.containers[0] as { volumeMounts?: { name: string; mountPath: string }[] }).volumeMounts ?? [];
+    const secretName = loadControlPlaneConfig({}).extender.certificates.secretName;
+    for (const file of [tls.certFile, tls.keyFile, tls.caFile]) {
+      const mount = mounts.find((m) => (file ?? '').startsWith(`${m.mountPath}/`));
+      const volume = spec.volumes?.find((v) => v.name === mount?.name);
+      expect(volume?.secret?.secretName, file).toBe(secretName);
+      const key = (file ?? '').slice((mount?.mountPath.length ?? 0) + 1);
+      expect(volume?.secret?.items?.map((i) => i.path)).toContain(key);
+    }
+    const volume = spec.volumes?.find((v) => v.secret?.secretName === secretName);
+    expect(volume?.secret?.items?.map((i) => i.key).sort()).toEqual(['ca.crt', 'tls.crt', 'tls.key']);
+    // The key file is group-readable only: the pod's fsGroup must be the group kube-scheduler runs as.
+    expect(spec.securityContext?.['fsGroup']).toBe(spec.securityContext?.['runAsGroup']);
+  });
+
+  it('gets, from cert-manager in its overlay, a client certificate the extender accepts', () => {
+    const overlay = objectsOfKustomization(join(deployDir, 'overlays/cert-manager')).map((o) => o.object);
+    const cert = overlay.find(
+      (o) =>
+        o.kind === 'Certificate' &&
+        (o as { spec?: { secretName?: string } }).spec?.secretName ===
+          loadControlPlaneConfig({}).extender.certificates.secretName,
+    ) as (K8sObject & { spec: { commonName: string; usages: string[] } }) | undefined;
+    expect(loadControlPlaneConfig({}).extender.allowedClients).toContain(cert?.spec.commonName);
+    expect(cert?.spec.usages).toContain('client auth');
   });
 
   it('has the profile the webhook sends vcuda pods to', () => {

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RESOURCE_DOMAIN, resourceNames } from '../../contract/index.js';
+import { loadControlPlaneConfig } from '../../control-plane/config.js';
 import { JWKS_CONFIGMAP_NAME, SIGNING_SECRET_NAME } from '../../control-plane/signing-keys.js';
 import { webhookConfigSchema } from '../../webhooks/config.js';
 import { buildWebhookConfigurations } from '../../webhooks/registration.js';
@@ -73,6 +74,7 @@ describe.each(components)('RBAC of the $name', (component) => {
 
 describe('named grants match the names the code uses', () => {
   const webhook = webhookConfigSchema.parse({});
+  const { extender } = loadControlPlaneConfig({});
   const configs = buildWebhookConfigurations({
     config: webhook.registration,
     names: resourceNames(DEFAULT_RESOURCE_DOMAIN),
@@ -91,6 +93,8 @@ describe('named grants match the names the code uses', () => {
     ['get', '', 'secrets', SIGNING_SECRET_NAME],
     ['get', '', 'secrets', webhook.certificates.secretName],
     ['update', '', 'secrets', webhook.certificates.secretName],
+    ['get', '', 'secrets', extender.certificates.secretName],
+    ['update', '', 'secrets', extender.certificates.secretName],
     ['update', '', 'configmaps', JWKS_CONFIGMAP_NAME],
     ['get', 'admissionregistration.k8s.io', 'mutatingwebhookconfigurations', configs.mutating.metadata.name],
     ['update', 'admissionregistration.k8s.io', 'mutatingwebhookconfigurations', configs.mutating.metadata.name],

@@ -1,6 +1,6 @@
 /**
  * A pod's whole life in the simulated cluster, through every real component: admission webhook
- * over HTTPS, scheduler + extender, ledger, node agent over the kubelet's gRPC, libvcuda.so over
+ * over HTTPS, scheduler + extender (over TLS with the scheduler's client certificate), ledger, node agent over the kubelet's gRPC, libvcuda.so over
  * the fake driver. One cluster for the file; each test removes its pods.
  */
 import { execFile, spawnSync } from 'node:child_process';
@@ -8,6 +8,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { postTls } from '../../control-plane/testing/tls-request.js';
 import { rowsOf } from '../../db/connect.js';
 import { expandNodes, parseClusterSpec } from '../../sim/cluster-spec.js';
 import { KubeApiError, podPath } from '../../sim/kube-client.js';
@@ -46,6 +47,30 @@ describe('a pod through the simulated cluster', () => {
     expect((err as KubeApiError).message).toMatch(/^admission webhook "[^"]+" denied the request: /);
     expect((err as KubeApiError).message).toContain('spec.containers[0].resources.limits["nvidia.com/vcuda-core"]');
     expect((await lc.client.list(podPath(NS))).items).toEqual([]);
+  }, 90_000);
+
+  it('lets no one but the scheduler bind: an anonymous bind on the Service gets 401 and changes nothing', async () => {
+    // A pending pod the vcuda scheduler cannot place (no card has 20 GiB), so only a forged bind could move it.
+    const created = await lc.client.create(podPath(NS), gpuPod('waiting', 30, 20_480));
+    const bind = { PodName: 'waiting', PodNamespace: NS, PodUID: created.metadata.uid, Node: 'node-0' };
+    const plain = await fetch(`${lc.url}/scheduler/bind`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(bind),
+    });
+    expect(plain.status).toBe(401);
+    // The extender port, trusted as the scheduler trusts it, but without the scheduler's certificate.
+    const secret = await lc.client.get('/api/v1/namespaces/vcuda-system/secrets/vcuda-extender-tls');
+    const caPem = Buffer.from((secret['data'] as Record<string, string>)['ca.crt'] as string, 'base64').toString();
+    const tls = await postTls(`${lc.extenderUrl}/scheduler/bind`, bind, {
+      caPem,
+      servername: 'vcuda-control-plane.vcuda-system.svc',
+    });
+    expect(tls.status).toBe(401);
+    const pod = await lc.client.get(podPath(NS, 'waiting'));
+    expect((pod.spec as { nodeName?: string }).nodeName).toBeUndefined();
+    expect(await liveRows(lc.db, created.metadata.uid)).toEqual([]);
+    await removeAll();
   }, 90_000);
 
   it('admits, schedules, reserves and allocates a good pod; deletion releases ledger and card', async () => {

@@ -1,0 +1,75 @@
+/**
+ * Only kube-scheduler may call the extender: its verbs bind pods, reserve ledger capacity and
+ * write Events. The extender's listener asks every client for a certificate and has TLS verify it
+ * against the trusted CAs, for client use; this gate admits a request only over a connection whose
+ * certificate passed (none, an untrusted one, one for server use, or any other listener, plain or
+ * TLS: 401, with TLS's reason) and that names an allowed client (a certificate the same CA issued
+ * to another party: 403). Nothing of the body is read before both hold; bodies past the limit then
+ * get 413 as they stream in.
+ */
+import type { PeerCertificate, TLSSocket } from 'node:tls';
+import type { HttpBindings } from '@hono/node-server';
+import { Hono, type MiddlewareHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+
+/** The names a certificate answers to: its subject CN and its DNS subject alternative names. */
+export function certificateNames(cert: Pick<PeerCertificate, 'subject' | 'subjectaltname'>): string[] {
+  const cn = cert.subject?.CN;
+  const cns = Array.isArray(cn) ? cn : cn ? [cn] : [];
+  const dns = (cert.subjectaltname ?? '')
+    .split(', ')
+    .filter((s) => s.startsWith('DNS:'))
+    .map((s) => s.slice(4));
+  return [...new Set([...cns, ...dns])];
+}
+
+function tlsSocketOf(c: { env: unknown }): TLSSocket | undefined {
+  const socket = (c.env as Partial<HttpBindings> | undefined)?.incoming?.socket as Partial<TLSSocket> | undefined;
+  return socket && typeof socket.getPeerCertificate === 'function' ? (socket as TLSSocket) : undefined;
+}
+
+/** Told of each refusal: `status` 401 (no verified certificate) or 403 (a trusted one naming someone else). */
+export type RefusalObserver = (refusal: { status: 401 | 403; path: string; reason: string; names?: string[] }) => void;
+
+/** 401 without a verified client certificate, 403 when it names none of `allowed`. */
+export function requireClientCertificate(allowed: readonly string[], onRefused?: RefusalObserver): MiddlewareHandler {
+  const names = new Set(allowed);
+  return async (c, next) => {
+    const socket = tlsSocketOf(c);
+    if (!socket?.authorized) {
+      const why = socket?.authorizationError ? ` (${String(socket.authorizationError)})` : '';
+      onRefused?.({ status: 401, path: c.req.path, reason: socket ? String(socket.authorizationError) : 'not TLS' });
+      return c.json(
+        { Error: `the scheduler extender answers only on its TLS port, to a client certificate it trusts${why}` },
+        401,
+      );
+    }
+    const presented = certificateNames(socket.getPeerCertificate());
+    if (!presented.some((n) => names.has(n))) {
+      onRefused?.({ status: 403, path: c.req.path, reason: 'name not allowed', names: presented });
+      return c.json(
+        { Error: `client certificate ${JSON.stringify(presented)} is not one of the allowed extender clients` },
+        403,
+      );
+    }
+    await next();
+  };
+}
+
+/** The extender's verbs behind the client-certificate gate and the body limit. */
+export function guardedExtender(
+  routes: Hono,
+  opts: { allowedClients: readonly string[]; maxBodyBytes: number; onRefused?: RefusalObserver },
+): Hono {
+  const app = new Hono();
+  app.use('*', requireClientCertificate(opts.allowedClients, opts.onRefused));
+  app.use(
+    '*',
+    bodyLimit({
+      maxSize: opts.maxBodyBytes,
+      onError: (c) => c.json({ Error: `request body exceeds ${opts.maxBodyBytes} bytes` }, 413),
+    }),
+  );
+  app.route('/', routes);
+  return app;
+}
