@@ -32,7 +32,10 @@ export function cdiEnv(names: readonly string[], specDirs: readonly string[]): R
   const env: Record<string, string> = {};
   for (const qualified of names) {
     const [kind, name] = qualified.split('=');
-    const device = specs.find((s) => s.kind === kind)?.devices?.find((d) => d.name === name);
+    const device = specs
+      .filter((s) => s.kind === kind)
+      .flatMap((s) => s.devices ?? [])
+      .find((d) => d.name === name);
     if (!device) throw new Error(`failed to inject CDI devices: unresolvable CDI devices ${qualified}`);
     for (const kv of device.containerEdits?.env ?? []) {
       const at = kv.indexOf('=');
