@@ -243,17 +243,15 @@ export class Allocator {
     const paths = containerPaths(this.d.containersDir, allocationKey(deviceIds));
     const holder = await this.holderOf(deviceIds);
     if (!holder.ok) return this.refuseUnresolved(holder);
-    const known = this.recordList.find((r) => r.paths.key === paths.key);
-    const same = (r: ContainerRecord) =>
-      r.namespace === holder.namespace && r.podName === holder.name && r.container === holder.container;
-    // A container restart (or an app container whose devices its init container had): files in place.
-    if (known && same(known)) return;
     if (!this.podNamed(holder.namespace, holder.name)) await this.d.pods.refresh();
     const pod = this.podNamed(holder.namespace, holder.name);
     if (!pod || pod.nodeName !== this.d.nodeName) {
       const message = `PreStartContainer: the kubelet reports devices of this allocation on ${holder.namespace}/${holder.name}, which is not a pod bound to node ${this.d.nodeName}; refusing it`;
       throw new AllocationError('no-holder', message);
     }
+    const known = this.recordList.find((r) => r.paths.key === paths.key);
+    // A container restart (or an app container whose devices its init container had): files in place.
+    if (known && known.podUid === pod.uid && known.container === holder.container) return;
     const container = pod.gpuContainers.find((c) => c.name === holder.container);
     if (!container) {
       return this.refuse(
