@@ -304,6 +304,24 @@ describe('PreStartContainer: the holder of the devices, or no start', () => {
     expect(h.cluster.eventsOf('default', 'two-inits').at(-1)?.reason).toBe(eventReasons.allocateFailed);
   });
 
+  it("an app container that took all of its init container's devices: both run with the app's grant", async () => {
+    h = await startHarness();
+    await ready(h);
+    const [c0, c1] = h.gpu.cards.map((c) => c.uuid) as [string, string];
+    const pod = h.pod('same-size').container('prep', 30, 10, true).container('main', 30, 20);
+    await h.bind(pod, [[c0], [c1]]);
+    await h.kubelet.admitPod(pod.kubelet(false));
+    const devices = h.kubelet.podDevices.get('default/same-size');
+    expect(devices?.get('prep')?.get(h.names.core)).toEqual(devices?.get('main')?.get(h.names.core));
+    // One allocation, tied to the app container: the pod's own grant, never another pod's cards.
+    expect(configOf(h, 'same-size', 'main')).toMatchObject({
+      podUid: pod.uid,
+      containerName: 'main',
+      devices: [expect.objectContaining({ uuid: c1, memoryLimitBytes: 20 * MIB })],
+    });
+    expect(h.agent.allocator.records().map((r) => r.container)).toEqual(['main']);
+  });
+
   it('the plugin requires PreStartContainer', async () => {
     h = await startHarness();
     await ready(h);
