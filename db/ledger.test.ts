@@ -114,35 +114,19 @@ describe.each(kinds)('ledger on %s', (kind) => {
     expect(await ledger.reserve(pod('p1', [share('GPU-a', 10, 1)]))).toEqual({ reused: false });
   });
 
-  it('keeps one pending container size per node until the node agent allocated it', async () => {
-    const pending = (coreAmounts: number[]) => ({ pending: { coreAmounts, ttlMs: 600_000 } });
-    await ledger.reserve(pod('p1', [share('GPU-a', 30, 1_000)], pending([30])));
-    // Another card of the same node, the same size: the device plugin could not tell them apart.
-    await expectCode(
-      ledger.reserve(pod('p2', [share('GPU-b', 30, 1_000)], pending([30]))),
-      'capacity-conflict',
-      /pod ml\/pod-p1 with a 30-core container is still starting on n1/,
-    );
-    // Nothing of the refused pod stays behind: its hold is gone, so it can try again.
-    expect(await cardTotals('GPU-b')).toEqual({ core_used: 0, memory_used_mib: 0 });
-    // Another size, a pod that asks no pending check, and another node are not affected.
-    await ledger.reserve(pod('p3', [share('GPU-b', 20, 1_000)], pending([20, 50])));
-    await expectCode(ledger.reserve(pod('p4', [share('GPU-b', 50, 1)], pending([50]))), 'capacity-conflict', /50-core/);
-    await ledger.reserve(pod('p5', [share('GPU-b', 30, 1)]));
-    await ledger.reserve(pod('p6', [share('GPU-z', 30, 1)], { cluster: 'c2', node: 'm1', ...pending([30]) }));
-    // Allocated: the size is free on the node again (idempotent, other clusters untouched).
-    await ledger.markAllocated('c1', ['p1', 'p1', 'unknown']);
-    await ledger.reserve(pod('p2', [share('GPU-b', 30, 1_000)], pending([30])));
-    await expectCode(
-      ledger.reserve(pod('p7', [share('GPU-z', 30, 1)], { cluster: 'c2', node: 'm1', ...pending([30]) })),
-      'capacity-conflict',
-    );
-    // A pending pod older than the TTL no longer blocks (its assignment expired anyway).
-    now = new Date(now.getTime() + 700_000);
-    await ledger.reserve(pod('p8', [share('GPU-a', 20, 1)], pending([20, 30])));
+  it('places identical pods on one node side by side: no pending container size rule', async () => {
+    // What a binder used to send to keep one pending size per node; the ledger ignores it now.
+    const old = (uid: string, card: string) =>
+      ({ ...pod(uid, [share(card, 30, 1_000)]), pending: { coreAmounts: [30], ttlMs: 600_000 } }) as never;
+    await ledger.reserve(old('p1', 'GPU-a'));
+    // The same size on the same node while p1 has not started: the node agent ties by device IDs.
+    await ledger.reserve(old('p2', 'GPU-b'));
+    await ledger.reserve(old('p3', 'GPU-a'));
+    expect(await cardTotals('GPU-a')).toEqual({ core_used: 60, memory_used_mib: 2_000 });
+    expect(await cardTotals('GPU-b')).toEqual({ core_used: 30, memory_used_mib: 1_000 });
   });
 
-  it('lets exactly one of many same-size pods racing onto one node through', async () => {
+  it('lets every one of many same-size pods racing onto one node through while they fit', async () => {
     await ledger.upsertNode('c1', 'n2', [
       { uuid: 'GPU-n2-0', index: 0, model: 'A100', memoryMiB: 40_000 },
       { uuid: 'GPU-n2-1', index: 1, model: 'A100', memoryMiB: 40_000 },
@@ -152,19 +136,9 @@ describe.each(kinds)('ledger on %s', (kind) => {
     const db = await t.open(8);
     const racers = Array.from({ length: 8 }, () => createLedger(db, { clock: () => now }));
     const outcomes = await Promise.allSettled(
-      racers.map((l, i) =>
-        l.reserve(
-          pod(`r${i}`, [share(`GPU-n2-${i % 4}`, 25, 100)], {
-            node: 'n2',
-            pending: { coreAmounts: [25], ttlMs: 600_000 },
-          }),
-        ),
-      ),
+      racers.map((l, i) => l.reserve(pod(`r${i}`, [share(`GPU-n2-${i % 4}`, 25, 100)], { node: 'n2' }))),
     );
-    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
-    for (const o of outcomes) {
-      if (o.status === 'rejected') expect((o.reason as VcudaError).code).toBe('capacity-conflict');
-    }
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(8);
   });
 
   it('release is idempotent and gives the capacity back', async () => {

@@ -33,8 +33,6 @@ export type ReserveRequest = {
   pod: string;
   node: string;
   items: ReserveItem[];
-  /** The pod's distinct per-container core amounts, pending on `node` until markAllocated. */
-  pending?: { coreAmounts: number[]; ttlMs: number };
 };
 export type LivePod = { uid: string; namespace: string; name: string };
 export type LedgerOptions = { clock: () => Date };
@@ -59,16 +57,6 @@ const reserveRequestSchema = z.object({
     .refine((items) => new Set(items.map((i) => `${i.container}\u0000${i.cardUuid}`)).size === items.length, {
       message: 'a container may name each card once',
     }),
-  /**
-   * The pod's distinct per-container core amounts, pending on its node until `markAllocated`:
-   * refused while another pod there has one of them pending (reserved within `ttlMs`).
-   */
-  pending: z
-    .object({
-      coreAmounts: z.array(z.number().int().positive()).min(1),
-      ttlMs: z.number().int().positive(),
-    })
-    .optional(),
 });
 
 const cardSchema = z.object({
@@ -228,8 +216,8 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
     },
 
     /**
-     * The node agent has allocated these pods: their container sizes stop being pending on their
-     * nodes. Idempotent; pods without a hold are ignored.
+     * The node agent has allocated these pods (recorded in `allocated_at`). Idempotent; pods
+     * without a hold are ignored.
      */
     async markAllocated(cluster: string, podUids: readonly string[]): Promise<void> {
       if (podUids.length === 0) return;

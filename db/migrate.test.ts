@@ -51,13 +51,13 @@ describe('migrate', () => {
       );
       try {
         const results = await Promise.all(replicas.map((db) => migrate(db)));
-        expect(results.map((r) => r.applied).sort()).toEqual([0, 0, 0, 10]);
+        expect(results.map((r) => r.applied).sort()).toEqual([0, 0, 0, 11]);
         const rows = rowsOf<{ n: number }>(
           await (replicas[0] as (typeof replicas)[number]).execute(
             sql`select count(*)::int as n from drizzle.__drizzle_migrations`,
           ),
         );
-        expect(rows[0]?.n).toBe(10);
+        expect(rows[0]?.n).toBe(11);
       } finally {
         for (const db of replicas) await closeDb(db);
       }

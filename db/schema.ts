@@ -120,9 +120,9 @@ export type AllocationState = (typeof allocationStates)[number];
  * One row per pod that holds a reservation, keyed by (cluster, pod UID). Reserve inserts it
  * first: a second reservation of the same pod (another replica, another choice of cards)
  * waits on the key until the first commits, then sees the pod held. Release deletes it.
- * Until the node agent has allocated the pod (`allocated_at`), its per-container core amounts
- * on its node are "pending": the device plugin's Allocate sees only an amount, so no other pod
- * with one of those amounts may be placed on that node meanwhile, whichever replica binds it.
+ * `allocated_at` records when the node agent tied the pod's containers to their devices. Reserve
+ * no longer refuses a pod while another of the same container size is still starting on its node
+ * (migration 0010): the node agent ties containers by device IDs, so `core_amounts` stays empty.
  */
 export const podHolds = pgTable(
   'pod_holds',

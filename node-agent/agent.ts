@@ -16,10 +16,11 @@ import { type MemoryAdvertisePlan, planMemoryAdvertise } from './device-plugin/d
 import { PluginRunner, type PluginSpec } from './device-plugin/plugin-runner.js';
 import { corePlugin, memoryPlugin } from './device-plugin/plugins.js';
 import { CardHealth, watchCardHealth } from './health.js';
-import { podDirsToRemove } from './housekeeping.js';
+import { allocationDirsToRemove } from './housekeeping.js';
 import { buildInventory, InventoryPublisher, type NodePatcher } from './inventory.js';
 import { preloadFileContent } from './limits/allocate-response.js';
-import { listPodDirs, removePodDir } from './limits/container-files.js';
+import { removeCdiSpec } from './limits/cdi-spec.js';
+import { listAllocationDirs, removeAllocationDir } from './limits/container-files.js';
 import { AgentMetrics } from './metrics.js';
 import type { GpuSource } from './nvml/gpu-source.js';
 import { collectUsage, type UsageSink } from './usage.js';
@@ -89,6 +90,7 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
     nodeName: config.nodeName,
     names,
     containersDir: config.paths.containersDir,
+    cdiSpecDir: config.paths.cdiSpecDir,
     response: {
       devDir: config.paths.devDir,
       libvcudaHostPath: config.paths.libvcudaHostPath,
@@ -115,14 +117,14 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
   }
 
   const core = corePlugin(names, health, allocator);
+  // The tie is decided at PreStartContainer now, so that is what the allocation metrics time.
   const timedCore = {
     ...core,
-    allocate: async (ids: string[]) => {
+    preStart: async (ids: string[]) => {
       const start = performance.now();
       try {
-        const res = await core.allocate(ids);
+        await core.preStart(ids);
         metrics.observeAllocate((performance.now() - start) / 1000, 'ok');
-        return res;
       } catch (err) {
         metrics.observeAllocate((performance.now() - start) / 1000, (err as { code?: string }).code ?? 'error');
         throw err;
@@ -171,15 +173,18 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
         .filter((p) => !p.isFinished)
         .map((p) => p.uid),
     );
-    const removed = podDirsToRemove(
-      listPodDirs(config.paths.containersDir),
-      live,
+    allocator.forgetPods((uid) => !live.has(uid));
+    const removed = allocationDirsToRemove(
+      listAllocationDirs(config.paths.containersDir),
+      allocator.liveKeys(),
       Date.now(), // compared with file times, which the wall clock writes
       config.housekeepingGraceMs,
     );
-    for (const uid of removed) removePodDir(config.paths.containersDir, uid);
-    allocator.forgetPods((uid) => !live.has(uid));
-    if (removed.length > 0) log.info(`housekeeping: removed files of ${removed.length} pod(s) that are gone`);
+    for (const key of removed) {
+      removeAllocationDir(config.paths.containersDir, key);
+      removeCdiSpec(config.paths.cdiSpecDir, key);
+    }
+    if (removed.length > 0) log.info(`housekeeping: removed ${removed.length} allocation(s) no container holds`);
     return removed;
   };
 

@@ -34,8 +34,10 @@ export const configSchema = z.object({
     .prefault({}),
   paths: z
     .object({
-      /** Host dir holding one subdir per container: `<podUID>/<container>/`. */
+      /** Host dir holding one subdir per allocation, named by its device IDs: `<key>/{etc,run}/`. */
       containersDir: z.string().default('/var/lib/vcuda/containers'),
+      /** Where the container runtime reads CDI specs; PreStart writes each container's cards there. */
+      cdiSpecDir: z.string().default('/var/run/cdi'),
       /** Host path of libvcuda.so, mounted read-only into every GPU container. */
       libvcudaHostPath: z.string().default('/var/lib/vcuda/lib/libvcuda.so'),
       libvcudaContainerPath: z.string().default('/usr/lib/vcuda/libvcuda.so'),

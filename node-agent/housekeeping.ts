@@ -1,19 +1,21 @@
 /**
- * Removing what pods that are gone left behind: their config and region directories and the
- * agent's records. The decision is pure; the caller lists directories and live pods.
+ * Removing what containers that are gone left behind: their allocation directories (limit file,
+ * region), CDI specs and the agent's records. The decision is pure; the caller lists directories
+ * and the allocations still in use.
  */
 
-export type PodDir = { podUid: string; modifiedAtMs: number };
+export type AllocationDir = { key: string; modifiedAtMs: number };
 
 /**
- * Pod directories to remove: not a live pod on the node, and untouched for `graceMs`. The grace
- * keeps a pod allocated a moment ago safe from a pod list that lags behind.
+ * Allocation directories to remove: held by no live container, and untouched for `graceMs`. The
+ * grace keeps an allocation whose PreStart has not come yet, and a pod list that lags behind,
+ * from deleting files a container is about to get.
  */
-export function podDirsToRemove(
-  dirs: readonly PodDir[],
-  livePodUids: ReadonlySet<string>,
+export function allocationDirsToRemove(
+  dirs: readonly AllocationDir[],
+  liveKeys: ReadonlySet<string>,
   nowMs: number,
   graceMs: number,
 ): string[] {
-  return dirs.filter((d) => !livePodUids.has(d.podUid) && nowMs - d.modifiedAtMs >= graceMs).map((d) => d.podUid);
+  return dirs.filter((d) => !liveKeys.has(d.key) && nowMs - d.modifiedAtMs >= graceMs).map((d) => d.key);
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { regionDeviceOffset, regionOffsets } from '../contract/index.js';
 import type { ContainerRecord } from './allocation/allocator.js';
-import { containerPaths } from './limits/container-files.js';
+import { allocationKey, containerPaths } from './limits/container-files.js';
 import { ensureRegionFile, readRegionUsage } from './limits/region-file.js';
 import { collectUsage, HttpUsageSink, tokenFromFile } from './usage.js';
 
@@ -12,7 +12,7 @@ const root = mkdtempSync(join(tmpdir(), 'vcuda-usage-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 function record(): ContainerRecord {
-  const paths = containerPaths(root, 'pod-1', 'main');
+  const paths = containerPaths(root, allocationKey(['c0-00']));
   mkdirSync(paths.runDir, { recursive: true });
   return {
     podUid: 'pod-1',

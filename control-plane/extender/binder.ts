@@ -17,7 +17,7 @@ import {
 import type { ClusterState } from '../cluster-state.js';
 import type { ControlPlaneKube } from '../kube-client.js';
 import { judgePodAssignment } from '../placement/assignment-check.js';
-import { holdOfAssignment, type PodWithStatus, pendingCoreAmountsOf } from '../placement/cluster-snapshot.js';
+import { holdOfAssignment, type PodWithStatus } from '../placement/cluster-snapshot.js';
 import { type FitContext, fitPod } from '../placement/fit.js';
 import { type PlacementPolicy, readPlacementRequest } from '../placement/placement-request.js';
 import type { AssignmentSigner } from '../signing-keys.js';
@@ -35,7 +35,6 @@ export type BindLedger = NodeRegistrationLedger & {
     pod: string;
     node: string;
     items: LedgerItem[];
-    pending?: { coreAmounts: number[]; ttlMs: number };
   }): Promise<{ reused: boolean }>;
   confirmMany(cluster: string, podUids: readonly string[]): Promise<{ missing: string[] }>;
   release(cluster: string, podUid: string): Promise<{ released: number }>;
@@ -54,7 +53,6 @@ export function fitContextOf(config: BinderConfig, now: Date): FitContext {
   return {
     nowMs: now.getTime(),
     heartbeatStaleMs: config.heartbeatStaleMs,
-    pendingTtlMs: config.assignmentTtlMs,
     memoryUnitMiB: config.quantity.memoryUnitMiB,
   };
 }
@@ -209,8 +207,6 @@ export class Binder {
       pod: args.PodName,
       node: args.Node,
       items,
-      // The ledger keeps the allocation tie across replicas: one pending size per node.
-      pending: { coreAmounts: pendingCoreAmountsOf(assignment), ttlMs: config.assignmentTtlMs },
     };
     const { reused } = await ledger.reserve(request);
     if (reused && !isExisting) {

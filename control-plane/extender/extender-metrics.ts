@@ -22,7 +22,7 @@ export function createExtenderMetrics(registry: Registry): ExtenderMetrics {
     }),
     nodeRefusals: new Counter({
       name: 'vcuda_extender_node_refusals_total',
-      help: 'Nodes refused by filter, by reason (insufficient-memory, allocation-tie, stale-heartbeat, ...)',
+      help: 'Nodes refused by filter, by reason (insufficient-memory, insufficient-core, stale-heartbeat, ...)',
       labelNames: ['reason'],
       registers,
     }),

@@ -5,7 +5,7 @@ import { readPlacementRequest } from '../placement/placement-request.js';
 import { assignedPod, buildNodeSnapshot, gpuNode, gpuPod, policy } from '../testing/builders.js';
 import { coversNodes, filterNodes, prioritizeNodes, summarizeRefusals } from './filter-decision.js';
 
-const ctx: FitContext = { nowMs: Date.parse('2026-11-22T04:00:30Z'), heartbeatStaleMs: 60_000, pendingTtlMs: 300_000 };
+const ctx: FitContext = { nowMs: Date.parse('2026-11-22T04:00:30Z'), heartbeatStaleMs: 60_000 };
 
 function cluster(): ClusterSnapshot {
   const nodes = new Map([

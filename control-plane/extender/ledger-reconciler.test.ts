@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { createLedger, type Ledger } from '../../db/ledger.js';
 import { migrate } from '../../db/migrate.js';
-import { allocations } from '../../db/schema.js';
+import { allocations, podHolds } from '../../db/schema.js';
 import type { ClusterState } from '../cluster-state.js';
 import { assignedPod, forgedPlainPod, gpuNode, gpuPod, testState } from '../testing/builders.js';
 import { LedgerNodes } from './ledger-nodes.js';
@@ -118,30 +118,28 @@ describe('reconcileLedger against a real ledger', () => {
     expect(await tick()).toEqual({ released: [], restored: [], refused: [] });
   });
 
-  it('marks pods the node agent allocated, so their size stops being pending on the node', async () => {
+  it('marks pods the node agent allocated in the ledger', async () => {
     const state = testState();
     state.upsertNode(gpuNode({ name: 'n3', cards: 2 }));
     const cards = state.snapshot().nodes.get('n3')!.cards;
     await new LedgerNodes(ledger, 'test').ensure(state.snapshot().nodes.get('n3')!);
-    const reserveOn = (uid: string, card: number) =>
-      ledger.reserve({
-        cluster: 'test',
-        podUid: uid,
-        namespace: 'default',
-        pod: uid,
-        node: 'n3',
-        items: [{ container: 'c0', cardUuid: cards[card]!.uuid, core: 30, memoryMiB: 10 }],
-        pending: { coreAmounts: [30], ttlMs: 600_000 },
-      });
     // Bound by a replica that went away before its watch saw the allocation.
     const first = assignedPod('first', 'n3', [{ core: 30, memoryMiB: 10, cards: [0] }], { allocated: true });
-    await reserveOn('uid-first', 0);
+    await ledger.reserve({
+      cluster: 'test',
+      podUid: 'uid-first',
+      namespace: 'default',
+      pod: 'uid-first',
+      node: 'n3',
+      items: [{ container: 'c0', cardUuid: cards[0]!.uuid, core: 30, memoryMiB: 10 }],
+    });
     await ledger.confirmMany('test', ['uid-first']);
     state.upsertPod(first);
-    await state.settled();
-    await expect(reserveOn('uid-second', 1)).rejects.toThrow(/30-core container is still starting on n3/);
+    const allocatedAt = async () =>
+      (await db.select().from(podHolds).where(eq(podHolds.podUid, 'uid-first')))[0]?.allocatedAt ?? null;
+    expect(await allocatedAt()).toBeNull();
     await reconcilerFor(state)();
-    expect(await reserveOn('uid-second', 1)).toEqual({ reused: false });
+    expect(await allocatedAt()).toEqual(NOW);
   });
 
   it('reports a running pod whose card was given away meanwhile, and leaves the holder alone', async () => {

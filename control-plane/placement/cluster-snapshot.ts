@@ -80,27 +80,9 @@ export type PodWithStatus = PodLike & {
   status?: { phase?: string } | null;
 };
 
-/**
- * The distinct per-container core amounts of a pod's GPU containers (init ones included: the
- * kubelet allocates them too), ascending. One Allocate call sees ONE container's amount, so two
- * pending pods on a node must share none of them: `[30]` and `[30, 50]` both wait for a 30.
- */
+/** The distinct per-container core amounts of a pod's GPU containers (init ones included), ascending. */
 export function coreAmountsOf(perContainerCore: readonly number[]): number[] {
   return [...new Set(perContainerCore)].sort((a, b) => a - b);
-}
-
-/** The smallest core amount both lists hold (each ascending, as coreAmountsOf returns), if any. */
-export function sharedCoreAmount(a: readonly number[], b: readonly number[]): number | undefined {
-  let i = 0;
-  let j = 0;
-  while (i < a.length && j < b.length) {
-    const x = a[i] as number;
-    const y = b[j] as number;
-    if (x === y) return x;
-    if (x < y) i += 1;
-    else j += 1;
-  }
-  return undefined;
 }
 
 /** Whether a pod still holds what it was assigned (finished pods give their cards back). */

@@ -8,7 +8,7 @@ import { assignedPod, buildNodeSnapshot, gpuNode, gpuPod, policy } from '../test
 import { type FitContext, fitPod } from './fit.js';
 import { readPlacementRequest } from './placement-request.js';
 
-const ctx: FitContext = { nowMs: Date.parse('2026-11-22T04:00:30Z'), heartbeatStaleMs: 60_000, pendingTtlMs: 300_000 };
+const ctx: FitContext = { nowMs: Date.parse('2026-11-22T04:00:30Z'), heartbeatStaleMs: 60_000 };
 
 describe('fitPod shortcut', () => {
   it('agrees with the full card walk', () => {

@@ -10,12 +10,12 @@ import {
   type NodeSpec,
   policy,
 } from '../testing/builders.js';
-import { coreAmountsOf, type PodWithStatus, sharedCoreAmount } from './cluster-snapshot.js';
+import { coreAmountsOf, type PodWithStatus } from './cluster-snapshot.js';
 import { type FitContext, fitPod } from './fit.js';
 import { readPlacementRequest } from './placement-request.js';
 
 const NOW = Date.parse('2026-11-22T04:00:30Z');
-const ctx: FitContext = { nowMs: NOW, heartbeatStaleMs: 60_000, pendingTtlMs: 300_000 };
+const ctx: FitContext = { nowMs: NOW, heartbeatStaleMs: 60_000 };
 
 function tryFit(
   nodeSpec: Partial<NodeSpec>,
@@ -225,7 +225,7 @@ describe('fitPod: memory unit', () => {
   });
 });
 
-describe('fitPod: allocation tie', () => {
+describe('fitPod: no allocation tie', () => {
   type Grant = { core: number; init?: boolean; cards?: number[] };
   const pendingPod = (grants: Grant[], assignedAt = new Date(NOW - 5_000)) =>
     assignedPod(
@@ -240,37 +240,15 @@ describe('fitPod: allocation tie', () => {
   };
   const share = (core: number, init = false): ContainerSpec => ({ core, memoryMiB: 10, init });
 
-  // The device plugin's Allocate sees one container's core amount: any amount the new pod shares
-  // with a pending pod's containers would give the node agent two candidates.
+  // The node agent ties containers by device IDs at PreStartContainer: a pod still starting on the
+  // node never blocks another of the same container sizes.
   it.each([
-    { name: 'same single container', pending: [{ core: 30 }], asks: [share(30)], shared: 30 },
-    { name: 'pending [30, 50], new [30]', pending: [{ core: 30 }, { core: 50 }], asks: [share(30)], shared: 30 },
-    { name: 'pending [30], new [30, 50]', pending: [{ core: 30 }], asks: [share(50), share(30)], shared: 30 },
-    {
-      name: 'pending [20, 50], new [50, 70]',
-      pending: [{ core: 20 }, { core: 50 }],
-      asks: [share(70), share(50)],
-      shared: 50,
-    },
-    {
-      name: 'pending init 40, new app 40',
-      pending: [{ core: 40, init: true }, { core: 20 }],
-      asks: [share(40)],
-      shared: 40,
-    },
-    { name: 'pending app 40, new init 40', pending: [{ core: 40 }], asks: [share(40, true), share(10)], shared: 40 },
-    {
-      name: 'whole cards: pending 200, new 200',
-      pending: [{ core: 100, cards: [0, 1] }],
-      asks: [{ core: 200 }],
-      shared: 200,
-    },
-  ])('refuses when a container size is shared: $name', ({ pending, asks, shared }) => {
-    const r = fitBeside([pendingPod(pending)], asks);
-    expect(!r.ok && r.refusal.reason).toBe('allocation-tie');
-    expect(!r.ok && r.refusal.message).toBe(
-      `pod default/starting with a ${shared}-core container is still starting here; one pending container size per node keeps the device plugin's choice unambiguous`,
-    );
+    { name: 'same single container', pending: [{ core: 30 }], asks: [share(30)] },
+    { name: 'pending [30, 50], new [30]', pending: [{ core: 30 }, { core: 50 }], asks: [share(30)] },
+    { name: 'pending init 40, new app 40', pending: [{ core: 40, init: true }, { core: 20 }], asks: [share(40)] },
+    { name: 'whole cards: pending 200, new 200', pending: [{ core: 100, cards: [0, 1] }], asks: [{ core: 200 }] },
+  ])('accepts a pod sharing a size with one still starting: $name', ({ pending, asks }) => {
+    expect(fitBeside([pendingPod(pending)], asks).ok).toBe(true);
   });
 
   it.each([
@@ -296,24 +274,13 @@ describe('fitPod: allocation tie', () => {
       pods: () => [pendingPod([{ core: 30 }], new Date(NOW - 400_000))],
       asks: [share(30)],
     },
-    { name: 'its own repeated sizes ([30, 30] matched in order)', pods: () => [], asks: [share(30), share(30)] },
+    { name: 'its own repeated sizes', pods: () => [], asks: [share(30), share(30)] },
   ])('accepts beside $name', ({ pods, asks }) => {
     expect(fitBeside(pods(), asks).ok).toBe(true);
   });
 });
 
-describe('coreAmountsOf / sharedCoreAmount', () => {
-  it.each([
-    { a: [30], b: [30], want: 30 },
-    { a: [30], b: [30, 50], want: 30 },
-    { a: [10, 50, 90], b: [20, 50], want: 50 },
-    { a: [10, 20], b: [30, 40], want: undefined },
-    { a: [], b: [30], want: undefined },
-  ])('shared of $a and $b is $want', ({ a, b, want }) => {
-    expect(sharedCoreAmount(coreAmountsOf(a), coreAmountsOf(b))).toBe(want);
-    expect(sharedCoreAmount(coreAmountsOf(b), coreAmountsOf(a))).toBe(want);
-  });
-
+describe('coreAmountsOf', () => {
   it('keeps distinct amounts, ascending', () => {
     expect(coreAmountsOf([50, 30, 50, 200])).toEqual([30, 50, 200]);
   });
@@ -370,7 +337,7 @@ describe('fitPod: reuse across pods of one workload', () => {
     expect(fitPod(second, after, ctx)).toMatchObject({ ok: false, refusal: { reason: 'insufficient-core' } });
   });
 
-  it('still applies the pending tie per pod when the choice is reused', () => {
+  it('reuses the choice beside a pending pod of the same size', () => {
     const pending = assignedPod('a', 'n1', [{ core: 30, memoryMiB: 10, cards: [0] }], {
       allocated: false,
       assignedAt: new Date(NOW - 1000),
@@ -379,6 +346,6 @@ describe('fitPod: reuse across pods of one workload', () => {
     const own = readPlacementRequest(gpuPod('a', [{ core: 30, memoryMiB: 10 }], { uid: 'uid-a' }), policy, 'binpack');
     const other = readPlacementRequest(gpuPod('b', [{ core: 30, memoryMiB: 10 }], { uid: 'uid-b' }), policy, 'binpack');
     expect(fitPod(own, node, ctx).ok).toBe(true);
-    expect(fitPod(other, node, ctx)).toMatchObject({ ok: false, refusal: { reason: 'allocation-tie' } });
+    expect(fitPod(other, node, ctx).ok).toBe(true);
   });
 });

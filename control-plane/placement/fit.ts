@@ -6,7 +6,7 @@
  * A refusal says, in words a person understands, why this node cannot take the pod.
  */
 import type { ComputeMode, ContainerGpuRequest } from '../../contract/index.js';
-import { type CardSnapshot, type NodeSnapshot, sharedCoreAmount } from './cluster-snapshot.js';
+import type { CardSnapshot, NodeSnapshot } from './cluster-snapshot.js';
 import type { CardConstraints, PlacementPolicy, PlacementRequest } from './placement-request.js';
 import { chooseCardSet } from './topology.js';
 
@@ -15,7 +15,6 @@ export const refusalReasons = [
   'no-inventory',
   'stale-heartbeat',
   'memory-unit-mismatch',
-  'allocation-tie',
   'no-matching-card',
   'insufficient-core',
   'insufficient-memory',
@@ -27,7 +26,6 @@ export type RefusalReason = (typeof refusalReasons)[number];
 
 /** Refusals that capacity freeing up can cure: pods refused for these are nudged when it does. */
 export const capacityReasons: ReadonlySet<RefusalReason> = new Set([
-  'allocation-tie',
   'insufficient-core',
   'insufficient-memory',
   'insufficient-capacity',
@@ -63,8 +61,6 @@ export type FitContext = Readonly<{
   nowMs: number;
   /** A node whose latest heartbeat is older than this is not offered. */
   heartbeatStaleMs: number;
-  /** Pending assignments older than this no longer block their container sizes (their reservation expires too). */
-  pendingTtlMs: number;
   /**
    * MiB per vcuda-memory unit the pod's request was read with. A node advertising another unit is
    * refused: kube-scheduler would count the same request as different memory there.
@@ -395,16 +391,6 @@ export function screenNode(
       `node agent counts vcuda-memory in ${node.memoryUnitMiB} MiB units, the control plane in ${ctx.memoryUnitMiB} MiB; set the same memoryUnitMiB on both`,
     );
   }
-  for (const p of node.pending) {
-    if (p.podUid === req.podUid || ctx.nowMs - p.assignedAtMs >= ctx.pendingTtlMs) continue;
-    const shared = sharedCoreAmount(p.coreAmounts, req.coreAmounts);
-    if (shared !== undefined) {
-      return refuse(
-        'allocation-tie',
-        `pod ${p.pod} with a ${shared}-core container is still starting here; one pending container size per node keeps the device plugin's choice unambiguous`,
-      );
-    }
-  }
   return rejectQuickly(req, node);
 }
 
@@ -447,7 +433,7 @@ const placementCache = new WeakMap<NodeSnapshot, Map<string, FitResult>>();
 const MAX_CACHED_PER_NODE = 16;
 const requestKeys = new WeakMap<PlacementRequest, string>();
 
-/** Everything the card choice depends on, except the pod's identity (its pending tie is checked above). */
+/** Everything the card choice depends on, except the pod's identity. */
 function keyOf(req: PlacementRequest): string {
   let key = requestKeys.get(req);
   if (key === undefined) {

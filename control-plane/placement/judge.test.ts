@@ -11,7 +11,7 @@ import { judgeNode } from './judge.js';
 import { readPlacementRequest } from './placement-request.js';
 import { scoreNode } from './score.js';
 
-const ctx: FitContext = { nowMs: Date.parse('2026-11-22T04:00:30Z'), heartbeatStaleMs: 60_000, pendingTtlMs: 300_000 };
+const ctx: FitContext = { nowMs: Date.parse('2026-11-22T04:00:30Z'), heartbeatStaleMs: 60_000 };
 
 // Mostly healthy, often unused cards, so multi-card pods find free sets to choose between.
 const card = fc.record({

@@ -14,7 +14,7 @@ import { type FitContext, fitPod } from './fit.js';
 import { type PlacementPolicy, readPlacementRequest } from './placement-request.js';
 import { scoreNode } from './score.js';
 
-const ctx: FitContext = { nowMs: Date.parse('2026-11-22T04:00:30Z'), heartbeatStaleMs: 60_000, pendingTtlMs: 300_000 };
+const ctx: FitContext = { nowMs: Date.parse('2026-11-22T04:00:30Z'), heartbeatStaleMs: 60_000 };
 
 function place(
   nodeName: string,

@@ -1,9 +1,10 @@
-/** Why an Allocate or PreStartContainer was refused; the message reaches the pod's events. */
+/** Why a PreStartContainer (or an Allocate) was refused; the message reaches the pod's events. */
 import { VcudaError } from '../../contract/index.js';
 
 export type AllocationErrorCode =
-  | 'no-candidate'
-  | 'ambiguous'
+  | 'no-holder'
+  | 'several-holders'
+  | 'not-gpu-container'
   | 'unsigned'
   | 'no-jwks'
   | 'malformed'
@@ -17,7 +18,6 @@ export type AllocationErrorCode =
   | 'unknown-card'
   | 'unhealthy-card'
   | 'foreign-devices'
-  | 'tie-mismatch'
-  | 'tie-unconfirmed';
+  | 'not-allocated';
 
 export class AllocationError extends VcudaError<AllocationErrorCode> {}

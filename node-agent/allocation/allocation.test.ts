@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { decodeLimitConfig, eventReasons, generateSigningKey, MIB, vcudaAnnotations } from '../../contract/index.js';
 import type { ContainerAllocateResponse } from '../device-plugin/protocol.js';
+import { cdiSpecPath } from '../limits/cdi-spec.js';
+import { allocationKey } from '../limits/container-files.js';
 import { type Harness, NODE, startHarness } from '../testing/agent-harness.js';
 import type { GpuPodBuilder } from '../testing/gpu-pod.js';
 
@@ -16,8 +18,25 @@ afterEach(async () => {
   h = undefined;
 });
 
-function configOf(hh: Harness, podUid: string, container: string) {
-  return decodeLimitConfig(readFileSync(join(hh.config.paths.containersDir, podUid, container, 'vcuda.conf')));
+/** The allocation directory key of a container, from the devices the kubelet recorded for it. */
+function keyOf(hh: Harness, podName: string, container: string): string {
+  const ids = hh.kubelet.podDevices.get(`default/${podName}`)?.get(container)?.get(hh.names.core);
+  if (!ids) throw new Error(`the kubelet recorded no devices for ${podName}/${container}`);
+  return allocationKey(ids);
+}
+
+function configOf(hh: Harness, podName: string, container: string) {
+  const key = keyOf(hh, podName, container);
+  return decodeLimitConfig(readFileSync(join(hh.config.paths.containersDir, key, 'etc', 'vcuda.conf')));
+}
+
+type CdiSpec = {
+  kind: string;
+  devices: { name: string; containerEdits: { env: string[]; deviceNodes: { path: string }[] } }[];
+};
+
+function cdiOf(hh: Harness, podName: string, container: string): CdiSpec {
+  return JSON.parse(readFileSync(cdiSpecPath(hh.config.paths.cdiSpecDir, keyOf(hh, podName, container)), 'utf8'));
 }
 
 async function ready(hh: Harness): Promise<void> {
@@ -35,13 +54,15 @@ describe('Allocate for one pod', () => {
     const [result] = await h.kubelet.admitPod(pod.kubelet(true));
     const res = result?.responses[h.names.core] as ContainerAllocateResponse;
 
+    // Allocate's answer names no pod: control nodes, mounts of the allocation's directory, a CDI device.
+    const key = keyOf(h, 'share-30', 'main');
     expect(res.devices.map((d) => d.container_path)).toEqual([
-      '/dev/nvidia1',
       '/dev/nvidiactl',
       '/dev/nvidia-uvm',
       '/dev/nvidia-uvm-tools',
     ]);
     expect(res.devices.every((d) => d.permissions === 'rw')).toBe(true);
+    expect(res.cdi_devices).toEqual([{ name: `vcuda.io/allocation=${key}` }]);
     const mounts = new Map(res.mounts.map((m) => [m.container_path, m]));
     expect(mounts.get('/etc/ld.so.preload')).toMatchObject({
       host_path: h.config.paths.preloadHostPath,
@@ -50,16 +71,25 @@ describe('Allocate for one pod', () => {
     expect(readFileSync(h.config.paths.preloadHostPath, 'utf8')).toBe('/usr/lib/vcuda/libvcuda.so\n');
     expect(mounts.get('/usr/lib/vcuda/libvcuda.so')?.read_only).toBe(true);
     expect(mounts.get('/usr/lib/x86_64-linux-gnu/libcuda.so.1')?.read_only).toBe(true);
-    const dir = join(h.config.paths.containersDir, pod.uid, 'main');
-    expect(mounts.get('/etc/vcuda/vcuda.conf')).toMatchObject({ host_path: join(dir, 'vcuda.conf'), read_only: true });
+    const dir = join(h.config.paths.containersDir, key);
+    expect(mounts.get('/etc/vcuda')).toMatchObject({ host_path: join(dir, 'etc'), read_only: true });
     expect(mounts.get('/run/vcuda')).toMatchObject({ host_path: join(dir, 'run'), read_only: false });
-    expect(res.envs).toEqual({
-      VCUDA_CONFIG: '/etc/vcuda/vcuda.conf',
-      NVIDIA_VISIBLE_DEVICES: uuid1,
-      CUDA_VISIBLE_DEVICES: uuid1,
-    });
+    expect(res.envs).toEqual({ VCUDA_CONFIG: '/etc/vcuda/vcuda.conf' });
 
-    const config = configOf(h, pod.uid, 'main');
+    // PreStart filled the CDI device in with the granted card.
+    const cdi = cdiOf(h, 'share-30', 'main');
+    expect(cdi.kind).toBe('vcuda.io/allocation');
+    expect(cdi.devices).toEqual([
+      {
+        name: key,
+        containerEdits: {
+          env: [`NVIDIA_VISIBLE_DEVICES=${uuid1}`, `CUDA_VISIBLE_DEVICES=${uuid1}`],
+          deviceNodes: [{ path: '/dev/nvidia1', hostPath: '/dev/nvidia1', permissions: 'rw' }],
+        },
+      },
+    ]);
+
+    const config = configOf(h, 'share-30', 'main');
     expect(config).toMatchObject({ podUid: pod.uid, containerName: 'main', regionPath: '/run/vcuda/region' });
     expect(config.devices).toEqual([
       { uuid: uuid1, hostIndex: 1, mode: 'hard', memoryLimitBytes: 8192 * MIB, coreRequest: 30, coreLimit: 30 },
@@ -91,118 +121,212 @@ describe('Allocate for one pod', () => {
     // Grants in assignment order: init first, then app containers.
     await h.bind(pod, [[c0], [c0, c1], [c2]]);
     await h.kubelet.admitPod(pod.kubelet(false));
-    expect(configOf(h, pod.uid, 'setup').devices.map((d) => [d.uuid, d.coreRequest])).toEqual([[c0, 10]]);
-    expect(configOf(h, pod.uid, 'train').devices.map((d) => [d.uuid, d.coreRequest])).toEqual([
+    expect(configOf(h, 'two-stage', 'setup').devices.map((d) => [d.uuid, d.coreRequest])).toEqual([[c0, 10]]);
+    expect(configOf(h, 'two-stage', 'train').devices.map((d) => [d.uuid, d.coreRequest])).toEqual([
       [c0, 100],
       [c1, 100],
     ]);
-    expect(configOf(h, pod.uid, 'side').devices.map((d) => [d.uuid, d.memoryLimitBytes])).toEqual([[c2, 256 * MIB]]);
+    expect(configOf(h, 'two-stage', 'side').devices.map((d) => [d.uuid, d.memoryLimitBytes])).toEqual([
+      [c2, 256 * MIB],
+    ]);
     expect(h.cluster.isAllocated('default', 'two-stage')).toBe(true);
+    // The kubelet handed setup's devices on to train and does not list setup: the tie went through reuse.
+    const devices = h.kubelet.podDevices.get('default/two-stage');
+    const setupIds = devices?.get('setup')?.get(h.names.core) ?? [];
+    const trainIds = devices?.get('train')?.get(h.names.core) ?? [];
+    expect(setupIds).toHaveLength(10);
+    expect(setupIds.every((id) => trainIds.includes(id))).toBe(true);
+    expect(h.kubelet.listPodResources()[0]?.containers.map((c) => c.name)).toEqual(['train', 'side']);
   });
 });
 
-/** The extender's rule, as a test double: bind the next pod of a shape only when none of that shape is pending. */
-async function runStaggered(
-  hh: Harness,
-  pods: { pod: GpuPodBuilder; core: number; card: string }[],
-): Promise<Map<string, ContainerAllocateResponse>> {
-  const responses = new Map<string, ContainerAllocateResponse>();
-  const queues = new Map<number, typeof pods>();
-  for (const p of pods) queues.set(p.core, [...(queues.get(p.core) ?? []), p]);
-  // One lane per shape, all lanes at once: pods of different shapes are pending together.
-  await Promise.all(
-    [...queues.values()].map(async (lane) => {
-      for (const { pod, card } of lane) {
-        await hh.bind(pod, [[card]]);
-        const [r] = await hh.kubelet.admitPod(pod.kubelet(false));
-        responses.set(pod.uid, r?.responses[hh.names.core] as ContainerAllocateResponse);
-        expect(hh.cluster.isAllocated(pod.namespace, pod.name)).toBe(true);
-      }
-    }),
-  );
-  return responses;
+/**
+ * Waits until both plugins registered again and stay so: the agent may restart its servers once
+ * more when it notices its sockets were deleted, which takes up to a second.
+ */
+async function settled(hh: Harness, before: number): Promise<void> {
+  await hh.kubelet.waitFor(() => hh.kubelet.registrations.length >= before + 2, 'plugins to register again');
+  const sockets = () =>
+    ['vcuda-core.sock', 'vcuda-memory.sock'].every((f) => existsSync(join(hh.kubelet.pluginDir, f)));
+  for (let seen = -1; seen !== hh.kubelet.registrations.length || !sockets(); ) {
+    seen = hh.kubelet.registrations.length;
+    await new Promise((r) => setTimeout(r, 1200));
+  }
+  await ready(hh);
 }
 
-describe('many pods starting at once on one node', () => {
-  it('20 equal-size pods: each container gets exactly its own assignment', async () => {
+async function restartKubelet(hh: Harness): Promise<void> {
+  const before = hh.kubelet.registrations.length;
+  await hh.kubelet.restart();
+  await settled(hh, before);
+}
+
+/** Binds every pod, then admits them all at once, as a kubelet does with a burst of pods. */
+async function admitAll(hh: Harness, pods: { pod: GpuPodBuilder; cards: string[][] }[]): Promise<void> {
+  for (const { pod, cards } of pods) await hh.bind(pod, cards);
+  await Promise.all(pods.map(({ pod }) => hh.kubelet.admitPod(pod.kubelet(false))));
+}
+
+describe('many identical pods starting at once on one node, no pending rule', () => {
+  it('20 pods with a GPU init container, a kubelet restart midway: each container gets exactly its own grant', async () => {
     h = await startHarness({ machine: { cards: 8, memoryMiB: 4096 } });
     await ready(h);
+    const hh = h;
     const cards = h.gpu.cards.map((c) => c.uuid);
     const pods = Array.from({ length: 20 }, (_, i) => ({
-      pod: (h as Harness).pod(`same-${i}`).container('main', 30, 1000),
-      core: 30,
+      pod: hh.pod(`same-${i}`).container('warmup', 10, 50, true).container('main', 30, 1000),
+      // Identical specs, different cards: the kubelet's choice of devices cannot say which pod it is.
+      warm: cards[(i + 3) % 8] as string,
       card: cards[i % 8] as string,
+      memory: 1000 + i,
     }));
-    // All 20 are created at once; the extender binds them one after another as each is allocated.
-    const responses = await runStaggered(h, pods);
-    for (const { pod, card } of pods) {
-      const config = configOf(h, pod.uid, 'main');
-      expect(config.podUid).toBe(pod.uid);
-      expect(config.devices.map((d) => d.uuid)).toEqual([card]);
-      expect(responses.get(pod.uid)?.envs['NVIDIA_VISIBLE_DEVICES']).toBe(card);
+    for (const p of pods) await h.bind(p.pod, [[p.warm], [p.card]]);
+    // All twenty admitted at once: every Allocate, then the kubelet records the devices.
+    await Promise.all(pods.map(({ pod }) => hh.kubelet.allocatePod(pod.kubelet(true))));
+    // Half the pods start, the kubelet restarts (plugins re-register), the other half start.
+    await Promise.all(pods.slice(0, 10).map(({ pod }) => hh.kubelet.startContainers(pod.kubelet(true))));
+    await restartKubelet(h);
+    await Promise.all(pods.map(({ pod }) => hh.kubelet.startContainers(pod.kubelet(true))));
+
+    const keys = new Set<string>();
+    for (const { pod, warm, card } of pods) {
+      for (const [container, uuid, core] of [
+        ['warmup', warm, 10],
+        ['main', card, 30],
+      ] as const) {
+        const config = configOf(h, pod.name, container);
+        expect(config).toMatchObject({ podUid: pod.uid, containerName: container });
+        expect(config.devices).toEqual([expect.objectContaining({ uuid, coreRequest: core })]);
+        const visible = cdiOf(h, pod.name, container).devices[0]?.containerEdits.env;
+        expect(visible).toContain(`NVIDIA_VISIBLE_DEVICES=${uuid}`);
+        keys.add(keyOf(h, pod.name, container));
+      }
+      expect(h.cluster.isAllocated('default', pod.name)).toBe(true);
     }
-    expect(h.agent.allocator.records().filter((r) => r.confirmed)).toHaveLength(20);
+    expect(keys.size).toBe(40);
+    expect(h.agent.allocator.records()).toHaveLength(40);
   });
 
-  it("20 pods of 5 shapes in parallel lanes: no container gets another pod's cards", async () => {
+  it('20 identical pods admitted and started together, each to its own card and memory', async () => {
     h = await startHarness({ machine: { cards: 8, memoryMiB: 4096 } });
     await ready(h);
+    const hh = h;
     const cards = h.gpu.cards.map((c) => c.uuid);
-    const shapes = [10, 15, 20, 25, 30];
     const pods = Array.from({ length: 20 }, (_, i) => ({
-      pod: (h as Harness).pod(`mixed-${i}`).container('main', shapes[i % 5] as number, 100 + i),
-      core: shapes[i % 5] as number,
-      card: cards[i % 8] as string,
+      pod: hh.pod(`twin-${i}`).container('main', 30, 100 + i),
+      cards: [[cards[(i * 3) % 8] as string]],
     }));
-    await runStaggered(h, pods);
-    for (const { pod, card, core } of pods) {
-      const config = configOf(h, pod.uid, 'main');
-      expect(config.podUid).toBe(pod.uid);
-      expect(config.devices).toEqual([
-        expect.objectContaining({
-          uuid: card,
-          coreRequest: core,
-          memoryLimitBytes: Number(pod.name.split('-')[1]) * MIB + 100 * MIB,
-        }),
-      ]);
+    await admitAll(h, pods);
+    for (const [i, { pod, cards: granted }] of pods.entries()) {
+      expect(configOf(h, pod.name, 'main')).toMatchObject({
+        podUid: pod.uid,
+        devices: [expect.objectContaining({ uuid: granted[0]?.[0], memoryLimitBytes: (100 + i) * MIB })],
+      });
     }
   });
+});
 
-  it('two pending pods of one shape make Allocate fail loudly instead of guessing', async () => {
+describe('PreStartContainer: the holder of the devices, or no start', () => {
+  it('devices the kubelet reports on two pods: refused, naming both pods', async () => {
     h = await startHarness();
     await ready(h);
     const card = h.gpu.cards[0]?.uuid as string;
-    const a = h.pod('twin-a').container('main', 30, 1000);
-    const b = h.pod('twin-b').container('main', 30, 1000);
-    await h.bind(a, [[card]]);
-    await h.bind(b, [[card]]);
-    await expect(h.kubelet.admitPod(a.kubelet(false))).rejects.toThrow(
-      /ambiguous: pending pods default\/twin-a, default\/twin-b .*refusing to guess/,
+    const mine = h.pod('mine').container('main', 30, 1000);
+    await h.bind(mine, [[card]]);
+    h.kubelet.tamper = (pods) => [
+      ...pods,
+      ...pods.filter((p) => p.name === 'mine').map((p) => ({ ...p, name: 'theirs' })),
+    ];
+    await expect(h.kubelet.admitPod(mine.kubelet(false))).rejects.toThrow(
+      /reports devices \[.*\] on default\/mine container main; default\/theirs container main; a device belongs to one container/,
     );
-    for (const name of ['twin-a', 'twin-b']) {
-      expect(h.cluster.eventsOf('default', name)).toEqual([
-        expect.objectContaining({ reason: eventReasons.allocateFailed, message: expect.stringMatching(/ambiguous/) }),
-      ]);
-    }
-    expect(existsSync(join(h.config.paths.containersDir, a.uid))).toBe(false);
-    expect(existsSync(join(h.config.paths.containersDir, b.uid))).toBe(false);
+    expect(h.cluster.eventsOf('default', 'mine').at(-1)?.reason).toBe(eventReasons.allocateFailed);
+    const key = keyOf(h, 'mine', 'main');
+    expect(existsSync(join(h.config.paths.containersDir, key, 'etc', 'vcuda.conf'))).toBe(false);
+    expect(existsSync(cdiSpecPath(h.config.paths.cdiSpecDir, key))).toBe(false);
+    expect(h.cluster.isAllocated('default', 'mine')).toBe(false);
   });
 
-  it('an Allocate no pending pod waits for fails loudly and says what is pending', async () => {
+  it('devices no container holds: refused, naming the pods that wait here', async () => {
     h = await startHarness();
     await ready(h);
-    const p = h.pod('forty').container('main', 40, 1000);
-    await h.bind(p, [[h.gpu.cards[0]?.uuid as string]]);
+    const waiting = h.pod('waiting').container('main', 30, 1000);
+    await h.bind(waiting, [[h.gpu.cards[0]?.uuid as string]]);
+    h.kubelet.tamper = () => [];
+    await expect(h.kubelet.admitPod(waiting.kubelet(false))).rejects.toThrow(
+      /no container holds devices \[.*\] in the kubelet's PodResources; .*pods waiting for a vcuda container here: default\/waiting/,
+    );
+    expect(h.agent.allocator.records()).toEqual([]);
+  });
+
+  it('a pod that is not bound to this node cannot take the devices', async () => {
+    h = await startHarness();
+    await ready(h);
     await expect(
       h.kubelet.admitPod({
         namespace: 'default',
         name: 'ghost',
         containers: [{ name: 'x', requests: { [h.names.core]: 55 } }],
       }),
-    ).rejects.toThrow(
-      /no pending pod with a vcuda assignment waits for a container of that size; pending: .*forty \(next 40 core\)/,
-    );
+    ).rejects.toThrow(/devices of this allocation on default\/ghost, which is not a pod bound to node node-a/);
     expect(h.cluster.refreshes).toBeGreaterThan(0);
+  });
+
+  it('a container whose PreStart never came has no limit file and no cards, also on reused devices', async () => {
+    h = await startHarness();
+    await ready(h);
+    const first = h.pod('first').container('main', 30, 1000);
+    await h.bind(first, [[h.gpu.cards[0]?.uuid as string]]);
+    await h.kubelet.admitPod(first.kubelet(false));
+    const ids = h.kubelet.podDevices.get('default/first')?.get('main')?.get(h.names.core) as string[];
+    const key = allocationKey(ids);
+    expect(existsSync(join(h.config.paths.containersDir, key, 'etc', 'vcuda.conf'))).toBe(true);
+    // The same devices go to a new container (the first pod ended): Allocate alone leaves nothing behind.
+    const res = await h.agent.allocator.allocate(ids);
+    expect(res.mounts.find((m) => m.container_path === '/etc/vcuda')?.host_path).toBe(
+      join(h.config.paths.containersDir, key, 'etc'),
+    );
+    expect(existsSync(join(h.config.paths.containersDir, key, 'etc', 'vcuda.conf'))).toBe(false);
+    expect(existsSync(join(h.config.paths.containersDir, key, 'run', 'region'))).toBe(false);
+    expect(existsSync(cdiSpecPath(h.config.paths.cdiSpecDir, key))).toBe(false);
+    expect(h.agent.allocator.records()).toEqual([]);
+  });
+
+  it('two GPU init containers of one size whose devices the kubelet hands on: refused, naming the pod', async () => {
+    h = await startHarness();
+    await ready(h);
+    const card = h.gpu.cards[0]?.uuid as string;
+    const pod = h.pod('two-inits').container('a', 10, 10, true).container('b', 10, 10, true).container('main', 20, 10);
+    await h.bind(pod, [[card], [card], [card]]);
+    await expect(h.kubelet.admitPod(pod.kubelet(false))).rejects.toThrow(
+      /partly held by default\/two-inits container main and no single GPU init container of default\/two-inits asks 10 core \(2 do\)/,
+    );
+    expect(h.cluster.eventsOf('default', 'two-inits').at(-1)?.reason).toBe(eventReasons.allocateFailed);
+  });
+
+  it("an app container that took all of its init container's devices: both run with the app's grant", async () => {
+    h = await startHarness();
+    await ready(h);
+    const [c0, c1] = h.gpu.cards.map((c) => c.uuid) as [string, string];
+    const pod = h.pod('same-size').container('prep', 30, 10, true).container('main', 30, 20);
+    await h.bind(pod, [[c0], [c1]]);
+    await h.kubelet.admitPod(pod.kubelet(false));
+    const devices = h.kubelet.podDevices.get('default/same-size');
+    expect(devices?.get('prep')?.get(h.names.core)).toEqual(devices?.get('main')?.get(h.names.core));
+    // One allocation, tied to the app container: the pod's own grant, never another pod's cards.
+    expect(configOf(h, 'same-size', 'main')).toMatchObject({
+      podUid: pod.uid,
+      containerName: 'main',
+      devices: [expect.objectContaining({ uuid: c1, memoryLimitBytes: 20 * MIB })],
+    });
+    expect(h.agent.allocator.records().map((r) => r.container)).toEqual(['main']);
+  });
+
+  it('the plugin requires PreStartContainer', async () => {
+    h = await startHarness();
+    await ready(h);
+    const core = h.kubelet.registrations.find((r) => r.resource_name === h?.names.core);
+    expect(core?.options.pre_start_required).toBe(true);
   });
 });
 
@@ -301,20 +425,6 @@ describe('refusals: the pod does not start and its events say why', () => {
   });
 });
 
-describe('PreStartContainer confirms the tie through PodResources', () => {
-  it('fails loudly when the kubelet reports the devices on another pod', async () => {
-    h = await startHarness();
-    await ready(h);
-    const pod = h.pod('mine').container('main', 30, 1000);
-    await h.bind(pod, [[h.gpu.cards[0]?.uuid as string]]);
-    h.kubelet.tamper = (pods) => pods.map((p) => ({ ...p, name: p.name === 'mine' ? 'theirs' : p.name }));
-    await expect(h.kubelet.admitPod(pod.kubelet(false))).rejects.toThrow(
-      /tied by vcuda to default\/mine container main, but the kubelet reports them on default\/theirs container main/,
-    );
-    expect(h.cluster.eventsOf('default', 'mine').at(-1)?.reason).toBe(eventReasons.allocateFailed);
-  });
-});
-
 describe('allocated-at', () => {
   it('is retried when the API server refuses it, without failing the Allocate', async () => {
     h = await startHarness();
@@ -335,10 +445,9 @@ describe('PodResources load', () => {
     const cards = h.gpu.cards.map((c) => c.uuid);
     const pods = Array.from({ length: 12 }, (_, i) => ({
       pod: (h as Harness).pod(`burst-${i}`).container('main', 5 + i, 100),
-      core: 5 + i,
-      card: cards[i % 8] as string,
+      cards: [[cards[i % 8] as string]],
     }));
-    await runStaggered(h, pods);
+    await admitAll(h, pods);
     const before = h.kubelet.listCalls;
     // A kubelet restarting all twelve containers at once.
     await Promise.all(pods.map(({ pod }) => h?.kubelet.preStart(`default/${pod.name}`, 'main')));
@@ -353,7 +462,9 @@ describe('restart and housekeeping', () => {
     const pod = h.pod('long-runner').container('main', 30, 1000);
     await h.bind(pod, [[h.gpu.cards[1]?.uuid as string]], { ttlSeconds: 60 });
     await h.kubelet.admitPod(pod.kubelet(false));
-    const configBefore = statSync(join(h.config.paths.containersDir, pod.uid, 'main', 'vcuda.conf')).mtimeMs;
+    const key = keyOf(h, 'long-runner', 'main');
+    const configPath = join(h.config.paths.containersDir, key, 'etc', 'vcuda.conf');
+    const configBefore = statSync(configPath).mtimeMs;
 
     h.nowMs.value += 3_600_000;
     const agent = await h.restartAgent();
@@ -362,7 +473,7 @@ describe('restart and housekeeping', () => {
     ]);
     // A container restart after the agent restart passes PreStart on the re-learned tie.
     await h.kubelet.preStart('default/long-runner', 'main');
-    expect(statSync(join(h.config.paths.containersDir, pod.uid, 'main', 'vcuda.conf')).mtimeMs).toBe(configBefore);
+    expect(statSync(configPath).mtimeMs).toBe(configBefore);
 
     agent.refreshMetrics();
     const text = await agent.metrics.registry.metrics();
@@ -372,13 +483,31 @@ describe('restart and housekeeping', () => {
     expect(text).toMatch(/vcuda_card_core_allocated\{card="GPU-[^"]+",index="1"\} 30/);
 
     h.cluster.delete('default', 'long-runner');
-    // Fresh files of a pod the list no longer shows are kept for the grace period...
+    // Files of a gone pod are kept for the grace period...
     expect(await agent.housekeep()).toEqual([]);
     const old = new Date(Date.now() - 10 * 60_000);
-    utimesSync(join(h.config.paths.containersDir, pod.uid), old, old);
-    // ...and removed after it.
-    expect(await agent.housekeep()).toEqual([pod.uid]);
-    expect(existsSync(join(h.config.paths.containersDir, pod.uid))).toBe(false);
+    utimesSync(join(h.config.paths.containersDir, key), old, old);
+    // ...and removed after it, with the CDI spec.
+    expect(await agent.housekeep()).toEqual([key]);
+    expect(existsSync(join(h.config.paths.containersDir, key))).toBe(false);
+    expect(existsSync(cdiSpecPath(h.config.paths.cdiSpecDir, key))).toBe(false);
     expect(agent.allocator.records()).toEqual([]);
+  });
+});
+
+describe('agent restart between Allocate and PreStartContainer', () => {
+  it('the restarted agent ties the container at its PreStart', async () => {
+    h = await startHarness();
+    await ready(h);
+    const pod = h.pod('slow-pull').container('main', 30, 1000);
+    await h.bind(pod, [[h.gpu.cards[1]?.uuid as string]]);
+    await h.kubelet.allocatePod(pod.kubelet(false));
+    const before = h.kubelet.registrations.length;
+    const agent = await h.restartAgent();
+    // PodResources lists the container, but no PreStart wrote its files: nothing to re-learn.
+    expect(agent.allocator.records()).toEqual([]);
+    await settled(h, before);
+    await h.kubelet.startContainers(pod.kubelet(false));
+    expect(configOf(h, 'slow-pull', 'main')).toMatchObject({ podUid: pod.uid, containerName: 'main' });
   });
 });

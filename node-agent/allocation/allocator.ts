@@ -1,32 +1,44 @@
 /**
- * Allocate and PreStartContainer for `vcuda-core`: match the call to one pending pod's container,
- * verify that pod's signed assignment, write the container's files and answer with what it gets.
- * No node lock: the match and the claim happen in one synchronous step, everything after works on
- * the claimed container only. Refusals throw AllocationError; the kubelet shows the message.
+ * Allocate and PreStartContainer for `vcuda-core`, tied by device IDs instead of a guess.
+ *
+ * Allocate names device IDs, not a pod. So it answers with what does not depend on the pod: the
+ * mounts of the allocation's directory (named by its device IDs, created empty), libvcuda, and a
+ * CDI device of the same name. The kubelet then records the IDs for the container and, before the
+ * container starts, calls PreStartContainer with them. PreStart asks PodResources which container
+ * holds exactly these IDs, verifies that pod's signed assignment and writes the container's limit
+ * file, region and CDI spec (its cards) into place. Any doubt refuses the container, naming the
+ * pods. No node lock and no pending rule: identical pods start in parallel.
  */
 import {
   AssignmentError,
   type ContainerGrant,
   type DeviceLimit,
   eventReasons,
-  peekAssignment,
   type ResourceNames,
   type VerifiedAssignment,
   vcudaAnnotations,
   verifyAssignment,
 } from '../../contract/index.js';
 import { cardOfCoreDevice } from '../device-plugin/device-list.js';
-import type { ContainerAllocateResponse } from '../device-plugin/protocol.js';
+import type { ContainerAllocateResponse, ListPodResourcesResponse } from '../device-plugin/protocol.js';
 import { buildAllocateResponse, type ResponseSettings } from '../limits/allocate-response.js';
-import { type ContainerPaths, writeContainerFiles } from '../limits/container-files.js';
+import { removeCdiSpec, writeCdiSpec } from '../limits/cdi-spec.js';
+import {
+  allocationKey,
+  type ContainerPaths,
+  containerPaths,
+  resetAllocationDir,
+  writeContainerFiles,
+} from '../limits/container-files.js';
 import { AllocationError, type AllocationErrorCode } from './allocation-error.js';
 import { deviceLimitOf, grantCore } from './grant-limits.js';
-import { type MatchResult, matchAllocate, nextContainer } from './match.js';
-import { type DeviceOwner, ownersOf, SharedPodResources, sameSet } from './pod-resources-ties.js';
+import { type HolderResult, resolveHolder } from './holder.js';
+import { SharedPodResources } from './pod-resources-ties.js';
 import type { GpuContainerView, PodView } from './pod-view.js';
 import { podKey } from './pod-view.js';
 import type { EventRecorder, JwksSource, PodAnnotator, PodResourcesLister, PodSource } from './ports.js';
 import { relearnContainers } from './relearn.js';
+import { steeringHint } from './steering.js';
 
 export type CardRef = { uuid: string; index: number; minorNumber: number; healthy: boolean; healthReason?: string };
 
@@ -34,7 +46,7 @@ export interface CardDirectory {
   cardByUuid(uuid: string): CardRef | undefined;
 }
 
-/** One container this agent allocated (or re-learned after a restart). */
+/** One container this agent tied to its devices (at PreStart, or re-learned after a restart). */
 export type ContainerRecord = {
   podUid: string;
   namespace: string;
@@ -52,6 +64,8 @@ export type AllocatorDeps = {
   nodeName: string;
   names: ResourceNames;
   containersDir: string;
+  /** Where the container runtime reads CDI specs (`/var/run/cdi`). */
+  cdiSpecDir: string;
   response: ResponseSettings;
   pods: PodSource;
   podResources: PodResourcesLister;
@@ -65,10 +79,14 @@ export type AllocatorDeps = {
   retryDelayMs?: number;
 };
 
+/** An Allocate's time is kept this long for its PreStart (the assignment's expiry counts at Allocate). */
+const ALLOCATE_MEMORY_MS = 3_600_000;
+
 export class Allocator {
-  private readonly progress = new Map<string, Set<string>>();
-  private readonly refused = new Set<string>();
   private readonly recordList: ContainerRecord[] = [];
+  /** Allocation key → when the kubelet called Allocate for it. */
+  private readonly allocatedAt = new Map<string, number>();
+  private readonly marked = new Set<string>();
   private readonly podResources: SharedPodResources;
 
   constructor(private readonly d: AllocatorDeps) {
@@ -79,57 +97,67 @@ export class Allocator {
     return this.recordList;
   }
 
-  /** Forgets pods that are gone (housekeeping). */
+  /** Forgets pods that are gone (housekeeping), and Allocates whose PreStart never came. */
   forgetPods(isGone: (podUid: string) => boolean): void {
-    for (const uid of [...this.progress.keys()]) if (isGone(uid)) this.progress.delete(uid);
-    for (const uid of [...this.refused]) if (isGone(uid)) this.refused.delete(uid);
+    for (const uid of [...this.marked]) if (isGone(uid)) this.marked.delete(uid);
     for (let i = this.recordList.length - 1; i >= 0; i--) {
       if (isGone((this.recordList[i] as ContainerRecord).podUid)) this.recordList.splice(i, 1);
     }
+    const oldest = this.d.nowMs() - ALLOCATE_MEMORY_MS;
+    for (const [key, at] of [...this.allocatedAt]) if (at < oldest) this.allocatedAt.delete(key);
   }
 
-  private claim(pod: PodView, container: GpuContainerView): void {
-    const done = this.progress.get(pod.uid) ?? new Set<string>();
-    this.progress.set(pod.uid, done);
-    done.add(container.name);
+  /** Allocation keys still in use by a known container (housekeeping keeps their files). */
+  liveKeys(): Set<string> {
+    return new Set(this.recordList.map((r) => r.paths.key));
   }
 
-  /** The pending container of this size, against the pods as listed now and the claims so far. */
-  private match(coreDevices: number): MatchResult {
-    return matchAllocate({
+  private isStarted(podUid: string, container: string): boolean {
+    return this.recordList.some((r) => r.podUid === podUid && r.container === container);
+  }
+
+  /** For GetPreferredAllocation: the cards (index → core) every waiting container of this size wants. */
+  grantedCoresPerCard(coreDevices: number): Map<number, number> {
+    return steeringHint({
       coreDevices,
       nodeName: this.d.nodeName,
       pods: this.d.pods.pods(),
-      progress: this.progress,
-      refused: this.refused,
+      isStarted: (uid, c) => this.isStarted(uid, c),
+      cardIndex: (uuid) => this.d.cards.cardByUuid(uuid)?.index,
     });
   }
 
-  /** Match and claim in one synchronous step, re-listing once before giving up. */
-  private async matchAndClaim(coreDevices: number): Promise<{ pod: PodView; container: GpuContainerView }> {
-    for (let attempt = 0; ; attempt++) {
-      const m = this.match(coreDevices);
-      if (m.ok) {
-        this.claim(m.pod, m.container);
-        return m;
-      }
-      if (attempt > 0) {
-        for (const p of m.candidates) this.d.events.podEvent(p, eventReasons.allocateFailed, m.message);
-        throw new AllocationError(m.reason, m.message);
-      }
-      await this.d.pods.refresh();
+  /** Answers with what does not depend on the pod; PreStartContainer fills the directory in. */
+  async allocate(deviceIds: string[]): Promise<ContainerAllocateResponse> {
+    const foreign = deviceIds.filter((id) => cardOfCoreDevice(id) === undefined);
+    if (foreign.length > 0 || deviceIds.length === 0) {
+      throw new AllocationError(
+        'foreign-devices',
+        `Allocate names devices that are not vcuda-core: ${foreign.join(', ') || '(none)'}`,
+      );
     }
+    const paths = containerPaths(this.d.containersDir, allocationKey(deviceIds));
+    // The kubelet hands these devices to a new container: whatever an earlier holder left goes.
+    this.dropRecord(paths.key);
+    removeCdiSpec(this.d.cdiSpecDir, paths.key);
+    resetAllocationDir(paths);
+    this.allocatedAt.set(paths.key, this.d.nowMs());
+    return buildAllocateResponse(paths, this.d.response);
+  }
+
+  private dropRecord(key: string): ContainerRecord | undefined {
+    const i = this.recordList.findIndex((r) => r.paths.key === key);
+    return i < 0 ? undefined : this.recordList.splice(i, 1)[0];
   }
 
   private refuse(pod: PodView, code: AllocationErrorCode, detail: string, cause?: unknown): never {
-    this.refused.add(pod.uid);
     const message = `pod ${podKey(pod)}: ${detail}`;
     this.d.events.podEvent(pod, eventReasons.allocateFailed, message);
-    this.d.log.warn(`allocate refused: ${message}`);
+    this.d.log.warn(`PreStartContainer refused: ${message}`);
     throw new AllocationError(code, message, { cause });
   }
 
-  private async verify(pod: PodView): Promise<VerifiedAssignment> {
+  private async verify(pod: PodView, atMs: number): Promise<VerifiedAssignment> {
     const token = pod.annotations[vcudaAnnotations.assignment];
     if (!token) {
       return this.refuse(pod, 'unsigned', `has no signed assignment (${vcudaAnnotations.assignment}); refusing it`);
@@ -145,7 +173,8 @@ export class Allocator {
       return await verifyAssignment(token, jwks, {
         podUid: pod.uid,
         node: this.d.nodeName,
-        nowSeconds: Math.floor(this.d.nowMs() / 1000),
+        // Expiry counts when the kubelet admitted the pod (Allocate), not after a long image pull.
+        nowSeconds: Math.floor(atMs / 1000),
         ignoreExpiry: false,
       });
     } catch (err) {
@@ -166,39 +195,91 @@ export class Allocator {
     });
   }
 
-  /**
-   * For GetPreferredAllocation: the cards (index → core) of the one pending container of this size,
-   * read without verifying or claiming anything; empty when there is not exactly one.
-   */
-  grantedCoresPerCard(coreDevices: number): Map<number, number> {
-    const out = new Map<number, number>();
-    const m = this.match(coreDevices);
-    if (!m.ok) return out;
-    const token = m.pod.annotations[vcudaAnnotations.assignment];
-    const grant = token
-      ? peekAssignment(token)?.containers.find((c) => c.name === m.container.name && c.isInit === m.container.isInit)
-      : undefined;
-    for (const g of grant?.cards ?? []) {
-      const card = this.d.cards.cardByUuid(g.uuid);
-      if (card) out.set(card.index, g.core);
-    }
-    return out;
+  /** The holder of these devices by PodResources; a shared List first, a fresh one before refusing. */
+  private async holderOf(deviceIds: string[]): Promise<HolderResult> {
+    const resolve = (listed: ListPodResourcesResponse) =>
+      resolveHolder({
+        listed,
+        resource: this.d.names.core,
+        deviceIds,
+        nodeName: this.d.nodeName,
+        initContainersOf: (ns, name) => this.podNamed(ns, name)?.gpuContainers.filter((c) => c.isInit),
+      });
+    const first = resolve(await this.podResources.shared());
+    if (first.ok) return first;
+    // A shared List may predate the kubelet recording this container: decide on a fresh one.
+    await this.d.pods.refresh();
+    return resolve(await this.podResources.fresh());
   }
 
-  async allocate(deviceIds: string[]): Promise<ContainerAllocateResponse> {
-    const foreign = deviceIds.filter((id) => cardOfCoreDevice(id) === undefined);
-    if (foreign.length > 0 || deviceIds.length === 0) {
-      throw new AllocationError(
-        'foreign-devices',
-        `Allocate names devices that are not vcuda-core: ${foreign.join(', ')}`,
+  private podNamed(namespace: string, name: string): PodView | undefined {
+    return this.d.pods.pods().find((p) => p.namespace === namespace && p.name === name);
+  }
+
+  private refuseUnresolved(result: Extract<HolderResult, { ok: false }>): never {
+    const waiting = this.waitingPods();
+    const message =
+      result.code === 'no-holder' && result.pods.length === 0 && waiting.length > 0
+        ? `${result.message}; pods waiting for a vcuda container here: ${waiting.map(podKey).join(', ')}`
+        : result.message;
+    for (const p of result.pods) {
+      const pod = this.podNamed(p.namespace, p.name);
+      if (pod) this.d.events.podEvent(pod, eventReasons.allocateFailed, message);
+    }
+    this.d.log.warn(message);
+    throw new AllocationError(result.code, message);
+  }
+
+  private waitingPods(): PodView[] {
+    return this.d.pods
+      .pods()
+      .filter((p) => p.nodeName === this.d.nodeName && !p.isFinished && !this.marked.has(p.uid))
+      .filter((p) => p.gpuContainers.some((c) => !this.isStarted(p.uid, c.name)))
+      .sort((a, b) => podKey(a).localeCompare(podKey(b)));
+  }
+
+  /** Ties the devices to the container the kubelet recorded them for and writes its files. */
+  async preStart(deviceIds: string[]): Promise<void> {
+    const paths = containerPaths(this.d.containersDir, allocationKey(deviceIds));
+    const holder = await this.holderOf(deviceIds);
+    if (!holder.ok) return this.refuseUnresolved(holder);
+    if (!this.podNamed(holder.namespace, holder.name)) await this.d.pods.refresh();
+    const pod = this.podNamed(holder.namespace, holder.name);
+    if (!pod || pod.nodeName !== this.d.nodeName) {
+      const message = `PreStartContainer: the kubelet reports devices of this allocation on ${holder.namespace}/${holder.name}, which is not a pod bound to node ${this.d.nodeName}; refusing it`;
+      throw new AllocationError('no-holder', message);
+    }
+    const known = this.recordList.find((r) => r.paths.key === paths.key);
+    // A container restart (or an app container whose devices its init container had): files in place.
+    if (known && known.podUid === pod.uid && known.container === holder.container) return;
+    const container = pod.gpuContainers.find((c) => c.name === holder.container);
+    if (!container) {
+      return this.refuse(
+        pod,
+        'not-gpu-container',
+        `container ${holder.container} asks no vcuda-core but holds its devices`,
       );
     }
-    const { pod, container } = await this.matchAndClaim(deviceIds.length);
-    const assignment = await this.verify(pod);
-    const grant = assignment.containers.find((c) => c.name === container.name && c.isInit === container.isInit);
-    if (!grant) {
-      return this.refuse(pod, 'no-grant', `signed assignment has no grant for container ${container.name}`);
+    await this.tie(pod, container, deviceIds, paths, known !== undefined);
+  }
+
+  private async tie(
+    pod: PodView,
+    container: GpuContainerView,
+    deviceIds: string[],
+    paths: ContainerPaths,
+    handedOver: boolean,
+  ): Promise<void> {
+    if (container.core !== deviceIds.length) {
+      return this.refuse(
+        pod,
+        'grant-mismatch',
+        `container ${container.name} asks ${container.core} core but holds ${deviceIds.length} devices`,
+      );
     }
+    const assignment = await this.verify(pod, this.allocatedAt.get(paths.key) ?? this.d.nowMs());
+    const grant = assignment.containers.find((c) => c.name === container.name && c.isInit === container.isInit);
+    if (!grant) return this.refuse(pod, 'no-grant', `signed assignment has no grant for container ${container.name}`);
     if (grantCore(grant) !== container.core) {
       return this.refuse(
         pod,
@@ -208,13 +289,11 @@ export class Allocator {
     }
     const devices = this.deviceLimits(pod, grant);
     const nowMs = this.d.nowMs();
-    const paths = writeContainerFiles({
-      containersDir: this.d.containersDir,
-      podUid: pod.uid,
-      container: container.name,
-      devices,
-      nowMs,
-    });
+    writeContainerFiles({ paths, podUid: pod.uid, container: container.name, devices, nowMs, freshRegion: handedOver });
+    const cards = grant.cards.map((g) => this.d.cards.cardByUuid(g.uuid) as CardRef);
+    writeCdiSpec(this.d.cdiSpecDir, paths.key, cards, this.d.response);
+    this.dropRecord(paths.key);
+    this.allocatedAt.delete(paths.key);
     this.recordList.push({
       podUid: pod.uid,
       namespace: pod.namespace,
@@ -225,24 +304,22 @@ export class Allocator {
       devices,
       paths,
       allocatedAtMs: nowMs,
-      confirmed: false,
+      confirmed: true,
     });
-    const cards = grant.cards.map((g) => this.d.cards.cardByUuid(g.uuid) as CardRef);
-    const response = buildAllocateResponse(cards, paths, this.d.response);
-    if (nextContainer(pod, this.progress) === undefined) await this.markAllocated(pod, nowMs);
-    return response;
+    const appsDone = pod.gpuContainers.filter((c) => !c.isInit).every((c) => this.isStarted(pod.uid, c.name));
+    if (appsDone && !this.marked.has(pod.uid)) await this.markAllocated(pod, nowMs);
   }
 
-  /** Ends the pod's pending state so the extender may place the next pod of its shape here. */
+  /** Tells the control plane (and `kubectl describe`) that the pod's GPU containers are tied. */
   private async markAllocated(pod: PodView, nowMs: number): Promise<void> {
+    this.marked.add(pod.uid);
     const cards = this.recordList.filter((r) => r.podUid === pod.uid).flatMap((r) => r.devices.map((d) => d.uuid));
     const annotations = { [vcudaAnnotations.allocatedAt]: new Date(nowMs).toISOString() };
     const write = () => this.d.annotator.annotatePod(pod.namespace, pod.name, annotations);
     try {
       await write();
     } catch (err) {
-      // The containers have what they need, so Allocate succeeds; until the annotation lands the
-      // extender holds this node's next pod of the shape, so keep trying in the background.
+      // The containers have what they need, so PreStart succeeds; keep trying in the background.
       this.d.log.warn(`pod ${podKey(pod)}: writing ${vcudaAnnotations.allocatedAt} failed: ${(err as Error).message}`);
       void this.retryAnnotation(pod, write, 1);
     }
@@ -262,46 +339,6 @@ export class Allocator {
     }
   }
 
-  /** Confirms through the kubelet's PodResources that these devices went to the container we tied them to. */
-  async preStart(deviceIds: string[]): Promise<void> {
-    const candidates = this.recordList.filter((r) => sameSet(r.deviceIds, deviceIds));
-    const ids = [...deviceIds].sort().join(',');
-    if (candidates.length === 0) {
-      throw new AllocationError(
-        'tie-unconfirmed',
-        `PreStartContainer: no vcuda allocation holds devices [${ids}] on node ${this.d.nodeName}; refusing to start`,
-      );
-    }
-    const confirmed = (owners: DeviceOwner[]) =>
-      candidates.find((r) =>
-        owners.some((o) => o.namespace === r.namespace && o.name === r.podName && o.container === r.container),
-      );
-    let owners = ownersOf(await this.podResources.shared(), this.d.names.core, deviceIds);
-    let record = confirmed(owners);
-    if (!record) {
-      // A shared List may predate the kubelet recording this container: decide on a fresh one.
-      owners = ownersOf(await this.podResources.fresh(), this.d.names.core, deviceIds);
-      record = confirmed(owners);
-    }
-    if (record) {
-      record.confirmed = true;
-      return;
-    }
-    const ours = candidates.map((r) => `${r.namespace}/${r.podName} container ${r.container}`).join('; ');
-    const theirs = owners.map((o) => `${o.namespace}/${o.name} container ${o.container}`).join('; ') || 'no container';
-    const message =
-      `PreStartContainer: devices [${ids}] were tied by vcuda to ${ours}, but the kubelet reports them on ${theirs}; ` +
-      "refusing to start a container with another pod's cards";
-    for (const r of candidates) {
-      this.d.events.podEvent(
-        { namespace: r.namespace, name: r.podName, uid: r.podUid },
-        eventReasons.allocateFailed,
-        message,
-      );
-    }
-    throw new AllocationError('tie-mismatch', message);
-  }
-
   /**
    * After a restart: re-learn running containers from PodResources and their pods' assignments
    * (signature still checked, expiry waived), so PreStart, metrics and housekeeping see them.
@@ -310,11 +347,11 @@ export class Allocator {
     const learned = await relearnContainers({
       ...this.d,
       listPodResources: () => this.podResources.fresh(),
-      isKnown: (podUid, container) => this.recordList.some((r) => r.podUid === podUid && r.container === container),
+      isKnown: (key) => this.recordList.some((r) => r.paths.key === key),
     });
-    for (const { pod, container, record } of learned) {
-      this.claim(pod, container);
+    for (const record of learned) {
       this.recordList.push(record);
+      this.marked.add(record.podUid);
     }
     return learned.length;
   }

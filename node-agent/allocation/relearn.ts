@@ -1,22 +1,34 @@
 /**
  * After an agent restart: the containers already running with vcuda devices, from the kubelet's
  * PodResources and each pod's signed assignment. The signature still counts; the expiry does not
- * (a pod that has run for a day holds an assignment signed a day ago).
+ * (a pod that has run for a day holds an assignment signed a day ago). Their files are already in
+ * their allocation directories, named by the same device IDs; a container whose limit file is not
+ * there (the agent restarted between Allocate and PreStart) is left to its PreStart.
  */
+import { readFileSync } from 'node:fs';
 import {
+  decodeLimitConfig,
   type ResourceNames,
   type VerifiedAssignment,
   vcudaAnnotations,
   verifyAssignment,
 } from '../../contract/index.js';
 import type { ListPodResourcesResponse } from '../device-plugin/protocol.js';
-import { containerPaths } from '../limits/container-files.js';
+import { allocationKey, containerPaths } from '../limits/container-files.js';
 import type { CardDirectory, ContainerRecord } from './allocator.js';
-import { deviceLimitOf, grantCore } from './grant-limits.js';
-import { type GpuContainerView, type PodView, podKey } from './pod-view.js';
+import { deviceLimitOf } from './grant-limits.js';
+import { podKey } from './pod-view.js';
 import type { JwksSource, PodSource } from './ports.js';
 
-export type Relearned = { pod: PodView; container: GpuContainerView; record: ContainerRecord };
+/** Whether a PreStart wrote this limit file for this container (an Allocate alone leaves none). */
+function writtenFor(configPath: string, podUid: string, container: string): boolean {
+  try {
+    const config = decodeLimitConfig(readFileSync(configPath));
+    return config.podUid === podUid && config.containerName === container;
+  } catch {
+    return false;
+  }
+}
 
 export async function relearnContainers(d: {
   nodeName: string;
@@ -28,12 +40,12 @@ export async function relearnContainers(d: {
   nowMs: () => number;
   log: { warn: (m: string) => void };
   listPodResources: () => Promise<ListPodResourcesResponse>;
-  isKnown: (podUid: string, container: string) => boolean;
-}): Promise<Relearned[]> {
+  isKnown: (key: string) => boolean;
+}): Promise<ContainerRecord[]> {
   await d.pods.refresh();
   const byKey = new Map(d.pods.pods().map((p) => [podKey(p), p]));
   const listed = await d.listPodResources();
-  const out: Relearned[] = [];
+  const out: ContainerRecord[] = [];
   for (const p of listed.pod_resources) {
     const pod = byKey.get(podKey(p));
     const token = pod?.annotations[vcudaAnnotations.assignment];
@@ -53,26 +65,24 @@ export async function relearnContainers(d: {
     for (const c of p.containers) {
       const dev = c.devices.find((x) => x.resource_name === d.names.core);
       const grant = assignment.containers.find((g) => g.name === c.name);
-      if (!dev || !grant || d.isKnown(pod.uid, c.name)) continue;
+      if (!dev || !grant) continue;
+      const paths = containerPaths(d.containersDir, allocationKey(dev.device_ids));
+      if (d.isKnown(paths.key) || !writtenFor(paths.configPath, pod.uid, c.name)) continue;
       const devices = grant.cards.flatMap((g) => {
         const card = d.cards.cardByUuid(g.uuid);
         return card ? [deviceLimitOf(g, grant, card.index)] : [];
       });
       out.push({
-        pod,
-        container: { name: c.name, isInit: grant.isInit, core: grantCore(grant) },
-        record: {
-          podUid: pod.uid,
-          namespace: pod.namespace,
-          podName: pod.name,
-          container: c.name,
-          isInit: grant.isInit,
-          deviceIds: [...dev.device_ids],
-          devices,
-          paths: containerPaths(d.containersDir, pod.uid, c.name),
-          allocatedAtMs: d.nowMs(),
-          confirmed: true,
-        },
+        podUid: pod.uid,
+        namespace: pod.namespace,
+        podName: pod.name,
+        container: c.name,
+        isInit: grant.isInit,
+        deviceIds: [...dev.device_ids],
+        devices,
+        paths,
+        allocatedAtMs: d.nowMs(),
+        confirmed: true,
       });
     }
   }

@@ -3,11 +3,13 @@
  * a pod's allocation on the simulated cards, and an injected Xid reaching ListAndWatch.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { cdiSpecPath } from '../limits/cdi-spec.js';
+import { allocationKey } from '../limits/container-files.js';
 import { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
 import { startHarness } from '../testing/agent-harness.js';
 import { UNHEALTHY } from './protocol.js';
@@ -30,9 +32,13 @@ describe.skipIf(!existsSync(lib) || !existsSync(ctl))('node agent on the native 
       const card = h.agent.health.list()[1];
       const pod = h.pod('on-fake').container('main', 25, 2048);
       await h.bind(pod, [[card?.uuid as string]]);
-      const [r] = await kubelet.admitPod(pod.kubelet(false));
-      expect(r?.responses[names.core]?.envs['NVIDIA_VISIBLE_DEVICES']).toBe(card?.uuid);
-      expect(r?.responses[names.core]?.devices[0]?.container_path).toBe(`/dev/nvidia${card?.minorNumber}`);
+      await kubelet.admitPod(pod.kubelet(false));
+      // The card reaches the container through the CDI spec PreStartContainer wrote.
+      const ids = kubelet.podDevices.get('default/on-fake')?.get('main')?.get(names.core) ?? [];
+      const spec = JSON.parse(readFileSync(cdiSpecPath(h.config.paths.cdiSpecDir, allocationKey(ids)), 'utf8'));
+      const edits = spec.devices[0].containerEdits;
+      expect(edits.env).toContain(`NVIDIA_VISIBLE_DEVICES=${card?.uuid}`);
+      expect(edits.deviceNodes[0].path).toBe(`/dev/nvidia${card?.minorNumber}`);
 
       const updates = kubelet.updates(names.core);
       execFileSync(ctl, ['xid', '1', '48'], { env: { ...process.env, ...env }, stdio: 'pipe' });

@@ -1,12 +1,18 @@
 /**
- * What a container receives (pure): device nodes of its cards plus the control nodes, the driver
- * libraries, libvcuda.so with a read-only /etc/ld.so.preload naming it, its limit file and its
- * region directory, and the env that points libvcuda at the file.
+ * What a container receives from Allocate (pure). It depends on the allocation's key only, never
+ * on the pod (Allocate does not know it): the control device nodes, the driver libraries,
+ * libvcuda.so with a read-only /etc/ld.so.preload naming it, the allocation's config and region
+ * directories, the env that points libvcuda at its limit file, and the CDI device that
+ * PreStartContainer fills in with the granted cards.
  */
 import type { ContainerAllocateResponse, DeviceSpec, Mount } from '../device-plugin/protocol.js';
-import { CONTAINER_CONFIG_PATH, CONTAINER_RUN_DIR, type ContainerPaths } from './container-files.js';
-
-export type ResponseCard = { uuid: string; minorNumber: number };
+import { cdiDeviceName } from './cdi-spec.js';
+import {
+  CONTAINER_CONFIG_DIR,
+  CONTAINER_CONFIG_PATH,
+  CONTAINER_RUN_DIR,
+  type ContainerPaths,
+} from './container-files.js';
 
 export type ResponseSettings = {
   devDir: string;
@@ -19,31 +25,26 @@ export type ResponseSettings = {
 
 const CONTROL_NODES = ['nvidiactl', 'nvidia-uvm', 'nvidia-uvm-tools'];
 
-export function buildAllocateResponse(
-  cards: readonly ResponseCard[],
-  paths: ContainerPaths,
-  s: ResponseSettings,
-): ContainerAllocateResponse {
+export function buildAllocateResponse(paths: ContainerPaths, s: ResponseSettings): ContainerAllocateResponse {
   const node = (name: string): DeviceSpec => ({
     container_path: `/dev/${name}`,
     host_path: `${s.devDir}/${name}`,
     permissions: 'rw',
   });
-  const devices = [...cards.map((c) => node(`nvidia${c.minorNumber}`)), ...CONTROL_NODES.map(node)];
   const mounts: Mount[] = [
     ...s.driverLibraries.map((l) => ({ container_path: l.containerPath, host_path: l.hostPath, read_only: true })),
     { container_path: s.libvcudaContainerPath, host_path: s.libvcudaHostPath, read_only: true },
     { container_path: '/etc/ld.so.preload', host_path: s.preloadHostPath, read_only: true },
-    { container_path: CONTAINER_CONFIG_PATH, host_path: paths.configPath, read_only: true },
+    { container_path: CONTAINER_CONFIG_DIR, host_path: paths.configDir, read_only: true },
     { container_path: CONTAINER_RUN_DIR, host_path: paths.runDir, read_only: false },
   ];
-  const envs: Record<string, string> = { VCUDA_CONFIG: CONTAINER_CONFIG_PATH };
-  if (s.setVisibleDevicesEnv) {
-    const uuids = cards.map((c) => c.uuid).join(',');
-    envs['NVIDIA_VISIBLE_DEVICES'] = uuids;
-    envs['CUDA_VISIBLE_DEVICES'] = uuids;
-  }
-  return { envs, mounts, devices, annotations: {}, cdi_devices: [] };
+  return {
+    envs: { VCUDA_CONFIG: CONTAINER_CONFIG_PATH },
+    mounts,
+    devices: CONTROL_NODES.map(node),
+    annotations: {},
+    cdi_devices: [{ name: cdiDeviceName(paths.key) }],
+  };
 }
 
 /** The content of the shared ld.so.preload file. */

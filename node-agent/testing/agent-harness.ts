@@ -80,6 +80,7 @@ export async function startHarness(
       },
       paths: {
         containersDir: join(root, 'containers'),
+        cdiSpecDir: join(root, 'cdi'),
         preloadHostPath: join(root, 'ld.so.preload'),
         libvcudaHostPath: join(root, 'lib/libvcuda.so'),
         driverLibraries: [

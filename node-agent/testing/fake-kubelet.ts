@@ -2,7 +2,10 @@
  * A kubelet as far as device plugins can tell, written from PROTOCOLS.md §1 and §2: a Registration
  * server on `kubelet.sock`, a client that dials each registered plugin, reads ListAndWatch and
  * calls GetPreferredAllocation / Allocate / PreStartContainer, and a PodResources server that
- * reports which devices went to which container. For tests and the simulator; never product code.
+ * reports which devices went to which container. Like the kubelet it allocates every container of
+ * a pod at admission, records the devices, and calls PreStartContainer only when a container
+ * starts; it hands an init container's devices on to later containers of the pod, and its
+ * PodResources lists app containers only. For tests and the simulator; never product code.
  */
 import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -63,6 +66,8 @@ export class FakeKubelet {
   /** pod key → container → resource → device IDs (what PodResources reports). */
   readonly podDevices = new Map<string, Map<string, Map<string, string[]>>>();
   private readonly inUse = new Map<string, Set<string>>();
+  /** pod key → its plain init containers (PodResources does not list them). */
+  private readonly initContainers = new Map<string, Set<string>>();
   private registration: grpc.Server | undefined;
   private podResources: grpc.Server | undefined;
   private readonly listeners = new Set<() => void>();
@@ -146,16 +151,20 @@ export class FakeKubelet {
     this.podResources = server;
   }
 
+  /** What `List` reports: app containers only, as the kubelet does (plain init containers are not listed). */
   listPodResources(): PodResources[] {
     return [...this.podDevices.entries()].map(([key, containers]) => {
       const [namespace = '', name = ''] = key.split('/');
+      const inits = this.initContainers.get(key) ?? new Set<string>();
       return {
         namespace,
         name,
-        containers: [...containers.entries()].map(([cname, resources]) => ({
-          name: cname,
-          devices: [...resources.entries()].map(([resource_name, device_ids]) => ({ resource_name, device_ids })),
-        })),
+        containers: [...containers.entries()]
+          .filter(([cname]) => !inits.has(cname))
+          .map(([cname, resources]) => ({
+            name: cname,
+            devices: [...resources.entries()].map(([resource_name, device_ids]) => ({ resource_name, device_ids })),
+          })),
       };
     });
   }
@@ -186,58 +195,94 @@ export class FakeKubelet {
     this.notify();
   }
 
-  /** Picks free healthy devices (asking the plugin's preference when offered); synchronous choice. */
-  private async chooseDevices(resource: string, count: number): Promise<string[]> {
+  /**
+   * The kubelet's devicesToAllocate: devices the pod's finished init containers hand on come first
+   * (device reuse), then free healthy ones, asking the plugin's preference for the rest when it
+   * offers one. The choice is made and marked in use before any await, as the kubelet's mutex does.
+   */
+  private async chooseDevices(resource: string, count: number, reusable: Set<string>): Promise<string[]> {
     const ep = this.endpoints.get(resource);
     if (!ep) throw new Error(`no device plugin for ${resource}`);
     const used = this.inUse.get(resource) ?? new Set<string>();
     this.inUse.set(resource, used);
-    const available = ep.devices.filter((d) => d.health === HEALTHY && !used.has(d.ID)).map((d) => d.ID);
-    if (available.length < count) throw new Error(`insufficient ${resource}: want ${count}, have ${available.length}`);
-    let chosen = available.slice(0, count);
-    for (const id of chosen) used.add(id);
+    const reused = [...reusable].slice(0, count);
+    const need = count - reused.length;
+    if (need === 0) return reused;
+    const free = () => ep.devices.filter((d) => d.health === HEALTHY && !used.has(d.ID)).map((d) => d.ID);
+    const available = free();
+    if (available.length < need) throw new Error(`insufficient ${resource}: want ${need}, have ${available.length}`);
+    let chosen = available.slice(0, need);
     if (ep.options.get_preferred_allocation_available) {
-      for (const id of chosen) used.delete(id);
       const res = await call<object, PreferredAllocationResponse>(ep.client, 'GetPreferredAllocation', {
-        container_requests: [{ available_deviceIDs: available, must_include_deviceIDs: [], allocation_size: count }],
+        container_requests: [
+          { available_deviceIDs: [...reused, ...available], must_include_deviceIDs: reused, allocation_size: count },
+        ],
       });
-      const preferred = res.container_responses[0]?.deviceIDs ?? [];
-      const free = preferred.filter((id) => !used.has(id));
-      chosen = free.length === count ? free : available.filter((id) => !used.has(id)).slice(0, count);
-      for (const id of chosen) used.add(id);
+      // Another admission may have taken devices meanwhile: only what is still free counts.
+      const preferred = (res.container_responses[0]?.deviceIDs ?? []).filter(
+        (id) => !reused.includes(id) && !used.has(id),
+      );
+      chosen = preferred.length === need ? preferred : free().slice(0, need);
+      if (chosen.length < need) throw new Error(`insufficient ${resource}: want ${need}, have ${chosen.length}`);
     }
-    return chosen;
+    for (const id of chosen) used.add(id);
+    return [...reused, ...chosen];
   }
 
-  /** Admits a pod: Allocate for each container and resource in order, then PreStartContainer. */
-  async admitPod(pod: KubeletPod): Promise<AdmitResult[]> {
+  /**
+   * Admission (the kubelet's device manager): for each container, init containers first, and each
+   * resource, choose devices, Allocate, then record them for the container, which PodResources
+   * then reports. A plain init container's devices are handed on to the pod's later containers.
+   * Nothing starts here: `startContainers` does PreStartContainer, as the kubelet does at start.
+   */
+  async allocatePod(pod: KubeletPod): Promise<AdmitResult[]> {
     const key = `${pod.namespace}/${pod.name}`;
     const results: AdmitResult[] = [];
-    const containers = [...pod.containers.filter((c) => c.isInit), ...pod.containers.filter((c) => !c.isInit)];
-    for (const c of containers) {
+    const reusable = new Map<string, Set<string>>();
+    this.initContainers.set(key, new Set(pod.containers.filter((c) => c.isInit).map((c) => c.name)));
+    for (const c of orderedContainers(pod)) {
       const responses: Record<string, ContainerAllocateResponse> = {};
       for (const [resource, count] of Object.entries(c.requests)) {
         const ep = this.endpoints.get(resource);
         if (!ep || count <= 0) continue;
-        const ids = await this.chooseDevices(resource, count);
+        const pool = reusable.get(resource) ?? new Set<string>();
+        reusable.set(resource, pool);
+        const ids = await this.chooseDevices(resource, count, pool);
         try {
           const res = await call<object, AllocateResponse>(ep.client, 'Allocate', {
             container_requests: [{ devices_ids: ids }],
           });
           responses[resource] = res.container_responses[0] as ContainerAllocateResponse;
         } catch (err) {
-          for (const id of ids) this.inUse.get(resource)?.delete(id);
+          for (const id of ids) if (!pool.has(id)) this.inUse.get(resource)?.delete(id);
           throw new Error(`UnexpectedAdmissionError: Allocate failed due to ${(err as Error).message}`);
         }
-        const perContainer = this.podDevices.get(key) ?? new Map<string, Map<string, string[]>>();
-        this.podDevices.set(key, perContainer);
-        const perResource = perContainer.get(c.name) ?? new Map<string, string[]>();
-        perContainer.set(c.name, perResource);
-        perResource.set(resource, ids);
+        this.record(key, c.name, resource, ids);
+        if (c.isInit) for (const id of ids) pool.add(id);
+        else for (const id of ids) pool.delete(id);
       }
       results.push({ container: c.name, responses });
     }
-    for (const c of containers) await this.preStart(key, c.name);
+    return results;
+  }
+
+  private record(podKey: string, container: string, resource: string, ids: string[]): void {
+    const perContainer = this.podDevices.get(podKey) ?? new Map<string, Map<string, string[]>>();
+    this.podDevices.set(podKey, perContainer);
+    const perResource = perContainer.get(container) ?? new Map<string, string[]>();
+    perContainer.set(container, perResource);
+    perResource.set(resource, ids);
+  }
+
+  /** Starting the pod's containers in order: PreStartContainer for each, as the kubelet does. */
+  async startContainers(pod: KubeletPod): Promise<void> {
+    for (const c of orderedContainers(pod)) await this.preStart(`${pod.namespace}/${pod.name}`, c.name);
+  }
+
+  /** Admits a pod and starts its containers. */
+  async admitPod(pod: KubeletPod): Promise<AdmitResult[]> {
+    const results = await this.allocatePod(pod);
+    await this.startContainers(pod);
     return results;
   }
 
@@ -246,7 +291,11 @@ export class FakeKubelet {
     for (const [resource, ids] of resources ?? []) {
       const ep = this.endpoints.get(resource);
       if (!ep?.options.pre_start_required) continue;
-      await call<object, object>(ep.client, 'PreStartContainer', { devices_ids: ids }, 30_000);
+      try {
+        await call<object, object>(ep.client, 'PreStartContainer', { devices_ids: ids }, 30_000);
+      } catch (err) {
+        throw new Error(`PreStartContainer failed for ${podKey} container ${container}: ${(err as Error).message}`);
+      }
     }
   }
 
@@ -275,6 +324,10 @@ export class FakeKubelet {
     if (s) await new Promise<void>((r) => s.tryShutdown(() => r()));
     this.listeners.clear();
   }
+}
+
+function orderedContainers(pod: KubeletPod): KubeletContainer[] {
+  return [...pod.containers.filter((c) => c.isInit), ...pod.containers.filter((c) => !c.isInit)];
 }
 
 function bind(server: grpc.Server, socketPath: string): Promise<void> {

@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ContainerAllocateResponse, Mount } from '../../node-agent/device-plugin/protocol.js';
+import { cdiEnv } from './cdi.js';
 import { type Mirror, mirrorLimitFile } from './limit-file-mirror.js';
 
 export type RuntimeConfig = {
@@ -22,6 +23,8 @@ export type RuntimeConfig = {
   deviceEnv?: (devices: string[]) => Record<string, string>;
   /** Where container stdout/stderr go: `<logDir>/<podUid>-<container>.log`. */
   logDir: string;
+  /** Where CDI specs live (the node agent's `paths.cdiSpecDir`). */
+  cdiSpecDirs?: string[];
 };
 
 /** Host commands a simulated container may run; anything else idles like a long-running server. */
@@ -106,6 +109,8 @@ export function startContainer(
   const argv = resolveCommand(spec, cfg.workloadDir);
   const logPath = join(cfg.logDir, `${podUid}-${spec.name}.log`);
   const env = containerEnv(spec, responses, cfg.baseEnv);
+  const cdiDevices = responses.flatMap((r) => (r.cdi_devices ?? []).map((d) => d.name));
+  Object.assign(env, cdiEnv(cdiDevices, cfg.cdiSpecDirs ?? []));
   if (cfg.deviceEnv) Object.assign(env, cfg.deviceEnv(visibleDevicesOf(env)));
   const mounts = responses.flatMap((r) => r.mounts ?? []);
   const mirror = env['VCUDA_CONFIG']

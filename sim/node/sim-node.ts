@@ -89,6 +89,7 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
       ...(opts.workloadDir ? { workloadDir: opts.workloadDir } : {}),
       baseEnv: containerBaseEnv(node, opts.nativeBuildDir),
       deviceEnv: (devices) => visibleDevicesEnv(node, root, devices),
+      cdiSpecDirs: [join(root, 'cdi')],
     },
     log: opts.log.info,
   });
@@ -112,6 +113,7 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
         },
         paths: {
           containersDir: join(root, 'containers'),
+          cdiSpecDir: join(root, 'cdi'),
           libvcudaHostPath: existsSync(libvcuda) ? libvcuda : join(root, 'libvcuda.so.missing'),
           preloadHostPath: join(root, 'ld.so.preload'),
           devDir: join(root, 'dev'),

@@ -78,7 +78,7 @@ function choosePlacement(nodes: Map<string, NodeSnapshot>, req: PlacementRequest
 
 export function runWhatIf(cluster: ClusterSpec, trace: readonly TraceEntry[], opts: WhatIfOptions): WhatIfReport {
   const nowMs = 0;
-  const ctx: FitContext = { nowMs, heartbeatStaleMs: Number.MAX_SAFE_INTEGER, pendingTtlMs: 0 };
+  const ctx: FitContext = { nowMs, heartbeatStaleMs: Number.MAX_SAFE_INTEGER };
   // Snapshots are rebuilt with the control plane's own composer from inventory + holds, as its watch cache does.
   // Each node is read from the inventory annotation a node agent would publish, as the extender reads it.
   const inventories = new Map<string, NodeInventoryRead>(

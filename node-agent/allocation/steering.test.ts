@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { vcudaAnnotations } from '../../contract/index.js';
+import type { PodView } from './pod-view.js';
+import { steeringHint } from './steering.js';
+
+/** An unsigned-looking JWS whose payload carries the grant: steering only peeks, never trusts. */
+function token(cards: { uuid: string; core: number }[]): string {
+  const payload = {
+    v: 1,
+    pod: { uid: 'u', namespace: 'ns', name: 'p' },
+    node: 'n1',
+    cluster: 'c',
+    containers: [
+      { name: 'main', isInit: false, cards: cards.map((c) => ({ ...c, memoryBytes: 1 })), coreLimit: 30, mode: 'hard' },
+    ],
+  };
+  const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  return `${b64({ alg: 'EdDSA', kid: 'k' })}.${b64(payload)}.sig`;
+}
+
+const pod = (name: string, uuid: string): PodView => ({
+  uid: `uid-${name}`,
+  namespace: 'ns',
+  name,
+  nodeName: 'n1',
+  annotations: { [vcudaAnnotations.assignment]: token([{ uuid, core: 30 }]) },
+  gpuContainers: [{ name: 'main', isInit: false, core: 30 }],
+  containerIds: {},
+  isFinished: false,
+});
+
+const hint = (pods: PodView[], started: string[] = []) =>
+  steeringHint({
+    coreDevices: 30,
+    nodeName: 'n1',
+    pods,
+    isStarted: (uid) => started.includes(uid),
+    cardIndex: (uuid) => Number(uuid.slice(-1)),
+  });
+
+describe('steeringHint', () => {
+  it('steers to the cards every waiting container of the size wants', () => {
+    expect([...hint([pod('a', 'GPU-1'), pod('b', 'GPU-1')])]).toEqual([[1, 30]]);
+  });
+
+  it('gives no hint when waiting containers want different cards', () => {
+    expect(hint([pod('a', 'GPU-1'), pod('b', 'GPU-2')]).size).toBe(0);
+  });
+
+  it('ignores containers already started', () => {
+    expect([...hint([pod('a', 'GPU-1'), pod('b', 'GPU-2')], ['uid-a'])]).toEqual([[2, 30]]);
+  });
+});

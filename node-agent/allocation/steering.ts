@@ -1,0 +1,38 @@
+/**
+ * GetPreferredAllocation's hint (pure): the cards (index → core) of the GPU containers on this
+ * node that still wait for devices of this size, when they all want the same cards. Several
+ * waiting containers that want different cards give no hint: the kubelet does not say which pod it
+ * is choosing for. Only cosmetic for safety, since the signed grant decides the cards; it makes
+ * PodResources show the cards a container really uses where that is knowable.
+ */
+import { type ContainerGrant, peekAssignment, vcudaAnnotations } from '../../contract/index.js';
+import type { PodView } from './pod-view.js';
+
+export function steeringHint(input: {
+  coreDevices: number;
+  nodeName: string;
+  pods: readonly PodView[];
+  isStarted: (podUid: string, container: string) => boolean;
+  cardIndex: (uuid: string) => number | undefined;
+}): Map<number, number> {
+  const wanted: string[] = [];
+  let hint = new Map<number, number>();
+  for (const pod of input.pods) {
+    if (pod.nodeName !== input.nodeName || pod.isFinished) continue;
+    const token = pod.annotations[vcudaAnnotations.assignment];
+    const grants = token ? peekAssignment(token)?.containers : undefined;
+    for (const c of pod.gpuContainers) {
+      if (c.core !== input.coreDevices || input.isStarted(pod.uid, c.name)) continue;
+      const grant = grants?.find((g: ContainerGrant) => g.name === c.name && g.isInit === c.isInit);
+      const perCard = new Map<number, number>();
+      for (const g of grant?.cards ?? []) {
+        const index = input.cardIndex(g.uuid);
+        if (index !== undefined) perCard.set(index, g.core);
+      }
+      const key = [...perCard.entries()].sort((a, b) => a[0] - b[0]).join(';');
+      if (!wanted.includes(key)) wanted.push(key);
+      hint = perCard;
+    }
+  }
+  return wanted.length === 1 ? hint : new Map();
+}
