@@ -41,6 +41,11 @@ describe('simulated container runtime', () => {
     });
     const pid = await new Promise<number>((resolve) => kubelet.stdout.once('data', (d) => resolve(Number(String(d)))));
     expect(alive(pid)).toBe(true);
+    // setpriv arms the signal before it execs the command: wait for the command itself.
+    const command = () => readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    for (const until = Date.now() + 10_000; command() !== 'sleep' && Date.now() < until; )
+      await new Promise((r) => setTimeout(r, 20));
+    expect(command()).toBe('sleep');
     kubelet.kill('SIGKILL');
     const deadline = Date.now() + 5000;
     while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
