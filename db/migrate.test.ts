@@ -13,7 +13,7 @@ describe('migrate', () => {
     const db = await connectDb({});
     try {
       expect(await migrate(db)).toEqual({ applied: 11, total: 11 });
-      expect(await migrate(db)).toEqual({ applied: 0, total: 10 });
+      expect(await migrate(db)).toEqual({ applied: 0, total: 11 });
       const tables = rowsOf<{ t: string }>(
         await db.execute(sql`select tablename as t from pg_tables where schemaname = 'public' order by 1`),
       ).map((r) => r.t);
