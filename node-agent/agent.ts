@@ -9,7 +9,7 @@ import { Allocator } from './allocation/allocator.js';
 import type { EventRecorder, JwksSource, PodAnnotator, PodResourcesLister, PodSource } from './allocation/ports.js';
 import { type CardSampler, createCardSampler } from './compute/card-sampler.js';
 import { createHostPidPublisher, type HostPidPublisher, procSource } from './compute/host-pids.js';
-import { createMemoryDriftMonitor } from './compute/memory-drift.js';
+import { createMemoryDriftMonitor, type MemoryDriftMonitor } from './compute/memory-drift.js';
 import { writeShareSample } from './compute/region-feedback.js';
 import { containerKey, driftTargetsOn, placementOf, procCgroupReader, regionCharge } from './compute-wiring.js';
 import type { NodeAgentConfig } from './config.js';
@@ -59,6 +59,8 @@ export type NodeAgent = {
   memoryPlan: MemoryAdvertisePlan;
   /** One compute sampler per card, by card index. */
   samplers: CardSampler[];
+  /** One memory-drift monitor per card, by card index; each runs on its card's sampler. */
+  driftMonitors: MemoryDriftMonitor[];
   /** Publishes each container's host pids into its region (NVML process lists in pid namespaces). */
   hostPids: HostPidPublisher;
   publishInventory: () => Promise<boolean>;
@@ -222,6 +224,7 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
     procCgroupReader(config.paths.procRoot),
   );
   const cardIndexOf = (uuid: string) => health.cardByUuid(uuid)?.index;
+  const driftMonitors: MemoryDriftMonitor[] = [];
   const samplers = health.list().map((card) => {
     const drift = createMemoryDriftMonitor({
       cardIndex: card.index,
@@ -235,6 +238,7 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
       nowMs,
       onError: (err) => log.warn(`memory drift card ${card.index}: ${(err as Error).message}`),
     });
+    driftMonitors.push(drift);
     return createCardSampler({
       cardIndex: card.index,
       periodMs: Math.max(1, config.computePeriodMs),
@@ -270,6 +274,7 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
     runner,
     memoryPlan,
     samplers,
+    driftMonitors,
     hostPids,
     publishInventory,
     housekeep,
