@@ -9,8 +9,9 @@ import { Allocator } from './allocation/allocator.js';
 import type { EventRecorder, JwksSource, PodAnnotator, PodResourcesLister, PodSource } from './allocation/ports.js';
 import { type CardSampler, createCardSampler } from './compute/card-sampler.js';
 import { createHostPidPublisher, type HostPidPublisher, procSource } from './compute/host-pids.js';
+import { createMemoryDriftMonitor, type MemoryDriftMonitor } from './compute/memory-drift.js';
 import { writeShareSample } from './compute/region-feedback.js';
-import { containerKey, placementOf, procCgroupReader } from './compute-wiring.js';
+import { containerKey, driftTargetsOn, placementOf, procCgroupReader, regionCharge } from './compute-wiring.js';
 import type { NodeAgentConfig } from './config.js';
 import { type MemoryAdvertisePlan, planMemoryAdvertise } from './device-plugin/device-list.js';
 import { PluginRunner, type PluginSpec } from './device-plugin/plugin-runner.js';
@@ -59,6 +60,8 @@ export type NodeAgent = {
   memoryPlan: MemoryAdvertisePlan;
   /** One compute sampler per card, by card index. */
   samplers: CardSampler[];
+  /** One memory-drift monitor per card, by card index; each runs on its card's sampler. */
+  driftMonitors: MemoryDriftMonitor[];
   /** Publishes each container's host pids into its region (NVML process lists in pid namespaces). */
   hostPids: HostPidPublisher;
   publishInventory: () => Promise<boolean>;
@@ -225,17 +228,33 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
     (uuid) => health.cardByUuid(uuid)?.index,
     procCgroupReader(config.paths.procRoot),
   );
-  const samplers = health.list().map((card) =>
-    createCardSampler({
+  const cardIndexOf = (uuid: string) => health.cardByUuid(uuid)?.index;
+  const driftMonitors: MemoryDriftMonitor[] = [];
+  const samplers = health.list().map((card) => {
+    const drift = createMemoryDriftMonitor({
+      cardIndex: card.index,
+      source: deps.gpu,
+      targets: () => driftTargetsOn(allocator.records(), cardIndexOf, card.index),
+      containerOfPid: (pid) => placement.containerOfPid(pid),
+      readCharged: regionCharge,
+      thresholdBytes: config.memoryDriftThresholdMiB * 2 ** 20,
+      sink: metrics,
+      log,
+      nowMs,
+      onError: (err) => log.warn(`memory drift card ${card.index}: ${(err as Error).message}`),
+    });
+    driftMonitors.push(drift);
+    return createCardSampler({
       cardIndex: card.index,
       periodMs: Math.max(1, config.computePeriodMs),
       source: deps.gpu,
       placement,
       write: writeShareSample,
       nowMs,
+      alsoEachPeriod: drift.tick,
       onError: (err) => log.warn(`compute sampler card ${card.index}: ${(err as Error).message}`),
-    }),
-  );
+    });
+  });
   if (deps.runLoops !== false && config.computePeriodMs > 0) for (const s of samplers) s.start();
   const hostPids = createHostPidPublisher({
     targets: () =>
@@ -260,6 +279,7 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
     runner,
     memoryPlan,
     samplers,
+    driftMonitors,
     hostPids,
     publishInventory,
     housekeep,

@@ -1,7 +1,8 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { regionDeviceOffset } from '../contract/region-layout.js';
 import { readRegionUsage } from './limits/region-file.js';
 import { type Harness, NODE, startHarness } from './testing/agent-harness.js';
 import { GpuPodBuilder } from './testing/gpu-pod.js';
@@ -60,5 +61,33 @@ describe('compute feedback wiring', () => {
     };
     expect(share('main')).toBe(3000);
     expect(share('side')).toBe(1000);
+  });
+
+  it("exports each container's NVML memory minus its region's charge, labelled by pod and card", async () => {
+    h = await startHarness({ config: { paths: { procRoot: proc } } });
+    await h.kubelet.waitFor(() => h?.kubelet.devices(h.names.core).length === 200, 'plugins');
+    const card0 = h.agent.health.list()[0]?.uuid as string;
+    const pod = new GpuPodBuilder(h.names, 'mem', UID).container('main', 30, 100);
+    await h.bind(pod, [[card0]]);
+    await h.kubelet.admitPod(pod.kubelet(false));
+    fakeProcess(5151, MAIN_ID);
+    const region = h.agent.allocator.records()[0]?.paths.regionPath as string;
+    // What libvcuda would have charged on the container's first device: 812 MiB.
+    const used = Buffer.alloc(8);
+    used.writeBigUInt64LE(812n << 20n);
+    const fd = openSync(region, 'r+');
+    writeSync(fd, used, 0, 8, regionDeviceOffset(0));
+    closeSync(fd);
+    h.gpu.processes.set(0, [
+      { pid: 5151, usedGpuMemoryBytes: 1012 * 2 ** 20 },
+      { pid: 999, usedGpuMemoryBytes: 4096 * 2 ** 20 }, // a host process
+    ]);
+    expect(h.agent.driftMonitors[0]?.reconcileOnce()).toEqual([
+      expect.objectContaining({ driftBytes: 200 * 2 ** 20, pids: [5151] }),
+    ]);
+    const drift = await h.agent.metrics.registry.getSingleMetric('vcuda_container_memory_drift_bytes')?.get();
+    expect(drift?.values).toEqual([
+      { labels: { namespace: 'default', pod: 'mem', container: 'main', card: card0 }, value: 200 * 2 ** 20 },
+    ]);
   });
 });

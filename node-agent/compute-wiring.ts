@@ -9,6 +9,8 @@ import type { ContainerRecord } from './allocation/allocator.js';
 import type { PodView } from './allocation/pod-view.js';
 import type { ContainerOnCard, ContainerPlacement } from './compute/card-sampler.js';
 import { parseProcCgroup } from './compute/cgroup-identity.js';
+import type { DriftTarget } from './compute/memory-drift.js';
+import { readRegionUsage } from './limits/region-file.js';
 
 export function containerKey(podUid: string, container: string): string {
   return `${podUid}/${container}`;
@@ -47,6 +49,36 @@ export function placementOf(
       return ours.length === 1 ? containerKey(id.podUid, (ours[0] as ContainerRecord).container) : null;
     },
   };
+}
+
+/** The memory-drift monitor's view of card `cardIndex`: its containers with their metric labels. */
+export function driftTargetsOn(
+  records: readonly ContainerRecord[],
+  cardIndexOf: (uuid: string) => number | undefined,
+  cardIndex: number,
+): DriftTarget[] {
+  return records.flatMap((r) =>
+    r.devices.flatMap((d, deviceIndex) =>
+      cardIndexOf(d.uuid) === cardIndex
+        ? [
+            {
+              key: containerKey(r.podUid, r.container),
+              namespace: r.namespace,
+              pod: r.podName,
+              container: r.container,
+              cardUuid: d.uuid,
+              regionPath: r.paths.regionPath,
+              deviceIndex,
+            },
+          ]
+        : [],
+    ),
+  );
+}
+
+/** What a region charges on one of its devices; 0 before any process of the container created it. */
+export function regionCharge(regionPath: string, deviceIndex: number): number {
+  return readRegionUsage(regionPath, deviceIndex + 1)?.[deviceIndex]?.usedBytes ?? 0;
 }
 
 export function procCgroupReader(procRoot: string): (pid: number) => string | undefined {

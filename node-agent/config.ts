@@ -63,6 +63,11 @@ export const configSchema = z.object({
   usagePeriodMs: z.number().int().positive().default(10_000),
   /** Per-card utilization sampling for the compute limiter; 0 turns it off. */
   computePeriodMs: z.number().int().min(0).default(100),
+  /**
+   * A container whose NVML-reported memory on a card differs from its region's charge by more than
+   * this (either way) is logged once and counted; reconciled on the compute sampler's period.
+   */
+  memoryDriftThresholdMiB: z.number().int().positive().default(256),
   /** Optional: where usage samples go (`POST {url}/api/v1/usage`); absent = not reported. */
   controlPlaneUrl: z.url().optional(),
   /** Xids that are the application's fault and must not mark a card unhealthy. */

@@ -1,14 +1,20 @@
 /**
  * Prometheus metrics (`vcuda_*`): per container memory used and limit and SM share, per card
- * totals, Allocate latency. Container and card gauges are rebuilt from the records at scrape time.
+ * totals, Allocate latency. Container and card gauges are rebuilt from the records at scrape time;
+ * the memory-drift gauge is set by each card's drift monitor (compute/memory-drift.ts).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ContainerRecord } from './allocation/allocator.js';
+import type { DriftSink, DriftTarget } from './compute/memory-drift.js';
 import type { UsageSample } from './usage.js';
+
+function driftLabels(t: DriftTarget) {
+  return { namespace: t.namespace, pod: t.pod, container: t.container, card: t.cardUuid };
+}
 
 export type CardMetricView = { uuid: string; index: number; memoryTotalBytes: number; healthy: boolean };
 
-export class AgentMetrics {
+export class AgentMetrics implements DriftSink {
   readonly registry = new Registry();
   readonly allocateSeconds = new Histogram({
     name: 'vcuda_allocate_duration_seconds',
@@ -48,6 +54,18 @@ export class AgentMetrics {
     labelNames: this.containerLabels,
     registers: [this.registry],
   });
+  readonly memoryDrift = new Gauge({
+    name: 'vcuda_container_memory_drift_bytes',
+    help: "NVML's used memory of the container's processes on this card minus what its region charges (positive: memory the limit does not count)",
+    labelNames: this.containerLabels,
+    registers: [this.registry],
+  });
+  readonly memoryDriftEvents = new Counter({
+    name: 'vcuda_container_memory_drift_events_total',
+    help: 'Containers whose memory drift stayed beyond memoryDriftThresholdMiB, by card and direction (over: uncharged memory, under: charged memory no process holds)',
+    labelNames: ['card', 'direction'],
+    registers: [this.registry],
+  });
   readonly cardMemoryTotal = new Gauge({
     name: 'vcuda_card_memory_total_bytes',
     help: 'Device memory of the card',
@@ -76,6 +94,18 @@ export class AgentMetrics {
   observeAllocate(seconds: number, result: string): void {
     this.allocateSeconds.observe({ result: result === 'ok' ? 'ok' : 'refused' }, seconds);
     this.allocations.inc({ result });
+  }
+
+  setDrift(t: DriftTarget, driftBytes: number): void {
+    this.memoryDrift.set(driftLabels(t), driftBytes);
+  }
+
+  clearDrift(t: DriftTarget): void {
+    this.memoryDrift.remove(driftLabels(t));
+  }
+
+  driftEntered(t: DriftTarget, driftBytes: number): void {
+    this.memoryDriftEvents.inc({ card: t.cardUuid, direction: driftBytes > 0 ? 'over' : 'under' });
   }
 
   /** Replaces the container and card gauges with the current state. */

@@ -44,6 +44,11 @@ export type CardSamplerOptions = {
   nowMs: () => number;
   /** Called with each period's result (metrics). */
   onSample?: (shares: ContainerShares, written: number) => void;
+  /**
+   * Further per-card work on this period (the memory-drift reconciliation), so a card has one
+   * NVML poller; runs after the sample, whether or not the sample threw.
+   */
+  alsoEachPeriod?: () => void;
   onError?: (err: unknown) => void;
 };
 
@@ -90,5 +95,13 @@ export function createCardSampler(opts: CardSamplerOptions): CardSampler {
     return shares;
   }
 
-  return { sampleOnce, ...periodicTask(sampleOnce, opts.periodMs, opts.onError) };
+  function tick(): void {
+    try {
+      sampleOnce();
+    } finally {
+      opts.alsoEachPeriod?.();
+    }
+  }
+
+  return { sampleOnce, ...periodicTask(tick, opts.periodMs, opts.onError) };
 }

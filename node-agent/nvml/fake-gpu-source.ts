@@ -11,6 +11,7 @@ import type {
   GpuSource,
   MemoryUsage,
   ProcessUtilizationSample,
+  RunningProcess,
   UtilizationRates,
 } from './gpu-source.js';
 
@@ -46,6 +47,8 @@ export class FakeGpuSource implements GpuSource {
   readonly usedBytes = new Map<number, number>();
   readonly samples = new Map<number, ProcessUtilizationSample[]>();
   readonly rates = new Map<number, UtilizationRates>();
+  /** Compute processes per card; a card without an entry lists none, one set to null cannot list them. */
+  readonly processes = new Map<number, RunningProcess[] | null>();
 
   constructor(machine: FakeMachine) {
     this.cards = fakeCards(machine);
@@ -84,6 +87,11 @@ export class FakeGpuSource implements GpuSource {
 
   utilizationRates(cardIndex: number): UtilizationRates {
     return this.rates.get(cardIndex) ?? { gpuPercent: 0, memoryPercent: 0 };
+  }
+
+  runningProcesses(cardIndex: number): RunningProcess[] | null {
+    const list = this.processes.get(cardIndex);
+    return list === null ? null : (list ?? []).map((p) => ({ ...p }));
   }
 
   close(): void {

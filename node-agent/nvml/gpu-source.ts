@@ -35,6 +35,13 @@ export type UtilizationRates = { gpuPercent: number; memoryPercent: number };
 
 export type MemoryUsage = { totalBytes: number; usedBytes: number; freeBytes: number };
 
+/** A compute process on a card, as NVML lists it (host pid). */
+export type RunningProcess = {
+  pid: number;
+  /** Device memory the driver holds for the process on this card; null when NVML cannot say (MIG, WDDM). */
+  usedGpuMemoryBytes: number | null;
+};
+
 export interface GpuSource {
   listCards(): GpuCard[];
   /** Link between two cards (by index); symmetric. */
@@ -48,6 +55,8 @@ export interface GpuSource {
   /** Per-process samples newer than `sinceUs` (0: everything buffered); empty when none. */
   processUtilization(cardIndex: number, sinceUs: number): ProcessUtilizationSample[];
   utilizationRates(cardIndex: number): UtilizationRates;
+  /** The card's compute processes and their device memory; null when the driver cannot list them. */
+  runningProcesses(cardIndex: number): RunningProcess[] | null;
   close(): void;
 }
 

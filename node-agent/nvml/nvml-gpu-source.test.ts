@@ -50,6 +50,11 @@ describe.skipIf(!stub)('NVML through koffi (stub library)', () => {
         { pid: 202, timestampUs: 2000, smPercent: 45, memoryPercent: 6 },
       ]);
       expect(gpu.processUtilization(0, 5000)).toEqual([]);
+      expect(gpu.runningProcesses(0)).toEqual([
+        { pid: 101, usedGpuMemoryBytes: 512 * 1024 * 1024 },
+        { pid: 202, usedGpuMemoryBytes: null },
+      ]);
+      expect(gpu.runningProcesses(1)).toEqual([]);
     } finally {
       gpu.close();
     }

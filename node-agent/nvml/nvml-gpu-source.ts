@@ -15,6 +15,7 @@ import {
   type MemoryUsage,
   type ProcessUtilizationSample,
   pcieLevelOf,
+  type RunningProcess,
   type UtilizationRates,
 } from './gpu-source.js';
 import { readNumaNode } from './numa.js';
@@ -27,6 +28,10 @@ const NVML_ERROR_TIMEOUT = 10;
 const NVML_ERROR_GPU_IS_LOST = 15;
 const NVML_ERROR_INVALID_ARGUMENT = 2;
 const EVENT_XID_CRITICAL = 0x8n;
+/** `usedGpuMemory` when the driver cannot attribute memory to the process (NVML_VALUE_NOT_AVAILABLE). */
+const NVML_VALUE_NOT_AVAILABLE = 0xffff_ffff_ffff_ffffn;
+/** nvmlProcessInfo_t (PROTOCOLS.md §5.5): pid u32 @0, usedGpuMemory u64 @8, two u32 instance ids. */
+const PROCESS_INFO_SIZE = 24;
 const MAX_NVLINKS = 36;
 
 export class NvmlError extends VcudaError {
@@ -60,7 +65,7 @@ const EventData = koffi.struct('vcuda_nvmlEventData_t', {
   computeInstanceId: 'uint32',
 });
 
-type Bindings = Record<
+type Bindings = { runningProcesses: Fn | null } & Record<
   | 'init'
   | 'shutdown'
   | 'errorString'
@@ -108,7 +113,20 @@ function bind(path: string): Bindings {
     registerEvents: lib.func('int nvmlDeviceRegisterEvents(void *device, uint64 types, void *set)'),
     eventSetWait: lib.func('int nvmlEventSetWait_v2(void *set, _Out_ vcuda_nvmlEventData_t *data, uint32 timeoutMs)'),
     eventSetFree: lib.func('int nvmlEventSetFree(void *set)'),
+    runningProcesses: optionalFunc(
+      lib,
+      'int nvmlDeviceGetComputeRunningProcesses_v3(void *device, _Inout_ uint32 *count, _Inout_ uint8 *infos)',
+    ),
   };
+}
+
+/** A binding for an export older drivers lack (the caller then answers "cannot tell"). */
+function optionalFunc(lib: K.LibraryHandle, signature: string): Fn | null {
+  try {
+    return lib.func(signature);
+  } catch {
+    return null;
+  }
 }
 
 function cString(buf: Uint8Array): string {
@@ -271,6 +289,38 @@ export class NvmlGpuSource implements GpuSource {
     if (rc === NVML_ERROR_NOT_SUPPORTED) return { gpuPercent: 0, memoryPercent: 0 };
     this.check('nvmlDeviceGetUtilizationRates', rc);
     return { gpuPercent: u.gpu, memoryPercent: u.memory };
+  }
+
+  runningProcesses(cardIndex: number): RunningProcess[] | null {
+    const list = this.nv.runningProcesses;
+    if (!list) return null;
+    const h = this.handle(cardIndex);
+    // Processes start between the size query and the read: ask again with room for the newcomers.
+    let capacity = 32;
+    for (let attempt = 0; attempt < 4; attempt++) {
+      const count = [capacity];
+      const buf = new Uint8Array(PROCESS_INFO_SIZE * capacity);
+      const rc = list(h, count, buf) as number;
+      if (rc === NVML_ERROR_NOT_SUPPORTED) return null;
+      if (rc === NVML_ERROR_INSUFFICIENT_SIZE) {
+        capacity = Math.max(capacity, count[0] ?? 0) + 16;
+        continue;
+      }
+      this.check('nvmlDeviceGetComputeRunningProcesses_v3', rc);
+      const view = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+      return Array.from({ length: Math.min(count[0] ?? 0, capacity) }, (_, i) => {
+        const used = view.readBigUInt64LE(i * PROCESS_INFO_SIZE + 8);
+        return {
+          pid: view.readUInt32LE(i * PROCESS_INFO_SIZE),
+          usedGpuMemoryBytes: used === NVML_VALUE_NOT_AVAILABLE ? null : Number(used),
+        };
+      });
+    }
+    throw new NvmlError(
+      'nvmlDeviceGetComputeRunningProcesses_v3',
+      NVML_ERROR_INSUFFICIENT_SIZE,
+      'process list kept growing',
+    );
   }
 
   close(): void {

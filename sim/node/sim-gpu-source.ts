@@ -12,6 +12,7 @@ import type {
   GpuSource,
   MemoryUsage,
   ProcessUtilizationSample,
+  RunningProcess,
   UtilizationRates,
 } from '../../node-agent/nvml/gpu-source.js';
 import type { SimNode } from '../cluster-spec.js';
@@ -62,6 +63,11 @@ export class SimGpuSource implements GpuSource {
 
   utilizationRates(_cardIndex: number): UtilizationRates {
     return { gpuPercent: 0, memoryPercent: 0 };
+  }
+
+  /** Simulated cards run no processes: nothing to reconcile memory charges against. */
+  runningProcesses(_cardIndex: number): RunningProcess[] | null {
+    return null;
   }
 
   close(): void {
