@@ -42,6 +42,7 @@ import { reconcileLedger } from './extender/ledger-reconciler.js';
 import { Nudger } from './extender/nudger.js';
 import { PodWriteBatcher } from './extender/pod-write-batcher.js';
 import { extenderRoutes } from './extender/routes.js';
+import { stalledPods } from './extender/stalled-pods.js';
 import { type ControlPlaneKube, createKubeClient } from './kube-client.js';
 import { createLocalKube } from './local-kube.js';
 import { createAssignmentSigner, type KeySet, loadSigningKeys, publishJwks } from './signing-keys.js';
@@ -80,6 +81,11 @@ const WEBHOOK_REFRESH_MS = 10 * 60_000;
  * reserved at least this long before a reconcile can be judged by the cache's pod list.
  */
 const RECONCILE_GRACE_MS = 30_000;
+/**
+ * Safety net for a nudge nobody sent (a replica that refused the pod died, a free the watch
+ * missed): pods kube-scheduler holds as unschedulable are nudged this often, at most a round each.
+ */
+const STALLED_RESYNC_MS = 60_000;
 
 function loadKubeConfig(config: ControlPlaneConfig, overrides: ControlPlaneOverrides): KubeConfig | undefined {
   if (overrides.kubeConfig) return overrides.kubeConfig;
@@ -440,10 +446,24 @@ export async function startControlPlane(
     if (watch) {
       const w = watch;
       closers.push(() => w.stop());
+      // kube-scheduler keeps pods refused before a restart or by a replica that died parked for up
+      // to 5 minutes; this process's nudger never heard of them. Adopt them from the cache.
+      const nudgeStalled = () => {
+        if (!w.isSynced()) return;
+        const stalled = stalledPods(state.allPods(), { names, schedulerName: webhook.schedulerName });
+        if (stalled.length === 0) return;
+        for (const t of stalled) nudger.rememberRefused(t);
+        log.info({ pods: stalled.length }, 'nudging pods kube-scheduler holds as unschedulable');
+        nudger.capacityFreed();
+      };
+      const resync = setInterval(nudgeStalled, STALLED_RESYNC_MS);
+      resync.unref();
+      closers.push(() => clearInterval(resync));
       w.start().then(
         () => {
           log.info({ nodes: state.snapshot().nodes.size }, 'watch cache synced');
           registerNodes();
+          nudgeStalled();
         },
         (err) => log.error({ err: String(err) }, 'watch cache failed to start'),
       );
