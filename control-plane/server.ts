@@ -86,6 +86,12 @@ const RECONCILE_GRACE_MS = 30_000;
  * missed): pods kube-scheduler holds as unschedulable are nudged this often, at most a round each.
  */
 const STALLED_RESYNC_MS = 60_000;
+/**
+ * At start, ledger rows of pods the synced cache does not hold at all (they ended while no replica
+ * watched) are released if reserved this long before the sync: a younger one may belong to a pod
+ * created so recently that the watch has not delivered it yet.
+ */
+const VANISHED_GRACE_MS = 2_000;
 
 function loadKubeConfig(config: ControlPlaneConfig, overrides: ControlPlaneOverrides): KubeConfig | undefined {
   if (overrides.kubeConfig) return overrides.kubeConfig;
@@ -456,6 +462,22 @@ export async function startControlPlane(
         log.info({ pods: stalled.length }, 'nudging pods kube-scheduler holds as unschedulable');
         nudger.capacityFreed();
       };
+      // Pods that ended while this process was down never reported it: their rows would hold the
+      // cards until the periodic reconcile. Every pod not finished counts as live here, pending
+      // ones included, so a bind in flight on another replica keeps its rows.
+      const releaseVanished = async (syncedAtMs: number) => {
+        const live = [...state.allPods()]
+          .filter((p) => p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed')
+          .map((p) => ({
+            uid: p.metadata?.uid ?? '',
+            namespace: p.metadata?.namespace ?? '',
+            name: p.metadata?.name ?? '',
+          }));
+        const { released } = await ledger.reconcile(config.clusterName, live, {
+          listedAt: new Date(syncedAtMs - VANISHED_GRACE_MS),
+        });
+        if (released.length > 0) log.info({ released: released.length }, 'released the rows of pods gone while down');
+      };
       const resync = setInterval(nudgeStalled, STALLED_RESYNC_MS);
       resync.unref();
       closers.push(() => clearInterval(resync));
@@ -463,7 +485,9 @@ export async function startControlPlane(
         () => {
           log.info({ nodes: state.snapshot().nodes.size }, 'watch cache synced');
           registerNodes();
-          nudgeStalled();
+          releaseVanished(clock().getTime())
+            .catch((err) => log.warn({ err: String(err) }, 'releasing the rows of vanished pods failed'))
+            .finally(nudgeStalled);
         },
         (err) => log.error({ err: String(err) }, 'watch cache failed to start'),
       );
