@@ -88,10 +88,11 @@ const RECONCILE_GRACE_MS = 30_000;
 const STALLED_RESYNC_MS = 60_000;
 /**
  * At start, ledger rows of pods the synced cache does not hold at all (they ended while no replica
- * watched) are released if reserved this long before the sync: a younger one may belong to a pod
- * created so recently that the watch has not delivered it yet.
+ * watched) are released if reserved before the cache's list was asked for, less this much for the
+ * clocks of replicas on other machines: a pod is created before any bind reserves for it, so a
+ * pod with older rows that the list and the watch since do not hold is gone.
  */
-const VANISHED_GRACE_MS = 2_000;
+const REPLICA_CLOCK_SKEW_MS = 500;
 
 function loadKubeConfig(config: ControlPlaneConfig, overrides: ControlPlaneOverrides): KubeConfig | undefined {
   if (overrides.kubeConfig) return overrides.kubeConfig;
@@ -465,7 +466,7 @@ export async function startControlPlane(
       // Pods that ended while this process was down never reported it: their rows would hold the
       // cards until the periodic reconcile. Every pod not finished counts as live here, pending
       // ones included, so a bind in flight on another replica keeps its rows.
-      const releaseVanished = async (syncedAtMs: number) => {
+      const releaseVanished = async (listAskedAtMs: number) => {
         const live = [...state.allPods()]
           .filter((p) => p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed')
           .map((p) => ({
@@ -474,18 +475,19 @@ export async function startControlPlane(
             name: p.metadata?.name ?? '',
           }));
         const { released } = await ledger.reconcile(config.clusterName, live, {
-          listedAt: new Date(syncedAtMs - VANISHED_GRACE_MS),
+          listedAt: new Date(listAskedAtMs - REPLICA_CLOCK_SKEW_MS),
         });
         if (released.length > 0) log.info({ released: released.length }, 'released the rows of pods gone while down');
       };
       const resync = setInterval(nudgeStalled, STALLED_RESYNC_MS);
       resync.unref();
       closers.push(() => clearInterval(resync));
+      const listAskedAtMs = clock().getTime();
       w.start().then(
         () => {
           log.info({ nodes: state.snapshot().nodes.size }, 'watch cache synced');
           registerNodes();
-          releaseVanished(clock().getTime())
+          releaseVanished(listAskedAtMs)
             .catch((err) => log.warn({ err: String(err) }, 'releasing the rows of vanished pods failed'))
             .finally(nudgeStalled);
         },

@@ -86,6 +86,7 @@ async function startAdminFront(dir: string, apiserver: string): Promise<{ url: s
       { hostname: target.hostname, port: target.port, path: req.url, method: req.method, headers, agent },
       (up) => {
         res.writeHead(up.statusCode ?? 502, up.headers);
+        res.flushHeaders(); // a watch's headers must not wait for its first event
         up.pipe(res);
       },
     );
