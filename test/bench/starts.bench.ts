@@ -9,7 +9,7 @@ import { type KubeClient, podPath } from '../../sim/kube-client.js';
 import { startLocalCluster } from '../../sim/local-cluster.js';
 import { liveRows } from '../e2e/e2e-helpers.js';
 import { realTierSkipReason, startRealCluster } from '../e2e/real-cluster.js';
-import { createNamespace, type Rig, sharePod } from '../e2e/scheduling-scenarios.js';
+import { createNamespace, localClusterRig, type Rig, sharePod } from '../e2e/scheduling-scenarios.js';
 import { atLeast, atMost, type Benchmark, type Figure } from './harness.js';
 
 const NS = 'starts';
@@ -107,17 +107,7 @@ const fourNodes = () =>
 async function onSimulator(spec: ReturnType<typeof oneNode>, log: (l: string) => void): Promise<Figure[]> {
   const lc = await startLocalCluster({ cluster: spec, logLevel: 'silent' });
   try {
-    return await measure(
-      {
-        client: lc.client,
-        db: lc.db,
-        nodeNames: lc.nodes.map((n) => n.name),
-        killControlPlane: () => lc.killReplica(0),
-        startControlPlane: () => lc.startReplica(0),
-      },
-      'simulator',
-      log,
-    );
+    return await measure(localClusterRig(lc), 'simulator', log);
   } finally {
     await lc.close();
   }
@@ -126,17 +116,7 @@ async function onSimulator(spec: ReturnType<typeof oneNode>, log: (l: string) =>
 async function onRealServers(spec: ReturnType<typeof oneNode>, log: (l: string) => void): Promise<Figure[]> {
   const rc = await startRealCluster(spec);
   try {
-    return await measure(
-      {
-        client: rc.client,
-        db: rc.db,
-        nodeNames: rc.nodes.map((n) => n.name),
-        killControlPlane: () => rc.killControlPlane(),
-        startControlPlane: () => rc.startControlPlane(),
-      },
-      'kube 1.32',
-      log,
-    );
+    return await measure(rc, 'kube 1.32', log);
   } finally {
     await rc.close();
   }

@@ -113,6 +113,7 @@ export type RealCluster = {
   readonly client: KubeClient;
   readonly db: VcudaDb;
   readonly nodes: RunningSimNode[];
+  readonly nodeNames: string[];
   readonly dir: string;
   controlPlane(): RunningControlPlane | undefined;
   killControlPlane(): Promise<void>;
@@ -221,6 +222,7 @@ export async function startRealCluster(spec: ClusterSpec): Promise<RealCluster> 
       client,
       db,
       nodes,
+      nodeNames: nodes.map((n) => n.name),
       dir,
       controlPlane: () => cp,
       killControlPlane: killCp,

@@ -3,9 +3,10 @@
  * kube-scheduler alike: identical pods on one node, a control-plane restart in the middle of a
  * burst, and one pod's whole life. Each takes a `Rig`, so both tiers run the very same steps.
  */
-import { expect } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import type { VcudaDb } from '../../db/connect.js';
 import { type KubeClient, type KubeObj, podPath } from '../../sim/kube-client.js';
+import type { LocalCluster } from '../../sim/local-cluster.js';
 import { corePerCard, gpuPod, liveRows } from './e2e-helpers.js';
 
 export type Rig = {
@@ -15,6 +16,17 @@ export type Rig = {
   killControlPlane(): Promise<void>;
   startControlPlane(): Promise<void>;
 };
+
+/** The simulator as a rig: its first control-plane replica is the one killed and restarted. */
+export function localClusterRig(lc: LocalCluster): Rig {
+  return {
+    client: lc.client,
+    db: lc.db,
+    nodeNames: lc.nodes.map((n) => n.name),
+    killControlPlane: () => lc.killReplica(0),
+    startControlPlane: () => lc.startReplica(0),
+  };
+}
 
 const phase = (p: KubeObj) => (p.status as { phase?: string } | undefined)?.phase;
 const nodeName = (p: KubeObj) => (p.spec as { nodeName?: string } | undefined)?.nodeName;
@@ -130,4 +142,21 @@ export async function podLife(rig: Rig, ns: string): Promise<void> {
     })
     .toBe(false);
   await expect.poll(async () => (await liveRows(rig.db, uid)).length, { timeout: 30_000 }).toBe(0);
+}
+
+/** The scenarios as tests of the calling suite, on the rig its beforeAll builds in namespace `ns`. */
+export function schedulingScenarioTests(rig: () => Rig, ns: string): void {
+  afterEach(async () => emptyNamespace(rig(), ns), 60_000);
+
+  it('places identical pods on one node, each with its own share', async () => {
+    await identicalPodsOnOneNode(rig(), ns, 8);
+  }, 120_000);
+
+  it('binds the waiting pods within seconds of a control-plane restart with cards free', async () => {
+    expect(await restartMidBurst(rig(), ns, 4, 6)).toBeLessThan(15);
+  }, 120_000);
+
+  it("runs a pod's whole life, the kubelet's final delete included", async () => {
+    await podLife(rig(), ns);
+  }, 60_000);
 }
