@@ -25,10 +25,14 @@ export function registerNodeAgentCommand(program: Command): void {
         if (opts.resourceDomain) flags['resourceDomain'] = opts.resourceDomain;
         if (opts.memoryUnitMib !== undefined) flags['memoryUnitMiB'] = opts.memoryUnitMib;
         if (opts.port !== undefined) flags['http'] = { port: opts.port };
+        // A DaemonSet pod that cannot start must exit non-zero, so the kubelet restarts it and it shows.
         const agent = await runNodeAgent({
           ...(opts.config ? { configFile: opts.config } : {}),
           flags,
           env: process.env,
+        }).catch((err: unknown) => {
+          process.stderr.write(`vcuda node-agent: cannot start: ${err instanceof Error ? err.message : String(err)}\n`);
+          process.exit(1);
         });
         const shutdown = () => {
           agent.stop().then(

@@ -53,6 +53,7 @@ import { reconcileLedger } from './extender/ledger-reconciler.js';
 import { Nudger } from './extender/nudger.js';
 import { PodWriteBatcher } from './extender/pod-write-batcher.js';
 import { extenderRoutes } from './extender/routes.js';
+import { stalledPods } from './extender/stalled-pods.js';
 import { type ControlPlaneKube, createKubeClient } from './kube-client.js';
 import { createLocalKube } from './local-kube.js';
 import { createAssignmentSigner, type KeySet, loadSigningKeys, publishJwks } from './signing-keys.js';
@@ -96,6 +97,18 @@ const WEBHOOK_REFRESH_MS = 10 * 60_000;
 const RECONCILE_GRACE_MS = 30_000;
 /** How long one readiness probe of the ledger answers for every /readyz in between. */
 const READINESS_CACHE_MS = 2000;
+/**
+ * Safety net for a nudge nobody sent (a replica that refused the pod died, a free the watch
+ * missed): pods kube-scheduler holds as unschedulable are nudged this often, at most a round each.
+ */
+const STALLED_RESYNC_MS = 60_000;
+/**
+ * At start, ledger rows of pods the synced cache does not hold at all (they ended while no replica
+ * watched) are released if reserved before the cache's list was asked for, less this much for the
+ * clocks of replicas on other machines: a pod is created before any bind reserves for it, so a
+ * pod with older rows that the list and the watch since do not hold is gone.
+ */
+const REPLICA_CLOCK_SKEW_MS = 500;
 
 function loadKubeConfig(config: ControlPlaneConfig, overrides: ControlPlaneOverrides): KubeConfig | undefined {
   if (overrides.kubeConfig) return overrides.kubeConfig;
@@ -496,10 +509,43 @@ export async function startControlPlane(
     if (watch) {
       const w = watch;
       closers.push(() => w.stop());
+      // kube-scheduler keeps pods refused before a restart or by a replica that died parked for up
+      // to 5 minutes; this process's nudger never heard of them. Adopt them from the cache.
+      const nudgeStalled = () => {
+        if (!w.isSynced()) return;
+        const stalled = stalledPods(state.allPods(), { names, schedulerName: webhook.schedulerName });
+        if (stalled.length === 0) return;
+        for (const t of stalled) nudger.rememberRefused(t);
+        log.info({ pods: stalled.length }, 'nudging pods kube-scheduler holds as unschedulable');
+        nudger.capacityFreed();
+      };
+      // Pods that ended while this process was down never reported it: their rows would hold the
+      // cards until the periodic reconcile. Every pod not finished counts as live here, pending
+      // ones included, so a bind in flight on another replica keeps its rows.
+      const releaseVanished = async (listAskedAtMs: number) => {
+        const live = [...state.allPods()]
+          .filter((p) => p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed')
+          .map((p) => ({
+            uid: p.metadata?.uid ?? '',
+            namespace: p.metadata?.namespace ?? '',
+            name: p.metadata?.name ?? '',
+          }));
+        const { released } = await ledger.reconcile(config.clusterName, live, {
+          listedAt: new Date(listAskedAtMs - REPLICA_CLOCK_SKEW_MS),
+        });
+        if (released.length > 0) log.info({ released: released.length }, 'released the rows of pods gone while down');
+      };
+      const resync = setInterval(nudgeStalled, STALLED_RESYNC_MS);
+      resync.unref();
+      closers.push(() => clearInterval(resync));
+      const listAskedAtMs = clock().getTime();
       w.start().then(
         () => {
           log.info({ nodes: state.snapshot().nodes.size }, 'watch cache synced');
           registerNodes();
+          releaseVanished(listAskedAtMs)
+            .catch((err) => log.warn({ err: String(err) }, 'releasing the rows of vanished pods failed'))
+            .finally(nudgeStalled);
         },
         (err) => log.error({ err: String(err) }, 'watch cache failed to start'),
       );

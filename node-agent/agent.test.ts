@@ -1,6 +1,11 @@
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { nodeInventorySchema, vcudaAnnotations } from '../contract/index.js';
+import { KUBELET_SOCKET } from './device-plugin/protocol.js';
 import { createAgentHttp } from './http.js';
+import { FakeGpuSource } from './nvml/fake-gpu-source.js';
+import type { GpuEvent } from './nvml/gpu-source.js';
 import { type Harness, NODE, startHarness } from './testing/agent-harness.js';
 
 let h: Harness | undefined;
@@ -43,5 +48,49 @@ describe('node agent', () => {
     expect(text).toMatch(/vcuda_card_memory_total_bytes\{card="GPU-[^"]+",index="0"\} 4294967296/);
     expect(text).toMatch(/vcuda_card_healthy\{card="GPU-[^"]+",index="1"\} 1/);
     expect(text).toContain('# TYPE vcuda_allocate_duration_seconds histogram');
+  });
+
+  it('reports unhealthy while its plugins are not registered or NVML fails, and healthy again after', async () => {
+    /** NVML whose event wait fails while `failing` is set, as a driver fault or a lost GPU makes it. */
+    class FlakyGpu extends FakeGpuSource {
+      failing = false;
+      override waitEvent(timeoutMs: number, signal?: AbortSignal): Promise<GpuEvent | undefined> {
+        if (this.failing) return Promise.reject(new Error('NVML_ERROR_UNKNOWN'));
+        return super.waitEvent(timeoutMs, signal);
+      }
+    }
+    const gpu = new FlakyGpu({ cards: 1, memoryMiB: 1024 });
+    h = await startHarness({ gpuSource: () => gpu });
+    const app = createAgentHttp(h.agent);
+    const healthz = async () => {
+      const res = await app.request('/healthz');
+      return `${res.status} ${(await res.text()).trim()}`;
+    };
+    const checkMetric = async (check: string) =>
+      new RegExp(`vcuda_agent_healthy\\{check="${check}"\\} (\\d)`).exec(
+        await (await app.request('/metrics')).text(),
+      )?.[1];
+    expect(await healthz()).toBe('200 ok');
+    expect(await checkMetric('device-plugins')).toBe('1');
+
+    // The kubelet goes away and our socket with it: re-registration fails until it is back.
+    rmSync(join(h.kubelet.pluginDir, KUBELET_SOCKET), { force: true });
+    rmSync(join(h.kubelet.pluginDir, 'vcuda-core.sock'), { force: true });
+    await vi.waitFor(async () => expect(await healthz()).toBe('503 device-plugins: not registered with the kubelet'));
+    expect(await checkMetric('device-plugins')).toBe('0');
+    await h.kubelet.restart();
+    await vi.waitFor(async () => expect(await healthz()).toBe('200 ok'), { timeout: 5000 });
+
+    gpu.failing = true;
+    await vi.waitFor(
+      async () => expect(await healthz()).toBe('503 nvml: waiting for GPU events failed: NVML_ERROR_UNKNOWN'),
+      { timeout: 5000 },
+    );
+    expect(await checkMetric('nvml')).toBe('0');
+    gpu.failing = false;
+    await vi.waitFor(async () => expect(await healthz()).toBe('200 ok'), { timeout: 5000 });
+
+    await h.agent.stop();
+    expect(await healthz()).toMatch(/^503 agent: stopping/);
   });
 });

@@ -16,7 +16,7 @@ import type { NodeAgentConfig } from './config.js';
 import { type MemoryAdvertisePlan, planMemoryAdvertise } from './device-plugin/device-list.js';
 import { PluginRunner, type PluginSpec } from './device-plugin/plugin-runner.js';
 import { corePlugin, memoryPlugin } from './device-plugin/plugins.js';
-import { CardHealth, watchCardHealth } from './health.js';
+import { type AgentCheck, agentProblems, CardHealth, watchCardHealth } from './health.js';
 import { allocationDirsToRemove } from './housekeeping.js';
 import { buildInventory, InventoryPublisher, type NodePatcher } from './inventory.js';
 import { preloadFileContent } from './limits/allocate-response.js';
@@ -68,7 +68,8 @@ export type NodeAgent = {
   housekeep: () => Promise<string[]>;
   reportUsage: () => Promise<void>;
   refreshMetrics: () => void;
-  isHealthy: () => boolean;
+  /** What keeps the agent from doing its job (plugins not registered, NVML failing, stopping); empty when healthy. */
+  healthProblems: () => string[];
   stop: () => Promise<void>;
 };
 
@@ -191,9 +192,21 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
     return removed;
   };
 
+  let stopped = false;
+  let nvmlError: string | undefined;
+  const checks: AgentCheck[] = [
+    { name: 'agent', problem: () => (stopped ? 'stopping' : undefined) },
+    {
+      name: 'device-plugins',
+      problem: () => (runner.isRegistered() ? undefined : 'not registered with the kubelet'),
+    },
+    { name: 'nvml', problem: () => nvmlError && `waiting for GPU events failed: ${nvmlError}` },
+  ];
+
   const refreshMetrics = () => {
     const records = allocator.records();
     metrics.update(health.list(), records, collectUsage(records));
+    metrics.updateChecks(checks.map((c) => ({ name: c.name, ok: c.problem() === undefined })));
   };
 
   const reportUsage = async () => {
@@ -207,7 +220,9 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
   };
 
   const abort = new AbortController();
-  const healthLoop = watchCardHealth(deps.gpu, health, abort.signal, log, 1000);
+  const healthLoop = watchCardHealth(deps.gpu, health, abort.signal, log, 1000, (err) => {
+    nvmlError = err?.message;
+  });
   health.subscribe(() => void publishInventory().catch((err) => log.warn(`inventory: ${(err as Error).message}`)));
   const timers: NodeJS.Timeout[] = [];
   const every = (ms: number, what: string, fn: () => Promise<unknown>) => {
@@ -270,7 +285,6 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
   });
   if (deps.runLoops !== false && config.computePeriodMs > 0) hostPids.start();
 
-  let stopped = false;
   return {
     names,
     health,
@@ -285,7 +299,7 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
     housekeep,
     reportUsage,
     refreshMetrics,
-    isHealthy: () => !stopped,
+    healthProblems: () => agentProblems(checks),
     stop: async () => {
       stopped = true;
       for (const t of timers) clearInterval(t);

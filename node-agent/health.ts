@@ -68,21 +68,36 @@ export class CardHealth implements CardDirectory {
   }
 }
 
-/** Consumes driver events until `signal` aborts. */
+/** Consumes driver events until `signal` aborts; `onWait` hears whether each wait on NVML worked. */
 export async function watchCardHealth(
   gpu: GpuSource,
   health: CardHealth,
   signal: AbortSignal,
   log: { warn: (m: string) => void },
   waitMs = 5000,
+  onWait: (err: Error | undefined) => void = () => {},
 ): Promise<void> {
   while (!signal.aborted) {
     try {
       const event = await gpu.waitEvent(waitMs, signal);
+      onWait(undefined);
       if (event && health.apply(event)) log.warn(`card ${event.cardIndex} unhealthy: ${healthReasonOf(event)}`);
     } catch (err) {
+      if (signal.aborted) return;
+      onWait(err as Error);
       log.warn(`waiting for GPU events failed: ${(err as Error).message}`);
-      if (!signal.aborted) await new Promise((r) => setTimeout(r, waitMs));
+      await new Promise((r) => setTimeout(r, waitMs));
     }
   }
+}
+
+/** One condition the agent needs to do its job; its `problem` is what /healthz says when it fails. */
+export type AgentCheck = { name: string; problem: () => string | undefined };
+
+/** The failing checks' problems, one line each; empty when the agent is healthy. */
+export function agentProblems(checks: readonly AgentCheck[]): string[] {
+  return checks.flatMap((c) => {
+    const p = c.problem();
+    return p === undefined ? [] : [`${c.name}: ${p}`];
+  });
 }

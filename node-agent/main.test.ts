@@ -2,6 +2,8 @@
  * The process wiring: config file + env → NVML (native/'s fake) → kubelet sockets → API server →
  * HTTP, then a clean stop. The API server is a small stand-in that records what it is sent.
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,7 +15,8 @@ import { ValidationError } from '../contract/index.js';
 import { runNodeAgent } from './main.js';
 import { FakeKubelet } from './testing/fake-kubelet.js';
 
-const fakeNvml = join(dirname(fileURLToPath(import.meta.url)), '../native/build/fake/libnvidia-ml.so.1');
+const here = dirname(fileURLToPath(import.meta.url));
+const fakeNvml = join(here, '../native/build/fake/libnvidia-ml.so.1');
 const root = mkdtempSync(join(tmpdir(), 'vcuda-main-'));
 const requests: string[] = [];
 const watches = new Set<ServerResponse>();
@@ -112,4 +115,43 @@ describe('vcuda node-agent process', () => {
       delete process.env['FAKEGPU_STATE'];
     }
   });
+
+  it.skipIf(!existsSync(fakeNvml))(
+    'exits non-zero, naming the field, when the device-plugin directory is missing',
+    async () => {
+      const configFile = join(root, 'no-plugin-dir.json');
+      writeFileSync(
+        configFile,
+        JSON.stringify({
+          kubelet: { devicePluginDir: join(root, 'absent'), podResourcesSocket: join(root, 'absent.sock') },
+          paths: {
+            containersDir: join(root, 'containers-absent'),
+            preloadHostPath: join(root, 'ld.so.preload'),
+            jwksPath: join(root, 'jwks.json'),
+            nvmlLibrary: fakeNvml,
+            sysfsRoot: root,
+          },
+          http: { port: 0, host: '127.0.0.1' },
+          logLevel: 'fatal',
+        }),
+      );
+      // Asynchronously: the stand-in API server answers from this process.
+      const child = spawn(
+        process.execPath,
+        [join(here, '../bin/vcuda.js'), 'node-agent', '--config', configFile, '--node-name', 'n1'],
+        { env: { ...process.env, FAKEGPU_DEVICES: '1x1024', FAKEGPU_STATE: join(root, 'absent.state') } },
+      );
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => {
+        stderr += d.toString();
+      });
+      const killer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      const [code, signal] = (await once(child, 'exit')) as [number | null, string | null];
+      clearTimeout(killer);
+      const run = { status: code, signal, stderr };
+      expect(run.signal).toBeNull();
+      expect(run.status).toBe(1);
+      expect(run.stderr).toContain(`kubelet.devicePluginDir: ${join(root, 'absent')} does not exist`);
+    },
+  );
 });

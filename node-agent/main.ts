@@ -6,7 +6,7 @@ import { serve } from '@hono/node-server';
 import * as k8s from '@kubernetes/client-node';
 import pino from 'pino';
 import { resourceNames } from '../contract/index.js';
-import { startNodeAgent } from './agent.js';
+import { type NodeAgent, startNodeAgent } from './agent.js';
 import { parseConfig, readConfigFile } from './config.js';
 import { PodResourcesClient } from './device-plugin/pod-resources-client.js';
 import { createAgentHttp } from './http.js';
@@ -37,27 +37,36 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
   const gpu = new NvmlGpuSource({ libraryPath: config.paths.nvmlLibrary, sysfsRoot: config.paths.sysfsRoot });
   log.info(`NVML: ${gpu.listCards().length} card(s)`);
   const pods = new PodWatchCache(kc, config.nodeName, resourceNames(config.resourceDomain), log);
-  await pods.start();
-  const writer = new KubeWriter(kc, config.nodeName, log);
   const podResources = new PodResourcesClient(config.kubelet.podResourcesSocket);
-  const agent = await startNodeAgent({
-    config,
-    gpu,
-    pods,
-    annotator: writer,
-    events: writer,
-    node: writer,
-    podResources,
-    jwks: jwksFromFile(config.paths.jwksPath),
-    ...(config.controlPlaneUrl
-      ? {
-          usageSink: new HttpUsageSink(config.controlPlaneUrl, {
-            token: tokenFromFile(config.paths.serviceAccountTokenPath),
-          }),
-        }
-      : {}),
-    log,
-  });
+  let agent: NodeAgent;
+  try {
+    await pods.start();
+    const writer = new KubeWriter(kc, config.nodeName, log);
+    agent = await startNodeAgent({
+      config,
+      gpu,
+      pods,
+      annotator: writer,
+      events: writer,
+      node: writer,
+      podResources,
+      jwks: jwksFromFile(config.paths.jwksPath),
+      ...(config.controlPlaneUrl
+        ? {
+            usageSink: new HttpUsageSink(config.controlPlaneUrl, {
+              token: tokenFromFile(config.paths.serviceAccountTokenPath),
+            }),
+          }
+        : {}),
+      log,
+    });
+  } catch (err) {
+    // Nothing half-started may keep the process alive: the caller exits non-zero.
+    pods.stop();
+    podResources.close();
+    gpu.close();
+    throw err;
+  }
   const http = createAgentHttp(agent);
   const server = serve({ fetch: http.fetch, port: config.http.port, hostname: config.http.host });
   await new Promise<void>((resolve) => (server.listening ? resolve() : server.once('listening', () => resolve())));

@@ -91,6 +91,17 @@ export class AgentMetrics implements DriftSink {
     registers: [this.registry],
   });
 
+  readonly agentHealthy = new Gauge({
+    name: 'vcuda_agent_healthy',
+    help: '1 when the check passes: agent (not stopping), device-plugins (registered with the kubelet), nvml (events readable)',
+    labelNames: ['check'],
+    registers: [this.registry],
+  });
+
+  updateChecks(checks: readonly { name: string; ok: boolean }[]): void {
+    for (const c of checks) this.agentHealthy.set({ check: c.name }, c.ok ? 1 : 0);
+  }
+
   observeAllocate(seconds: number, result: string): void {
     this.allocateSeconds.observe({ result: result === 'ok' ? 'ok' : 'refused' }, seconds);
     this.allocations.inc({ result });

@@ -249,8 +249,10 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
       client,
       config: schedulerConfig,
       extraSchedulerNames: ['default-scheduler'],
-      initialBackoffMs: opts.schedulerBackoffMs?.initial ?? 1000,
-      maxBackoffMs: opts.schedulerBackoffMs?.max ?? 10_000,
+      // The configuration's podInitialBackoffSeconds / podMaxBackoffSeconds unless a test shortens them.
+      ...(opts.schedulerBackoffMs
+        ? { initialBackoffMs: opts.schedulerBackoffMs.initial, maxBackoffMs: opts.schedulerBackoffMs.max }
+        : {}),
     });
     closers.push(() => scheduler.close());
 

@@ -1,10 +1,12 @@
 /**
- * No stalls. kube-scheduler parks a pod the extender refused in its unschedulable queue and only
- * retries it on a cluster event it thinks may help, or after 5 minutes. A vcuda pod finishing
- * (phase Succeeded/Failed) is an update of an assigned pod, which 1.26 does not treat as freeing
- * anything, and the node agent allocating a pending pod is invisible to it too. So when capacity
- * frees, we patch an annotation on the pods refused for capacity: any metadata change of an
- * unschedulable pod makes the scheduling queue move it to the active (or backoff) queue at once.
+ * No stalls. kube-scheduler parks a pod the extender refused in its unschedulable pool and only
+ * retries it on a cluster event, or after 5 minutes. The node agent allocating a pending pod (an
+ * annotation on an assigned pod) is not such an event, and 1.26 does not count a pod finishing
+ * either. So when capacity frees, we patch an annotation on the pods refused for capacity: an
+ * update of a parked pod moves it out of the pool at once (verified on kube-scheduler 1.32). It
+ * cannot beat the pod's backoff (`podInitialBackoffSeconds` doubling to `podMaxBackoffSeconds`):
+ * a pod nudged while backing off is retried when its backoff ends. The pods to nudge are remembered
+ * here on refusal and adopted from the watch cache at start and periodically (stalled-pods.ts).
  */
 import type { CapacityFreed } from '../cluster-state.js';
 

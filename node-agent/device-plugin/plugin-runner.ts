@@ -55,12 +55,24 @@ export class PluginRunner {
   private restarting: Promise<void> | undefined;
   private restartAgain = false;
   private retryTimer: NodeJS.Timeout | undefined;
+  private registered = false;
 
   constructor(private readonly opts: RunnerOptions) {}
 
+  /** Fails when the kubelet's device-plugin directory is missing: nothing could ever register there. */
   async start(): Promise<void> {
+    if (!existsSync(this.opts.pluginDir)) {
+      throw new Error(
+        `kubelet.devicePluginDir: ${this.opts.pluginDir} does not exist (is the kubelet's device-plugins directory mounted?)`,
+      );
+    }
     this.watcher = watch(this.opts.pluginDir, (_event, file) => this.onDirEvent(String(file ?? '')));
     await this.restart('start');
+  }
+
+  /** Whether every plugin is serving and the kubelet accepted its last registration. */
+  isRegistered(): boolean {
+    return this.registered && !this.stopped;
   }
 
   private onDirEvent(file: string): void {
@@ -83,6 +95,7 @@ export class PluginRunner {
     this.restarting = (async () => {
       do {
         this.restartAgain = false;
+        this.registered = false;
         this.opts.log.info(`device plugins: (re)starting: ${reason}`);
         await this.stopServers();
         if (this.stopped) return;
@@ -119,6 +132,7 @@ export class PluginRunner {
       }
     }
     this.round++;
+    this.registered = true;
     this.opts.onRegistered?.(this.round);
   }
 

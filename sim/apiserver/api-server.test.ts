@@ -132,6 +132,37 @@ describe('simulated API server', () => {
     expect((await raw(api.url, 'GET', podPath('team-a', 'free'))).status).toBe(404);
   });
 
+  it('reads DeleteOptions from the body and ignores the query beside one, as kube-apiserver does', async () => {
+    await client.create(
+      podPath('team-a'),
+      pod('bound', { spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'x:1' }] } }),
+    );
+    const path = podPath('team-a', 'bound');
+    // The query asks for grace 0, but a body is present: the pod's own 30 s apply.
+    const marked = await raw(api.url, 'DELETE', `${path}?gracePeriodSeconds=0`, {});
+    expect(marked.status).toBe(200);
+    expect(marked.body.metadata.deletionGracePeriodSeconds).toBe(30);
+    const stale = await raw(api.url, 'DELETE', path, { gracePeriodSeconds: 0, preconditions: { uid: 'other' } });
+    expect(stale.status).toBe(409);
+    expect(stale.body.message).toContain('the UID in the precondition (other) does not match the UID in record');
+    const wrongKind = await raw(api.url, 'DELETE', path, { kind: 'Pod', apiVersion: 'v1' });
+    expect(wrongKind.status).toBe(500);
+    // The query's 30 loses to the body's 0, and the right UID lets the kubelet's final delete through.
+    const uid = marked.body.metadata.uid as string;
+    const body = { kind: 'DeleteOptions', apiVersion: 'v1', gracePeriodSeconds: 0, preconditions: { uid } };
+    expect((await raw(api.url, 'DELETE', `${path}?gracePeriodSeconds=30`, body)).status).toBe(200);
+    expect((await raw(api.url, 'GET', path)).status).toBe(404);
+  });
+
+  it('turns a negative grace period into one second', async () => {
+    await client.create(
+      podPath('team-a'),
+      pod('bound', { spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'x:1' }] } }),
+    );
+    const marked = await raw(api.url, 'DELETE', podPath('team-a', 'bound'), { gracePeriodSeconds: -5 });
+    expect(marked.body.metadata.deletionGracePeriodSeconds).toBe(1);
+  });
+
   it('watches from a resourceVersion, follows a field selector, and sends 410 for a version out of the log', async () => {
     const list = await client.list(`/api/v1/pods?fieldSelector=spec.nodeName%3Dn1`);
     const seen: string[] = [];

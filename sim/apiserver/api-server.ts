@@ -16,12 +16,13 @@ import {
   successStatus,
   unsupportedMediaType,
 } from './api-status.js';
+import { readDeleteOptions } from './delete-options.js';
 import { ObjectStore } from './object-store.js';
 import { openApiV3Document, openApiV3Index } from './openapi-document.js';
 import { patchTypeOf } from './patch.js';
 import { decodeProtobufBody, PROTOBUF_CONTENT_TYPE, UnsupportedProtobuf } from './protobuf-body.js';
 import { parseRoute } from './request-route.js';
-import { type DeleteOptions, ResourceHandlers, type UserInfo } from './resource-handlers.js';
+import { ResourceHandlers, type UserInfo } from './resource-handlers.js';
 import { apiGroup, apiGroupList, apiResourceList, coreVersions, type ResourceType } from './resource-registry.js';
 import { type KubeObject, parseFieldSelector, parseLabelSelector } from './selectors.js';
 import { toTable, wantsTable } from './table-view.js';
@@ -246,20 +247,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<SimAp
       return sendJson(res, 200, await handlers.patch(type, namespace, name, subresource, patchType, body, write));
     }
     if (method === 'DELETE') {
-      const body = ((await readBody(req)) ?? {}) as {
-        gracePeriodSeconds?: number;
-        preconditions?: DeleteOptions['preconditions'];
-      };
-      const graceQ = q.get('gracePeriodSeconds');
-      const del: DeleteOptions = {
-        ...write,
-        ...(graceQ !== null
-          ? { gracePeriodSeconds: Number(graceQ) }
-          : body.gracePeriodSeconds !== undefined
-            ? { gracePeriodSeconds: body.gracePeriodSeconds }
-            : {}),
-        ...(body.preconditions ? { preconditions: body.preconditions } : {}),
-      };
+      const del = readDeleteOptions(q, await readBody(req), user);
       if (name) return sendJson(res, 200, await handlers.delete(type, namespace, name, del));
       const match = parseLabelSelector(q.get('labelSelector'));
       const fieldMatch = parseFieldSelector(q.get('fieldSelector'));

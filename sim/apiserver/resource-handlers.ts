@@ -270,7 +270,7 @@ export class ResourceHandlers {
         type.resource,
         type.group,
         name,
-        `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${String(old.metadata['uid'])}`,
+        `the UID in the precondition (${pre.uid}) does not match the UID in record (${String(old.metadata['uid'])}). The object might have been deleted and then recreated`,
       );
     }
     if (pre?.resourceVersion && pre.resourceVersion !== old.metadata.resourceVersion) {
@@ -278,7 +278,7 @@ export class ResourceHandlers {
         type.resource,
         type.group,
         name,
-        `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${old.metadata.resourceVersion}`,
+        `the ResourceVersion in the precondition (${pre.resourceVersion}) does not match the ResourceVersion in record (${old.metadata.resourceVersion}). The object might have been modified`,
       );
     }
     await this.runAdmission(type, 'DELETE', null, old, opts);

@@ -342,8 +342,13 @@ export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
       statusChains.delete(uid);
     }
     if (andDelete) {
+      // The kubelet's status manager: DeleteOptions in the body (kube-apiserver ignores query
+      // options beside a body), grace 0, and the pod's UID so a recreated namesake is left alone.
       await client
-        .request('DELETE', `${podPath(andDelete.namespace, andDelete.name)}?gracePeriodSeconds=0`, {
+        .request('DELETE', podPath(andDelete.namespace, andDelete.name), {
+          kind: 'DeleteOptions',
+          apiVersion: 'v1',
+          gracePeriodSeconds: 0,
           preconditions: { uid },
         })
         .catch(() => undefined);

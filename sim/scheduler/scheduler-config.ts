@@ -1,6 +1,7 @@
 /**
  * The part of a `kubescheduler.config.k8s.io/v1` KubeSchedulerConfiguration the simulated
- * scheduler honours: its extenders, with kube-scheduler's defaults and validation rules.
+ * scheduler honours: its extenders and the per-pod backoff, with kube-scheduler's defaults and
+ * validation rules.
  */
 import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
@@ -51,17 +52,24 @@ const extenderSchema = z
     path: ['weight'],
   });
 
-const configSchema = z.object({
-  apiVersion: z.literal('kubescheduler.config.k8s.io/v1'),
-  kind: z.literal('KubeSchedulerConfiguration'),
-  profiles: z
-    .array(z.object({ schedulerName: z.string().min(1).default('default-scheduler') }).passthrough())
-    .default([]),
-  extenders: z
-    .array(extenderSchema)
-    .default([])
-    .refine((list) => list.filter((e) => e.bindVerb).length <= 1, { message: 'only one extender may set bindVerb' }),
-});
+const configSchema = z
+  .object({
+    apiVersion: z.literal('kubescheduler.config.k8s.io/v1'),
+    kind: z.literal('KubeSchedulerConfiguration'),
+    podInitialBackoffSeconds: z.number().int().positive().default(1),
+    podMaxBackoffSeconds: z.number().int().positive().default(10),
+    profiles: z
+      .array(z.object({ schedulerName: z.string().min(1).default('default-scheduler') }).passthrough())
+      .default([]),
+    extenders: z
+      .array(extenderSchema)
+      .default([])
+      .refine((list) => list.filter((e) => e.bindVerb).length <= 1, { message: 'only one extender may set bindVerb' }),
+  })
+  .refine((c) => c.podMaxBackoffSeconds >= c.podInitialBackoffSeconds, {
+    message: 'must be greater than or equal to podInitialBackoffSeconds',
+    path: ['podMaxBackoffSeconds'],
+  });
 
 export type ExtenderConfig = z.infer<typeof extenderSchema> & { httpTimeoutMs: number };
 export type ExtenderTlsConfig = z.infer<typeof tlsConfigSchema>;
@@ -69,6 +77,8 @@ export type SchedulerConfig = {
   extenders: ExtenderConfig[];
   /** Pods whose `spec.schedulerName` is one of these are this scheduler's (its profiles). */
   schedulerNames: string[];
+  /** Per-pod backoff after a failed attempt: the initial delay doubling per attempt up to the max. */
+  backoff: { initialMs: number; maxMs: number };
 };
 
 export function parseSchedulerConfig(doc: unknown): SchedulerConfig {
@@ -78,6 +88,10 @@ export function parseSchedulerConfig(doc: unknown): SchedulerConfig {
   return {
     extenders: parsed.data.extenders.map((e) => ({ ...e, httpTimeoutMs: Math.round((e.httpTimeout || 5) * 1000) })),
     schedulerNames: profiles.length ? profiles : ['default-scheduler'],
+    backoff: {
+      initialMs: parsed.data.podInitialBackoffSeconds * 1000,
+      maxMs: parsed.data.podMaxBackoffSeconds * 1000,
+    },
   };
 }
 

@@ -105,42 +105,87 @@ describe('simulated kube-scheduler', () => {
     expect(extender.calls).toEqual([]);
   });
 
-  it('records FailedScheduling with every reason, backs off, and retries at once when nudged', async () => {
+  const filterCalls = () => extender.calls.filter((c) => c.verb === 'filter').length;
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it('records FailedScheduling with every reason and parks the pod until a cluster event', async () => {
     for (const n of ['n1', 'n2', 'n3']) refuse.add(n);
     scheduler = startScheduler({
       client,
       config: defaultSchedulerConfig(extender.url),
-      initialBackoffMs: 60_000,
-      maxBackoffMs: 60_000,
+      initialBackoffMs: 50,
+      maxBackoffMs: 50,
     });
     await client.create(podPath('default'), gpuPod('waits'));
     await expect
       .poll(async () => (await client.list('/api/v1/namespaces/default/events')).items.map((e) => e['message']))
       .toEqual(['0/3 nodes are available: 3 no free card.']);
     const status = (await client.get(podPath('default', 'waits'))).status as {
-      conditions: { type: string; status: string }[];
+      conditions: { type: string; status: string; reason: string }[];
     };
-    expect(status.conditions).toContainEqual(expect.objectContaining({ type: 'PodScheduled', status: 'False' }));
+    expect(status.conditions).toContainEqual(
+      expect.objectContaining({ type: 'PodScheduled', status: 'False', reason: 'Unschedulable' }),
+    );
+    // Its backoff is long over, but nothing happened in the cluster: kube-scheduler does not retry.
+    await sleep(400);
+    expect(filterCalls()).toBe(1);
     refuse.delete('n3');
     scheduler.nudge();
     await expect.poll(() => nodeOf('waits')).toBe('n3');
   });
 
-  it("retries a waiting pod at once when its metadata changes (the control plane's capacity nudge)", async () => {
+  it("unparks a pod whose metadata changes (the control plane's capacity nudge), but not before its backoff", async () => {
     for (const n of ['n1', 'n2', 'n3']) refuse.add(n);
     scheduler = startScheduler({
       client,
       config: defaultSchedulerConfig(extender.url),
-      initialBackoffMs: 60_000,
-      maxBackoffMs: 60_000,
+      initialBackoffMs: 1500,
+      maxBackoffMs: 1500,
     });
     await client.create(podPath('default'), gpuPod('nudged'));
-    await expect.poll(() => extender.calls.filter((c) => c.verb === 'filter').length).toBe(1);
+    await expect.poll(filterCalls).toBe(1);
+    const refusedAt = Date.now();
     refuse.delete('n1');
     await client.mergePatch(podPath('default', 'nudged'), {
       metadata: { annotations: { 'vcuda.io/capacity-freed-at': 'now' } },
     });
-    await expect.poll(() => nodeOf('nudged')).toBe('n1');
+    await sleep(300);
+    expect(filterCalls()).toBe(1);
+    await expect.poll(() => nodeOf('nudged'), { timeout: 5000 }).toBe('n1');
+    expect(Date.now() - refusedAt).toBeGreaterThanOrEqual(1400);
+  });
+
+  it('retries a pod after an extender error without any event, and after 5 minutes parked (scaled)', async () => {
+    scheduler = startScheduler({
+      client,
+      config: defaultSchedulerConfig('http://127.0.0.1:1'),
+      initialBackoffMs: 50,
+      maxBackoffMs: 50,
+    });
+    await client.create(podPath('default'), gpuPod('unreachable'));
+    await expect.poll(() => scheduler!.stats().errors, { timeout: 3000 }).toBeGreaterThanOrEqual(3);
+    const status = (await client.get(podPath('default', 'unreachable'))).status as {
+      conditions: { type: string; reason: string }[];
+    };
+    expect(status.conditions).toContainEqual(
+      expect.objectContaining({ type: 'PodScheduled', reason: 'SchedulerError' }),
+    );
+    await scheduler.close();
+
+    for (const n of ['n1', 'n2', 'n3']) refuse.add(n);
+    scheduler = startScheduler({
+      client,
+      config: defaultSchedulerConfig(extender.url),
+      initialBackoffMs: 50,
+      maxBackoffMs: 50,
+      maxParkedMs: 600,
+    });
+    await client.create(podPath('default'), gpuPod('flushed'));
+    await expect.poll(filterCalls).toBeGreaterThanOrEqual(1);
+    const first = filterCalls();
+    await sleep(300);
+    expect(filterCalls()).toBe(first);
+    await expect.poll(filterCalls, { timeout: 3000 }).toBeGreaterThan(first);
   });
 
   it('validates the scheduler configuration like kube-scheduler', () => {
@@ -154,5 +199,10 @@ describe('simulated kube-scheduler', () => {
       parseSchedulerConfig({ ...base, extenders: [{ urlPrefix: 'http://x/s', httpTimeout: '30s' }] }).extenders[0]!
         .httpTimeoutMs,
     ).toBe(30_000);
+    expect(parseSchedulerConfig(base).backoff).toEqual({ initialMs: 1000, maxMs: 10_000 });
+    expect(() => parseSchedulerConfig({ ...base, podInitialBackoffSeconds: 0 })).toThrow(/podInitialBackoffSeconds/);
+    expect(() => parseSchedulerConfig({ ...base, podInitialBackoffSeconds: 5, podMaxBackoffSeconds: 2 })).toThrow(
+      /podMaxBackoffSeconds/,
+    );
   });
 });

@@ -1,9 +1,15 @@
 /**
  * A kube-scheduler-like loop: watches nodes and pods, takes pending pods one at a time and runs
  * 1 basic filters, 2 extender filters, 3 prioritize, 4 pick the best node, 5 bind (through the
- * extender's bind verb when it manages the pod, else a Binding); a pod that does not fit gets a
- * FailedScheduling event and PodScheduled=False, then waits with exponential backoff, or less
- * when `nudge()` says the cluster changed.
+ * extender's bind verb when it manages the pod, else a Binding).
+ *
+ * Its queue behaves as kube-scheduler 1.32's does (checked against the binary): a pod that does
+ * not fit gets a FailedScheduling event and `PodScheduled=False, reason Unschedulable` and is
+ * parked until a cluster event (a node changing, an assigned pod changing or going, an update of
+ * the pod itself, `nudge()`) or for 5 minutes at most; a pod whose attempt failed with an error
+ * (extender unreachable, bind refused) is not parked. Either way it then waits out its backoff:
+ * the initial backoff doubling per attempt up to the max (1 s and 10 s by default, or what the
+ * configuration sets). No event shortens a backoff.
  */
 import { randomBytes } from 'node:crypto';
 import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
@@ -16,8 +22,11 @@ export type SchedulerOptions = {
   config: SchedulerConfig;
   /** Scheduler names served besides the configuration's profiles (the sim runs one loop for all). */
   extraSchedulerNames?: string[];
+  /** Override the configuration's podInitialBackoffSeconds / podMaxBackoffSeconds (tests). */
   initialBackoffMs?: number;
   maxBackoffMs?: number;
+  /** kube-scheduler's podMaxInUnschedulablePodsDuration (5 min). */
+  maxParkedMs?: number;
   now?: () => number;
   log?: (msg: string) => void;
   /** Binds running at once (kube-scheduler binds asynchronously too). */
@@ -32,7 +41,8 @@ export type SimScheduler = {
   close(): Promise<void>;
 };
 
-type QueueEntry = { attempts: number; notBefore: number; lastMessage?: string };
+/** A pod that failed an attempt: its backoff, and since when it is parked (unschedulable ones only). */
+type QueueEntry = { attempts: number; notBefore: number; parkedSince?: number; lastMessage?: string };
 
 const keyOf = (o: KubeObj) => `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
 
@@ -40,8 +50,9 @@ export function startScheduler(opts: SchedulerOptions): SimScheduler {
   const { client, config } = opts;
   const schedulerNames = new Set([...config.schedulerNames, ...(opts.extraSchedulerNames ?? [])]);
   const schedulerName = config.schedulerNames[0] ?? 'default-scheduler';
-  const initialBackoff = opts.initialBackoffMs ?? 1000;
-  const maxBackoff = opts.maxBackoffMs ?? 10_000;
+  const initialBackoff = opts.initialBackoffMs ?? config.backoff.initialMs;
+  const maxBackoff = opts.maxBackoffMs ?? config.backoff.maxMs;
+  const maxParked = opts.maxParkedMs ?? 5 * 60_000;
   const now = opts.now ?? Date.now;
   const nodes = new Map<string, SchedNode>();
   const pods = new Map<string, KubeObj>();
@@ -62,9 +73,16 @@ export function startScheduler(opts: SchedulerOptions): SimScheduler {
   const poke = () => {
     wake?.();
   };
+  /** A cluster event: every parked pod may fit now (after its backoff). */
   const nudge = () => {
-    for (const e of queue.values()) e.notBefore = 0;
+    for (const e of queue.values()) delete e.parkedSince;
     poke();
+  };
+  const ready = (k: string, t: number) => {
+    const e = queue.get(k);
+    if (!e) return true;
+    if (e.parkedSince !== undefined && t - e.parkedSince >= maxParked) delete e.parkedSince;
+    return e.parkedSince === undefined && e.notBefore <= t;
   };
 
   void client.listWatch(
@@ -109,13 +127,13 @@ export function startScheduler(opts: SchedulerOptions): SimScheduler {
             assumed.delete(k);
             nudge();
           } else {
-            // A metadata change of a waiting pod (the control plane's capacity nudge) retries it now.
+            // A metadata change of a parked pod (the control plane's capacity nudge) unparks it.
             const changed =
               JSON.stringify(before?.metadata.annotations ?? {}) !==
                 JSON.stringify(e.object.metadata.annotations ?? {}) ||
               JSON.stringify(before?.metadata.labels ?? {}) !== JSON.stringify(e.object.metadata.labels ?? {});
             const entry = queue.get(k);
-            if (changed && entry) entry.notBefore = 0;
+            if (changed && entry) delete entry.parkedSince;
             poke();
           }
         }
@@ -150,11 +168,14 @@ export function startScheduler(opts: SchedulerOptions): SimScheduler {
       .sort((a, b) => String(a.metadata['creationTimestamp']).localeCompare(String(b.metadata['creationTimestamp'])));
   }
 
-  async function recordFailure(pod: KubeObj, message: string): Promise<void> {
+  /** `unschedulable`: no node fits (parked until an event); `error`: the attempt failed (not parked). */
+  async function recordFailure(pod: KubeObj, message: string, kind: 'unschedulable' | 'error'): Promise<void> {
     const k = keyOf(pod);
     const entry = queue.get(k) ?? { attempts: 0, notBefore: 0 };
     entry.attempts++;
     entry.notBefore = now() + Math.min(maxBackoff, initialBackoff * 2 ** (entry.attempts - 1));
+    if (kind === 'unschedulable') entry.parkedSince = now();
+    else delete entry.parkedSince;
     const repeated = entry.lastMessage === message;
     entry.lastMessage = message;
     queue.set(k, entry);
@@ -185,7 +206,13 @@ export function startScheduler(opts: SchedulerOptions): SimScheduler {
       .strategicPatch(`${podPath(ns, pod.metadata.name)}/status`, {
         status: {
           conditions: [
-            { type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message, lastTransitionTime: time },
+            {
+              type: 'PodScheduled',
+              status: 'False',
+              reason: kind === 'unschedulable' ? 'Unschedulable' : 'SchedulerError',
+              message,
+              lastTransitionTime: time,
+            },
           ],
         },
       })
@@ -221,7 +248,7 @@ export function startScheduler(opts: SchedulerOptions): SimScheduler {
     }
     if (feasible.length === 0) {
       stats.unschedulable++;
-      await recordFailure(pod, summarizeFailures(all.length, reasons));
+      await recordFailure(pod, summarizeFailures(all.length, reasons), 'unschedulable');
       return undefined;
     }
     for (const ext of config.extenders) {
@@ -257,7 +284,7 @@ export function startScheduler(opts: SchedulerOptions): SimScheduler {
       async (e: Error) => {
         assumed.delete(keyOf(pod));
         stats.errors++;
-        await recordFailure(pod, `binding rejected: ${e.message}`);
+        await recordFailure(pod, `binding rejected: ${e.message}`, 'error');
       },
     );
     bindings.add(binding);
@@ -271,18 +298,19 @@ export function startScheduler(opts: SchedulerOptions): SimScheduler {
   const done = (async () => {
     while (!closed) {
       const t = now();
-      const ready = pendingPods().filter((p) => (queue.get(keyOf(p))?.notBefore ?? 0) <= t);
-      for (const pod of ready) {
+      for (const pod of pendingPods().filter((p) => ready(keyOf(p), t))) {
         if (closed || bindings.size >= maxInFlightBinds) break;
         if (assumed.has(keyOf(pod))) continue;
         try {
           await scheduleOne(pod);
         } catch (e) {
           stats.errors++;
-          await recordFailure(pod, `binding rejected: ${(e as Error).message}`);
+          await recordFailure(pod, (e as Error).message, 'error');
         }
       }
-      const waits = pendingPods().map((p) => (queue.get(keyOf(p))?.notBefore ?? 0) - now());
+      const waits = pendingPods()
+        .map((p) => queue.get(keyOf(p)))
+        .map((e) => (e?.parkedSince !== undefined ? e.parkedSince + maxParked : (e?.notBefore ?? 0)) - now());
       const delay = waits.length ? Math.max(5, Math.min(...waits, 1000)) : 1000;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, delay);

@@ -1,0 +1,236 @@
+/**
+ * The real-server tier: an unmodified kube-apiserver and kube-scheduler v1.32
+ * (`../shared/kubernetes-1.32/`, started once per test file) with vcuda's real control plane and
+ * node agents and the simulated kubelets. kube-scheduler runs the shipped configuration with the
+ * extender URL rewritten (leader election off, this cluster's kubeconfig).
+ *
+ * What does not run (see that directory's README): no kubelet (the simulated ones stand in), no
+ * controller-manager (nodes lose the not-ready taint here), and no admission webhooks (the API
+ * server cannot reach a Service without a network; pods name `vcuda-scheduler` themselves).
+ * The simulated components speak plain HTTP to a local front that forwards to the API server with
+ * the admin client certificate, as `kubectl proxy` does.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { KubeConfig } from '@kubernetes/client-node';
+import type { JSONWebKeySet } from 'jose';
+import { pino } from 'pino';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { resourceNames } from '../../contract/index.js';
+import { loadControlPlaneConfig } from '../../control-plane/config.js';
+import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
+import { JWKS_CONFIGMAP_KEY, JWKS_CONFIGMAP_NAME } from '../../control-plane/signing-keys.js';
+import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
+import { migrate } from '../../db/migrate.js';
+import { type ClusterSpec, expandNodes } from '../../sim/cluster-spec.js';
+import { KubeClient } from '../../sim/kube-client.js';
+import { NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/local-cluster.js';
+import { type RunningSimNode, startSimNode } from '../../sim/node/sim-node.js';
+import { findFreePort } from '../../sim/service-proxy.js';
+
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const REAL_K8S_DIR = join(repoRoot, '..', 'shared', 'kubernetes-1.32');
+const CLUSTER_SH = join(REAL_K8S_DIR, 'cluster.sh');
+const SCHEDULER_CONFIG = join(repoRoot, 'deploy', 'scheduler', 'kube-scheduler-config.yaml');
+
+/** Why the real tier cannot run here, or undefined when it can. */
+export function realTierSkipReason(): string | undefined {
+  if (!existsSync(CLUSTER_SH)) return `no ${REAL_K8S_DIR} (real kube-apiserver + kube-scheduler v1.32)`;
+  return undefined;
+}
+
+/**
+ * How kube-scheduler reaches the extender: the one place to change when the control plane's
+ * extender listener moves (another port, TLS with a client certificate).
+ */
+export function extenderEndpoint(cp: { url: string }): { urlPrefix: string; enableHTTPS: boolean } {
+  return { urlPrefix: `${cp.url}/scheduler`, enableHTTPS: false };
+}
+
+/** The shipped scheduler configuration for this cluster: extender rewritten, no leader election. */
+export function schedulerConfigFor(dir: string, extender: { urlPrefix: string; enableHTTPS: boolean }): string {
+  const doc = parseYaml(readFileSync(SCHEDULER_CONFIG, 'utf8')) as {
+    leaderElection?: unknown;
+    clientConnection?: unknown;
+    extenders: { urlPrefix: string; enableHTTPS?: boolean }[];
+  };
+  doc.leaderElection = { leaderElect: false };
+  doc.clientConnection = { kubeconfig: join(dir, 'scheduler.kubeconfig') };
+  for (const e of doc.extenders) Object.assign(e, extender);
+  const file = join(dir, 'kube-scheduler-config.yaml');
+  writeFileSync(file, stringifyYaml(doc));
+  return file;
+}
+
+/** Plain HTTP in front of the API server, authenticated with the admin client certificate. */
+async function startAdminFront(dir: string, apiserver: string): Promise<{ url: string; close: () => Promise<void> }> {
+  const target = new URL(apiserver);
+  const pki = join(dir, 'pki');
+  const agent = new https.Agent({
+    ca: readFileSync(join(pki, 'ca.crt')),
+    cert: readFileSync(join(pki, 'admin.crt')),
+    key: readFileSync(join(pki, 'admin.key')),
+    keepAlive: true,
+  });
+  const server = http.createServer((req, res) => {
+    const headers = { ...req.headers, host: target.host };
+    delete headers.authorization; // the simulated components' tokens mean nothing to this API server
+    const upstream = https.request(
+      { hostname: target.hostname, port: target.port, path: req.url, method: req.method, headers, agent },
+      (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        res.flushHeaders(); // a watch's headers must not wait for its first event
+        up.pipe(res);
+      },
+    );
+    upstream.on('error', (err) => {
+      if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
+      res.end(String(err));
+    });
+    res.on('close', () => upstream.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      agent.destroy();
+    },
+  };
+}
+
+export type RealCluster = {
+  /** Admin access over plain HTTP (the front), as the simulated components use it. */
+  readonly client: KubeClient;
+  readonly db: VcudaDb;
+  readonly nodes: RunningSimNode[];
+  readonly nodeNames: string[];
+  readonly dir: string;
+  controlPlane(): RunningControlPlane | undefined;
+  killControlPlane(): Promise<void>;
+  startControlPlane(): Promise<void>;
+  close(): Promise<void>;
+};
+
+const run = promisify(execFile);
+
+async function removeNotReadyTaint(client: KubeClient, name: string): Promise<void> {
+  const node = await client.get(`/api/v1/nodes/${name}`);
+  const taints = ((node['spec'] as { taints?: { key: string }[] } | undefined)?.taints ?? []).filter(
+    (t) => t.key !== 'node.kubernetes.io/not-ready',
+  );
+  await client.mergePatch(`/api/v1/nodes/${name}`, { spec: { taints } });
+}
+
+/** Starts etcd, kube-apiserver, the control plane, the nodes and kube-scheduler; ~15 s. */
+export async function startRealCluster(spec: ClusterSpec): Promise<RealCluster> {
+  const dir = mkdtempSync(join(tmpdir(), 'vcuda-k8s-'));
+  const logger = pino({ level: (process.env['VCUDA_TEST_LOG_LEVEL'] as 'info' | undefined) ?? 'silent' });
+  const log = {
+    info: (m: string) => logger.info(m),
+    warn: (m: string) => logger.warn(m),
+    error: (m: string) => logger.error(m),
+  };
+  const closers: (() => Promise<unknown>)[] = [];
+  const close = async () => {
+    for (const c of closers.reverse()) await c().catch(() => undefined);
+    closers.length = 0;
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    closers.push(() => run(CLUSTER_SH, ['stop', dir]));
+    const started = await run(CLUSTER_SH, ['start', dir], { timeout: 120_000 });
+    const apiserver = /APISERVER=(\S+)/.exec(started.stdout)?.[1];
+    if (!apiserver) throw new Error(`cluster.sh start printed no APISERVER=: ${started.stdout}`);
+    const front = await startAdminFront(dir, apiserver);
+    closers.push(front.close);
+    const client = new KubeClient(front.url);
+    for (const ns of ['vcuda-system']) await client.create('/api/v1/namespaces', { metadata: { name: ns } });
+
+    const db = await connectDb({});
+    closers.push(() => closeDb(db));
+    await migrate(db);
+    const kc = new KubeConfig();
+    kc.loadFromFile(join(dir, 'admin.kubeconfig'));
+    const port = await findFreePort();
+    let cp: RunningControlPlane | undefined;
+    const startCp = async () => {
+      const config = loadControlPlaneConfig({
+        flags: {
+          port,
+          host: '127.0.0.1',
+          httpsPort: 0,
+          clusterName: spec.name,
+          memoryUnitMiB: spec.memoryUnitMiB,
+          instanceId: 'vcuda-control-plane-0',
+          kube: { mode: 'kubeconfig' },
+          webhookRegistration: 'off',
+          webhook: { schedulerName: 'vcuda-scheduler' },
+          logLevel: logger.level as 'silent',
+        },
+      });
+      cp = await startControlPlane(config, { db, kubeConfig: kc, logger: logger.child({ cp: 0 }) });
+    };
+    const killCp = async () => {
+      const c = cp;
+      cp = undefined;
+      await c?.close();
+    };
+    await startCp();
+    closers.push(killCp);
+
+    const jwks = async (): Promise<JSONWebKeySet> => {
+      const cm = await client
+        .get(`/api/v1/namespaces/vcuda-system/configmaps/${JWKS_CONFIGMAP_NAME}`)
+        .catch(() => undefined);
+      const text = (cm?.['data'] as Record<string, string> | undefined)?.[JWKS_CONFIGMAP_KEY];
+      return text ? (JSON.parse(text) as JSONWebKeySet) : { keys: [] };
+    };
+    const nodes: RunningSimNode[] = [];
+    closers.push(async () => {
+      for (const n of nodes) await n.close();
+    });
+    for (const node of expandNodes(spec)) {
+      nodes.push(
+        await startSimNode({
+          client,
+          apiUrl: front.url,
+          node,
+          root: join(dir, 'nodes', node.name),
+          domain: resourceNames().domain,
+          memoryUnitMiB: spec.memoryUnitMiB,
+          nativeBuildDir: NATIVE_BUILD_DIR,
+          ...(existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {}),
+          jwks,
+          log,
+        }),
+      );
+      await removeNotReadyTaint(client, node.name);
+    }
+    const schedulerConfig = schedulerConfigFor(dir, extenderEndpoint({ url: `http://127.0.0.1:${port}` }));
+    await run(CLUSTER_SH, ['start', dir, '--scheduler-config', schedulerConfig], { timeout: 60_000 });
+    return {
+      client,
+      db,
+      nodes,
+      nodeNames: nodes.map((n) => n.name),
+      dir,
+      controlPlane: () => cp,
+      killControlPlane: killCp,
+      startControlPlane: startCp,
+      close,
+    };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
