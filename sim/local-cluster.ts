@@ -282,7 +282,7 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
  * What the kubelet does for the scheduler's Secret volume: writes the client's files of Secret
  * vcuda-extender-tls (never `ca.key`) into `dir`.
  */
-async function mountExtenderSecret(client: KubeClient, dir: string): Promise<string> {
+export async function mountExtenderSecret(client: KubeClient, dir: string): Promise<string> {
   const secret = await client.get('/api/v1/namespaces/vcuda-system/secrets/vcuda-extender-tls');
   const data = (secret['data'] ?? {}) as Record<string, string>;
   mkdirSync(dir, { recursive: true, mode: 0o700 });

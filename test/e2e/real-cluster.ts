@@ -31,7 +31,7 @@ import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import { type ClusterSpec, expandNodes } from '../../sim/cluster-spec.js';
 import { KubeClient } from '../../sim/kube-client.js';
-import { NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/local-cluster.js';
+import { mountExtenderSecret, NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/local-cluster.js';
 import { type RunningSimNode, startSimNode } from '../../sim/node/sim-node.js';
 import { findFreePort } from '../../sim/service-proxy.js';
 
@@ -50,16 +50,36 @@ export function realTierSkipReason(): string | undefined {
  * How kube-scheduler reaches the extender: the one place to change when the control plane's
  * extender listener moves (another port, TLS with a client certificate).
  */
-export function extenderEndpoint(cp: { url: string }): { urlPrefix: string; enableHTTPS: boolean } {
-  return { urlPrefix: `${cp.url}/scheduler`, enableHTTPS: false };
+export type ExtenderEndpoint = {
+  urlPrefix: string;
+  enableHTTPS: boolean;
+  tlsConfig: { certFile: string; keyFile: string; caFile: string; serverName: string };
+};
+
+/**
+ * The extender as kube-scheduler reaches it: its TLS port, with the client certificate the control
+ * plane keeps in Secret vcuda-extender-tls (written to `tlsDir` as the Secret volume would be), and
+ * the Service's name as the server name its certificate carries.
+ */
+export function extenderEndpoint(port: number, tlsDir: string): ExtenderEndpoint {
+  return {
+    urlPrefix: `https://127.0.0.1:${port}/scheduler`,
+    enableHTTPS: true,
+    tlsConfig: {
+      certFile: join(tlsDir, 'tls.crt'),
+      keyFile: join(tlsDir, 'tls.key'),
+      caFile: join(tlsDir, 'ca.crt'),
+      serverName: 'vcuda-control-plane.vcuda-system.svc',
+    },
+  };
 }
 
 /** The shipped scheduler configuration for this cluster: extender rewritten, no leader election. */
-export function schedulerConfigFor(dir: string, extender: { urlPrefix: string; enableHTTPS: boolean }): string {
+export function schedulerConfigFor(dir: string, extender: ExtenderEndpoint): string {
   const doc = parseYaml(readFileSync(SCHEDULER_CONFIG, 'utf8')) as {
     leaderElection?: unknown;
     clientConnection?: unknown;
-    extenders: { urlPrefix: string; enableHTTPS?: boolean }[];
+    extenders: { urlPrefix: string; enableHTTPS?: boolean; tlsConfig?: unknown }[];
   };
   doc.leaderElection = { leaderElect: false };
   doc.clientConnection = { kubeconfig: join(dir, 'scheduler.kubeconfig') };
@@ -162,6 +182,7 @@ export async function startRealCluster(spec: ClusterSpec): Promise<RealCluster> 
     const kc = new KubeConfig();
     kc.loadFromFile(join(dir, 'admin.kubeconfig'));
     const port = await findFreePort();
+    const extenderPort = await findFreePort();
     let cp: RunningControlPlane | undefined;
     const startCp = async () => {
       const config = loadControlPlaneConfig({
@@ -175,6 +196,7 @@ export async function startRealCluster(spec: ClusterSpec): Promise<RealCluster> 
           kube: { mode: 'kubeconfig' },
           webhookRegistration: 'off',
           webhook: { schedulerName: 'vcuda-scheduler' },
+          extender: { port: extenderPort },
           logLevel: logger.level as 'silent',
         },
       });
@@ -216,7 +238,8 @@ export async function startRealCluster(spec: ClusterSpec): Promise<RealCluster> 
       );
       await removeNotReadyTaint(client, node.name);
     }
-    const schedulerConfig = schedulerConfigFor(dir, extenderEndpoint({ url: `http://127.0.0.1:${port}` }));
+    const tlsDir = await mountExtenderSecret(client, join(dir, 'scheduler-tls'));
+    const schedulerConfig = schedulerConfigFor(dir, extenderEndpoint(extenderPort, tlsDir));
     await run(CLUSTER_SH, ['start', dir, '--scheduler-config', schedulerConfig], { timeout: 60_000 });
     return {
       client,
