@@ -182,7 +182,7 @@ export async function startControlPlane(
       try {
         await c();
       } catch (err) {
-        log.warn({ err: String(err) }, 'shutdown step failed');
+        log.warn({ err }, 'shutdown step failed');
       }
     }
     closers.length = 0;
@@ -226,7 +226,7 @@ export async function startControlPlane(
     };
     if (kc) {
       watch = createWatchCache(kc, state, {
-        onError: (err) => log.warn({ err: String(err) }, 'watch failed; relisting'),
+        onError: (err) => log.warn({ err }, 'watch failed; relisting'),
       });
       const client = createKubeClient(kc);
       kube = {
@@ -272,7 +272,7 @@ export async function startControlPlane(
         await kube.patchPodAnnotations(t.namespace, t.name, annotations);
       },
       onNudged: () => extenderMetrics.nudges.inc(),
-      onError: (t, err) => log.debug({ pod: `${t.namespace}/${t.name}`, err: String(err) }, 'nudge failed'),
+      onError: (t, err) => log.debug({ pod: `${t.namespace}/${t.name}`, err }, 'nudge failed'),
     });
     closers.push(() => nudger.close());
     // An allocated pod's container sizes stop being pending on its node, in the ledger that every
@@ -284,13 +284,13 @@ export async function startControlPlane(
     const unsubscribe = state.onCapacityFreed((e) => {
       if (e.why === 'pod-ended' && e.pod?.uid) {
         nudger.forget(e.pod.uid);
-        ledger.release(config.clusterName, e.pod.uid).catch((err) => log.warn({ err: String(err) }, 'release failed'));
+        ledger.release(config.clusterName, e.pod.uid).catch((err) => log.warn({ err }, 'release failed'));
       }
       if (e.why === 'pod-allocated' && e.pod?.uid) {
         // Nudge once the ledger knows, or a pod waiting for this size would be refused again.
         allocationMarks
           .write(e.pod.uid)
-          .catch((err) => log.warn({ err: String(err) }, 'marking an allocation in the ledger failed'))
+          .catch((err) => log.warn({ err }, 'marking an allocation in the ledger failed'))
           .finally(() => nudger.capacityFreed(e));
         return;
       }
@@ -305,17 +305,16 @@ export async function startControlPlane(
         .ensureAll(state.snapshot().nodes.values())
         .then(
           (r) =>
-            r.failed > 0 &&
-            log.warn({ failed: r.failed, err: String(r.firstError) }, 'registering nodes in the ledger failed'),
+            r.failed > 0 && log.warn({ failed: r.failed, err: r.firstError }, 'registering nodes in the ledger failed'),
         )
-        .catch((err) => log.warn({ err: String(err) }, 'registering nodes in the ledger failed'));
+        .catch((err) => log.warn({ err }, 'registering nodes in the ledger failed'));
     };
     const housekeeping = setInterval(() => {
       registerNodes();
       ledger
         .expireReservations(config.reservationTimeoutSeconds * 1000)
         .then((n) => n > 0 && log.info({ released: n }, 'expired unconfirmed reservations'))
-        .catch((err) => log.warn({ err: String(err) }, 'expiring reservations failed'));
+        .catch((err) => log.warn({ err }, 'expiring reservations failed'));
     }, HOUSEKEEPING_MS);
     housekeeping.unref();
     closers.push(() => clearInterval(housekeeping));
@@ -337,7 +336,7 @@ export async function startControlPlane(
             }
             for (const f of r.refused) log.error({ pod: f.pod, reason: f.message }, 'running pod missing from ledger');
           })
-          .catch((err) => log.warn({ err: String(err) }, 'reconcile failed'));
+          .catch((err) => log.warn({ err }, 'reconcile failed'));
       }, RECONCILE_MS);
       reconcile.unref();
       closers.push(() => clearInterval(reconcile));
@@ -409,7 +408,7 @@ export async function startControlPlane(
     const usageStore = createUsageStore(db, { clock });
     // Raw usage samples become hourly, then daily rows, so the table does not grow without bound.
     const downsample = setInterval(() => {
-      usageStore.downsampleUsage().catch((err) => log.warn({ err: String(err) }, 'usage downsampling failed'));
+      usageStore.downsampleUsage().catch((err) => log.warn({ err }, 'usage downsampling failed'));
     }, DOWNSAMPLE_MS);
     downsample.unref();
     closers.push(() => clearInterval(downsample));
@@ -502,7 +501,7 @@ export async function startControlPlane(
       // replica's own events arriving twice (recorded at creation, then watched) show once.
       const events = watchRefusalEvents(kc, refusals, {
         cluster: config.clusterName,
-        onError: (err) => log.warn({ err: String(err) }, 'refusal event watch failed; relisting'),
+        onError: (err) => log.warn({ err }, 'refusal event watch failed; relisting'),
       });
       closers.push(() => events.stop());
     }
@@ -544,10 +543,10 @@ export async function startControlPlane(
           log.info({ nodes: state.snapshot().nodes.size }, 'watch cache synced');
           registerNodes();
           releaseVanished(listAskedAtMs)
-            .catch((err) => log.warn({ err: String(err) }, 'releasing the rows of vanished pods failed'))
+            .catch((err) => log.warn({ err }, 'releasing the rows of vanished pods failed'))
             .finally(nudgeStalled);
         },
-        (err) => log.error({ err: String(err) }, 'watch cache failed to start'),
+        (err) => log.error({ err }, 'watch cache failed to start'),
       );
     } else registerNodes();
     log.info({ url: http.url, httpsUrl, extenderUrl: extender.url }, 'control plane listening');
@@ -579,7 +578,7 @@ function unverifiedReporter(
   return (u) => {
     metrics.unverified.inc({ reason: u.reason });
     log.warn({ pod: `${u.pod.namespace}/${u.pod.name}`, reason: u.reason, detail: u.message }, 'unverified assignment');
-    recordEvent(u).catch((err) => log.warn({ err: String(err) }, 'event not recorded'));
+    recordEvent(u).catch((err) => log.warn({ err }, 'event not recorded'));
   };
 }
 

@@ -97,9 +97,7 @@ export function createAdmissionAnswerer(deps: AdmissionRoutesDeps): AdmissionAns
     const events = deps.events;
     Promise.resolve()
       .then(() => events.record(pod, reason, message))
-      .catch((err: unknown) =>
-        deps.logger.warn({ err: String(err), pod: pod.name }, 'recording admission event failed'),
-      );
+      .catch((err: unknown) => deps.logger.warn({ err, pod: pod.name }, 'recording admission event failed'));
   }
 
   function refuse(request: AdmissionRequest, hook: Hook, errors: FieldError[], warnings: string[] = []): Answer {

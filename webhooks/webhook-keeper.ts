@@ -105,9 +105,7 @@ export function createWebhookKeeper(deps: WebhookKeeperDeps): WebhookKeeper {
     refresh,
     start(intervalMs) {
       const timer = setInterval(() => {
-        refresh().catch((err: unknown) =>
-          deps.logger.warn({ err: String(err) }, 'webhook refresh failed; retrying later'),
-        );
+        refresh().catch((err: unknown) => deps.logger.warn({ err }, 'webhook refresh failed; retrying later'));
       }, intervalMs);
       timer.unref();
       return () => clearInterval(timer);

@@ -66,6 +66,8 @@ export type BinderDeps = {
   clock: () => Date;
   /** Shared with whoever registers nodes in the background; the binder makes its own otherwise. */
   ledgerNodes?: LedgerNodes;
+  /** Told of a step that failed after the bind's outcome was decided (the reconcile mends it). */
+  log?: (msg: string, fields?: Record<string, unknown>) => void;
 };
 
 export type BindOutcome = { pod: string; node: string; cards: string[]; reused: boolean };
@@ -246,7 +248,9 @@ export class Binder {
    * fail the bind, whose Binding already exists.
    */
   private async confirm(podUid: string): Promise<void> {
-    await this.confirms.write(podUid).catch(() => undefined);
+    await this.confirms
+      .write(podUid)
+      .catch((err: unknown) => this.deps.log?.('confirm failed; the reconcile confirms it later', { err, podUid }));
   }
 
   private async createBinding(args: BindingArgs): Promise<void> {
@@ -255,6 +259,7 @@ export class Binder {
     } catch (err) {
       // A Binding from an earlier attempt that timed out on our side counts as done.
       if (err instanceof VcudaError && err.code === 'conflict') {
+        // Unreadable now: the conflict stands and is reported as it came.
         const now = await this.deps.kube.readPod(args.PodNamespace, args.PodName).catch(() => undefined);
         if (now?.spec?.nodeName === args.Node && now.metadata?.uid === args.PodUID) return;
       }
@@ -262,14 +267,21 @@ export class Binder {
     }
   }
 
+  /**
+   * Best effort: the bind already failed and says so. A release that fails leaves a reservation the
+   * expiry frees; an annotation left behind holds nothing once its pod is judged without a bind.
+   */
   private async undo(args: BindingArgs): Promise<void> {
-    await this.deps.ledger.release(this.deps.config.cluster, args.PodUID).catch(() => undefined);
+    const pod = `${args.PodNamespace}/${args.PodName}`;
+    await this.deps.ledger
+      .release(this.deps.config.cluster, args.PodUID)
+      .catch((err: unknown) => this.deps.log?.('undo: release failed; the reservation expires', { err, pod }));
     await this.deps.kube
       .patchPodAnnotations(args.PodNamespace, args.PodName, {
         [vcudaAnnotations.assignment]: null,
         [vcudaAnnotations.assignedNode]: null,
         [vcudaAnnotations.assignedAt]: null,
       })
-      .catch(() => undefined);
+      .catch((err: unknown) => this.deps.log?.('undo: removing the assignment failed', { err, pod }));
   }
 }

@@ -92,7 +92,7 @@ export function extenderRoutes(deps: ExtenderDeps): Hono {
       now,
       nameSuffix: `${now.getTime().toString(36)}.${config.instanceId}.${eventSeq}`,
     });
-    deps.kube.createEvent(pod.namespace, event).catch((err) => deps.log?.('event not recorded', { err: String(err) }));
+    deps.kube.createEvent(pod.namespace, event).catch((err) => deps.log?.('event not recorded', { err }));
   };
 
   const timed = async <T>(verb: string, fn: () => Promise<T>): Promise<T> => {
@@ -225,7 +225,7 @@ export function extenderRoutes(deps: ExtenderDeps): Hono {
 
   app.onError((err, c) => {
     if (err instanceof ValidationError) return c.json({ Error: err.message }, 400);
-    deps.log?.('extender error', { err: String(err) });
+    deps.log?.('extender error', { err });
     return c.json({ Error: 'internal error' }, 500);
   });
 
