@@ -28,6 +28,18 @@ export function registerControlPlaneCommand(program: Command): void {
     .option('--signing-key-source <src>', 'secret | file | ephemeral; env VCUDA_SIGNING_KEY_SOURCE')
     .option('--signing-key-file <file>', 'signing keys JSON for source file; env VCUDA_SIGNING_KEY_FILE')
     .option('--webhook-registration <mode>', 'auto | off; env VCUDA_WEBHOOK_REGISTRATION')
+    .option(
+      '--webhook-url <url>',
+      'https://host:port the API server calls when the control plane runs outside the cluster; env VCUDA_WEBHOOK_URL',
+    )
+    .option(
+      '--webhook-scheduler-name <name>',
+      'scheduler the webhook sets on vcuda pods (vcuda-scheduler); env VCUDA_WEBHOOK_SCHEDULER_NAME',
+    )
+    .option(
+      '--webhook-privileged-username <user...>',
+      "users who may write vcuda.io/ annotations (default: vcuda's two service accounts; add the identity the control plane runs as when it is another); env VCUDA_WEBHOOK_PRIVILEGED_USERNAMES (comma-separated)",
+    )
     .option('--log-level <level>', 'info, debug, ...; env VCUDA_LOG_LEVEL')
     .option('--print-config', 'print the resolved configuration (passwords redacted) and exit')
     .action(async (opts: ControlPlaneFlags & { printConfig?: boolean }) => {

@@ -105,6 +105,22 @@ describe('control plane config', () => {
     expect(loadControlPlaneConfig({ env: { VCUDA_EXTENDER_PORT: '9444' } }).extender.port).toBe(9444);
   });
 
+  it('reads the webhook URL, scheduler name and privileged users from the environment', () => {
+    const c = loadControlPlaneConfig({
+      env: {
+        VCUDA_WEBHOOK_URL: 'https://cp.example:8443',
+        VCUDA_WEBHOOK_SCHEDULER_NAME: 'vcuda-scheduler',
+        VCUDA_WEBHOOK_PRIVILEGED_USERNAMES: 'system:serviceaccount:vcuda-system:vcuda-control-plane, kubernetes-admin',
+      },
+    });
+    expect(c.webhook.registration?.url).toBe('https://cp.example:8443');
+    expect(c.webhook.schedulerName).toBe('vcuda-scheduler');
+    expect(c.webhook.privilegedUsernames).toEqual([
+      'system:serviceaccount:vcuda-system:vcuda-control-plane',
+      'kubernetes-admin',
+    ]);
+  });
+
   it('reads numbers from the environment and refuses non-numbers', () => {
     expect(loadControlPlaneConfig({ env: { VCUDA_HEARTBEAT_STALE_SECONDS: '30' } }).heartbeatStaleSeconds).toBe(30);
     expect(() => loadControlPlaneConfig({ env: { VCUDA_PORT: 'eighty' } })).toThrow(/port/);

@@ -229,7 +229,7 @@ function deepMerge(base: unknown, over: unknown): unknown {
 }
 
 /** Environment variable -> config path, and how to read it. */
-export const envKeys: Record<string, [path: string, kind: 'string' | 'int' | 'bool']> = {
+export const envKeys: Record<string, [path: string, kind: 'string' | 'int' | 'bool' | 'list']> = {
   VCUDA_PORT: ['port', 'int'],
   VCUDA_HOST: ['host', 'string'],
   VCUDA_HTTPS_PORT: ['httpsPort', 'int'],
@@ -252,6 +252,9 @@ export const envKeys: Record<string, [path: string, kind: 'string' | 'int' | 'bo
   VCUDA_SIGNING_KEY_SOURCE: ['signingKeys.source', 'string'],
   VCUDA_SIGNING_KEY_FILE: ['signingKeys.file', 'string'],
   VCUDA_WEBHOOK_REGISTRATION: ['webhookRegistration', 'string'],
+  VCUDA_WEBHOOK_URL: ['webhook.registration.url', 'string'],
+  VCUDA_WEBHOOK_SCHEDULER_NAME: ['webhook.schedulerName', 'string'],
+  VCUDA_WEBHOOK_PRIVILEGED_USERNAMES: ['webhook.privilegedUsernames', 'list'],
   VCUDA_WEBHOOK_CERT_MODE: ['webhook.certificates.mode', 'string'],
   VCUDA_WEBHOOK_CERT_FILE: ['webhook.certificates.certFile', 'string'],
   VCUDA_WEBHOOK_KEY_FILE: ['webhook.certificates.keyFile', 'string'],
@@ -270,7 +273,19 @@ function fromEnv(env: Env): Record<string, unknown> {
   for (const [name, [path, kind]] of Object.entries(envKeys)) {
     const raw = env[name];
     if (raw === undefined || raw === '') continue;
-    const value = kind === 'int' ? (/^\d+$/.test(raw) ? Number(raw) : raw) : kind === 'bool' ? raw === 'true' : raw;
+    const value =
+      kind === 'int'
+        ? /^\d+$/.test(raw)
+          ? Number(raw)
+          : raw
+        : kind === 'bool'
+          ? raw === 'true'
+          : kind === 'list'
+            ? raw
+                .split(',')
+                .map((x) => x.trim())
+                .filter(Boolean)
+            : raw;
     setPath(out, path, value);
   }
   return out;

@@ -39,7 +39,12 @@ export function toVcudaError(err: unknown, what: string): VcudaError {
       // keep the raw body
     }
     const code = err.code === 404 ? 'not-found' : err.code === 409 ? 'conflict' : 'unavailable';
-    return new VcudaError(code, `${what}: HTTP ${err.code} ${message}`, { cause: err });
+    // A fresh cluster without vcuda's namespace: say how to make it, not only that it is missing.
+    const namespace = /^namespaces "([^"]+)" not found$/.exec(message)?.[1];
+    const hint = namespace
+      ? `; create it first (kubectl apply -k deploy/base creates it, or kubectl create namespace ${namespace})`
+      : '';
+    return new VcudaError(code, `${what}: HTTP ${err.code} ${message}${hint}`, { cause: err });
   }
   return new VcudaError('unavailable', `${what}: ${(err as Error).message ?? String(err)}`, { cause: err });
 }

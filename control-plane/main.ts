@@ -24,6 +24,9 @@ export type ControlPlaneFlags = {
   signingKeySource?: string;
   signingKeyFile?: string;
   webhookRegistration?: string;
+  webhookUrl?: string;
+  webhookSchedulerName?: string;
+  webhookPrivilegedUsername?: string[];
   logLevel?: string;
 };
 
@@ -54,6 +57,9 @@ export function flagsToConfig(f: ControlPlaneFlags): Record<string, unknown> {
   put(['signingKeys', 'source'], f.signingKeySource);
   put(['signingKeys', 'file'], f.signingKeyFile);
   put(['webhookRegistration'], f.webhookRegistration);
+  put(['webhook', 'registration', 'url'], f.webhookUrl);
+  put(['webhook', 'schedulerName'], f.webhookSchedulerName);
+  put(['webhook', 'privilegedUsernames'], f.webhookPrivilegedUsername);
   put(['logLevel'], f.logLevel);
   return out;
 }

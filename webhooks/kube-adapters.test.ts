@@ -133,7 +133,7 @@ describe('client-node adapters against an API server on loopback', () => {
     };
     expect(stored.webhooks.map((w) => [w.name, w.failurePolicy])).toEqual([
       ['mutate.pods.vcuda.io', 'Fail'],
-      ['mutate-best-effort.pods.vcuda.io', 'Ignore'],
+      ['mutate-unlabelled-namespaces.pods.vcuda.io', 'Ignore'],
     ]);
     const updated = await ensureWebhookRegistration(client, { ...input, caBundlePem: 'NEW' });
     expect(updated).toMatchObject({ mutating: 'updated', validating: 'updated' });

@@ -103,7 +103,7 @@ describe('buildWebhookConfigurations', () => {
         },
       ],
       [
-        'mutate-best-effort.pods.vcuda.io',
+        'mutate-unlabelled-namespaces.pods.vcuda.io',
         'Ignore',
         {
           matchExpressions: [

@@ -146,7 +146,9 @@ export function buildWebhookConfigurations(input: RegistrationInput): {
         reinvocationPolicy: 'Never',
       },
       {
-        ...base('mutate-best-effort.pods.vcuda.io', '/admission/mutate', ['CREATE']),
+        // Fails open: a namespace without the enforce label cannot be told apart from one that does
+        // not run vcuda pods on 1.26/1.27 (no match conditions), and must not depend on the webhook.
+        ...base('mutate-unlabelled-namespaces.pods.vcuda.io', '/admission/mutate', ['CREATE']),
         failurePolicy: 'Ignore',
         namespaceSelector: { matchExpressions: [{ ...enforce, operator: 'NotIn' }, ...exempt] },
         reinvocationPolicy: 'Never',

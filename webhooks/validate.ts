@@ -61,7 +61,8 @@ function findReservedChanges(
       fieldError(
         `metadata.${section}[${JSON.stringify(key)}]`,
         'vcuda-annotation-reserved',
-        `${change} by ${who}; the ${VCUDA_PREFIX} prefix is written by vcuda's own service accounts only`,
+        `${change} by ${who}; the ${VCUDA_PREFIX} prefix is written by vcuda's own service accounts only ` +
+          '(a control plane running as another identity must list it in webhook.privilegedUsernames, env VCUDA_WEBHOOK_PRIVILEGED_USERNAMES)',
       ),
     );
   }
