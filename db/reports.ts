@@ -29,7 +29,8 @@ export const reportParamsSchema = z.object({
   cluster: z.string().min(1).optional(),
   groupBy: z.enum(['namespace', 'team', 'cluster']).default('namespace'),
   idleBelowPct: z.coerce.number().min(0).max(100).default(5),
-  idleForMinutes: z.coerce.number().int().positive().default(30),
+  /** Fractions allowed (a test or a demo looks at seconds, not half hours). */
+  idleForMinutes: z.coerce.number().positive().max(525_600).default(30),
   limit: z.coerce.number().int().positive().max(10_000).default(10),
 });
 export type ReportParams = z.input<typeof reportParamsSchema>;

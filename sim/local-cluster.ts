@@ -17,6 +17,7 @@ import { JWKS_CONFIGMAP_KEY, JWKS_CONFIGMAP_NAME } from '../control-plane/signin
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { createQuotaAdmin } from '../db/quotas.js';
 import { type SimApiServer, startApiServer } from './apiserver/api-server.js';
+import type { UserInfo } from './apiserver/resource-handlers.js';
 import { type ClusterSpec, DEFAULT_CLUSTER, expandNodes } from './cluster-spec.js';
 import { KubeClient } from './kube-client.js';
 import { kubeConfigFor, writeKubeconfig } from './kubeconfig.js';
@@ -48,6 +49,8 @@ export type LocalClusterOptions = {
   onProgress?: (step: string) => void;
   /** Resource domain of every component (`tencent.com` to try a gpu-manager migration); default nvidia.com. */
   resourceDomain?: string;
+  /** How often node agents report usage to the control plane (ms); default the agent's (10 s). */
+  usageReportMs?: number;
 };
 
 export type LocalCluster = {
@@ -91,16 +94,20 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
   };
   try {
     // 1. The API server, with a token per component so webhooks see service accounts.
-    const tokens = {
-      'vcuda-control-plane-token': {
-        username: CONTROL_PLANE_USER,
-        groups: ['system:serviceaccounts', 'system:authenticated'],
-      },
-      'vcuda-node-agent-token': {
-        username: NODE_AGENT_USER,
-        groups: ['system:serviceaccounts', 'system:authenticated'],
-      },
+    const serviceAccount = { groups: ['system:serviceaccounts', 'system:authenticated'] };
+    const tokens: Record<string, UserInfo> = {
+      'vcuda-control-plane-token': { username: CONTROL_PLANE_USER, ...serviceAccount },
+      'vcuda-node-agent-token': { username: NODE_AGENT_USER, ...serviceAccount },
     };
+    // Each node's agent has its own token, bound to its node as a DaemonSet pod's projected token
+    // is: its review names the node, so the control plane can check whose usage it is.
+    for (const node of expandNodes(cluster)) {
+      tokens[nodeAgentToken(node.name)] = {
+        username: NODE_AGENT_USER,
+        ...serviceAccount,
+        extra: { [NODE_NAME_EXTRA]: [node.name] },
+      };
+    }
     const httpService = await startServiceProxy({ port: opts.port ?? 0 });
     closers.push(() => httpService.close());
     const httpsService = await startServiceProxy();
@@ -190,7 +197,7 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
         startSimNode({
           client,
           apiUrl: api.url,
-          agentToken: 'vcuda-node-agent-token',
+          agentToken: nodeAgentToken(node.name),
           node,
           root: join(workDir, 'nodes', node.name),
           domain,
@@ -198,6 +205,8 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
           nativeBuildDir: NATIVE_BUILD_DIR,
           ...(existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {}),
           jwks,
+          // The Service's URL is known before the replicas start; reports fail (logged) until then.
+          usage: { controlPlaneUrl: url, ...(opts.usageReportMs ? { periodMs: opts.usageReportMs } : {}) },
           log,
         }),
       ),
@@ -258,6 +267,14 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
 }
 
 export type { ServiceProxy };
+
+/** TokenReview's `status.user.extra` key naming the node a service account token is bound to. */
+const NODE_NAME_EXTRA = 'authentication.kubernetes.io/node-name';
+
+/** The bearer token of a node's agent. */
+export function nodeAgentToken(node: string): string {
+  return `vcuda-node-agent-token-${node}`;
+}
 
 const WORK_DIR_PREFIX = 'vcuda-local-';
 const OWNER_FILE = 'owner.pid';

@@ -58,7 +58,10 @@ function reviewToken(review: KubeObject, tokens: Record<string, UserInfo>): Kube
     kind: 'TokenReview',
     metadata: { ...(review.metadata ?? {}) },
     status: user
-      ? { authenticated: true, user: { username: user.username, groups: user.groups ?? [] } }
+      ? {
+          authenticated: true,
+          user: { username: user.username, groups: user.groups ?? [], ...(user.extra ? { extra: user.extra } : {}) },
+        }
       : { authenticated: false, error: 'invalid bearer token' },
   };
 }

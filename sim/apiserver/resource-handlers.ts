@@ -13,7 +13,8 @@ import { applyPatch, type PatchType } from './patch.js';
 import { apiVersionOf, type ResourceType, typeKey } from './resource-registry.js';
 import type { KubeObject, Matcher } from './selectors.js';
 
-export type UserInfo = { username: string; groups: string[] };
+/** `extra`: as TokenReview and AdmissionReview carry it (a node-bound token's `authentication.kubernetes.io/node-name`). */
+export type UserInfo = { username: string; groups: string[]; extra?: Record<string, string[]> };
 export type WriteOptions = { dryRun: boolean; user: UserInfo };
 export type DeleteOptions = WriteOptions & {
   gracePeriodSeconds?: number;
