@@ -49,6 +49,8 @@ export type LocalClusterOptions = {
   onProgress?: (step: string) => void;
   /** Resource domain of every component (`tencent.com` to try a gpu-manager migration); default nvidia.com. */
   resourceDomain?: string;
+  /** The dashboard's idle view: allocations idle this long (minutes; default 2, a cluster's is 30). */
+  idleForMinutes?: number;
   /** How often node agents report usage to the control plane (ms); default the agent's (10 s). */
   usageReportMs?: number;
 };
@@ -159,6 +161,8 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
           kube: { mode: 'kubeconfig' },
           webhookRegistration: 'auto',
           webhook: { schedulerName: 'vcuda-scheduler' },
+          // A demo's idle pods show in the idle view within minutes, not after half an hour.
+          dashboard: { idleForMinutes: opts.idleForMinutes ?? 2 },
           logLevel,
         },
       });
