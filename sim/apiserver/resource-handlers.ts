@@ -15,7 +15,8 @@ import type { KubeObject, Matcher } from './selectors.js';
 
 /** `extra`: as TokenReview and AdmissionReview carry it (a node-bound token's `authentication.kubernetes.io/node-name`). */
 export type UserInfo = { username: string; groups: string[]; extra?: Record<string, string[]> };
-export type WriteOptions = { dryRun: boolean; user: UserInfo };
+/** `warn`: where admission warnings go (the response's `Warning` headers). */
+export type WriteOptions = { dryRun: boolean; user: UserInfo; warn?: (text: string) => void };
 export type DeleteOptions = WriteOptions & {
   gracePeriodSeconds?: number;
   preconditions?: { uid?: string; resourceVersion?: string };
@@ -83,6 +84,7 @@ export class ResourceHandlers {
         oldObject: old,
         dryRun: opts.dryRun,
         userInfo: opts.user,
+        ...(opts.warn ? { warn: opts.warn } : {}),
       },
       this.admission,
     );
