@@ -127,4 +127,22 @@ describe.skipIf(!hasKubectl)('kubectl against the simulated API server (skipped:
       watcher?.kill();
     }
   }, 30_000);
+
+  it('explains a pod and its fields from the OpenAPI schema', async () => {
+    const pod = (await kubectl('explain', 'pod')).stdout;
+    expect(pod).toContain('KIND:       Pod');
+    expect(pod).toContain('Pod is a collection of containers that can run on a host.');
+    const limits = (await kubectl('explain', 'pod.spec.containers.resources.limits')).stdout;
+    expect(limits).toContain('FIELD: limits <map[string]Quantity>');
+  }, 30_000);
+
+  it('still applies with the schemas served (kubectl computes strategic merge patches from them)', async () => {
+    const file = join(dir, 'applied.json');
+    const applied = pod('applied');
+    writeFileSync(file, JSON.stringify(applied));
+    expect((await kubectl('apply', '-f', file)).stdout).toBe('pod/applied created\n');
+    writeFileSync(file, JSON.stringify({ ...applied, metadata: { ...applied.metadata, labels: { tier: 'web' } } }));
+    expect((await kubectl('apply', '-f', file)).stdout).toBe('pod/applied configured\n');
+    expect((await client.get(podPath('default', 'applied'))).metadata.labels).toEqual({ tier: 'web' });
+  }, 30_000);
 });
