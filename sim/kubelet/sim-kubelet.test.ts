@@ -1,6 +1,8 @@
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseProcCgroup } from '../../node-agent/compute/cgroup-identity.js';
@@ -12,9 +14,11 @@ import {
 } from '../../node-agent/device-plugin/protocol.js';
 import { type SimApiServer, startApiServer } from '../apiserver/api-server.js';
 import { KubeClient, podPath } from '../kube-client.js';
+import { writeKubeconfig } from '../kubeconfig.js';
 import { type SimKubelet, startKubelet } from './sim-kubelet.js';
 
 const RESOURCE = 'example.com/widget';
+const hasKubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
 
 /** A minimal device plugin: 4 widgets; Allocate hands out env naming the IDs and a mounted file path. */
 async function startPlugin(pluginDir: string, hostDir: string) {
@@ -168,7 +172,22 @@ describe('simulated kubelet', () => {
     expect(Date.parse(t.finishedAt)).toBeGreaterThan(Date.parse(t.startedAt));
     expect(t.containerID).toMatch(/^containerd:\/\/[0-9a-f]{64}$/);
     expect(c!.containerID).toBe(t.containerID);
+    if (!hasKubectl) return; // the status above is what kubectl reads; skipped visibly below
+    const kubeconfig = join(dir, 'kubeconfig');
+    writeKubeconfig(kubeconfig, api.url);
+    // Asynchronous: the API server answers from this very process.
+    const described = (
+      await promisify(execFile)('kubectl', ['--kubeconfig', kubeconfig, 'describe', 'pod', 'crash'], {
+        encoding: 'utf8',
+      })
+    ).stdout;
+    const year = String(new Date(t.startedAt).getFullYear());
+    expect(described).toMatch(new RegExp(`Started:\\s+\\w{3}, \\d\\d \\w{3} ${year} `));
+    expect(described).toMatch(new RegExp(`Finished:\\s+\\w{3}, \\d\\d \\w{3} ${year} `));
+    expect(described).not.toContain('0001');
   });
+
+  it.skipIf(hasKubectl)('describes a failed container with kubectl (skipped: no kubectl on PATH)', () => {});
 
   it('publishes each running container in its cgroup view of /proc and removes it on exit', async () => {
     const procDir = join(dir, 'proc');
