@@ -69,10 +69,13 @@ describe('usage from simulated containers', () => {
     expect(await usedHours(IDLE_NS)).toBe(0);
 
     // The busy pod's mean share is its duty cycle (40 %, under its 50 % limit), as the ledger saw it.
-    const busyShare = (await report('idle', 'idleForMinutes=0.1&idleBelowPct=100')).rows.find(
-      (r) => r['pod'] === 'busy',
-    )?.['meanSmPct'];
-    expect(Number(busyShare)).toBeGreaterThan(20);
-    expect(Number(busyShare)).toBeLessThan(60);
+    // (Every pod with samples over the last 6 s is below 100 %; the busy one may not be there yet.)
+    const busyShare = async () =>
+      (await report('idle', 'idleForMinutes=0.1&idleBelowPct=100')).rows.find((r) => r['pod'] === 'busy')?.[
+        'meanSmPct'
+      ];
+    await expect.poll(busyShare, { timeout: 30_000 }).toBeDefined();
+    expect(Number(await busyShare())).toBeGreaterThan(20);
+    expect(Number(await busyShare())).toBeLessThan(60);
   }, 120_000);
 });
