@@ -50,6 +50,10 @@ describe.skipIf(!stub)('NVML through koffi (stub library)', () => {
         { pid: 202, timestampUs: 2000, smPercent: 45, memoryPercent: 6 },
       ]);
       expect(gpu.processUtilization(0, 5000)).toEqual([]);
+      // More samples at the read than the size query announced: read them all, do not fail.
+      const grown = gpu.processUtilization(0, 500);
+      expect(grown).toHaveLength(40);
+      expect(grown[39]).toEqual({ pid: 339, timestampUs: 639, smPercent: 1, memoryPercent: 0 });
     } finally {
       gpu.close();
     }
