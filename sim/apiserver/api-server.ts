@@ -102,7 +102,7 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
  * quoted with `\` and `"` escaped); kubectl prints each as `Warning: <text>`.
  */
 export function warningHeader(text: string): string {
-  const clean = text.replace(/[\u0000-\u001f\u007f]/g, ' ').replace(/[\\"]/g, (c) => `\\${c}`);
+  const clean = text.replace(/\p{Cc}/gu, ' ').replace(/[\\"]/g, (c) => `\\${c}`);
   // Header values are bytes: UTF-8 on the wire, as Go writes them (Node sends latin1 code units).
   return `299 - "${Buffer.from(clean, 'utf8').toString('latin1')}"`;
 }
