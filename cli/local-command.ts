@@ -87,9 +87,17 @@ export function registerLocalCommand(program: Command): void {
       const hasWorkloadBinary = existsSync(`${WORKLOAD_DIR}/cuda-workload`);
       const spec = useDemo
         ? demoWorkload(
-            (_limitMiB, allocMiB) =>
+            (_limitMiB, allocMiB, busyPercent) =>
               hasWorkloadBinary
-                ? ['cuda-workload', '--alloc-mib', String(allocMiB), '--hold-seconds', '86400']
+                ? [
+                    'cuda-workload',
+                    '--alloc-mib',
+                    String(allocMiB),
+                    '--hold-seconds',
+                    '86400',
+                    '--busy-percent',
+                    String(busyPercent),
+                  ]
                 : undefined,
             cluster.memoryUnitMiB,
           )

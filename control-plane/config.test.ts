@@ -86,12 +86,17 @@ describe('control plane config', () => {
   it('bounds every wait on the ledger and the dashboard by default, and reads them from the environment', () => {
     const c = loadControlPlaneConfig({});
     expect(c.database).toMatchObject({ connectTimeoutSeconds: 3, callTimeoutMs: 1000, maxConnections: 10 });
-    expect(c.dashboard.maxStreams).toBe(64);
+    expect(c.dashboard).toMatchObject({ maxStreams: 64, idleForMinutes: 30 });
     const env = loadControlPlaneConfig({
-      env: { VCUDA_DB_CALL_TIMEOUT_MS: '500', VCUDA_DB_CONNECT_TIMEOUT_SECONDS: '2', VCUDA_DASHBOARD_MAX_STREAMS: '8' },
+      env: {
+        VCUDA_DB_CALL_TIMEOUT_MS: '500',
+        VCUDA_DB_CONNECT_TIMEOUT_SECONDS: '2',
+        VCUDA_DASHBOARD_MAX_STREAMS: '8',
+        VCUDA_DASHBOARD_IDLE_FOR_MINUTES: '2',
+      },
     });
     expect(env.database).toMatchObject({ callTimeoutMs: 500, connectTimeoutSeconds: 2 });
-    expect(env.dashboard.maxStreams).toBe(8);
+    expect(env.dashboard).toMatchObject({ maxStreams: 8, idleForMinutes: 2 });
   });
 
   it('serves the extender on 8444 to vcuda-scheduler, certificates kept in a Secret with a cluster and in memory without', () => {

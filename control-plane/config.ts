@@ -91,6 +91,8 @@ export const controlPlaneConfigSchema = z
       .object({
         /** Open `/ui/stream` connections at most; more get 503 with Retry-After. */
         maxStreams: z.number().int().min(1).max(10_000).default(64),
+        /** The idle view lists allocations held this long with a mean SM share below 5 % over it. */
+        idleForMinutes: z.number().int().min(1).max(10_080).default(30),
       })
       .prefault({}),
     kube: z
@@ -243,6 +245,7 @@ export const envKeys: Record<string, [path: string, kind: 'string' | 'int' | 'bo
   VCUDA_DB_CONNECT_TIMEOUT_SECONDS: ['database.connectTimeoutSeconds', 'int'],
   VCUDA_DB_CALL_TIMEOUT_MS: ['database.callTimeoutMs', 'int'],
   VCUDA_DASHBOARD_MAX_STREAMS: ['dashboard.maxStreams', 'int'],
+  VCUDA_DASHBOARD_IDLE_FOR_MINUTES: ['dashboard.idleForMinutes', 'int'],
   VCUDA_KUBE_MODE: ['kube.mode', 'string'],
   KUBECONFIG: ['kube.kubeconfig', 'string'],
   VCUDA_PLACEMENT: ['placement.default', 'string'],

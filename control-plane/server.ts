@@ -439,6 +439,7 @@ export async function startControlPlane(
       dashboard: dashboardRoutes({
         source: createLedgerDashboardSource({
           db,
+          idleForMinutes: config.dashboard.idleForMinutes,
           reports,
           clock,
           readRefusals: (n) => refusals.readRefusals(n),

@@ -47,7 +47,8 @@ export const reportParamsSchema = z.object({
     .max(100)
     .refine((v) => v === 0 || v >= MIN_NONZERO_PCT, { message: `must be 0 or at least ${MIN_NONZERO_PCT}` })
     .default(5),
-  idleForMinutes: z.coerce.number().int().positive().max(MAX_IDLE_MINUTES).default(30),
+  /** Fractions allowed (a test or a demo looks at seconds, not half hours). */
+  idleForMinutes: z.coerce.number().positive().max(MAX_IDLE_MINUTES).default(30),
   limit: z.coerce.number().int().positive().max(10_000).default(10),
 });
 export type ReportParams = z.input<typeof reportParamsSchema>;

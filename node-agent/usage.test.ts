@@ -11,16 +11,17 @@ import { collectUsage, HttpUsageSink, tokenFromFile } from './usage.js';
 const root = mkdtempSync(join(tmpdir(), 'vcuda-usage-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-function record(): ContainerRecord {
-  const paths = containerPaths(root, allocationKey(['c0-00']));
+function record(podUid = 'pod-1'): ContainerRecord {
+  // One allocation per pod: its devices are the pod's own.
+  const paths = containerPaths(root, allocationKey([`${podUid}-c0-00`]));
   mkdirSync(paths.runDir, { recursive: true });
   return {
-    podUid: 'pod-1',
+    podUid,
     namespace: 'ns',
     podName: 'p',
     container: 'main',
     isInit: false,
-    deviceIds: ['c0-00'],
+    deviceIds: [`${podUid}-c0-00`],
     devices: [
       { uuid: 'GPU-a', hostIndex: 0, mode: 'hard', memoryLimitBytes: 1000, coreRequest: 30, coreLimit: 30 },
       { uuid: 'GPU-b', hostIndex: 1, mode: 'soft', memoryLimitBytes: 2000, coreRequest: 30, coreLimit: 60 },
@@ -42,18 +43,33 @@ describe('usage from regions', () => {
     const share = Buffer.alloc(4);
     share.writeUInt32LE(2500);
     writeSync(fd, share, 0, 4, regionDeviceOffset(1) + regionOffsets.device.measuredShareBp);
+    const sampledAt = Buffer.alloc(8);
+    sampledAt.writeBigUInt64LE(1_700_000_000_000n);
+    writeSync(fd, sampledAt, 0, 8, regionDeviceOffset(1) + regionOffsets.device.sampleTimeMs);
     closeSync(fd);
     expect(ensureRegionFile(r.paths.regionPath, 2)).toBe(false);
     expect(readRegionUsage(r.paths.regionPath, 2)?.[1]).toEqual({
       usedBytes: 777,
       measuredShareBp: 2500,
       cardBusyBp: 0,
+      sampleTimeMs: 1_700_000_000_000,
     });
     const samples = collectUsage([r]);
     expect(samples.map((s) => [s.cardUuid, s.memoryUsedBytes, s.memoryLimitBytes, s.smShare])).toEqual([
       ['GPU-a', 0, 1000, null],
       ['GPU-b', 777, 2000, 0.25],
     ]);
+  });
+
+  it('reports a measured idle container as share 0, and an unmeasured one as no figure', () => {
+    const r = record('pod-idle');
+    ensureRegionFile(r.paths.regionPath, 2);
+    const fd = openSync(r.paths.regionPath, 'r+');
+    const sampledAt = Buffer.alloc(8);
+    sampledAt.writeBigUInt64LE(1_700_000_000_000n);
+    writeSync(fd, sampledAt, 0, 8, regionDeviceOffset(0) + regionOffsets.device.sampleTimeMs);
+    closeSync(fd);
+    expect(collectUsage([r]).map((s) => s.smShare)).toEqual([0, null]);
   });
 
   it('reports a missing region as zero use, not a crash', () => {

@@ -16,7 +16,7 @@ export type UsageSample = {
   memoryLimitBytes: number;
   coreRequest: number;
   coreLimit: number;
-  /** This container's measured share of the card's SM time, 0..1; null before the first sample. */
+  /** This container's measured share of the card's SM time, 0..1 (0: measured idle); null before the first sample. */
   smShare: number | null;
 };
 
@@ -38,7 +38,9 @@ export function collectUsage(records: readonly ContainerRecord[], read: RegionRe
         memoryLimitBytes: d.memoryLimitBytes,
         coreRequest: d.coreRequest,
         coreLimit: d.coreLimit,
-        smShare: u && u.measuredShareBp > 0 ? u.measuredShareBp / 10_000 : null,
+        // A measured 0 is an idle allocation, which the idle report exists to find: only a
+        // container the sampler has not measured yet has no figure.
+        smShare: u && u.sampleTimeMs > 0 ? u.measuredShareBp / 10_000 : null,
       });
     });
   }

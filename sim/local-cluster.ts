@@ -17,6 +17,7 @@ import { JWKS_CONFIGMAP_KEY, JWKS_CONFIGMAP_NAME } from '../control-plane/signin
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { createQuotaAdmin } from '../db/quotas.js';
 import { type SimApiServer, startApiServer } from './apiserver/api-server.js';
+import type { UserInfo } from './apiserver/resource-handlers.js';
 import { type ClusterSpec, DEFAULT_CLUSTER, expandNodes } from './cluster-spec.js';
 import { KubeClient } from './kube-client.js';
 import { kubeConfigFor, writeKubeconfig } from './kubeconfig.js';
@@ -50,6 +51,10 @@ export type LocalClusterOptions = {
   onProgress?: (step: string) => void;
   /** Resource domain of every component (`tencent.com` to try a gpu-manager migration); default nvidia.com. */
   resourceDomain?: string;
+  /** The dashboard's idle view: allocations idle this long (minutes; default 2, a cluster's is 30). */
+  idleForMinutes?: number;
+  /** How often node agents report usage to the control plane (ms); default the agent's (10 s). */
+  usageReportMs?: number;
 };
 
 export type LocalCluster = {
@@ -95,18 +100,25 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
   };
   try {
     // 1. The API server, with a token per component so webhooks see service accounts.
-    const tokens = {
-      'vcuda-control-plane-token': {
-        username: CONTROL_PLANE_USER,
-        groups: ['system:serviceaccounts', 'system:authenticated'],
-      },
+    const serviceAccount = { groups: ['system:serviceaccounts', 'system:authenticated'] };
+    const tokens: Record<string, UserInfo> = {
+      'vcuda-control-plane-token': { username: CONTROL_PLANE_USER, ...serviceAccount },
       // Node-0's agent pod token, as a Kubernetes >= 1.30 API server reviews a projected one.
       'vcuda-node-agent-token': {
         username: NODE_AGENT_USER,
-        groups: ['system:serviceaccounts', 'system:authenticated'],
+        ...serviceAccount,
         extra: { 'authentication.kubernetes.io/node-name': ['node-0'] },
       },
     };
+    // Each node's agent has its own token, bound to its node as a DaemonSet pod's projected token
+    // is: its review names the node, so the control plane can check whose usage it is.
+    for (const node of expandNodes(cluster)) {
+      tokens[nodeAgentToken(node.name)] = {
+        username: NODE_AGENT_USER,
+        ...serviceAccount,
+        extra: { [NODE_NAME_EXTRA]: [node.name] },
+      };
+    }
     const httpService = await startServiceProxy({ port: opts.port ?? 0 });
     closers.push(() => httpService.close());
     const httpsService = await startServiceProxy();
@@ -164,6 +176,8 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
           kube: { mode: 'kubeconfig' },
           webhookRegistration: 'auto',
           webhook: { schedulerName: 'vcuda-scheduler' },
+          // A demo's idle pods show in the idle view within minutes, not after half an hour.
+          dashboard: { idleForMinutes: opts.idleForMinutes ?? 2 },
           logLevel,
         },
       });
@@ -202,7 +216,7 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
         startSimNode({
           client,
           apiUrl: api.url,
-          agentToken: 'vcuda-node-agent-token',
+          agentToken: nodeAgentToken(node.name),
           node,
           root: join(workDir, 'nodes', node.name),
           domain,
@@ -210,6 +224,8 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
           nativeBuildDir: NATIVE_BUILD_DIR,
           ...(existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {}),
           jwks,
+          // The Service's URL is known before the replicas start; reports fail (logged) until then.
+          usage: { controlPlaneUrl: url, ...(opts.usageReportMs ? { periodMs: opts.usageReportMs } : {}) },
           log,
         }),
       ),
@@ -295,6 +311,14 @@ export async function mountExtenderSecret(client: KubeClient, dir: string): Prom
 }
 
 export type { ServiceProxy };
+
+/** TokenReview's `status.user.extra` key naming the node a service account token is bound to. */
+const NODE_NAME_EXTRA = 'authentication.kubernetes.io/node-name';
+
+/** The bearer token of a node's agent. */
+export function nodeAgentToken(node: string): string {
+  return `vcuda-node-agent-token-${node}`;
+}
 
 const WORK_DIR_PREFIX = 'vcuda-local-';
 const OWNER_FILE = 'owner.pid';

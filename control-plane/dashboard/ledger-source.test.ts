@@ -76,12 +76,13 @@ describe.each(kinds)('ledger dashboard source on %s', (kind) => {
     await t?.drop();
   });
 
-  const source = () =>
+  const source = (idleForMinutes?: number) =>
     createLedgerDashboardSource({
       db: t.db,
       reports: createReportRunner(t.db, { clock }),
       clock,
       readRefusals: async () => [],
+      ...(idleForMinutes ? { idleForMinutes } : {}),
     });
 
   it('puts each live allocation on its card, clusters and nodes from the ledger', async () => {
@@ -178,6 +179,13 @@ describe.each(kinds)('ledger dashboard source on %s', (kind) => {
         utilizationPct: 3,
       },
     ]);
+  });
+
+  it('lists as idle only allocations held for its configured span', async () => {
+    const window = { from: new Date(NOW.getTime() - 24 * HOUR), to: NOW };
+    // train is held 4 h: idle over 3 h, not yet over 5 h.
+    expect((await source(180).readReports(window)).idle.map((i) => i.pod)).toEqual(['train']);
+    expect((await source(300).readReports(window)).idle).toEqual([]);
   });
 });
 

@@ -38,6 +38,8 @@ export type LedgerSourceDeps = {
   reports: ReportRunner;
   clock: () => Date;
   readRefusals: (limit: number) => Promise<Refusal[]>;
+  /** The idle view's span (minutes); default the idle report's (30). */
+  idleForMinutes?: number;
   /**
    * Optional: the nodes this control plane watches. The ledger learns a node's cards at its first
    * bind, so without this an idle node is missing from the page; with it, health shows too.
@@ -222,7 +224,11 @@ export function createLedgerDashboardSource(deps: LedgerSourceDeps): DashboardSo
     async readReports(window) {
       const [hours, idle] = await Promise.all([
         deps.reports.run('gpu-hours', { since: window.from, until: window.to, groupBy: 'namespace' }),
-        deps.reports.run('idle', { since: window.from, until: window.to }),
+        deps.reports.run('idle', {
+          since: window.from,
+          until: window.to,
+          ...(deps.idleForMinutes ? { idleForMinutes: deps.idleForMinutes } : {}),
+        }),
       ]);
       const now = deps.clock();
       return {

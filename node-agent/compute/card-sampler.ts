@@ -72,15 +72,18 @@ export function createCardSampler(opts: CardSamplerOptions): CardSampler {
       opts.source.utilizationRates(opts.cardIndex).gpuPercent,
       sinceUs,
     );
-    // Nothing new from the driver yet: publish nothing rather than a false 0. The next sample then
-    // spans both ticks, and its time and period still tile time for the limiter.
-    if (shares.intervals === 0) return shares;
+    // Nothing new from the driver while the card is busy: publish nothing rather than a false 0.
+    // The next sample then spans both ticks, and its time and period still tile time for the
+    // limiter. A card that is idle as a whole (NVML has no process samples because nothing ran)
+    // is measured: every container on it used 0, which is what the idle report looks for.
+    if (shares.intervals === 0 && shares.cardBusyBp > 0) return shares;
     // The sample is stamped with the driver's own timestamps, so time and period describe exactly
-    // the intervals measured, whenever this tick ran.
-    const timeMs = shares.newestUs / 1000;
+    // the intervals measured, whenever this tick ran; an idle card's with this tick's time.
+    const timeMs = shares.intervals === 0 ? Math.floor(opts.nowMs()) : shares.newestUs / 1000;
+    if (timeMs <= lastMs) return shares;
     const periodMs = Math.max(1, Math.round(timeMs - lastMs));
     lastMs = timeMs;
-    sinceUs = shares.newestUs;
+    sinceUs = Math.max(shares.newestUs, timeMs * 1000);
     let written = 0;
     for (const c of opts.placement.containersOn(opts.cardIndex)) {
       const sample: ShareSample = {

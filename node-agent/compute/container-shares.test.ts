@@ -55,6 +55,39 @@ describe('createCardSampler', () => {
     expect(written).toBe(0);
   });
 
+  it('measures every container on an idle card at 0, once per tick, and asks only for newer samples', () => {
+    let now = 5_000;
+    const asked: number[] = [];
+    const writes: { measured: number; busy: number; time: number; period: number }[] = [];
+    const sampler = createCardSampler({
+      cardIndex: 0,
+      periodMs: 100,
+      nowMs: () => now,
+      source: {
+        processUtilization: (_card, since) => {
+          asked.push(since);
+          return [];
+        },
+        utilizationRates: () => ({ gpuPercent: 0 }),
+      },
+      placement: { containersOn: () => [{ key: 'k', regionPath: '/r', deviceIndex: 0 }], containerOfPid: () => 'k' },
+      write: (_path, _index, s) => {
+        writes.push({ measured: s.measuredShareBp, busy: s.cardBusyBp, time: s.timeMs, period: s.periodMs });
+        return true;
+      },
+    });
+    now += 100;
+    sampler.sampleOnce();
+    sampler.sampleOnce(); // the same tick again: no time has passed, nothing new to say
+    now += 250;
+    sampler.sampleOnce();
+    expect(writes).toEqual([
+      { measured: 0, busy: 0, time: 5_100, period: 100 },
+      { measured: 0, busy: 0, time: 5_350, period: 250 },
+    ]);
+    expect(asked).toEqual([5_000_000, 5_100_000, 5_100_000]);
+  });
+
   it('writes every placed container once per period, idle ones with 0, and asks only for newer samples', () => {
     let now = 1_000_000;
     const asked: number[] = [];

@@ -37,7 +37,13 @@ export function ensureRegionFile(path: string, deviceCount: number): boolean {
   }
 }
 
-export type RegionDeviceUsage = { usedBytes: number; measuredShareBp: number; cardBusyBp: number };
+export type RegionDeviceUsage = {
+  usedBytes: number;
+  measuredShareBp: number;
+  cardBusyBp: number;
+  /** When the compute sampler last wrote the shares (unix ms); 0 = never measured. */
+  sampleTimeMs: number;
+};
 
 /** Reads each device block's counters; undefined when the file is missing or not a region. */
 export function readRegionUsage(path: string, deviceCount: number): RegionDeviceUsage[] | undefined {
@@ -59,6 +65,7 @@ export function readRegionUsage(path: string, deviceCount: number): RegionDevice
         usedBytes: Number(buf.readBigUInt64LE(base + regionOffsets.device.usedBytes)),
         measuredShareBp: buf.readUInt32LE(base + regionOffsets.device.measuredShareBp),
         cardBusyBp: buf.readUInt32LE(base + regionOffsets.device.cardBusyBp),
+        sampleTimeMs: Number(buf.readBigUInt64LE(base + regionOffsets.device.sampleTimeMs)),
       });
     }
     return out;

@@ -55,6 +55,10 @@ describe.skipIf(!stub)('NVML through koffi (stub library)', () => {
         { pid: 202, usedGpuMemoryBytes: null },
       ]);
       expect(gpu.runningProcesses(1)).toEqual([]);
+      // More samples at the read than the size query announced: read them all, do not fail.
+      const grown = gpu.processUtilization(0, 500);
+      expect(grown).toHaveLength(40);
+      expect(grown[39]).toEqual({ pid: 339, timestampUs: 639, smPercent: 1, memoryPercent: 0 });
     } finally {
       gpu.close();
     }

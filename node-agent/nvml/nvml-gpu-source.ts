@@ -263,11 +263,18 @@ export class NvmlGpuSource implements GpuSource {
       return [];
     }
     if (rc !== NVML_SUCCESS && rc !== NVML_ERROR_INSUFFICIENT_SIZE) this.check('nvmlDeviceGetProcessUtilization', rc);
-    const n = count[0] ?? 0;
     const size = koffi.sizeof(ProcessSample);
-    const buf = new Uint8Array(size * n);
-    rc = this.nv.processUtilization(h, buf, count, BigInt(sinceUs)) as number;
-    if (rc === NVML_ERROR_NOT_FOUND) return [];
+    let buf = new Uint8Array(0);
+    // A sampling period may end between the size query and the read: leave room, and ask again
+    // with what the driver says it needs rather than fail the whole period.
+    for (let need = count[0] ?? 0, attempt = 0; ; attempt++) {
+      count[0] = need + 16;
+      buf = new Uint8Array(size * count[0]);
+      rc = this.nv.processUtilization(h, buf, count, BigInt(sinceUs)) as number;
+      if (rc === NVML_ERROR_NOT_FOUND) return [];
+      if (rc !== NVML_ERROR_INSUFFICIENT_SIZE || attempt === 3) break;
+      need = Math.max(count[0] ?? 0, need * 2);
+    }
     this.check('nvmlDeviceGetProcessUtilization', rc);
     const view = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
     const out: ProcessUtilizationSample[] = [];

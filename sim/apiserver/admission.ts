@@ -24,6 +24,8 @@ export type AdmissionAttempt = {
   oldObject: KubeObject | null;
   dryRun: boolean;
   userInfo: { username: string; groups: string[] };
+  /** Receives each webhook's `response.warnings` (kube-apiserver returns them as `Warning` headers). */
+  warn?: (text: string) => void;
 };
 
 type Rule = {
@@ -204,6 +206,7 @@ type Review = {
     patch?: string;
     patchType?: string;
     status?: { code?: number; message?: string; reason?: string };
+    warnings?: unknown;
   };
 };
 
@@ -251,6 +254,8 @@ async function callOne(
   }
   const res = reply.response!;
   src.onCall?.({ webhook: hook.name, allowed: res.allowed === true });
+  // As kube-apiserver: warnings reach the client whether the webhook allowed the request or not.
+  if (Array.isArray(res.warnings)) for (const w of res.warnings) if (typeof w === 'string') a.warn?.(w);
   if (res.allowed !== true) throw denial(hook.name, res.status);
   if (!res.patch) return a.object;
   if (res.patchType !== 'JSONPatch') {

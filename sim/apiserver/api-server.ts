@@ -98,6 +98,22 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
   }
 }
 
+/**
+ * A `Warning` header as kube-apiserver writes it (RFC 7234 warn-code 299, agent "-", the text
+ * quoted with `\` and `"` escaped); kubectl prints each as `Warning: <text>`.
+ */
+export function warningHeader(text: string): string {
+  const clean = text.replace(/\p{Cc}/gu, ' ').replace(/[\\"]/g, (c) => `\\${c}`);
+  // Header values are bytes: UTF-8 on the wire, as Go writes them (Node sends latin1 code units).
+  return `299 - "${Buffer.from(clean, 'utf8').toString('latin1')}"`;
+}
+
+function addWarning(res: ServerResponse, text: string): void {
+  const prior = res.getHeader('warning');
+  const list = prior === undefined ? [] : Array.isArray(prior) ? prior : [String(prior)];
+  res.setHeader('warning', [...list, warningHeader(text)]);
+}
+
 function sendJson(res: ServerResponse, code: number, body: unknown): void {
   const payload = JSON.stringify(body);
   res.writeHead(code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
@@ -169,7 +185,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<SimAp
     const { type, namespace, name, subresource } = route;
     const bearer = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1];
     const user = (bearer && opts.tokens?.[bearer]) || ADMIN;
-    const write = { dryRun: q.get('dryRun') === 'All', user };
+    const write = { dryRun: q.get('dryRun') === 'All', user, warn: (text: string) => addWarning(res, text) };
     const table = wantsTable(req.headers.accept);
     const method = req.method ?? 'GET';
     if (method === 'GET') {
@@ -212,6 +228,9 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<SimAp
             timeoutSeconds: timeout,
             allowBookmarks: q.get('allowWatchBookmarks') === 'true',
             bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 10_000,
+            ...(table
+              ? { render: (o: KubeObject) => toTable(type.resource, [o], o.metadata.resourceVersion as string, now()) }
+              : {}),
           },
           res,
           (finish) => {

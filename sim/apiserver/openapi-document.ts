@@ -1,9 +1,24 @@
 /**
- * A minimal OpenAPI v3 index and per-group-version documents. kubectl reads them only to learn
- * that the server validates fields itself (`fieldValidation` on PATCH of each kind); with that
- * it skips client-side schema validation, which would need the full Kubernetes schema.
+ * A minimal OpenAPI v3 index and per-group-version documents. kubectl reads them to learn that
+ * the server validates fields itself (`fieldValidation` on PATCH of each kind), so it skips
+ * client-side validation, and `kubectl explain` reads the schemas of `api/v1`: those are
+ * kube-apiserver 1.32's own (`openapi-core-v1.json`: the schemas the core kinds served here
+ * reach, taken unchanged from `GET /openapi/v3/api/v1`, Apache-2.0). Other groups have no schemas.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { resourceTypes } from './resource-registry.js';
+
+let coreSchemas: Record<string, unknown> | undefined;
+
+/** Read at the first `api/v1` request: 250 kB nobody else needs. */
+function coreV1Schemas(): Record<string, unknown> {
+  coreSchemas ??= JSON.parse(readFileSync(join(import.meta.dirname, 'openapi-core-v1.json'), 'utf8')) as Record<
+    string,
+    unknown
+  >;
+  return coreSchemas;
+}
 
 function gvPath(group: string, version: string): string {
   return group ? `apis/${group}/${version}` : `api/${version}`;
@@ -34,5 +49,6 @@ export function openApiV3Document(path: string) {
       patch: { 'x-kubernetes-group-version-kind': gvk, 'x-kubernetes-action': 'patch', parameters, responses: {} },
     };
   }
-  return { openapi: '3.0.0', info: { title: 'vcuda sim', version: 'v1.26.5' }, paths, components: { schemas: {} } };
+  const schemas = path === 'api/v1' ? coreV1Schemas() : {};
+  return { openapi: '3.0.0', info: { title: 'vcuda sim', version: 'v1.26.5' }, paths, components: { schemas } };
 }

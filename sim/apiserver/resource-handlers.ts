@@ -13,13 +13,10 @@ import { applyPatch, type PatchType } from './patch.js';
 import { apiVersionOf, type ResourceType, typeKey } from './resource-registry.js';
 import type { KubeObject, Matcher } from './selectors.js';
 
-export type UserInfo = {
-  username: string;
-  groups: string[];
-  /** As a token bound to a pod carries it: `authentication.kubernetes.io/node-name`, `.../pod-name`, ... */
-  extra?: Record<string, string[]>;
-};
-export type WriteOptions = { dryRun: boolean; user: UserInfo };
+/** `extra`: as TokenReview and AdmissionReview carry it (a node-bound token's `authentication.kubernetes.io/node-name`). */
+export type UserInfo = { username: string; groups: string[]; extra?: Record<string, string[]> };
+/** `warn`: where admission warnings go (the response's `Warning` headers). */
+export type WriteOptions = { dryRun: boolean; user: UserInfo; warn?: (text: string) => void };
 export type DeleteOptions = WriteOptions & {
   gracePeriodSeconds?: number;
   preconditions?: { uid?: string; resourceVersion?: string };
@@ -87,6 +84,7 @@ export class ResourceHandlers {
         oldObject: old,
         dryRun: opts.dryRun,
         userInfo: opts.user,
+        ...(opts.warn ? { warn: opts.warn } : {}),
       },
       this.admission,
     );

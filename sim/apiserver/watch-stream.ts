@@ -3,6 +3,8 @@
  * (replaying the change log) or, without one, with synthetic ADDED events for what exists; an
  * object that stops matching the selectors is reported DELETED, one that starts matching ADDED;
  * a resourceVersion older than the log gets an ERROR event with a 410 Status, as kube-apiserver does.
+ * With `render` (kubectl's `Accept: …;as=Table`), each event's object is what it returns: a
+ * one-row Table, as kube-apiserver sends to `kubectl get -w`.
  */
 import type { ServerResponse } from 'node:http';
 import type { Change, ObjectStore } from './object-store.js';
@@ -17,6 +19,8 @@ export type WatchRequest = {
   timeoutSeconds?: number;
   allowBookmarks: boolean;
   bookmarkIntervalMs: number;
+  /** The object an ADDED/MODIFIED/DELETED event carries instead of the resource itself. */
+  render?: (o: KubeObject) => unknown;
 };
 
 type Line = { type: string; object: unknown };
@@ -36,8 +40,14 @@ export function serveWatch(
   const key = typeKey(req.type);
   const stamp = (o: KubeObject): KubeObject => ({ ...o, apiVersion: apiVersionOf(req.type), kind: req.type.kind });
   const inScope = (o: KubeObject) => req.namespace === undefined || o.metadata.namespace === req.namespace;
+  const render = req.render;
   const send = (line: Line) => {
-    if (!res.writableEnded) res.write(`${JSON.stringify(line)}\n`);
+    if (res.writableEnded) return;
+    const shown =
+      render && line.type !== 'ERROR' && line.type !== 'BOOKMARK'
+        ? { ...line, object: render(line.object as KubeObject) }
+        : line;
+    res.write(`${JSON.stringify(shown)}\n`);
   };
   const translate = (c: Change): Line | undefined => {
     if (c.typeKey !== key || !inScope(c.object)) return undefined;

@@ -5,10 +5,12 @@
  * simulated pod's CUDA program really runs through libvcuda.so.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ContainerAllocateResponse, Mount } from '../../node-agent/device-plugin/protocol.js';
 import { cdiEnv } from './cdi.js';
+import { publishContainerProc } from './container-cgroup.js';
 import { type Mirror, mirrorLimitFile } from './limit-file-mirror.js';
 
 export type RuntimeConfig = {
@@ -25,6 +27,8 @@ export type RuntimeConfig = {
   logDir: string;
   /** Where CDI specs live (the node agent's `paths.cdiSpecDir`). */
   cdiSpecDirs?: string[];
+  /** The node's cgroup view of its containers (`container-cgroup.ts`), for the node agent's procRoot. */
+  procDir?: string;
 };
 
 /** Host commands a simulated container may run; anything else idles like a long-running server. */
@@ -94,6 +98,10 @@ export function resolveCommand(spec: ContainerSpec, workloadDir: string | undefi
 }
 
 export type RunningContainer = {
+  /** The runtime's container id (64 hex), as in `containerd://<id>`. */
+  readonly id: string;
+  /** RFC 3339, second precision, as the kubelet reports it. */
+  readonly startedAt: string;
   readonly process: ChildProcess;
   readonly mirror?: Mirror;
   readonly exited: Promise<{ exitCode: number; signal: string | null }>;
@@ -127,12 +135,22 @@ export function startContainer(
   const [file, ...rest] = [...DIE_WITH_KUBELET, ...argv];
   const child = spawn(file!, rest, { env, stdio: ['ignore', fd, fd] });
   closeSync(fd);
+  const id = randomBytes(32).toString('hex');
+  const unpublish = cfg.procDir && child.pid ? publishContainerProc(cfg.procDir, child.pid, podUid, id) : undefined;
   const exited = new Promise<{ exitCode: number; signal: string | null }>((resolve) => {
     child.on('error', () => resolve({ exitCode: 127, signal: null }));
     child.on('exit', (code, signal) => resolve({ exitCode: code ?? 128 + 9, signal }));
   });
-  void exited.then(() => mirror?.stop());
-  return { process: child, exited, logPath, ...(mirror ? { mirror } : {}) };
+  void exited.then(() => {
+    mirror?.stop();
+    unpublish?.();
+  });
+  return { id, startedAt: rfc3339Now(), process: child, exited, logPath, ...(mirror ? { mirror } : {}) };
+}
+
+/** The kubelet's time format: RFC 3339 in UTC, whole seconds. */
+export function rfc3339Now(): string {
+  return `${new Date().toISOString().slice(0, 19)}Z`;
 }
 
 /**

@@ -1,8 +1,11 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { parseProcCgroup } from '../../node-agent/compute/cgroup-identity.js';
 import {
   DevicePluginService,
   PodResourcesListerService,
@@ -11,9 +14,11 @@ import {
 } from '../../node-agent/device-plugin/protocol.js';
 import { type SimApiServer, startApiServer } from '../apiserver/api-server.js';
 import { KubeClient, podPath } from '../kube-client.js';
+import { writeKubeconfig } from '../kubeconfig.js';
 import { type SimKubelet, startKubelet } from './sim-kubelet.js';
 
 const RESOURCE = 'example.com/widget';
+const hasKubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
 
 /** A minimal device plugin: 4 widgets; Allocate hands out env naming the IDs and a mounted file path. */
 async function startPlugin(pluginDir: string, hostDir: string) {
@@ -148,12 +153,69 @@ describe('simulated kubelet', () => {
     expect(status.message).toContain('Requested: 5, Available: 4');
   });
 
-  it('ends a restartPolicy Never pod Failed with its exit code', async () => {
-    await client.create(podPath('default'), pod('crash', 0, ['sh', '-c', 'exit 3'], 'Never'));
-    await expect.poll(() => phase('crash')).toBe('Failed');
+  it('ends a restartPolicy Never pod Failed with its exit code, start and finish times and container id', async () => {
+    const before = Date.now() - 1000;
+    await client.create(podPath('default'), pod('crash', 0, ['sh', '-c', 'sleep 1; exit 3'], 'Never'));
+    await expect.poll(() => phase('crash'), { timeout: 5000 }).toBe('Failed');
     const status = (await client.get(podPath('default', 'crash'))).status as {
-      containerStatuses: { state: { terminated: { exitCode: number } } }[];
+      containerStatuses: {
+        containerID: string;
+        state: { terminated: { exitCode: number; startedAt: string; finishedAt: string; containerID: string } };
+      }[];
     };
-    expect(status.containerStatuses[0]!.state.terminated.exitCode).toBe(3);
+    const [c] = status.containerStatuses;
+    const t = c!.state.terminated;
+    expect(t.exitCode).toBe(3);
+    // kubectl describe prints these; unset they read "Mon, 01 Jan 0001".
+    expect(t.startedAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    expect(Date.parse(t.startedAt)).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000);
+    expect(Date.parse(t.finishedAt)).toBeGreaterThan(Date.parse(t.startedAt));
+    expect(t.containerID).toMatch(/^containerd:\/\/[0-9a-f]{64}$/);
+    expect(c!.containerID).toBe(t.containerID);
+    if (!hasKubectl) return; // the status above is what kubectl reads; skipped visibly below
+    const kubeconfig = join(dir, 'kubeconfig');
+    writeKubeconfig(kubeconfig, api.url);
+    // Asynchronous: the API server answers from this very process.
+    const described = (
+      await promisify(execFile)('kubectl', ['--kubeconfig', kubeconfig, 'describe', 'pod', 'crash'], {
+        encoding: 'utf8',
+      })
+    ).stdout;
+    const year = String(new Date(t.startedAt).getFullYear());
+    expect(described).toMatch(new RegExp(`Started:\\s+\\w{3}, \\d\\d \\w{3} ${year} `));
+    expect(described).toMatch(new RegExp(`Finished:\\s+\\w{3}, \\d\\d \\w{3} ${year} `));
+    expect(described).not.toContain('0001');
+  });
+
+  it.skipIf(hasKubectl)('describes a failed container with kubectl (skipped: no kubectl on PATH)', () => {});
+
+  it('publishes each running container in its cgroup view of /proc and removes it on exit', async () => {
+    const procDir = join(dir, 'proc');
+    const k2 = await startKubelet({
+      client,
+      nodeName: 'n2',
+      root: join(dir, 'kubelet2'),
+      runtime: { baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' }, procDir },
+      maxGraceMs: 200,
+    });
+    try {
+      const created = await client.create(podPath('default'), {
+        metadata: { name: 'viewed' },
+        spec: { nodeName: 'n2', containers: [{ name: 'main', image: 'x:1', command: ['sleep', '30'] }] },
+      });
+      await expect.poll(() => k2.processes().get(created.metadata.uid!)?.get('main')).toBeDefined();
+      const pid = k2.processes().get(created.metadata.uid!)!.get('main')!;
+      const status = (await client.get(podPath('default', 'viewed'))).status as {
+        containerStatuses: { containerID: string }[];
+      };
+      const id = status.containerStatuses[0]!.containerID.replace('containerd://', '');
+      const identity = parseProcCgroup(readFileSync(join(procDir, String(pid), 'cgroup'), 'utf8'));
+      expect(identity).toEqual({ podUid: created.metadata.uid, containerId: id });
+      expect(readFileSync(join(procDir, String(pid), 'status'), 'utf8')).toContain(`Pid:\t${pid}`);
+      await client.delete(podPath('default', 'viewed'));
+      await expect.poll(() => existsSync(join(procDir, String(pid)))).toBe(false);
+    } finally {
+      await k2.close();
+    }
   });
 });

@@ -13,6 +13,7 @@ import {
   type ContainerSpec,
   type RunningContainer,
   type RuntimeConfig,
+  rfc3339Now,
   startContainer,
   stopContainer,
 } from './container-runtime.js';
@@ -43,10 +44,13 @@ type PodSpecLike = {
   })[];
 };
 
+/** A container's last run that ended, as the kubelet reports it in `state.terminated`. */
+type Terminated = { exitCode: number; reason: string; startedAt: string; finishedAt: string; containerID: string };
+
 type ContainerState = {
   running?: RunningContainer;
   restarts: number;
-  terminated?: { exitCode: number; reason: string };
+  terminated?: Terminated;
 };
 
 type PodRecord = {
@@ -200,12 +204,14 @@ export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
     const containerStatuses = specNames.map((name) => {
       const s = rec.containers.get(name)!;
       const state = s.terminated
-        ? { terminated: { exitCode: s.terminated.exitCode, reason: s.terminated.reason } }
+        ? { terminated: s.terminated }
         : s.running
-          ? { running: { startedAt: rec.startTime } }
+          ? { running: { startedAt: s.running.startedAt } }
           : { waiting: { reason: 'ContainerCreating' } };
+      const id = s.terminated?.containerID ?? (s.running ? `containerd://${s.running.id}` : undefined);
       return {
         name,
+        ...(id ? { containerID: id } : {}),
         ready: !!s.running && !s.terminated,
         restartCount: s.restarts,
         state,
@@ -263,7 +269,7 @@ export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
       const policy = spec.restartPolicy ?? 'Always';
       if (policy === 'Always' || (policy === 'OnFailure' && exitCode !== 0)) {
         state.restarts++;
-        state.terminated = { exitCode, reason: exitCode === 0 ? 'Completed' : 'Error' };
+        state.terminated = terminatedOf(running, exitCode);
         void reportStatus(rec);
         const t = setTimeout(
           () => {
@@ -277,10 +283,15 @@ export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
         t.unref();
         return;
       }
-      state.terminated = { exitCode, reason: exitCode === 0 ? 'Completed' : 'Error' };
+      state.terminated = terminatedOf(running, exitCode);
       delete state.running;
       finishIfDone(rec, spec);
     });
+  }
+
+  function terminatedOf(c: RunningContainer, exitCode: number): Terminated {
+    const reason = exitCode === 0 ? 'Completed' : 'Error';
+    return { exitCode, reason, startedAt: c.startedAt, finishedAt: rfc3339Now(), containerID: `containerd://${c.id}` };
   }
 
   async function startPod(pod: KubeObj): Promise<void> {
@@ -293,7 +304,7 @@ export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
       containers: new Map((spec.containers ?? []).map((c) => [c.name, { restarts: 0 }])),
       responses: new Map(),
       stopping: false,
-      startTime: new Date().toISOString(),
+      startTime: rfc3339Now(),
     };
     pods.set(rec.uid, rec);
     try {

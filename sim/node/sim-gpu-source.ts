@@ -1,7 +1,9 @@
 /**
  * The node agent's GpuSource for a simulated node: the cards of the cluster description, with
  * their UUIDs unique across the cluster (the ledger tells cards apart by UUID) and the topology
- * the description implies. No driver events unless a test injects one.
+ * the description implies. No driver events unless a test injects one. Memory and utilization
+ * come from the node's fake NVML when it is there (what the node's containers really allocated
+ * and ran), else they read as an unused card.
  */
 
 import { GpuEventQueue } from '../../node-agent/nvml/event-queue.js';
@@ -17,12 +19,18 @@ import type {
 } from '../../node-agent/nvml/gpu-source.js';
 import type { SimNode } from '../cluster-spec.js';
 
+/** The NVML reads a simulated node takes from its fake driver. */
+export type NodeDriverReadings = Pick<GpuSource, 'memoryUsage' | 'processUtilization' | 'utilizationRates' | 'close'>;
+
 const MIB = 1024 * 1024;
 
 export class SimGpuSource implements GpuSource {
   private readonly events = new GpuEventQueue();
 
-  constructor(private readonly node: SimNode) {}
+  constructor(
+    private readonly node: SimNode,
+    private readonly driver?: NodeDriverReadings,
+  ) {}
 
   listCards(): GpuCard[] {
     return this.node.cards.map((c) => ({
@@ -45,6 +53,7 @@ export class SimGpuSource implements GpuSource {
   memoryUsage(cardIndex: number): MemoryUsage {
     const card = this.node.cards[cardIndex];
     if (!card) throw new RangeError(`no card ${cardIndex}`);
+    if (this.driver) return this.driver.memoryUsage(cardIndex);
     return { totalBytes: card.memoryMiB * MIB, usedBytes: 0, freeBytes: card.memoryMiB * MIB };
   }
 
@@ -57,12 +66,12 @@ export class SimGpuSource implements GpuSource {
     return this.events.wait(timeoutMs, signal);
   }
 
-  processUtilization(_cardIndex: number, _sinceUs: number): ProcessUtilizationSample[] {
-    return [];
+  processUtilization(cardIndex: number, sinceUs: number): ProcessUtilizationSample[] {
+    return this.driver?.processUtilization(cardIndex, sinceUs) ?? [];
   }
 
-  utilizationRates(_cardIndex: number): UtilizationRates {
-    return { gpuPercent: 0, memoryPercent: 0 };
+  utilizationRates(cardIndex: number): UtilizationRates {
+    return this.driver?.utilizationRates(cardIndex) ?? { gpuPercent: 0, memoryPercent: 0 };
   }
 
   /** Simulated cards run no processes: nothing to reconcile memory charges against. */
@@ -72,5 +81,6 @@ export class SimGpuSource implements GpuSource {
 
   close(): void {
     this.events.close();
+    this.driver?.close();
   }
 }

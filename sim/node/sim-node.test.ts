@@ -4,17 +4,19 @@
  * enumerates exactly the cluster description's cards, with the UUIDs, PCI ids and memory the node
  * agent publishes for them.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { expandNodes, parseClusterSpec } from '../cluster-spec.js';
 import { visibleDevicesOf } from '../kubelet/container-runtime.js';
+import { openNodeNvml } from './node-nvml.js';
 import { containerBaseEnv, nodeDriverEnv, visibleDevicesEnv } from './sim-node.js';
 
 const build = resolve(import.meta.dirname, '../../native/build');
 const client = join(build, 'test', 'fake_visible_client');
+const workload = resolve(import.meta.dirname, '../.vcuda/build/cuda-workload');
 const tmp = mkdtempSync(join(tmpdir(), 'vcuda-sim-node-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
@@ -84,3 +86,32 @@ describe('fake-driver env of a simulated node', () => {
     expect(kv.get('nvml.count')).toBe('0');
   });
 });
+
+describe.skipIf(!existsSync(workload) || !existsSync(join(build, 'fake', 'libnvidia-ml.so.1')))(
+  "a node's fake NVML in the agents' process",
+  () => {
+    it("reports the busy time of that node's container process only, on the card it ran on", async () => {
+      const [rootA, rootB] = [nodeRoot('nvml-a'), nodeRoot('nvml-b')];
+      const nvmlA = openNodeNvml(nodeA!, rootA, build, nodeDriverEnv(nodeA!, rootA))!;
+      const nvmlB = openNodeNvml(nodeB!, rootB, build, nodeDriverEnv(nodeB!, rootB))!;
+      const since = Date.now() * 1000;
+      const env = { ...containerBaseEnv(nodeA!, build), ...visibleDevicesEnv(nodeA!, rootA, [nodeA!.cards[2]!.uuid]) };
+      const busy = spawn(workload, ['--hold-seconds', '2', '--busy-percent', '50'], { env, stdio: 'ignore' });
+      try {
+        await expect
+          .poll(() => nvmlA.processUtilization(2, since).filter((s) => s.pid === busy.pid).length, { timeout: 5000 })
+          .toBeGreaterThan(2);
+        const samples = nvmlA.processUtilization(2, since).filter((s) => s.pid === busy.pid);
+        const mean = samples.reduce((a, s) => a + s.smPercent, 0) / samples.length;
+        expect(mean).toBeGreaterThan(30);
+        expect(mean).toBeLessThan(70);
+        expect(nvmlA.processUtilization(0, since)).toEqual([]);
+        for (let i = 0; i < 4; i++) expect(nvmlB.processUtilization(i, since)).toEqual([]);
+      } finally {
+        busy.kill();
+        nvmlA.close();
+        nvmlB.close();
+      }
+    });
+  },
+);

@@ -1,8 +1,10 @@
 /**
  * One simulated GPU node: its kubelet (device manager, PodResources, containers as processes)
  * and vcuda's real node agent wired to it: device plugins over the kubelet's unix sockets, pods
- * and node through the simulated API server, cards from the cluster description. The agent can
- * be restarted on its own, as a DaemonSet pod would be.
+ * and node through the simulated API server, cards from the cluster description, utilization
+ * from the node's fake NVML, host pids mapped to containers through the kubelet's cgroup view
+ * (`paths.procRoot`), usage reported to the control plane. The agent can be restarted on its own,
+ * as a DaemonSet pod would be.
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,10 +14,12 @@ import { type NodeAgent, startNodeAgent } from '../../node-agent/agent.js';
 import { parseConfig } from '../../node-agent/config.js';
 import { PodResourcesClient } from '../../node-agent/device-plugin/pod-resources-client.js';
 import { KubeWriter, PodWatchCache } from '../../node-agent/kube-adapters.js';
+import { HttpUsageSink } from '../../node-agent/usage.js';
 import { nodeSeedOf, type SimNode } from '../cluster-spec.js';
 import type { KubeClient } from '../kube-client.js';
 import { kubeConfigFor } from '../kubeconfig.js';
 import { type SimKubelet, startKubelet } from '../kubelet/sim-kubelet.js';
+import { openNodeNvml } from './node-nvml.js';
 import { SimGpuSource } from './sim-gpu-source.js';
 
 export type SimNodeOptions = {
@@ -31,6 +35,8 @@ export type SimNodeOptions = {
   nativeBuildDir: string;
   workloadDir?: string;
   jwks: () => Promise<JSONWebKeySet>;
+  /** Where the agent reports usage (the control plane's Service), and how often; absent: not reported. */
+  usage?: { controlPlaneUrl: string; periodMs?: number };
   log: { info: (m: string) => void; warn: (m: string) => void; error: (m: string) => void };
 };
 
@@ -75,6 +81,10 @@ export function visibleDevicesEnv(node: SimNode, root: string, devices: readonly
   return { ...nodeDriverEnv(node, root), FAKEGPU_VISIBLE_DEVICES: devices.length > 0 ? devices.join(',') : 'none' };
 }
 
+function usageSink(controlPlaneUrl: string, token: string | undefined): HttpUsageSink {
+  return new HttpUsageSink(controlPlaneUrl, { token: async () => token });
+}
+
 export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode> {
   const { node, root } = opts;
   mkdirSync(root, { recursive: true });
@@ -90,6 +100,7 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
       baseEnv: containerBaseEnv(node, opts.nativeBuildDir),
       deviceEnv: (devices) => visibleDevicesEnv(node, root, devices),
       cdiSpecDirs: [join(root, 'cdi')],
+      procDir: join(root, 'proc'),
     },
     log: opts.log.info,
   });
@@ -99,8 +110,18 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
   let pods: PodWatchCache | undefined;
   let podResources: PodResourcesClient | undefined;
 
+  /** The node's fake NVML for utilization; without it the cards read as unused (no usage). */
+  function driverReadings() {
+    try {
+      return openNodeNvml(node, root, opts.nativeBuildDir, nodeDriverEnv(node, root));
+    } catch (err) {
+      opts.log.warn(`${node.name}: fake NVML unusable, no utilization: ${(err as Error).message}`);
+      return undefined;
+    }
+  }
+
   async function startAgent(): Promise<void> {
-    gpu = new SimGpuSource(node);
+    gpu = new SimGpuSource(node, driverReadings());
     const config = parseConfig({
       flags: {
         nodeName: node.name,
@@ -118,8 +139,12 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
           preloadHostPath: join(root, 'ld.so.preload'),
           devDir: join(root, 'dev'),
           sysfsRoot: join(root, 'sys'),
+          // The kubelet's cgroup view of its containers: NVML's host pids → pods.
+          procRoot: join(root, 'proc'),
           jwksPath: join(root, 'jwks.json'),
         },
+        ...(opts.usage ? { controlPlaneUrl: opts.usage.controlPlaneUrl } : {}),
+        ...(opts.usage?.periodMs ? { usagePeriodMs: opts.usage.periodMs } : {}),
         heartbeatPeriodMs: 10_000,
         inventoryCheckMs: 2_000,
       },
@@ -139,6 +164,7 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
       node: writer,
       podResources,
       jwks: opts.jwks,
+      ...(opts.usage ? { usageSink: usageSink(opts.usage.controlPlaneUrl, opts.agentToken) } : {}),
       log: opts.log,
     });
   }
