@@ -220,7 +220,7 @@ async function readiness(url: string, signal: AbortSignal) {
 }
 
 /** Applied migrations (drizzle's bookkeeping, as db/migrate.ts keeps it) next to the ones this vcuda ships. */
-async function migrations(databaseUrl: string, timeoutMs: number): Promise<MigrationFacts> {
+export async function probeMigrations(databaseUrl: string, timeoutMs: number): Promise<MigrationFacts> {
   // The journal is what drizzle's readMigrationFiles orders by: `when` is each migration's folderMillis.
   const journal = JSON.parse(readFileSync(`${MIGRATIONS_FOLDER}/meta/_journal.json`, 'utf8')) as {
     entries: { tag: string; when: number }[];
@@ -245,7 +245,7 @@ async function migrations(databaseUrl: string, timeoutMs: number): Promise<Migra
   }
 }
 
-type Tls = { cert?: string; key?: string; ca?: string };
+export type Tls = { cert?: string; key?: string; ca?: string };
 type Answer = { status: number; body: string };
 
 /** Harmless filter args: a pod that asks for no GPU and no nodes; the extender echoes them. */
@@ -306,7 +306,7 @@ async function anonymousCall(url: string, signal: AbortSignal): Promise<Anonymou
 }
 
 /** The scheduler's client credentials: the files given, else the Secret the control plane keeps. */
-async function clientCredentials(
+export async function clientCredentials(
   t: NonNullable<ProbeTargets['extender']>,
   secret: () => Promise<Record<string, string> | undefined>,
 ): Promise<Tls | undefined> {
@@ -321,7 +321,7 @@ async function clientCredentials(
   return { cert: data['tls.crt'], key: data['tls.key'], ...(ca ? { ca } : {}) };
 }
 
-async function probeExtender(
+export async function probeExtender(
   t: NonNullable<ProbeTargets['extender']>,
   creds: Tls | undefined,
   timeoutMs: number,
@@ -361,7 +361,7 @@ export async function gatherFacts(t: ProbeTargets): Promise<DoctorFacts> {
     cluster((s) => readJwks(k, ns, s)),
     t.url ? attempt(ms, (s) => readiness(t.url!, s)) : undefined,
     t.extender ? probeExtender(t.extender, creds, ms) : undefined,
-    t.databaseUrl ? attempt(ms * 2, () => migrations(t.databaseUrl!, ms)) : undefined,
+    t.databaseUrl ? attempt(ms * 2, () => probeMigrations(t.databaseUrl!, ms)) : undefined,
   ]);
   return {
     now: t.now?.() ?? new Date(),
