@@ -211,7 +211,13 @@ describe('vcuda doctor verdicts', () => {
 
   it('unapplied migrations fail with vcuda db migrate; a newer ledger warns', () => {
     const f = healthy();
-    f.migrations = { known: [...(healthy().migrations as { known: [] }).known], appliedMillis: [1] };
+    f.migrations = {
+      known: [
+        { tag: '0000_init', millis: 1 },
+        { tag: '0001_pod_holds', millis: 2 },
+      ],
+      appliedMillis: [1],
+    };
     expect(problems(f)[0]).toMatchObject({
       check: 'ledger migrations',
       summary: '1 of 2 migration(s) not applied: 0001_pod_holds',

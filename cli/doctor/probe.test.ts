@@ -84,13 +84,13 @@ describe('extender probe', () => {
     creds = { ...pki.client, ca: pki.ca };
   });
 
-  const facts = (url: string, extender: Awaited<ReturnType<typeof probeExtender>>) =>
+  const facts = (extender: Awaited<ReturnType<typeof probeExtender>>) =>
     judgeExtender({ namespace: 'vcuda-system', now: new Date(), extender } as never);
 
   it('an extender on plain HTTP that answers anyone fails', async () => {
     const server = http.createServer((_req, res) => res.end('{"NodeNames":[]}'));
     const url = `http://127.0.0.1:${await listen(server)}`;
-    const found = facts(url, await probeExtender({ url }, undefined, 2000));
+    const found = facts(await probeExtender({ url }, undefined, 2000));
     expect(found).toEqual([
       expect.objectContaining({
         verdict: 'fail',
@@ -108,7 +108,7 @@ describe('extender probe', () => {
     const e = await probeExtender({ url }, creds, 2000);
     expect(e.anonymous).toHaveProperty('handshakeRefused');
     expect(e.withClientCert).toMatchObject({ status: 200 });
-    expect(facts(url, e)).toEqual([
+    expect(facts(e)).toEqual([
       expect.objectContaining({ verdict: 'ok', summary: expect.stringContaining('in the TLS handshake') }),
     ]);
   });
@@ -126,11 +126,11 @@ describe('extender probe', () => {
     const url = `https://127.0.0.1:${await listen(server)}`;
     const ok = await probeExtender({ url }, creds, 2000);
     expect(ok.anonymous).toEqual({ status: 401 });
-    expect(facts(url, ok)[0]).toMatchObject({ verdict: 'ok', summary: expect.stringContaining('HTTP 401') });
+    expect(facts(ok)[0]).toMatchObject({ verdict: 'ok', summary: expect.stringContaining('HTTP 401') });
 
     const stranger = await extenderPki('vcuda-scheduler');
     const refused = await probeExtender({ url }, { ...stranger.client, ca: pki.ca }, 2000);
-    expect(facts(url, refused)).toEqual([
+    expect(facts(refused)).toEqual([
       expect.objectContaining({
         verdict: 'fail',
         summary: expect.stringContaining("the scheduler's client certificate was refused: HTTP 401"),
