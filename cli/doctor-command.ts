@@ -75,6 +75,16 @@ export function doctorTargets(flags: DoctorFlags): ProbeTargets {
   };
 }
 
+/** The doctor command line for a local cluster, as `vcuda local` prints it. */
+export function localDoctorCommand(
+  lc: { kubeconfigPath: string; url: string; extenderUrl?: string },
+  databaseUrl?: string,
+) {
+  const extender = lc.extenderUrl ? ` --extender-url ${lc.extenderUrl}` : '';
+  const ledger = databaseUrl ? ` --database-url ${databaseUrl}` : '';
+  return `vcuda doctor --kubeconfig ${lc.kubeconfigPath} --url ${lc.url}${extender}${ledger}`;
+}
+
 /** Runs every check; the findings and whether any failed. */
 export async function runDoctor(flags: DoctorFlags): Promise<{ findings: Finding[]; failed: boolean }> {
   const findings = judgeAll(await gatherFacts(doctorTargets(flags)));

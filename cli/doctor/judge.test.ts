@@ -258,6 +258,16 @@ describe('vcuda doctor verdicts', () => {
     expect(problems(f)[0]!.summary).toBe('https://x:8444 not reachable: connect ECONNREFUSED');
   });
 
+  it('the plain HTTP port (which refuses every extender call) is named as the wrong port', () => {
+    const f = healthy();
+    f.extender = {
+      url: 'http://127.0.0.1:8080',
+      anonymous: { status: 401 },
+      withClientCert: { status: 401, body: '' },
+    };
+    expect(problems(f)[0]!.fix).toContain("point --extender-url at the extender's TLS port");
+  });
+
   it('checks without a target are skipped, not failed', () => {
     const { readiness: _r, extender: _e, migrations: _m, ...f } = healthy();
     const findings = judgeAll(f);

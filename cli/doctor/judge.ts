@@ -281,13 +281,16 @@ export function judgeMigrations(f: DoctorFacts): Finding {
   const last = Math.max(-1, ...m.appliedMillis);
   const pending = m.known.filter((x) => x.millis > last);
   const newest = m.known.at(-1)?.millis ?? -1;
-  if (pending.length > 0)
+  if (pending.length > 0) {
+    const tags = pending.map((x) => x.tag);
+    const named = tags.length > 4 ? [...tags.slice(0, 2), '…', tags.at(-1)] : tags;
     return {
       check,
       verdict: 'fail',
-      summary: `${pending.length} of ${m.known.length} migration(s) not applied: ${pending.map((x) => x.tag).join(', ')}`,
+      summary: `${pending.length} of ${m.known.length} migration(s) not applied: ${named.join(', ')}`,
       fix: 'vcuda db migrate --database-url <the same url> (safe while the control plane runs)',
     };
+  }
   if (last > newest)
     return {
       check,
@@ -312,8 +315,9 @@ function judgeAuthenticated(e: ExtenderFacts, f: DoctorFacts): Finding[] {
       check,
       verdict: 'fail',
       summary: `the scheduler's client certificate was refused: ${why}; kube-scheduler cannot place vcuda pods`,
-      fix:
-        failed(r) || r.status === 401
+      fix: e.url.startsWith('http:')
+        ? `${e.url} is plain HTTP, where every extender call is refused: point --extender-url at the extender's TLS port (https://…:8444)`
+        : failed(r) || r.status === 401
           ? `the certificate must be signed by the CA the extender trusts (Secret ${f.namespace}/vcuda-extender-tls, ca.crt)`
           : 'the certificate must name a client of extender.allowedClients (default vcuda-scheduler) as CN or DNS name',
     });
