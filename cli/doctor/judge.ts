@@ -243,7 +243,7 @@ export function judgeJwks(f: DoctorFacts): Finding {
       summary: `assignments are signed with key(s) ${stale.join(', ')} that vcuda-jwks does not publish: node agents refuse them`,
       fix,
     };
-  const signed = kids.length ? `, signing ${kids.length} running assignment(s)` : '';
+  const signed = kids.length ? `; every running assignment (${kids.length}) names one of them` : '';
   return { check, verdict: 'ok', summary: `${keys.length} public key(s) published${signed}` };
 }
 
