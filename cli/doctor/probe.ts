@@ -52,7 +52,8 @@ export type ProbeTargets = {
   now?: () => Date;
 };
 
-export const WEBHOOK_TLS_SECRET = 'vcuda-webhook-tls';
+/** Where the webhook's serving certificate lives: self-issued, or the cert-manager overlay's. */
+export const WEBHOOK_TLS_SECRETS = ['vcuda-webhook-tls', 'vcuda-webhook-serving'] as const;
 export const EXTENDER_TLS_SECRET = 'vcuda-extender-tls';
 const MANAGED_BY_VCUDA = 'app.kubernetes.io/managed-by=vcuda';
 /** Enough pods to learn which keys sign assignments, without listing a whole large cluster. */
@@ -356,7 +357,13 @@ export async function gatherFacts(t: ProbeTargets): Promise<DoctorFacts> {
     : undefined;
   const [webhooks, servingCert, nodes, jwks, ready, extender, migrated] = await Promise.all([
     cluster((s) => listWebhooks(k, s)),
-    cluster((s) => readSecret(k, ns, WEBHOOK_TLS_SECRET, s)),
+    cluster(async (s) => {
+      for (const name of WEBHOOK_TLS_SECRETS) {
+        const data = await readSecret(k, ns, name, s);
+        if (data) return data;
+      }
+      return undefined;
+    }),
     cluster((s) => listNodes(k, s)),
     cluster((s) => readJwks(k, ns, s)),
     t.url ? attempt(ms, (s) => readiness(t.url!, s)) : undefined,
