@@ -47,6 +47,7 @@ function healthy(): DoctorFacts {
       { name: 'cpu-1', hasInventory: false, gpuLabelled: false },
     ],
     jwks: { jwks, assignmentKids: [kid, kid] },
+    pendingPods: [],
     readiness: { status: 200, body: 'ok' },
     extender: {
       url: 'https://127.0.0.1:8444',
@@ -73,6 +74,7 @@ describe('vcuda doctor verdicts', () => {
       ['webhooks', 'ok'],
       ['node agents', 'ok'],
       ['signing keys', 'ok'],
+      ['pending pods', 'ok'],
       ['control plane', 'ok'],
       ['ledger migrations', 'ok'],
       ['scheduler extender', 'ok'],
@@ -197,6 +199,28 @@ describe('vcuda doctor verdicts', () => {
       f.jwks = { jwks: text, assignmentKids: [] };
       expect(problems(f)[0]!.summary).toContain(summary);
     }
+  });
+
+  it('Pending vcuda pods are listed with their newest warning, a few of them', () => {
+    const f = healthy();
+    const pod = (i: number) => ({
+      namespace: 'team-a',
+      name: `train-${i}`,
+      schedulerName: 'vcuda-scheduler',
+      createdAt: new Date(NOW.getTime() - 90_000).toISOString(),
+      ...(i === 0 ? { lastWarning: 'FailedScheduling: 0/3 nodes are available: 3 quota team-a exceeded' } : {}),
+    });
+    f.pendingPods = Array.from({ length: 7 }, (_, i) => pod(i));
+    const found = problems(f);
+    expect(found.map((x) => x.summary)).toEqual([
+      'team-a/train-0 Pending for 90 s (scheduler vcuda-scheduler): FailedScheduling: 0/3 nodes are available: 3 quota team-a exceeded',
+      ...[1, 2, 3, 4].map(
+        (i) => `team-a/train-${i} Pending for 90 s (scheduler vcuda-scheduler): no warning event yet`,
+      ),
+      'and 2 more',
+    ]);
+    expect(found.every((x) => x.verdict === 'warn')).toBe(true);
+    expect(found[0]!.fix).toBe('kubectl -n team-a describe pod train-0');
   });
 
   it('an unready control plane names the ledger when the ledger is why', () => {

@@ -32,6 +32,14 @@ export type ExtenderFacts = {
   /** The client certificate used, to check its expiry. */
   clientCertPem?: string;
 };
+export type PendingPodFacts = {
+  namespace: string;
+  name: string;
+  schedulerName: string;
+  createdAt?: string;
+  /** The newest Warning event's reason and message (FailedScheduling, VcudaBindConflict, ...). */
+  lastWarning?: string;
+};
 export type MigrationFacts = { known: { tag: string; millis: number }[]; appliedMillis: number[] };
 export type DoctorFacts = {
   now: Date;
@@ -44,6 +52,8 @@ export type DoctorFacts = {
   servingCertPem: Probed<string | undefined>;
   nodes: Probed<NodeFacts[]>;
   jwks: Probed<JwksFacts>;
+  /** vcuda pods (label vcuda.io/gpu) still Pending, a few of them with their newest warning. */
+  pendingPods: Probed<PendingPodFacts[]>;
   /** The control plane's /readyz, when a URL was given. */
   readiness?: Probed<{ status: number; body: string }>;
   extender?: ExtenderFacts;
@@ -247,6 +257,31 @@ export function judgeJwks(f: DoctorFacts): Finding {
   return { check, verdict: 'ok', summary: `${keys.length} public key(s) published${signed}` };
 }
 
+/** How many Pending pods are shown, one line each. */
+export const PENDING_SHOWN = 5;
+
+export function judgePendingPods(f: DoctorFacts): Finding[] {
+  const check = 'pending pods';
+  const p = f.pendingPods;
+  if (failed(p)) return [{ check, verdict: 'warn', summary: `cannot list vcuda pods: ${p.error}` }];
+  if (p.length === 0) return [{ check, verdict: 'ok', summary: 'no vcuda pod is Pending' }];
+  const shown = p.slice(0, PENDING_SHOWN).map((pod): Finding => {
+    const age = pod.createdAt ? ` for ${Math.round((f.now.getTime() - Date.parse(pod.createdAt)) / 1000)} s` : '';
+    const why = pod.lastWarning ?? 'no warning event yet';
+    return {
+      check,
+      verdict: 'warn',
+      summary: `${pod.namespace}/${pod.name} Pending${age} (scheduler ${pod.schedulerName}): ${why}`,
+      fix: `kubectl -n ${pod.namespace} describe pod ${pod.name}`,
+    };
+  });
+  const more =
+    p.length > PENDING_SHOWN
+      ? [{ check, verdict: 'warn' as const, summary: `and ${p.length - PENDING_SHOWN} more` }]
+      : [];
+  return [...shown, ...more];
+}
+
 export function judgeControlPlane(f: DoctorFacts): Finding {
   const check = 'control plane';
   if (!f.readiness) return { check, verdict: 'skip', summary: 'give --url to check the control plane and its ledger' };
@@ -371,7 +406,9 @@ export function judgeExtender(f: DoctorFacts): Finding[] {
 
 export function judgeAll(f: DoctorFacts): Finding[] {
   // Without the API server every cluster check would repeat its error.
-  const cluster = failed(f.apiServer) ? [] : [...judgeWebhooks(f), ...judgeNodeAgents(f), judgeJwks(f)];
+  const cluster = failed(f.apiServer)
+    ? []
+    : [...judgeWebhooks(f), ...judgeNodeAgents(f), judgeJwks(f), ...judgePendingPods(f)];
   return [judgeApiServer(f), ...cluster, judgeControlPlane(f), judgeMigrations(f), ...judgeExtender(f)];
 }
 

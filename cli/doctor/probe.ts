@@ -10,11 +10,13 @@ import {
   AdmissionregistrationV1Api,
   type ConfigurationOptions,
   CoreV1Api,
+  type CoreV1Event,
   KubeConfig,
   Observable,
   type ObservableMiddleware,
   type RequestContext,
   type ResponseContext,
+  type V1Pod,
   VersionApi,
 } from '@kubernetes/client-node';
 import { sql } from 'drizzle-orm';
@@ -34,6 +36,8 @@ import {
   type JwksFacts,
   type MigrationFacts,
   type NodeFacts,
+  PENDING_SHOWN,
+  type PendingPodFacts,
   type Probed,
   type WebhookFacts,
 } from './judge.js';
@@ -56,8 +60,8 @@ export type ProbeTargets = {
 export const WEBHOOK_TLS_SECRETS = ['vcuda-webhook-tls', 'vcuda-webhook-serving'] as const;
 export const EXTENDER_TLS_SECRET = 'vcuda-extender-tls';
 const MANAGED_BY_VCUDA = 'app.kubernetes.io/managed-by=vcuda';
-/** Enough pods to learn which keys sign assignments, without listing a whole large cluster. */
-const ASSIGNMENT_SAMPLE = 500;
+/** Enough vcuda pods to learn which keys sign assignments and which wait, without listing a whole large cluster. */
+const POD_SAMPLE = 500;
 
 const messageOf = (err: unknown): string => {
   const e = err as { code?: unknown; message?: string; cause?: { message?: string } };
@@ -180,12 +184,16 @@ async function listNodes(k: Kube, signal: AbortSignal): Promise<NodeFacts[]> {
   });
 }
 
-/** Key ids in the protected headers of running pods' assignments; unreadable tokens are skipped. */
-async function assignmentKids(k: Kube, signal: AbortSignal): Promise<string[]> {
+async function listVcudaPods(k: Kube, signal: AbortSignal): Promise<V1Pod[]> {
   const pods = await kube('list vcuda pods', () =>
-    k.core.listPodForAllNamespaces({ labelSelector: VCUDA_POD_LABEL, limit: ASSIGNMENT_SAMPLE }, withSignal(signal)),
+    k.core.listPodForAllNamespaces({ labelSelector: VCUDA_POD_LABEL, limit: POD_SAMPLE }, withSignal(signal)),
   );
-  return pods.items.flatMap((p) => {
+  return pods.items;
+}
+
+/** Key ids in the protected headers of running pods' assignments; unreadable tokens are skipped. */
+function assignmentKids(pods: readonly V1Pod[]): string[] {
+  return pods.flatMap((p) => {
     const token = p.metadata?.annotations?.[vcudaAnnotations.assignment];
     if (!token || p.status?.phase !== 'Running') return [];
     try {
@@ -197,21 +205,50 @@ async function assignmentKids(k: Kube, signal: AbortSignal): Promise<string[]> {
   });
 }
 
-async function readJwks(k: Kube, ns: string, signal: AbortSignal): Promise<JwksFacts> {
-  let jwks: string | undefined;
+/** The newest Warning event of a pod, as `Reason: message`. */
+async function lastWarning(k: Kube, pod: V1Pod, signal: AbortSignal): Promise<string | undefined> {
+  const namespace = pod.metadata?.namespace ?? 'default';
+  const name = pod.metadata?.name ?? '';
+  const events = await kube(`list events of ${namespace}/${name}`, () =>
+    k.core.listNamespacedEvent(
+      { namespace, fieldSelector: `involvedObject.name=${name},type=Warning` },
+      withSignal(signal),
+    ),
+  );
+  const when = (e: CoreV1Event) =>
+    new Date(e.lastTimestamp ?? e.eventTime ?? e.metadata?.creationTimestamp ?? 0).getTime();
+  const newest = events.items.sort((x, y) => when(y) - when(x))[0];
+  return newest ? `${newest.reason ?? 'Warning'}: ${(newest.message ?? '').trim().slice(0, 300)}` : undefined;
+}
+
+/** Pending vcuda pods, the first few with their newest warning (what kubectl describe shows last). */
+async function pendingPods(k: Kube, pods: readonly V1Pod[], shown: number, signal: AbortSignal) {
+  const pending = pods.filter((p) => p.status?.phase === 'Pending' && !p.spec?.nodeName);
+  return Promise.all(
+    pending.map(async (p, i): Promise<PendingPodFacts> => {
+      const warning = i < shown ? await lastWarning(k, p, signal).catch(() => undefined) : undefined;
+      const created = p.metadata?.creationTimestamp;
+      return {
+        namespace: p.metadata?.namespace ?? 'default',
+        name: p.metadata?.name ?? '',
+        schedulerName: p.spec?.schedulerName ?? 'default-scheduler',
+        ...(created ? { createdAt: new Date(created).toISOString() } : {}),
+        ...(warning ? { lastWarning: warning } : {}),
+      };
+    }),
+  );
+}
+
+async function readJwksText(k: Kube, ns: string, signal: AbortSignal): Promise<string | undefined> {
   try {
     const cm = await kube(`read configmap ${ns}/${JWKS_CONFIGMAP_NAME}`, () =>
       k.core.readNamespacedConfigMap({ namespace: ns, name: JWKS_CONFIGMAP_NAME }, withSignal(signal)),
     );
-    jwks = cm.data?.[JWKS_CONFIGMAP_KEY];
+    return cm.data?.[JWKS_CONFIGMAP_KEY];
   } catch (err) {
-    if (!isNotFound(err)) throw err;
+    if (isNotFound(err)) return undefined;
+    throw err;
   }
-  const kids = await assignmentKids(k, signal).then(
-    (v) => v,
-    (err: unknown) => ({ error: messageOf(err) }),
-  );
-  return { jwks, assignmentKids: kids };
 }
 
 /** GET /readyz of the control plane's plain HTTP port. */
@@ -355,7 +392,7 @@ export async function gatherFacts(t: ProbeTargets): Promise<DoctorFacts> {
         return failed(data) ? undefined : data;
       })
     : undefined;
-  const [webhooks, servingCert, nodes, jwks, ready, extender, migrated] = await Promise.all([
+  const [webhooks, servingCert, nodes, jwksText, pods, ready, extender, migrated] = await Promise.all([
     cluster((s) => listWebhooks(k, s)),
     cluster(async (s) => {
       for (const name of WEBHOOK_TLS_SECRETS) {
@@ -365,11 +402,16 @@ export async function gatherFacts(t: ProbeTargets): Promise<DoctorFacts> {
       return undefined;
     }),
     cluster((s) => listNodes(k, s)),
-    cluster((s) => readJwks(k, ns, s)),
+    cluster((s) => readJwksText(k, ns, s)),
+    cluster((s) => listVcudaPods(k, s)),
     t.url ? attempt(ms, (s) => readiness(t.url!, s)) : undefined,
     t.extender ? probeExtender(t.extender, creds, ms) : undefined,
     t.databaseUrl ? attempt(ms * 2, () => probeMigrations(t.databaseUrl!, ms)) : undefined,
   ]);
+  const jwks: Probed<JwksFacts> = failed(jwksText)
+    ? jwksText
+    : { jwks: jwksText, assignmentKids: failed(pods) ? pods : assignmentKids(pods) };
+  const pending = failed(pods) ? pods : await cluster((s) => pendingPods(k, pods, PENDING_SHOWN, s));
   return {
     now: t.now?.() ?? new Date(),
     namespace: ns,
@@ -379,6 +421,7 @@ export async function gatherFacts(t: ProbeTargets): Promise<DoctorFacts> {
     servingCertPem: failed(servingCert) ? servingCert : servingCert?.['tls.crt'],
     nodes,
     jwks,
+    pendingPods: pending,
     ...(ready ? { readiness: ready } : {}),
     ...(extender ? { extender } : {}),
     ...(migrated ? { migrations: migrated } : {}),
