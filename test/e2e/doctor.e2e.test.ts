@@ -10,7 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Finding } from '../../cli/doctor/judge.js';
 import { type DoctorFlags, runDoctor } from '../../cli/doctor-command.js';
 import { parseClusterSpec } from '../../sim/cluster-spec.js';
+import { podPath } from '../../sim/kube-client.js';
 import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
+import { gpuPod } from './e2e-helpers.js';
 
 const repoRoot = join(import.meta.dirname, '..', '..');
 
@@ -25,6 +27,7 @@ describe('vcuda doctor on a local cluster', { timeout: 120_000 }, () => {
         nodes: [{ namePrefix: 'node', count: 1, cards: 1, memoryMiB: 8192 }],
       }),
       logLevel: (process.env['VCUDA_TEST_LOG_LEVEL'] as 'info' | undefined) ?? 'silent',
+      schedulerBackoffMs: { initial: 100, max: 1000 },
     });
     // The extender's own TLS port, where the cluster has one: its plain port is no extender.
     const extenderUrl = (lc as { extenderUrl?: string }).extenderUrl;
@@ -48,6 +51,27 @@ describe('vcuda doctor on a local cluster', { timeout: 120_000 }, () => {
     expect(findings.map((f) => f.check)).toEqual(
       expect.arrayContaining(['API server', 'webhooks', 'node agents', 'signing keys', 'control plane']),
     );
+  });
+
+  it("lists a vcuda pod that cannot be placed, with the scheduler's reason", async () => {
+    await lc.client.create('/api/v1/namespaces', { metadata: { name: 'doctor' } });
+    await lc.client.create(podPath('doctor'), gpuPod('too-big', 200));
+    const warned = async () =>
+      (await lc.client.list('/api/v1/namespaces/doctor/events')).items.some((e) => e['reason'] === 'FailedScheduling');
+    for (let i = 0; i < 100 && !(await warned()); i++) await new Promise((r) => setTimeout(r, 100));
+    const { findings, failed } = await runDoctor(flags);
+    expect(failed).toBe(false);
+    expect(problems(findings)).toEqual([
+      expect.objectContaining({
+        check: 'pending pods',
+        verdict: 'warn',
+        summary: expect.stringMatching(
+          /^doctor\/too-big Pending for \d+ s \(scheduler \S+\): FailedScheduling: 0\/1 nodes/,
+        ),
+        fix: 'kubectl -n doctor describe pod too-big',
+      }),
+    ]);
+    await lc.client.delete(podPath('doctor', 'too-big'), 0);
   });
 
   it('names a missing JWKS ConfigMap, with the fix', async () => {
