@@ -38,6 +38,7 @@ describe('vcuda doctor flags', () => {
       { heartbeatStaleSeconds: '0' },
       '--heartbeat-stale-seconds: "0" must be a number of seconds above 0, at most 86400',
     ],
+    [{ namespace: 'Vcuda_System' }, '--namespace: "Vcuda_System" '],
     [{ timeoutSeconds: 'soon' }, '--timeout-seconds: "soon" must be a number of seconds above 0, at most 120'],
   ] as [Partial<DoctorFlags>, string][])('refuses %o', (flags, message) => {
     expect(() => doctorTargets({ ...base, ...flags })).toThrow(message);

@@ -5,7 +5,7 @@
  * is wrong and how to fix it. Exit status 1 when any check fails.
  */
 import type { Command } from 'commander';
-import { VcudaError } from '../contract/index.js';
+import { DNS1123_LABEL_RULE, isDns1123Label, VcudaError } from '../contract/index.js';
 import type { CliOutput } from './db-command.js';
 import { DEFAULT_HEARTBEAT_STALE_MS, type Finding, formatFindings, hasFailure, judgeAll } from './doctor/judge.js';
 import { gatherFacts, type ProbeTargets } from './doctor/probe.js';
@@ -55,6 +55,8 @@ export function doctorTargets(flags: DoctorFlags): ProbeTargets {
   if (Boolean(flags.extenderCert) !== Boolean(flags.extenderKey))
     throw new VcudaError('invalid', '--extender-cert and --extender-key go together');
   const url = httpUrl('--url', flags.url);
+  if (!isDns1123Label(flags.namespace))
+    throw new VcudaError('invalid', `--namespace: ${JSON.stringify(flags.namespace)} ${DNS1123_LABEL_RULE}`);
   return {
     ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
     namespace: flags.namespace,
