@@ -59,6 +59,7 @@ export function registerLocalCommand(program: Command): void {
       const { expandWorkload, loadWorkloadSpec } = await import('../sim/workload/workload-spec.js');
       const { startWorkloadGenerator } = await import('../sim/workload/workload-generator.js');
       const { formatSummary, readSummary } = await import('../sim/local-summary.js');
+      const { localDoctorCommand } = await import('./doctor-command.js');
       const out = (line: string) => process.stdout.write(`${line}\n`);
       const port = Number(flags.port);
       if (!Number.isInteger(port) || port < 0 || port > 65535)
@@ -133,6 +134,7 @@ export function registerLocalCommand(program: Command): void {
       out(`  reports      vcuda report quota-usage --url ${lc.url}`);
       out(`  kubeconfig   ${lc.kubeconfigPath}`);
       out(`               export KUBECONFIG=${lc.kubeconfigPath}; kubectl get pods -A -o wide`);
+      out(`  doctor       ${localDoctorCommand(lc, flags.database)}`);
       if (!hasWorkloadBinary)
         out('  note: native fake driver not built; containers idle instead of running cuda-workload');
       const namespaces = new Set<string>();

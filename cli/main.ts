@@ -10,6 +10,7 @@ import { registerBenchCommand } from './bench-command.js';
 import { registerConfigCommand } from './config-command.js';
 import { registerControlPlaneCommand } from './control-plane-command.js';
 import { registerDbCommand } from './db-command.js';
+import { registerDoctorCommand } from './doctor-command.js';
 import { registerLocalCommand } from './local-command.js';
 import { registerNodeAgentCommand } from './node-agent-command.js';
 import { registerQuotaCommands } from './quota-command.js';
@@ -39,6 +40,7 @@ registerWhatifCommand(program);
 registerLocalCommand(program);
 registerControlPlaneCommand(program);
 registerWebhookCommand(program);
+registerDoctorCommand(program);
 
 try {
   await program.parseAsync(process.argv);
