@@ -30,7 +30,7 @@ describe('vcuda doctor on a local cluster', { timeout: 120_000 }, () => {
       schedulerBackoffMs: { initial: 100, max: 1000 },
     });
     // The extender's own TLS port, where the cluster has one: its plain port is no extender.
-    const extenderUrl = (lc as { extenderUrl?: string }).extenderUrl;
+    const extenderUrl = lc.extenderUrl;
     flags = {
       kubeconfig: lc.kubeconfigPath,
       namespace: 'vcuda-system',
