@@ -1,12 +1,15 @@
 /**
  * The ledger on local PostgreSQL: reserve+release pairs per second with 8 clients (each with its
- * own pool of one connection) over 64 cards, with namespace and team quotas in force; then an
- * audit for overcommit; then each report over a table of generated allocation rows
- * (`VCUDA_BENCH_LEDGER_ROWS`, default 10 million, made with `generate_series`).
+ * own pool of one connection) over 64 cards, with namespace and team quotas in force; in the same
+ * run, the database's own ceiling: one-row UPDATE transactions with the same clients through the
+ * same driver, so `ledger_commit_efficiency` (2 commits per pair over that ceiling) says how much
+ * of what this PostgreSQL can commit the ledger uses; then an audit for overcommit; then each
+ * report over a table of generated allocation rows (`VCUDA_BENCH_LEDGER_ROWS`, default 10 million,
+ * made with `generate_series`). `VCUDA_BENCH_LEDGER_SECONDS` (default 10) sets each timed phase.
  */
 import { sql } from 'drizzle-orm';
 import { VcudaError } from '../../contract/index.js';
-import { rowsOf } from '../../db/connect.js';
+import { rawQueryOf, rowsOf } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
 import { findCardDrift, findOvercommit } from '../../db/ledger-audit.js';
 import { runReport } from '../../db/reports.js';
@@ -14,7 +17,35 @@ import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../.
 import { atLeast, atMost, type Benchmark, type Figure } from './harness.js';
 
 const CLIENTS = 8;
-const PAIRS_DURATION_MS = 10_000;
+const PAIRS_DURATION_MS = Number(process.env.VCUDA_BENCH_LEDGER_SECONDS ?? 10) * 1000;
+
+/**
+ * The ceiling the ledger is judged against: each of `CLIENTS` clients (own connection, prepared
+ * statement, postgres.js as the ledger uses it) commits one-row UPDATEs of its own row, one
+ * transaction each, durable like the ledger's (`synchronous_commit` as the server has it).
+ */
+async function measureBaselineCommits(t: TestDatabase, log: (line: string) => void): Promise<number> {
+  await t.db.execute(sql`create table if not exists bench_commit_baseline (id int primary key, n bigint not null)`);
+  await t.db.execute(sql`truncate bench_commit_baseline`);
+  await t.db.execute(sql`insert into bench_commit_baseline select i, 0 from generate_series(0, ${CLIENTS - 1}) i`);
+  let commits = 0;
+  const deadline = Date.now() + PAIRS_DURATION_MS;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async (_, c) => {
+      const query = rawQueryOf(await t.open(1));
+      if (!query) throw new Error('the baseline needs the postgres.js driver');
+      while (Date.now() < deadline) {
+        await query('update bench_commit_baseline set n = n + 1 where id = $1', [c]);
+        commits += 1;
+      }
+    }),
+  );
+  const perSecond = commits / ((performance.now() - started) / 1000);
+  await t.db.execute(sql`drop table bench_commit_baseline`);
+  log(`baseline: ${commits} one-row UPDATE transactions, ${perSecond.toFixed(0)}/s with ${CLIENTS} clients`);
+  return perSecond;
+}
 
 /**
  * `teamSize` namespaces share each team quota. Every reservation and release locks its team's
@@ -301,8 +332,11 @@ const bench: Benchmark = {
     const rows = Number(process.env.VCUDA_BENCH_LEDGER_ROWS ?? 10_000_000);
     const t = await createTestDatabase('postgres');
     try {
+      const baseline = await measureBaselineCommits(t, log);
       const spread = await measurePairs(t, 2, log);
       const oneTeam = await measurePairs(t, CLIENTS, log);
+      const efficiency = (2 * spread.perSecond) / baseline;
+      const hotQuotaRatio = oneTeam.perSecond / spread.perSecond;
       const figures: Figure[] = [
         {
           name: 'pairs_per_s',
@@ -316,6 +350,26 @@ const bench: Benchmark = {
           value: Math.round(oneTeam.perSecond),
           unit: 'pairs/s',
           scenario: 'same, all 8 clients under one team quota',
+        },
+        {
+          name: 'baseline_commits_per_s',
+          value: Math.round(baseline),
+          unit: 'tx/s',
+          scenario: `${CLIENTS} clients, one-row UPDATE per transaction, postgres.js, same run`,
+        },
+        {
+          name: 'ledger_commit_efficiency',
+          value: round2(efficiency),
+          unit: 'ratio',
+          scenario: '2 x pairs/s / baseline tx/s (spread case)',
+          ...atLeast(round2(efficiency), 0.5),
+        },
+        {
+          name: 'one_team_over_spread',
+          value: round2(hotQuotaRatio),
+          unit: 'ratio',
+          scenario: 'pairs/s, one team quota / spread',
+          ...atLeast(round2(hotQuotaRatio), 0.7),
         },
         {
           name: 'overcommit',
