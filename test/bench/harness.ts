@@ -5,6 +5,7 @@
  * section is rebuilt from every JSON file present.
  */
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 
@@ -77,6 +78,17 @@ export function atMost(value: number, target: number): Pick<Figure, 'target' | '
 
 export function atLeast(value: number, target: number): Pick<Figure, 'target' | 'pass'> {
   return { target: `>= ${target}`, pass: value >= target };
+}
+
+/** A loopback port free right now, for a server that treats port 0 as "off". */
+export function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+    probe.once('error', reject);
+  });
 }
 
 /** Percentile of a sample (nearest-rank). */
