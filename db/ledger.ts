@@ -17,10 +17,10 @@
 import { and, eq, lt, ne, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { fieldErrorsFromZod, ValidationError, VcudaError } from '../contract/index.js';
-import { checkQuotas, sumDemandByCard, type Violation } from './capacity-check.js';
+import { checkQuotas, type QuotaCapacity, sumDemandByCard, type Violation } from './capacity-check.js';
 import { rawQueryOf, rowsOf, type VcudaDb } from './connect.js';
 import { pgErrorCode, retryTransient, UNIQUE_VIOLATION } from './pg-errors.js';
-import { createQuotaAdmin, type QuotaRequest, selectApplicableQuotas } from './quotas.js';
+import { createQuotaAdmin, type QuotaRequest } from './quotas.js';
 import { allocations } from './schema.js';
 import { createUsageStore } from './usage.js';
 
@@ -118,6 +118,15 @@ where cluster = $1 and allocated_at is null and pod_uid in (select jsonb_array_e
 const CONFIRM_MANY_SQL = `update allocations set state = 'bound', bound_at = $3::timestamptz
 where cluster = $1 and pod_uid in (select jsonb_array_elements_text($2::jsonb)) and state <> 'released'
 returning pod_uid`;
+
+// Admission's pre-check runs for every GPU pod the API server creates: one prepared statement,
+// the quotas of the namespace and of its teams (the rows vcuda_reserve locks).
+const PRECHECK_SQL = `select name, scope, cluster, namespace, team, gpu_model as "gpuModel", core_limit as "coreLimit",
+  memory_limit_mib as "memoryLimitMiB", core_used as "coreUsed", memory_used_mib as "memoryUsedMiB"
+from quotas
+where (scope = 'namespace' and cluster = $1 and namespace = $2)
+   or (scope = 'team' and team in (select team from team_namespaces where cluster = $1 and namespace = $2))
+order by id`;
 
 const parseJson = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T;
 
@@ -291,7 +300,7 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
       memoryMiB: number;
       gpuModel?: string;
     }): Promise<{ ok: true } | { ok: false; message: string }> {
-      const rows = await selectApplicableQuotas(db, q.cluster, q.namespace);
+      const rows = await query<QuotaCapacity>(PRECHECK_SQL, [q.cluster, q.namespace]);
       const model = q.gpuModel ?? '';
       // Without a model, only model-independent quotas can be judged.
       const applicable = rows.filter((r) => r.gpuModel === '' || r.gpuModel === model);
