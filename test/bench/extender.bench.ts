@@ -34,7 +34,7 @@ import { atLeast, atMost, type Benchmark, type Figure, percentile } from './harn
 const NODES = 5000;
 const CARDS = 8;
 const OFFERED = 500;
-const ITERATIONS = 2000;
+const ITERATIONS = Number(process.env.VCUDA_BENCH_FILTER_ITERATIONS ?? 2000);
 const BIND_NODES = 500;
 const BIND_PODS = Number(process.env.VCUDA_BENCH_BIND_PODS ?? 3000);
 const BIND_OFFERED = 250;
