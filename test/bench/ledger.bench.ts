@@ -127,6 +127,100 @@ async function measurePairs(t: TestDatabase, teamSize: number, log: (line: strin
   return { perSecond, overcommit };
 }
 
+/**
+ * Where one reserve and one release spend their time, one client alone (no lock waits): the
+ * client's whole call, the server-side function's own run time (`pg_stat_user_functions`, with
+ * `track_functions` on for this session: needs a superuser, as the local server's `postgres`
+ * is), and an empty round trip (`select 1`). What is left of a call after the function and
+ * the round trip is mostly its commit (the WAL flush).
+ */
+async function measureCallBreakdown(t: TestDatabase, log: (line: string) => void): Promise<Figure[]> {
+  const CALLS = 500;
+  await t.db.execute(sql`truncate allocations, pod_holds, cards, nodes, quotas, team_namespaces`);
+  const admin = createLedger(t.db, { clock: () => new Date() });
+  const cards = Array.from({ length: 8 }, (_, i) => ({
+    uuid: `GPU-t${i}`,
+    index: i,
+    model: 'A100',
+    memoryMiB: 80_000,
+  }));
+  await admin.upsertNode('c1', 'timed', cards);
+  await admin.setQuota({
+    name: 'q-t',
+    scope: 'namespace',
+    cluster: 'c1',
+    namespace: 'ns',
+    coreLimit: 10_000,
+    memoryLimitMiB: 10_000_000,
+  });
+  await admin.setTeam('team-t', [{ cluster: 'c1', namespace: 'ns' }]);
+  await admin.setQuota({
+    name: 'team-t',
+    scope: 'team',
+    team: 'team-t',
+    coreLimit: 10_000,
+    memoryLimitMiB: 10_000_000,
+  });
+  const db = await t.open(1);
+  const raw = rawQueryOf(db);
+  if (!raw) throw new Error('the call breakdown needs the postgres.js driver');
+  await raw("set track_functions = 'pl'", []);
+  const ledger = createLedger(db, { clock: () => new Date() });
+  let reserveMs = 0;
+  let releaseMs = 0;
+  let emptyMs = 0;
+  for (let i = 0; i < CALLS; i++) {
+    const item = { container: 'main', cardUuid: `GPU-t${i % 8}`, core: 10, memoryMiB: 100 };
+    let started = performance.now();
+    await ledger.reserve({
+      cluster: 'c1',
+      podUid: `t${i}`,
+      namespace: 'ns',
+      pod: `t${i}`,
+      node: 'timed',
+      items: [item],
+    });
+    reserveMs += performance.now() - started;
+    started = performance.now();
+    await ledger.release('c1', `t${i}`);
+    releaseMs += performance.now() - started;
+    started = performance.now();
+    await raw('select 1', []);
+    emptyMs += performance.now() - started;
+  }
+  // The backend reports its function counters to the statistics system about once a second.
+  await new Promise((r) => setTimeout(r, 1500));
+  const stats = rowsOf<{ funcname: string; calls: number; total_time: number }>(
+    await t.db.execute(
+      sql`select funcname, calls, total_time from pg_stat_user_functions where funcname in ('vcuda_reserve', 'vcuda_release')`,
+    ),
+  );
+  const fnMs = (name: string) => {
+    const row = stats.find((r) => r.funcname === name);
+    return row && Number(row.calls) > 0 ? Number(row.total_time) / Number(row.calls) : Number.NaN;
+  };
+  const scenario = `one client alone, ${CALLS} pairs, 1 card per pod, namespace + team quota`;
+  const figures: Figure[] = [
+    { name: 'reserve_call_ms', value: round2(reserveMs / CALLS), unit: 'ms', scenario },
+    {
+      name: 'reserve_function_ms',
+      value: round2(fnMs('vcuda_reserve')),
+      unit: 'ms',
+      scenario: `${scenario}, server-side run time`,
+    },
+    { name: 'release_call_ms', value: round2(releaseMs / CALLS), unit: 'ms', scenario },
+    {
+      name: 'release_function_ms',
+      value: round2(fnMs('vcuda_release')),
+      unit: 'ms',
+      scenario: `${scenario}, server-side run time`,
+    },
+    { name: 'empty_round_trip_ms', value: round2(emptyMs / CALLS), unit: 'ms', scenario: `${scenario}, select 1` },
+  ];
+  log(`  call breakdown: ${figures.map((f) => `${f.name} ${f.value}`).join(', ')}`);
+  return figures;
+}
+
 /** Bulk-loads `rows` allocations spread over the year before now; secondary indexes are rebuilt after. */
 export async function generateRows(
   t: TestDatabase,
@@ -411,6 +505,7 @@ const bench: Benchmark = {
           ...atMost(overcommit, 0),
         },
       ];
+      figures.push(...(await measureCallBreakdown(t, log)));
       figures.push(...(await measureBindCalls(t, log)));
       figures.push(...(await measureReports(t, rows, log)));
       return figures;
