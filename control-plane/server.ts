@@ -30,6 +30,7 @@ import {
   kubePemSecretStore,
   kubeWebhookConfigurationClient,
 } from '../webhooks/kube-adapters.js';
+import { cachedQuotaPrecheck } from '../webhooks/quota-precheck.js';
 import { createWebhookKeeper, type WebhookKeeper } from '../webhooks/webhook-keeper.js';
 import { cachedAuthenticator, requireCaller, tokenReview } from './api/caller-auth.js';
 import { reportsRoutes } from './api/reports-routes.js';
@@ -95,6 +96,11 @@ const WEBHOOK_REFRESH_MS = 10 * 60_000;
  * reserved at least this long before a reconcile can be judged by the cache's pod list.
  */
 const RECONCILE_GRACE_MS = 30_000;
+/**
+ * How long admission reuses the ledger's "ok" for the same namespace and demand: replicas of a
+ * workload are created together, and each would otherwise cost a query. Refusals are not reused.
+ */
+const PRECHECK_REUSE_MS = 1000;
 /** How long one readiness probe of the ledger answers for every /readyz in between. */
 const READINESS_CACHE_MS = 2000;
 /**
@@ -358,7 +364,7 @@ export async function startControlPlane(
       maxBodyBytes: webhook.maxBodyBytes,
       observer: createAdmissionMetrics(registry),
       logger: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m) },
-      precheckQuota: (q) => ledger.precheckQuota(q),
+      precheckQuota: cachedQuotaPrecheck((q) => ledger.precheckQuota(q), { ttlMs: PRECHECK_REUSE_MS }),
       precheckTimeoutMs: config.database.callTimeoutMs,
       events: {
         record: (pod: PodRef, reason, message) =>

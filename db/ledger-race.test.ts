@@ -70,79 +70,100 @@ describe.skipIf(!reachable)('ledger race on PostgreSQL', () => {
     await t?.drop();
   });
 
-  it(`never overcommits a card or a quota over ${RESERVATIONS} contended reservations`, async () => {
-    let attempts = 0;
-    const outcome = { ok: 0, reused: 0, 'capacity-conflict': 0, 'quota-exceeded': 0 } as Record<string, number>;
-    const seenOvercommit: string[] = [];
-    let running = true;
+  // Group commit: 2 replicas, each one ledger shared by 4 clients whose reservations and releases
+  // go out in batches (one transaction, a subtransaction per pod), racing each other's batches.
+  it.each([
+    { setup: 'one transaction per call', grouped: false },
+    { setup: 'group commit, 2 replicas', grouped: true },
+  ])(
+    `never overcommits a card or a quota over ${RESERVATIONS} contended reservations ($setup)`,
+    async ({ grouped }) => {
+      let attempts = 0;
+      const outcome = { ok: 0, reused: 0, 'capacity-conflict': 0, 'quota-exceeded': 0 } as Record<string, number>;
+      const seenOvercommit: string[] = [];
+      let running = true;
 
-    const checker = (async () => {
-      while (running) {
-        seenOvercommit.push(...(await findOvercommit(t.db)));
-        await new Promise((r) => setTimeout(r, 200));
-      }
-    })();
-
-    async function client(id: number, ledger: Ledger): Promise<void> {
-      const random = seeded(1000 + id);
-      const held: string[] = [];
-      let n = 0;
-      while (attempts < RESERVATIONS) {
-        attempts += 1;
-        const uid = `c${id}-p${n++}`;
-        const card = CARDS[Math.floor(random() * CARDS.length)] as string;
-        const node = card === 'GPU-r0' || card === 'GPU-r1' ? 'n1' : 'n2';
-        const sibling =
-          card.endsWith('0') || card.endsWith('2') ? card.replace(/.$/, (d) => String(Number(d) + 1)) : undefined;
-        const items = [
-          {
-            container: 'main',
-            cardUuid: card,
-            core: 10 + Math.floor(random() * 50),
-            memoryMiB: 500 + Math.floor(random() * 5_000),
-          },
-        ];
-        // Some pods take shares of two cards at once (all-or-nothing across cards).
-        if (sibling && random() < 0.2) items.push({ container: 'side', cardUuid: sibling, core: 10, memoryMiB: 1_000 });
-        const namespace = NAMESPACES[Math.floor(random() * NAMESPACES.length)] as string;
-        try {
-          const r = await ledger.reserve({ cluster: 'c1', podUid: uid, namespace, pod: uid, node, items });
-          outcome[r.reused ? 'reused' : 'ok'] = (outcome[r.reused ? 'reused' : 'ok'] ?? 0) + 1;
-          held.push(uid);
-        } catch (err) {
-          if (!(err instanceof VcudaError)) throw err;
-          outcome[err.code] = (outcome[err.code] ?? 0) + 1;
+      const checker = (async () => {
+        while (running) {
+          seenOvercommit.push(...(await findOvercommit(t.db)));
+          await new Promise((r) => setTimeout(r, 200));
         }
-        // Churn: release now and then so the last capacity keeps changing hands.
-        if (held.length > 0 && (random() < 0.35 || held.length > 4)) {
-          const [victim] = held.splice(Math.floor(random() * held.length), 1);
-          await ledger.release('c1', victim as string);
+      })();
+
+      async function client(id: number, ledger: Ledger): Promise<void> {
+        const random = seeded(1000 + id);
+        const held: string[] = [];
+        let n = 0;
+        while (attempts < RESERVATIONS) {
+          attempts += 1;
+          const uid = `${grouped ? 'g' : ''}c${id}-p${n++}`;
+          const card = CARDS[Math.floor(random() * CARDS.length)] as string;
+          const node = card === 'GPU-r0' || card === 'GPU-r1' ? 'n1' : 'n2';
+          const sibling =
+            card.endsWith('0') || card.endsWith('2') ? card.replace(/.$/, (d) => String(Number(d) + 1)) : undefined;
+          const items = [
+            {
+              container: 'main',
+              cardUuid: card,
+              core: 10 + Math.floor(random() * 50),
+              memoryMiB: 500 + Math.floor(random() * 5_000),
+            },
+          ];
+          // Some pods take shares of two cards at once (all-or-nothing across cards).
+          if (sibling && random() < 0.2)
+            items.push({ container: 'side', cardUuid: sibling, core: 10, memoryMiB: 1_000 });
+          const namespace = NAMESPACES[Math.floor(random() * NAMESPACES.length)] as string;
+          try {
+            const r = await ledger.reserve({ cluster: 'c1', podUid: uid, namespace, pod: uid, node, items });
+            outcome[r.reused ? 'reused' : 'ok'] = (outcome[r.reused ? 'reused' : 'ok'] ?? 0) + 1;
+            held.push(uid);
+          } catch (err) {
+            if (!(err instanceof VcudaError)) throw err;
+            outcome[err.code] = (outcome[err.code] ?? 0) + 1;
+          }
+          // Churn: release now and then so the last capacity keeps changing hands.
+          if (held.length > 0 && (random() < 0.35 || held.length > 4)) {
+            const [victim] = held.splice(Math.floor(random() * held.length), 1);
+            await ledger.release('c1', victim as string);
+          }
         }
+        // Leave the capacity free for the next setup's run.
+        for (const uid of held) await ledger.release('c1', uid);
       }
-    }
 
-    const ledgers = await Promise.all(
-      Array.from({ length: CLIENTS }, async () => createLedger(await t.open(1), { clock: () => new Date() })),
-    );
-    await Promise.all(ledgers.map((ledger, id) => client(id, ledger)));
-    running = false;
-    await checker;
+      const replicas = grouped
+        ? await Promise.all(
+            [0, 1].map(async () =>
+              createLedger(await t.open(2), { clock: () => new Date(), groupCommit: { maxBatch: 16 } }),
+            ),
+          )
+        : [];
+      const ledgers = grouped
+        ? Array.from({ length: CLIENTS }, (_, id) => replicas[id % 2] as Ledger)
+        : await Promise.all(
+            Array.from({ length: CLIENTS }, async () => createLedger(await t.open(1), { clock: () => new Date() })),
+          );
+      await Promise.all(ledgers.map((ledger, id) => client(id, ledger)));
+      running = false;
+      await checker;
 
-    expect(seenOvercommit).toEqual([]);
-    expect(await findOvercommit(t.db)).toEqual([]);
-    // The running totals equal the truth.
-    expect(await findCardDrift(t.db)).toEqual([]);
-    const quotasBefore = await createLedger(t.db, { clock: () => new Date() }).listQuotas();
-    await createLedger(t.db, { clock: () => new Date() }).recomputeQuotaTotals();
-    const quotasAfter = await createLedger(t.db, { clock: () => new Date() }).listQuotas();
-    expect(quotasAfter.map((q) => [q.name, q.coreUsed, q.memoryUsedMiB])).toEqual(
-      quotasBefore.map((q) => [q.name, q.coreUsed, q.memoryUsedMiB]),
-    );
-    // The race was real: capacity and quotas were both hit many times.
-    expect(attempts).toBeGreaterThanOrEqual(RESERVATIONS);
-    expect(outcome['capacity-conflict']).toBeGreaterThan(500);
-    expect(outcome['quota-exceeded']).toBeGreaterThan(500);
-    expect(outcome.ok).toBeGreaterThan(1_000);
-    console.log(`ledger race: ${attempts} reservations`, outcome);
-  }, 120_000);
+      expect(seenOvercommit).toEqual([]);
+      expect(await findOvercommit(t.db)).toEqual([]);
+      // The running totals equal the truth.
+      expect(await findCardDrift(t.db)).toEqual([]);
+      const quotasBefore = await createLedger(t.db, { clock: () => new Date() }).listQuotas();
+      await createLedger(t.db, { clock: () => new Date() }).recomputeQuotaTotals();
+      const quotasAfter = await createLedger(t.db, { clock: () => new Date() }).listQuotas();
+      expect(quotasAfter.map((q) => [q.name, q.coreUsed, q.memoryUsedMiB])).toEqual(
+        quotasBefore.map((q) => [q.name, q.coreUsed, q.memoryUsedMiB]),
+      );
+      // The race was real: capacity and quotas were both hit many times.
+      expect(attempts).toBeGreaterThanOrEqual(RESERVATIONS);
+      expect(outcome['capacity-conflict']).toBeGreaterThan(500);
+      expect(outcome['quota-exceeded']).toBeGreaterThan(500);
+      expect(outcome.ok).toBeGreaterThan(1_000);
+      console.log(`ledger race: ${attempts} reservations`, outcome);
+    },
+    120_000,
+  );
 });

@@ -17,10 +17,11 @@
 import { and, eq, lt, ne, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { fieldErrorsFromZod, ValidationError, VcudaError } from '../contract/index.js';
-import { checkQuotas, sumDemandByCard, type Violation } from './capacity-check.js';
+import { checkQuotas, type QuotaCapacity, sumDemandByCard, type Violation } from './capacity-check.js';
 import { rawQueryOf, rowsOf, type VcudaDb } from './connect.js';
+import { createGroupCommit } from './group-commit.js';
 import { pgErrorCode, retryTransient, UNIQUE_VIOLATION } from './pg-errors.js';
-import { createQuotaAdmin, type QuotaRequest, selectApplicableQuotas } from './quotas.js';
+import { createQuotaAdmin, type QuotaRequest } from './quotas.js';
 import { allocations } from './schema.js';
 import { createUsageStore } from './usage.js';
 
@@ -35,7 +36,15 @@ export type ReserveRequest = {
   items: ReserveItem[];
 };
 export type LivePod = { uid: string; namespace: string; name: string };
-export type LedgerOptions = { clock: () => Date };
+export type LedgerOptions = {
+  clock: () => Date;
+  /**
+   * Group commit (`vcuda_ledger_batch`, migration 0011): reservations and releases that arrive
+   * while one transaction commits go out together, up to `maxBatch` per transaction. Off when
+   * absent: every operation is its own transaction.
+   */
+  groupCommit?: { maxBatch: number };
+};
 
 const name = z.string().min(1).max(253);
 const reserveRequestSchema = z.object({
@@ -82,6 +91,11 @@ function throwViolations(what: string, violations: readonly Violation[]): void {
 
 /** The function's verdict: a JSON object, already parsed by postgres.js and PGlite alike. */
 type ReserveVerdict = { reused: boolean } | { violations: Violation[] };
+/** One operation of `vcuda_ledger_batch` (migration 0011), or of its single-call counterpart. */
+type ReserveOp = { op: 'reserve'; request: ReserveRequest & { demand: unknown }; at: string };
+type ReleaseOp = { op: 'release'; cluster: string; podUid: string; at: string; onlyState: string | null };
+type LedgerOp = ReserveOp | ReleaseOp;
+type LedgerOpResult = ReserveVerdict | { released: number };
 
 const VIOLATIONS_SQLSTATE = 'VC001';
 
@@ -107,6 +121,15 @@ const CONFIRM_MANY_SQL = `update allocations set state = 'bound', bound_at = $3:
 where cluster = $1 and pod_uid in (select jsonb_array_elements_text($2::jsonb)) and state <> 'released'
 returning pod_uid`;
 
+// Admission's pre-check runs for every GPU pod the API server creates: one prepared statement,
+// the quotas of the namespace and of its teams (the rows vcuda_reserve locks).
+const PRECHECK_SQL = `select name, scope, cluster, namespace, team, gpu_model as "gpuModel", core_limit as "coreLimit",
+  memory_limit_mib as "memoryLimitMiB", core_used as "coreUsed", memory_used_mib as "memoryUsedMiB"
+from quotas
+where (scope = 'namespace' and cluster = $1 and namespace = $2)
+   or (scope = 'team' and team in (select team from team_namespaces where cluster = $1 and namespace = $2))
+order by id`;
+
 const parseJson = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T;
 
 export function createLedger(db: VcudaDb, opts: LedgerOptions) {
@@ -125,39 +148,53 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
     return rowsOf<T>(await db.execute(built));
   }
 
-  async function reserveOnce(req: ReserveRequest): Promise<{ reused: boolean }> {
-    const what = `reserve ${req.namespace}/${req.pod}`;
-    const payload = JSON.stringify({ ...req, demand: sumDemandByCard(req.items) });
-    let verdict: ReserveVerdict;
+  async function reserveAlone(op: ReserveOp): Promise<ReserveVerdict> {
     try {
-      const rows = await query<{ r: unknown }>('select vcuda_reserve($1::jsonb, $2::timestamptz) as r', [
-        payload,
-        clock().toISOString(),
-      ]);
-      verdict = parseJson<ReserveVerdict>(rows[0]?.r);
+      const rows = await retryTransient(() =>
+        query<{ r: unknown }>('select vcuda_reserve($1::jsonb, $2::timestamptz) as r', [
+          JSON.stringify(op.request),
+          op.at,
+        ]),
+      );
+      return parseJson<ReserveVerdict>(rows[0]?.r);
     } catch (err) {
+      // The same pod raced itself (two replicas binding it): the other one holds it.
+      if (pgErrorCode(err) === UNIQUE_VIOLATION) return { reused: true };
       const violations = violationsOf(err);
       if (!violations) throw err;
-      verdict = { violations };
+      return { violations };
     }
-    if ('violations' in verdict) {
-      throwViolations(what, verdict.violations);
-      throw new VcudaError('capacity-conflict', `${what}: refused`);
-    }
-    return { reused: verdict.reused };
   }
+
+  async function releaseAlone(op: ReleaseOp): Promise<{ released: number }> {
+    const rows = await retryTransient(() =>
+      query<{ n: number }>('select vcuda_release($1, $2, $3::timestamptz, $4::text) as n', [
+        op.cluster,
+        op.podUid,
+        op.at,
+        op.onlyState,
+      ]),
+    );
+    return { released: Number(rows[0]?.n ?? 0) };
+  }
+
+  const runOne = (op: LedgerOp): Promise<LedgerOpResult> => (op.op === 'reserve' ? reserveAlone(op) : releaseAlone(op));
+  const submit = opts.groupCommit
+    ? createGroupCommit<LedgerOp, LedgerOpResult>({
+        maxBatch: opts.groupCommit.maxBatch,
+        runOne,
+        runBatch: async (ops) => {
+          const rows = await query<{ r: unknown }>('select vcuda_ledger_batch($1::jsonb) as r', [JSON.stringify(ops)]);
+          return parseJson<LedgerOpResult[]>(rows[0]?.r);
+        },
+      })
+    : runOne;
 
   /** Releases every live row of one pod; returns how many rows it released. */
   async function releasePod(cluster: string, podUid: string, onlyState?: 'reserved'): Promise<number> {
-    const rows = await retryTransient(() =>
-      query<{ n: number }>('select vcuda_release($1, $2, $3::timestamptz, $4::text) as n', [
-        cluster,
-        podUid,
-        clock().toISOString(),
-        onlyState ?? null,
-      ]),
-    );
-    return Number(rows[0]?.n ?? 0);
+    const at = clock().toISOString();
+    const result = await submit({ op: 'release', cluster, podUid, at, onlyState: onlyState ?? null });
+    return 'released' in result ? result.released : 0;
   }
 
   return {
@@ -183,13 +220,15 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
     /** All-or-nothing for every item of the pod; idempotent by (cluster, podUid). */
     async reserve(request: ReserveRequest): Promise<{ reused: boolean }> {
       const req = parse(reserveRequestSchema, request, 'reservation');
-      try {
-        return await retryTransient(() => reserveOnce(req));
-      } catch (err) {
-        // The same pod raced itself (two replicas binding it): the other one holds it.
-        if (pgErrorCode(err) === UNIQUE_VIOLATION) return { reused: true };
-        throw err;
+      const what = `reserve ${req.namespace}/${req.pod}`;
+      const at = clock().toISOString();
+      const verdict = await submit({ op: 'reserve', request: { ...req, demand: sumDemandByCard(req.items) }, at });
+      if ('violations' in verdict) {
+        throwViolations(what, verdict.violations);
+        throw new VcudaError('capacity-conflict', `${what}: refused`);
       }
+      if (!('reused' in verdict)) throw new Error(`${what}: the ledger answered ${JSON.stringify(verdict)}`);
+      return { reused: verdict.reused };
     },
 
     /** reserved -> bound, once the Binding succeeded. Fails when the reservation expired. */
@@ -279,7 +318,7 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
       memoryMiB: number;
       gpuModel?: string;
     }): Promise<{ ok: true } | { ok: false; message: string }> {
-      const rows = await selectApplicableQuotas(db, q.cluster, q.namespace);
+      const rows = await query<QuotaCapacity>(PRECHECK_SQL, [q.cluster, q.namespace]);
       const model = q.gpuModel ?? '';
       // Without a model, only model-independent quotas can be judged.
       const applicable = rows.filter((r) => r.gpuModel === '' || r.gpuModel === model);

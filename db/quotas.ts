@@ -4,7 +4,7 @@
  * live allocations it covers now: every change of a quota or of a team's members recomputes
  * them while holding the allocations table against concurrent reservations.
  */
-import { and, eq, inArray, or, sql } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import {
   DNS1123_LABEL_RULE,
@@ -48,36 +48,6 @@ export const quotaRequestSchema = z
     }
   });
 export type QuotaRequest = z.infer<typeof quotaRequestSchema>;
-
-/** Quotas that cover pods of `cluster/namespace`, in lock order (by id). */
-export function selectApplicableQuotas(db: VcudaDb, cluster: string, namespace: string) {
-  const teamsOfNamespace = db
-    .select({ team: teamNamespaces.team })
-    .from(teamNamespaces)
-    .where(and(eq(teamNamespaces.cluster, cluster), eq(teamNamespaces.namespace, namespace)));
-  return db
-    .select({
-      id: quotas.id,
-      name: quotas.name,
-      scope: quotas.scope,
-      cluster: quotas.cluster,
-      namespace: quotas.namespace,
-      team: quotas.team,
-      gpuModel: quotas.gpuModel,
-      coreLimit: quotas.coreLimit,
-      memoryLimitMiB: quotas.memoryLimitMiB,
-      coreUsed: quotas.coreUsed,
-      memoryUsedMiB: quotas.memoryUsedMiB,
-    })
-    .from(quotas)
-    .where(
-      or(
-        and(eq(quotas.scope, 'namespace'), eq(quotas.cluster, cluster), eq(quotas.namespace, namespace)),
-        and(eq(quotas.scope, 'team'), inArray(quotas.team, teamsOfNamespace)),
-      ),
-    )
-    .orderBy(quotas.id);
-}
 
 /** Sets every quota's totals to the sum of the live allocations it covers. */
 export async function recomputeQuotaTotals(db: VcudaDb): Promise<void> {

@@ -50,3 +50,41 @@ export function measurePodQuotaUsage(request: PodGpuRequest): PodQuotaUsage {
   const hasUncountedMemory = app.uncounted || inits.some((i) => i.uncounted);
   return { core, memoryMiB, hasUncountedMemory };
 }
+
+export type CachedPrecheckOptions = {
+  /** How long an "ok" stays good for the same namespace and demand. */
+  ttlMs: number;
+  /** Distinct (namespace, demand) keys kept at most; the cache starts over past it. */
+  maxEntries?: number;
+  /** Monotonic milliseconds. */
+  now?: () => number;
+};
+
+/**
+ * The pre-check for every GPU pod the API server creates, at most one ledger query per namespace
+ * and demand per `ttlMs`: calls that arrive while one is in flight share its answer, and an "ok"
+ * is reused until it is `ttlMs` old. A refusal is never reused (the next pod asks the ledger
+ * again), so a stale answer can only admit a pod that the reservation at bind then judges.
+ */
+export function cachedQuotaPrecheck(precheck: QuotaPrecheck, opts: CachedPrecheckOptions): QuotaPrecheck {
+  const { ttlMs, maxEntries = 4096, now = () => performance.now() } = opts;
+  type Entry = { at: number; answer: ReturnType<QuotaPrecheck> };
+  const entries = new Map<string, Entry>();
+  return (q) => {
+    const key = `${q.cluster}\u0000${q.namespace}\u0000${q.core}\u0000${q.memoryMiB}\u0000${q.gpuModel ?? ''}`;
+    const at = now();
+    const hit = entries.get(key);
+    if (hit && at - hit.at < ttlMs) return hit.answer;
+    if (entries.size >= maxEntries) entries.clear();
+    const answer = precheck(q);
+    const entry = { at, answer };
+    entries.set(key, entry);
+    const forget = () => {
+      if (entries.get(key) === entry) entries.delete(key);
+    };
+    answer.then((r) => {
+      if (!r.ok) forget();
+    }, forget);
+    return answer;
+  };
+}

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { atLeast, atMost, percentile, writeBenchmarksMd } from './harness.js';
+import { atLeast, atMost, machineLoad, percentile, withoutVerdictsWhenBusy, writeBenchmarksMd } from './harness.js';
 
 describe('bench harness', () => {
   it('computes nearest-rank percentiles', () => {
@@ -17,6 +17,40 @@ describe('bench harness', () => {
   it('judges targets', () => {
     expect(atMost(2.5, 2)).toEqual({ target: '<= 2', pass: false });
     expect(atLeast(1200, 1000)).toEqual({ target: '>= 1000', pass: true });
+  });
+
+  it('calls a machine busy only when its 1-minute load exceeds its cores', () => {
+    expect(machineLoad(2, 2)).toEqual({ loadAvg1m: 2, cores: 2, busy: false });
+    expect(machineLoad(2.014, 2)).toEqual({ loadAvg1m: 2.01, cores: 2, busy: true });
+  });
+
+  it('keeps figures and targets but drops verdicts on a busy machine', () => {
+    const figures = [{ name: 'p99_ms', value: 9, unit: 'ms', ...atMost(9, 3) }];
+    expect(withoutVerdictsWhenBusy(figures, machineLoad(0.4, 2))).toEqual(figures);
+    expect(withoutVerdictsWhenBusy(figures, machineLoad(9, 2))).toEqual([
+      { name: 'p99_ms', value: 9, unit: 'ms', target: '<= 3' },
+    ]);
+  });
+
+  it('marks a busy run in BENCHMARKS.md instead of a verdict', () => {
+    const root = mkdtempSync(join(tmpdir(), 'vcuda-bench-'));
+    mkdirSync(join(root, 'bench/results'), { recursive: true });
+    writeFileSync(
+      join(root, 'bench/results/demo.json'),
+      JSON.stringify({
+        name: 'demo',
+        description: 'a demo',
+        date: '2026-11-22T00:00:00.000Z',
+        machine: { cpu: 'cpu', cores: 2, memoryGiB: 24, os: 'linux', node: 'v20' },
+        load: { loadAvg1m: 7.5, cores: 2, busy: true },
+        command: 'npm run bench -- demo',
+        figures: [{ name: 'p99_ms', value: 9, unit: 'ms', target: '<= 3' }],
+      }),
+    );
+    writeBenchmarksMd(root);
+    const md = readFileSync(join(root, 'BENCHMARKS.md'), 'utf8');
+    expect(md).toContain('load average 7.5 at start — **taken on a busy machine: no target verdicts**');
+    expect(md).toContain('|  | `p99_ms` | 9 ms | <= 3 | busy machine |');
   });
 
   it('rebuilds only the generated section of BENCHMARKS.md', () => {

@@ -5,7 +5,8 @@
  * section is rebuilt from every JSON file present.
  */
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, release, totalmem } from 'node:os';
+import { createServer } from 'node:net';
+import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 
 export type Figure = {
@@ -15,7 +16,7 @@ export type Figure = {
   unit: string;
   /** The target as a person reads it, e.g. `<= 2`. */
   target?: string;
-  /** Whether the value meets the target (absent when there is none). */
+  /** Whether the value meets the target (absent when there is none, or on a busy machine). */
   pass?: boolean;
   /** Scenario or context, e.g. `lone hard 30%`. */
   scenario?: string;
@@ -33,13 +34,42 @@ export type Benchmark = {
   run: (ctx: BenchContext) => Promise<Figure[]>;
 };
 
+/** The machine's load when a benchmark started: figures taken under others' work are not verdicts. */
+export type MachineLoad = {
+  /** 1-minute load average (runnable threads). */
+  loadAvg1m: number;
+  cores: number;
+  /** The 1-minute load exceeded the core count: the figures are kept, the verdicts are not. */
+  busy: boolean;
+};
+
 export type BenchResult = {
   name: string;
   description: string;
   date: string;
   machine: { cpu: string; cores: number; memoryGiB: number; os: string; node: string };
+  /** Absent in results written before the load was recorded. */
+  load?: MachineLoad;
   command: string;
   figures: Figure[];
+};
+
+export function machineLoad(loadAvg1m = loadavg()[0] ?? 0, cores = cpus().length): MachineLoad {
+  return { loadAvg1m: Math.round(loadAvg1m * 100) / 100, cores, busy: loadAvg1m > cores };
+}
+
+/**
+ * On a busy machine a figure says what the neighbours left, not what the code can do: keep the
+ * value and the target, drop the met/missed verdict.
+ */
+export function withoutVerdictsWhenBusy(figures: readonly Figure[], load: MachineLoad): Figure[] {
+  if (!load.busy) return [...figures];
+  return figures.map(({ pass: _verdict, ...figure }) => figure);
+}
+
+const verdictOf = (f: Figure, busy: boolean, yes: string, no: string): string => {
+  if (f.pass !== undefined) return f.pass ? yes : no;
+  return busy && f.target ? 'busy machine' : '';
 };
 
 export function atMost(value: number, target: number): Pick<Figure, 'target' | 'pass'> {
@@ -48,6 +78,17 @@ export function atMost(value: number, target: number): Pick<Figure, 'target' | '
 
 export function atLeast(value: number, target: number): Pick<Figure, 'target' | 'pass'> {
   return { target: `>= ${target}`, pass: value >= target };
+}
+
+/** A loopback port free right now, for a server that treats port 0 as "off". */
+export function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+    probe.once('error', reject);
+  });
 }
 
 /** Percentile of a sample (nearest-rank). */
@@ -75,13 +116,13 @@ export function listBenchmarks(root: string): string[] {
     .sort();
 }
 
-function formatTable(figures: readonly Figure[]): string {
+function formatTable(figures: readonly Figure[], busy: boolean): string {
   const rows = figures.map((f) => [
     f.scenario ?? '',
     f.name,
     `${Number.isInteger(f.value) ? f.value : f.value.toFixed(3)} ${f.unit}`,
     f.target ?? '',
-    f.pass === undefined ? '' : f.pass ? 'yes' : 'NO',
+    verdictOf(f, busy, 'yes', 'NO'),
   ]);
   const head = ['scenario', 'figure', 'value', 'target', 'met'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
@@ -102,17 +143,22 @@ export async function runBenchmarks(root: string, names: readonly string[], log 
     const mod = (await import(join(root, 'test/bench', `${name}.bench.ts`))) as { default: Benchmark };
     const bench = mod.default;
     log(`\n# ${bench.name}: ${bench.description}`);
-    const figures = await bench.run({ root, log });
+    const load = machineLoad();
+    if (load.busy) {
+      log(`load average ${load.loadAvg1m} on ${load.cores} cores: figures recorded, no target verdicts`);
+    }
+    const figures = withoutVerdictsWhenBusy(await bench.run({ root, log }), load);
     const result: BenchResult = {
       name: bench.name,
       description: bench.description,
       date: new Date().toISOString(),
       machine: machine(),
+      load,
       command: `npm run bench -- ${bench.name}`,
       figures,
     };
     writeFileSync(join(root, 'bench/results', `${name}.json`), `${JSON.stringify(result, null, 2)}\n`);
-    log(formatTable(figures));
+    log(formatTable(figures, load.busy));
     if (figures.some((f) => f.pass === false)) allPass = false;
   }
   writeBenchmarksMd(root);
@@ -131,16 +177,20 @@ export function writeBenchmarksMd(root: string): void {
     .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')) as BenchResult);
   const sections = results.map((r) => {
     const m = r.machine;
+    const busy = r.load?.busy ?? false;
     const rows = r.figures.map(
       (f) =>
-        `| ${f.scenario ?? ''} | \`${f.name}\` | ${Number.isInteger(f.value) ? f.value : f.value.toFixed(3)} ${f.unit} | ${f.target ?? ''} | ${f.pass === undefined ? '' : f.pass ? 'yes' : '**no**'} |`,
+        `| ${f.scenario ?? ''} | \`${f.name}\` | ${Number.isInteger(f.value) ? f.value : f.value.toFixed(3)} ${f.unit} | ${f.target ?? ''} | ${verdictOf(f, busy, 'yes', '**no**')} |`,
     );
+    const load = r.load
+      ? `, load average ${r.load.loadAvg1m} at start${busy ? ' — **taken on a busy machine: no target verdicts**' : ''}`
+      : ', load not recorded';
     return [
       `### ${r.name}`,
       '',
       r.description,
       '',
-      `\`${r.command}\` — ${r.date.slice(0, 10)}, ${m.cpu} (${m.cores} cores, ${m.memoryGiB} GiB), ${m.os}, node ${m.node}`,
+      `\`${r.command}\` — ${r.date.slice(0, 10)}, ${m.cpu} (${m.cores} cores, ${m.memoryGiB} GiB), ${m.os}, node ${m.node}${load}`,
       '',
       '| scenario | figure | value | target | met |',
       '|---|---|---|---|---|',

@@ -1,12 +1,15 @@
 /**
  * The ledger on local PostgreSQL: reserve+release pairs per second with 8 clients (each with its
- * own pool of one connection) over 64 cards, with namespace and team quotas in force; then an
- * audit for overcommit; then each report over a table of generated allocation rows
- * (`VCUDA_BENCH_LEDGER_ROWS`, default 10 million, made with `generate_series`).
+ * own pool of one connection) over 64 cards, with namespace and team quotas in force; in the same
+ * run, the database's own ceiling: one-row UPDATE transactions with the same clients through the
+ * same driver, so `ledger_commit_efficiency` (2 commits per pair over that ceiling) says how much
+ * of what this PostgreSQL can commit the ledger uses; then an audit for overcommit; then each
+ * report over a table of generated allocation rows (`VCUDA_BENCH_LEDGER_ROWS`, default 10 million,
+ * made with `generate_series`). `VCUDA_BENCH_LEDGER_SECONDS` (default 10) sets each timed phase.
  */
 import { sql } from 'drizzle-orm';
 import { VcudaError } from '../../contract/index.js';
-import { rowsOf } from '../../db/connect.js';
+import { rawQueryOf, rowsOf } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
 import { findCardDrift, findOvercommit } from '../../db/ledger-audit.js';
 import { runReport } from '../../db/reports.js';
@@ -14,14 +17,42 @@ import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../.
 import { atLeast, atMost, type Benchmark, type Figure } from './harness.js';
 
 const CLIENTS = 8;
-const PAIRS_DURATION_MS = 10_000;
+const PAIRS_DURATION_MS = Number(process.env.VCUDA_BENCH_LEDGER_SECONDS ?? 10) * 1000;
+
+/**
+ * The ceiling the ledger is judged against: each of `CLIENTS` clients (own connection, prepared
+ * statement, postgres.js as the ledger uses it) commits one-row UPDATEs of its own row, one
+ * transaction each, durable like the ledger's (`synchronous_commit` as the server has it).
+ */
+async function measureBaselineCommits(t: TestDatabase, log: (line: string) => void): Promise<number> {
+  await t.db.execute(sql`create table if not exists bench_commit_baseline (id int primary key, n bigint not null)`);
+  await t.db.execute(sql`truncate bench_commit_baseline`);
+  await t.db.execute(sql`insert into bench_commit_baseline select i, 0 from generate_series(0, ${CLIENTS - 1}) i`);
+  let commits = 0;
+  const deadline = Date.now() + PAIRS_DURATION_MS;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async (_, c) => {
+      const query = rawQueryOf(await t.open(1));
+      if (!query) throw new Error('the baseline needs the postgres.js driver');
+      while (Date.now() < deadline) {
+        await query('update bench_commit_baseline set n = n + 1 where id = $1', [c]);
+        commits += 1;
+      }
+    }),
+  );
+  const perSecond = commits / ((performance.now() - started) / 1000);
+  await t.db.execute(sql`drop table bench_commit_baseline`);
+  log(`baseline: ${commits} one-row UPDATE transactions, ${perSecond.toFixed(0)}/s with ${CLIENTS} clients`);
+  return perSecond;
+}
 
 /**
  * `teamSize` namespaces share each team quota. Every reservation and release locks its team's
  * quota row until it commits (WAL flush included), so one team over all 8 clients serialises
  * them all: that is the worst case, measured separately.
  */
-async function measurePairs(t: TestDatabase, teamSize: number, log: (line: string) => void) {
+async function measurePairs(t: TestDatabase, teamSize: number, log: (line: string) => void, grouped = false) {
   const admin = createLedger(t.db, { clock: () => new Date() });
   await t.db.execute(sql`truncate allocations, pod_holds, cards, nodes, quotas, team_namespaces`);
   const namespaces = Array.from({ length: CLIENTS }, (_, i) => `ns${i}`);
@@ -52,13 +83,18 @@ async function measurePairs(t: TestDatabase, teamSize: number, log: (line: strin
     await admin.setQuota({ name: team, scope: 'team', team, coreLimit: 6_400, memoryLimitMiB: 2_560_000 });
   }
 
+  // Grouped: the 8 clients are one control plane's concurrent binds, sharing one ledger whose
+  // reservations and releases go out in batches (group commit, migration 0011).
+  const shared = grouped
+    ? createLedger(await t.open(CLIENTS), { clock: () => new Date(), groupCommit: { maxBatch: 64 } })
+    : undefined;
   let pairs = 0;
   let conflicts = 0;
   const deadline = Date.now() + PAIRS_DURATION_MS;
   const started = performance.now();
   await Promise.all(
     namespaces.map(async (namespace, c) => {
-      const ledger = createLedger(await t.open(1), { clock: () => new Date() });
+      const ledger = shared ?? createLedger(await t.open(1), { clock: () => new Date() });
       for (let i = 0; Date.now() < deadline; i++) {
         const uid = `${namespace}-${i}`;
         // Clients walk the cards at different strides, so they meet on the same cards often.
@@ -86,9 +122,103 @@ async function measurePairs(t: TestDatabase, teamSize: number, log: (line: strin
   const overcommit = (await findOvercommit(t.db)).length + (await findCardDrift(t.db)).length;
   const perSecond = pairs / seconds;
   log(
-    `pairs (team of ${teamSize}): ${pairs} in ${seconds.toFixed(1)} s (${conflicts} refused), overcommit ${overcommit}`,
+    `pairs (team of ${teamSize}${grouped ? ', group commit' : ''}): ${pairs} in ${seconds.toFixed(1)} s (${conflicts} refused), overcommit ${overcommit}`,
   );
   return { perSecond, overcommit };
+}
+
+/**
+ * Where one reserve and one release spend their time, one client alone (no lock waits): the
+ * client's whole call, the server-side function's own run time (`pg_stat_user_functions`, with
+ * `track_functions` on for this session: needs a superuser, as the local server's `postgres`
+ * is), and an empty round trip (`select 1`). What is left of a call after the function and
+ * the round trip is mostly its commit (the WAL flush).
+ */
+async function measureCallBreakdown(t: TestDatabase, log: (line: string) => void): Promise<Figure[]> {
+  const CALLS = 500;
+  await t.db.execute(sql`truncate allocations, pod_holds, cards, nodes, quotas, team_namespaces`);
+  const admin = createLedger(t.db, { clock: () => new Date() });
+  const cards = Array.from({ length: 8 }, (_, i) => ({
+    uuid: `GPU-t${i}`,
+    index: i,
+    model: 'A100',
+    memoryMiB: 80_000,
+  }));
+  await admin.upsertNode('c1', 'timed', cards);
+  await admin.setQuota({
+    name: 'q-t',
+    scope: 'namespace',
+    cluster: 'c1',
+    namespace: 'ns',
+    coreLimit: 10_000,
+    memoryLimitMiB: 10_000_000,
+  });
+  await admin.setTeam('team-t', [{ cluster: 'c1', namespace: 'ns' }]);
+  await admin.setQuota({
+    name: 'team-t',
+    scope: 'team',
+    team: 'team-t',
+    coreLimit: 10_000,
+    memoryLimitMiB: 10_000_000,
+  });
+  const db = await t.open(1);
+  const raw = rawQueryOf(db);
+  if (!raw) throw new Error('the call breakdown needs the postgres.js driver');
+  await raw("set track_functions = 'pl'", []);
+  const ledger = createLedger(db, { clock: () => new Date() });
+  let reserveMs = 0;
+  let releaseMs = 0;
+  let emptyMs = 0;
+  for (let i = 0; i < CALLS; i++) {
+    const item = { container: 'main', cardUuid: `GPU-t${i % 8}`, core: 10, memoryMiB: 100 };
+    let started = performance.now();
+    await ledger.reserve({
+      cluster: 'c1',
+      podUid: `t${i}`,
+      namespace: 'ns',
+      pod: `t${i}`,
+      node: 'timed',
+      items: [item],
+    });
+    reserveMs += performance.now() - started;
+    started = performance.now();
+    await ledger.release('c1', `t${i}`);
+    releaseMs += performance.now() - started;
+    started = performance.now();
+    await raw('select 1', []);
+    emptyMs += performance.now() - started;
+  }
+  // The backend reports its function counters to the statistics system about once a second.
+  await new Promise((r) => setTimeout(r, 1500));
+  const stats = rowsOf<{ funcname: string; calls: number; total_time: number }>(
+    await t.db.execute(
+      sql`select funcname, calls, total_time from pg_stat_user_functions where funcname in ('vcuda_reserve', 'vcuda_release')`,
+    ),
+  );
+  const fnMs = (name: string) => {
+    const row = stats.find((r) => r.funcname === name);
+    return row && Number(row.calls) > 0 ? Number(row.total_time) / Number(row.calls) : Number.NaN;
+  };
+  const scenario = `one client alone, ${CALLS} pairs, 1 card per pod, namespace + team quota`;
+  const figures: Figure[] = [
+    { name: 'reserve_call_ms', value: round2(reserveMs / CALLS), unit: 'ms', scenario },
+    {
+      name: 'reserve_function_ms',
+      value: round2(fnMs('vcuda_reserve')),
+      unit: 'ms',
+      scenario: `${scenario}, server-side run time`,
+    },
+    { name: 'release_call_ms', value: round2(releaseMs / CALLS), unit: 'ms', scenario },
+    {
+      name: 'release_function_ms',
+      value: round2(fnMs('vcuda_release')),
+      unit: 'ms',
+      scenario: `${scenario}, server-side run time`,
+    },
+    { name: 'empty_round_trip_ms', value: round2(emptyMs / CALLS), unit: 'ms', scenario: `${scenario}, select 1` },
+  ];
+  log(`  call breakdown: ${figures.map((f) => `${f.name} ${f.value}`).join(', ')}`);
+  return figures;
 }
 
 /** Bulk-loads `rows` allocations spread over the year before now; secondary indexes are rebuilt after. */
@@ -295,14 +425,20 @@ async function measureReports(t: TestDatabase, rows: number, log: (line: string)
 const bench: Benchmark = {
   name: 'ledger',
   description:
-    'Quota ledger on local PostgreSQL: reserve+release pairs/s with 8 clients, overcommit audit, node registration and confirm (the bind path), and report latency (median of 3 warm runs) over generated allocation rows.',
+    'Quota ledger on local PostgreSQL: reserve+release pairs/s with 8 clients (one transaction per call, and with group commit), against a one-row-UPDATE baseline from the same run, overcommit audit, node registration and confirm (the bind path), and report latency (median of 3 warm runs) over generated allocation rows.',
   async run({ log }) {
     if (!(await isPostgresReachable())) throw new Error('the ledger benchmark needs PostgreSQL at 127.0.0.1:5432');
     const rows = Number(process.env.VCUDA_BENCH_LEDGER_ROWS ?? 10_000_000);
     const t = await createTestDatabase('postgres');
     try {
+      const baseline = await measureBaselineCommits(t, log);
       const spread = await measurePairs(t, 2, log);
       const oneTeam = await measurePairs(t, CLIENTS, log);
+      const spreadGrouped = await measurePairs(t, 2, log, true);
+      const oneTeamGrouped = await measurePairs(t, CLIENTS, log, true);
+      const efficiency = (2 * spread.perSecond) / baseline;
+      const hotQuotaRatio = oneTeam.perSecond / spread.perSecond;
+      const overcommit = spread.overcommit + oneTeam.overcommit + spreadGrouped.overcommit + oneTeamGrouped.overcommit;
       const figures: Figure[] = [
         {
           name: 'pairs_per_s',
@@ -318,13 +454,58 @@ const bench: Benchmark = {
           scenario: 'same, all 8 clients under one team quota',
         },
         {
+          name: 'baseline_commits_per_s',
+          value: Math.round(baseline),
+          unit: 'tx/s',
+          scenario: `${CLIENTS} clients, one-row UPDATE per transaction, postgres.js, same run`,
+        },
+        {
+          name: 'ledger_commit_efficiency',
+          value: round2(efficiency),
+          unit: 'ratio',
+          scenario: '2 x pairs/s / baseline tx/s (spread case)',
+          ...atLeast(round2(efficiency), 0.5),
+        },
+        {
+          name: 'one_team_over_spread',
+          value: round2(hotQuotaRatio),
+          unit: 'ratio',
+          scenario: 'pairs/s, one team quota / spread',
+          ...atLeast(round2(hotQuotaRatio), 0.7),
+        },
+        {
+          name: 'pairs_per_s_grouped',
+          value: Math.round(spreadGrouped.perSecond),
+          unit: 'pairs/s',
+          scenario: '8 clients sharing one ledger with group commit, 4 team quotas',
+        },
+        {
+          name: 'pairs_per_s_one_team_grouped',
+          value: Math.round(oneTeamGrouped.perSecond),
+          unit: 'pairs/s',
+          scenario: 'same, all 8 clients under one team quota',
+        },
+        {
+          name: 'ledger_commit_efficiency_grouped',
+          value: round2((2 * spreadGrouped.perSecond) / baseline),
+          unit: 'ratio',
+          scenario: '2 x grouped pairs/s / baseline tx/s (spread case)',
+        },
+        {
+          name: 'one_team_over_spread_grouped',
+          value: round2(oneTeamGrouped.perSecond / spreadGrouped.perSecond),
+          unit: 'ratio',
+          scenario: 'grouped pairs/s, one team quota / spread',
+        },
+        {
           name: 'overcommit',
-          value: spread.overcommit + oneTeam.overcommit,
+          value: overcommit,
           unit: 'cards+quotas',
-          scenario: 'audit after both runs',
-          ...atMost(spread.overcommit + oneTeam.overcommit, 0),
+          scenario: 'audit after all four runs',
+          ...atMost(overcommit, 0),
         },
       ];
+      figures.push(...(await measureCallBreakdown(t, log)));
       figures.push(...(await measureBindCalls(t, log)));
       figures.push(...(await measureReports(t, rows, log)));
       return figures;

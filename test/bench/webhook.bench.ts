@@ -1,31 +1,40 @@
 /**
- * Admission latency under a steady offered load: the real 1.26 `share-30` AdmissionReview
- * (about 6 KiB, with managedFields) POSTed over HTTPS keep-alive to the mutating hook at a fixed
- * rate, open loop (each latency counts from the request's scheduled send time, so a stall shows
- * as the queue it causes). The webhook is one Node process (its main thread); the load generator
- * is a worker thread of that process, so the figure includes loopback TLS both ways.
+ * Admission latency on the production path under a steady offered load: the real control plane
+ * (`startControlPlane`, as `vcuda control-plane` runs it: the HTTPS admission listener in front of
+ * the app, the ledger's quota pre-check on every GPU pod, pino logging) answers the real 1.26
+ * `share-30` AdmissionReview (about 6 KiB, with managedFields) POSTed over HTTPS keep-alive at a
+ * fixed rate, open loop (each latency counts from the request's scheduled send time, so a stall
+ * shows as the queue it causes). Twice: with the ledger on local PostgreSQL, and on embedded
+ * PGlite (the local-mode default). The load generator is a separate Node process; the server's
+ * process records its collector pauses and event-loop delay, and which slow requests overlapped a
+ * pause, so the cause of a tail is visible. `VCUDA_BENCH_WEBHOOK_SECONDS` (default 10) sets the
+ * measured phase.
  */
-import { readFileSync } from 'node:fs';
-import * as https from 'node:https';
-import type { AddressInfo } from 'node:net';
-import { loadavg } from 'node:os';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
-import { Worker } from 'node:worker_threads';
-import { serve } from '@hono/node-server';
-import { resourceNames } from '../../contract/index.js';
-import { createAdmissionListener } from '../../webhooks/admission-handler.js';
-import { type AdmissionRoutesDeps, admissionRoutes } from '../../webhooks/admission-routes.js';
+import { pino } from 'pino';
+import { loadControlPlaneConfig } from '../../control-plane/config.js';
+import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
+import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
+import { createLedger } from '../../db/ledger.js';
+import { migrate } from '../../db/migrate.js';
+import { createTestDatabase, isPostgresReachable } from '../../db/test-databases.js';
 import { issueServingCertificate } from '../../webhooks/certificates.js';
-import { atMost, type Benchmark, type Figure, percentile } from './harness.js';
+import { atMost, type Benchmark, type Figure, freeLoopbackPort, percentile } from './harness.js';
 
 const RATE_PER_S = 2000;
 const WARMUP_MS = 2000;
-const MEASURE_MS = 10_000;
+const MEASURE_MS = Number(process.env.VCUDA_BENCH_WEBHOOK_SECONDS ?? 10) * 1000;
 const TARGET_P99_MS = 3;
+const CLUSTER = 'bench';
 
 type LoadResult = {
   latenciesMs: number[];
+  /** Requests over the target, as [scheduled, answered] epoch ms. */
+  slow: [number, number][];
   errors: number;
   /** Requests resent after the server closed an idle kept-alive connection under them. */
   retries: number;
@@ -36,14 +45,13 @@ type LoadResult = {
 };
 
 /**
- * The load generator, in plain JavaScript so a worker thread can run it without a TypeScript
- * loader. It has its own event loop, as the API server would, so its work does not queue behind
- * the webhook's (or the webhook's behind it); both still share the machine's cores.
+ * The load generator, in plain JavaScript run by a child `node -e` (its settings arrive over IPC),
+ * so its CPU and collector are not the webhook's: only the machine's cores are shared.
  */
 const LOAD_GENERATOR = `
 const tls = require('node:tls');
-const { parentPort, workerData } = require('node:worker_threads');
-const { port, ca, path, bodies, durationMs, ratePerS, concurrency } = workerData;
+process.once('message', (workerData) => {
+const { port, ca, path, bodies, durationMs, ratePerS, concurrency, slowMs } = workerData;
 // Open loop: ratePerS for durationMs. Closed loop (concurrency set): as fast as answers come back.
 const total = concurrency ? Infinity : Math.round((durationMs / 1000) * ratePerS);
 const interval = 1000 / ratePerS;
@@ -64,8 +72,14 @@ const requests = bodies.map((b) => {
 const sockets = [], idle = [], waiting = [];
 const CONTENT_LENGTH = /\\r\\ncontent-length: *(\\d+)/i;
 let retries = 0;
+// Requests slower than slowMs, as [scheduled, answered] in ms since the epoch, to set beside the
+// server's collector pauses.
+const slow = [];
 const settle = (socket, ok) => {
-  latenciesMs.push(performance.now() - socket.job.scheduledAt);
+  const now = performance.now();
+  const latency = now - socket.job.scheduledAt;
+  latenciesMs.push(latency);
+  if (latency > slowMs) slow.push([performance.timeOrigin + socket.job.scheduledAt, performance.timeOrigin + now]);
   socket.job = undefined;
   if (!ok) errors++;
 };
@@ -121,8 +135,8 @@ const finish = () => {
     if (done < sent) return;
   } else if (done < total) return;
   for (const socket of [...sockets]) { socket.removeAllListeners('close'); socket.destroy(); }
-  parentPort.postMessage({ latenciesMs, errors, retries, offered: sent, elapsedMs: performance.now() - start,
-    generatorElu: performance.eventLoopUtilization(eluStart).utilization });
+  process.send({ latenciesMs, slow, errors, retries, offered: sent, elapsedMs: performance.now() - start,
+    generatorElu: performance.eventLoopUtilization(eluStart).utilization }, () => process.exit(0));
 };
 // Timers fire about once a millisecond: send every request that is due, stamped with its due time.
 const tick = () => {
@@ -138,9 +152,10 @@ const tick = () => {
   if (sent < total) setTimeout(tick, 1);
 };
 tick();
+});
 `;
 
-function runLoad(workerData: {
+type LoadSettings = {
   port: number;
   ca: string;
   path: string;
@@ -148,18 +163,161 @@ function runLoad(workerData: {
   durationMs: number;
   ratePerS?: number;
   concurrency?: number;
-}): Promise<LoadResult> {
-  const worker = new Worker(LOAD_GENERATOR, { eval: true, workerData });
+};
+
+function runLoad(settings: LoadSettings): Promise<LoadResult> {
+  const child = spawn(process.execPath, ['-e', LOAD_GENERATOR], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   return new Promise<LoadResult>((resolve, reject) => {
-    worker.once('message', (m: LoadResult) => resolve(m));
-    worker.once('error', reject);
-  }).finally(() => worker.terminate());
+    child.once('message', (m) => resolve(m as LoadResult));
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`load generator exited with ${code} before reporting`)));
+    child.send({ ...settings, slowMs: TARGET_P99_MS });
+  }).finally(() => child.kill());
+}
+
+/** Collector pauses of this (the server's) process, as [start, end] epoch ms. */
+function watchGc(): { pauses: [number, number][]; stop: () => void } {
+  const pauses: [number, number][] = [];
+  const observer = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      const start = performance.timeOrigin + e.startTime;
+      pauses.push([start, start + e.duration]);
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  return { pauses, stop: () => observer.disconnect() };
+}
+
+const overlaps = (a: [number, number], b: [number, number]) => a[0] < b[1] && b[0] < a[1];
+
+type Scenario = { label: string; key: string; database: { url?: string }; db?: VcudaDb };
+
+/** The quotas the share-30 pod (namespace team-a) is checked against: its namespace's and its team's. */
+async function seedQuotas(db: VcudaDb): Promise<void> {
+  const ledger = createLedger(db, { clock: () => new Date() });
+  await ledger.setQuota({
+    name: 'q-team-a',
+    scope: 'namespace',
+    cluster: CLUSTER,
+    namespace: 'team-a',
+    coreLimit: 100_000,
+    memoryLimitMiB: 100_000_000,
+  });
+  await ledger.setTeam('research', [{ cluster: CLUSTER, namespace: 'team-a' }]);
+  await ledger.setQuota({
+    name: 'research',
+    scope: 'team',
+    team: 'research',
+    coreLimit: 100_000,
+    memoryLimitMiB: 100_000_000,
+  });
+}
+
+async function startServer(scenario: Scenario, tls: Record<string, string>, logFile: string) {
+  const config = loadControlPlaneConfig({
+    flags: {
+      logLevel: 'info',
+      host: '127.0.0.1',
+      port: 0,
+      // 0 turns the HTTPS listener off.
+      httpsPort: await freeLoopbackPort(),
+      clusterName: CLUSTER,
+      kube: { mode: 'none' },
+      signingKeys: { source: 'ephemeral' },
+      database: scenario.database,
+      webhook: { certificates: { mode: 'files', ...tls } },
+    },
+  });
+  // pino as production configures it, its lines into a file instead of the pod's stdout pipe.
+  const logger = pino({ level: 'info', name: 'vcuda-control-plane' }, pino.destination({ dest: logFile, sync: true }));
+  return startControlPlane(config, { logger, ...(scenario.db ? { db: scenario.db } : {}) });
+}
+
+async function measureScenario(
+  scenario: Scenario,
+  cp: RunningControlPlane,
+  load: Omit<LoadSettings, 'port' | 'durationMs'>,
+  log: (line: string) => void,
+): Promise<Figure[]> {
+  const port = Number(new URL(cp.httpsUrl ?? '').port);
+  await runLoad({ ...load, port, durationMs: WARMUP_MS });
+  const eluBefore = performance.eventLoopUtilization();
+  const cpuBefore = process.cpuUsage();
+  const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+  loopDelay.enable();
+  const gc = watchGc();
+  const measured = await runLoad({ ...load, port, durationMs: MEASURE_MS });
+  const serverElu = performance.eventLoopUtilization(eluBefore).utilization;
+  const cpu = process.cpuUsage(cpuBefore);
+  loopDelay.disable();
+  gc.stop();
+  const latencies = measured.latenciesMs.sort((a, b) => a - b);
+  const reviews = Math.max(1, latencies.length);
+  const p99 = percentile(latencies, 99);
+  const gcMs = gc.pauses.map(([a, b]) => b - a);
+  const slowDuringGc = measured.slow.filter((r) => gc.pauses.some((p) => overlaps(r, p))).length;
+  const scenarioText = `share-30 mutate, ${RATE_PER_S} req/s, HTTPS, ${scenario.label}`;
+  log(
+    `${scenario.label}: p50 ${percentile(latencies, 50).toFixed(2)} ms, p99 ${p99.toFixed(2)} ms; ` +
+      `${measured.slow.length} over ${TARGET_P99_MS} ms, ${slowDuringGc} of them during a GC pause; ` +
+      `loop delay p99 ${(loopDelay.percentile(99) / 1e6).toFixed(2)} ms max ${(loopDelay.max / 1e6).toFixed(1)} ms`,
+  );
+  const f = (name: string, value: number, unit: string, extra: Partial<Figure> = {}): Figure => ({
+    name: `${name}${scenario.key}`,
+    value,
+    unit,
+    scenario: scenarioText,
+    ...extra,
+  });
+  return [
+    f('p99_ms', p99, 'ms', atMost(p99, TARGET_P99_MS)),
+    f('p50_ms', percentile(latencies, 50), 'ms'),
+    f('p999_ms', percentile(latencies, 99.9), 'ms'),
+    f('max_ms', latencies[latencies.length - 1] ?? Number.NaN, 'ms'),
+    f('achieved_rps', Math.round(latencies.length / (measured.elapsedMs / 1000)), 'req/s'),
+    f('server_event_loop_utilization', serverElu, 'ratio'),
+    f('server_cpu_us_per_review', Math.round((cpu.user + cpu.system) / reviews), 'us'),
+    f('generator_event_loop_utilization', measured.generatorElu, 'ratio'),
+    // Why a request was slow: the server's thread was held (loop delay), by its collector or not.
+    f('server_loop_delay_p99_ms', loopDelay.percentile(99) / 1e6, 'ms'),
+    f('server_loop_delay_max_ms', loopDelay.max / 1e6, 'ms'),
+    f('server_gc_pause_max_ms', Math.max(0, ...gcMs), 'ms'),
+    f(
+      'server_gc_total_ms',
+      gcMs.reduce((sum, ms) => sum + ms, 0),
+      'ms',
+    ),
+    f('slow_requests', measured.slow.length, 'requests', { scenario: `${scenarioText}, over ${TARGET_P99_MS} ms` }),
+    f('slow_requests_during_gc', slowDuringGc, 'requests', {
+      scenario: `${scenarioText}, over ${TARGET_P99_MS} ms and overlapping a server GC pause`,
+    }),
+    f('retries', measured.retries, 'requests'),
+    f('errors', measured.errors, 'requests', { target: `0 of ${measured.offered}`, pass: measured.errors === 0 }),
+  ];
+}
+
+/** The pre-check's own query, one at a time in this process: what each admission waits for. */
+async function measurePrecheck(db: VcudaDb, key: string, label: string): Promise<Figure[]> {
+  const ledger = createLedger(db, { clock: () => new Date() });
+  const times: number[] = [];
+  for (let i = 0; i < 500; i++) {
+    const started = performance.now();
+    await ledger.precheckQuota({ cluster: CLUSTER, namespace: 'team-a', core: 30, memoryMiB: 8192 });
+    if (i >= 50) times.push(performance.now() - started);
+  }
+  times.sort((a, b) => a - b);
+  const scenario = `ledger.precheckQuota alone, one at a time, ${label}`;
+  return [
+    { name: `precheck_p50_ms${key}`, value: percentile(times, 50), unit: 'ms', scenario },
+    { name: `precheck_p99_ms${key}`, value: percentile(times, 99), unit: 'ms', scenario },
+  ];
 }
 
 const bench: Benchmark = {
   name: 'webhook',
-  description: `Mutating admission of the real 1.26 share-30 pod over HTTPS keep-alive at ${RATE_PER_S} req/s offered (open loop), webhook (plain node:https listener) on one Node main thread, load from a worker thread`,
+  description: `Mutating admission on the production path (the control plane's HTTPS listener, the ledger's quota pre-check, pino) of the real 1.26 share-30 pod at ${RATE_PER_S} req/s offered (open loop) from a separate load-generator process; ledger on local PostgreSQL, then embedded PGlite (figures suffixed _pglite)`,
   async run({ root, log }) {
+    if (!(await isPostgresReachable())) throw new Error('the webhook benchmark needs PostgreSQL at 127.0.0.1:5432');
     const review = JSON.parse(
       readFileSync(join(root, 'webhooks/testdata/kubernetes-1.26/admission-mutate-create-share.json'), 'utf8'),
     );
@@ -167,130 +325,50 @@ const bench: Benchmark = {
       review.request.uid = `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
       return JSON.stringify(review);
     });
-    const deps: AdmissionRoutesDeps = {
-      names: resourceNames(),
-      memoryUnitMiB: 1,
-      clusterName: 'bench',
-      schedulerName: 'vcuda-scheduler',
-      privilegedUsernames: ['system:serviceaccount:vcuda-system:vcuda-control-plane'],
-      maxBodyBytes: 3 * 1024 * 1024,
-      logger: { info: () => {}, warn: () => {} },
-      // The ledger's answer arrives asynchronously, as it would from a pool.
-      precheckQuota: async () => ({ ok: true }),
-    };
+    const dir = mkdtempSync(join(tmpdir(), 'vcuda-webhook-bench-'));
     const cert = await issueServingCertificate({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] }, 2, new Date());
-    const tls = { cert: cert.certPem, key: cert.keyPem };
-    // The hot path: the plain node:https listener (webhooks/admission-handler.ts) at /admission/.
-    const listener = createAdmissionListener(deps);
-    const server = https.createServer(tls, (req, res) => {
-      if (!listener(req, res)) {
-        res.writeHead(404);
-        res.end();
-      }
-    });
-    server.listen(0, '127.0.0.1');
-    // For comparison, the hono routes as control-plane/app.ts mounts them today (closed loop only).
-    const app = admissionRoutes(deps);
-    const honoServer = serve({
-      fetch: app.fetch,
-      port: 0,
-      hostname: '127.0.0.1',
-      createServer: https.createServer,
-      serverOptions: tls,
-    });
-    await Promise.all([server, honoServer].map((s) => new Promise((r) => s.once('listening', r))));
-    const { port } = server.address() as AddressInfo;
-    const honoPort = (honoServer.address() as AddressInfo).port;
+    const tls = { certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key'), caFile: join(dir, 'ca.crt') };
+    writeFileSync(tls.certFile, cert.certPem);
+    writeFileSync(tls.keyFile, cert.keyPem);
+    writeFileSync(tls.caFile, cert.caPem);
+    const load = { ca: cert.caPem, path: '/admission/mutate?timeout=5s', bodies, ratePerS: RATE_PER_S };
+    const pg = await createTestDatabase('postgres');
+    const lite = await connectDb({ dataDir: join(dir, 'pglite') });
+    const figures: Figure[] = [];
     try {
-      log(`warm-up ${WARMUP_MS} ms, then ${MEASURE_MS} ms at ${RATE_PER_S} req/s`);
-      const load = { port, ca: cert.caPem, path: '/admission/mutate?timeout=5s', bodies, ratePerS: RATE_PER_S };
-      await runLoad({ ...load, durationMs: WARMUP_MS });
-      // Other work on the machine takes cores from both threads; record how busy it was.
-      const loadBefore = loadavg()[0] ?? 0;
-      const eluBefore = performance.eventLoopUtilization();
-      const cpuBefore = process.cpuUsage();
-      const loopDelay = monitorEventLoopDelay({ resolution: 1 });
-      loopDelay.enable();
-      // Collector pauses on the webhook's thread (the worker's heap is collected on its own).
-      const gcPausesMs: number[] = [];
-      const gcObserver = new PerformanceObserver((list) => {
-        for (const entry of list.getEntries()) gcPausesMs.push(entry.duration);
-      });
-      gcObserver.observe({ entryTypes: ['gc'] });
-      const measured = await runLoad({ ...load, durationMs: MEASURE_MS });
-      const { latenciesMs, errors, retries, offered, elapsedMs, generatorElu } = measured;
-      const serverElu = performance.eventLoopUtilization(eluBefore).utilization;
-      const cpu = process.cpuUsage(cpuBefore);
-      loopDelay.disable();
-      gcObserver.disconnect();
-      const latencies = latenciesMs.sort((a, b) => a - b);
-      const p99 = percentile(latencies, 99);
-      const reviews = Math.max(1, latencies.length);
-      const scenario = `share-30 mutate, ${RATE_PER_S} req/s, HTTPS`;
-      const figures: Figure[] = [
-        { name: 'p99_ms', value: p99, unit: 'ms', scenario, ...atMost(p99, TARGET_P99_MS) },
-        { name: 'p50_ms', value: percentile(latencies, 50), unit: 'ms', scenario },
-        { name: 'p999_ms', value: percentile(latencies, 99.9), unit: 'ms', scenario },
-        { name: 'max_ms', value: latencies[latencies.length - 1] ?? Number.NaN, unit: 'ms', scenario },
-        { name: 'achieved_rps', value: Math.round(latencies.length / (elapsedMs / 1000)), unit: 'req/s', scenario },
-        // Busy share of the webhook's thread, and what that costs per review: capacity is about 1e6 / this.
-        { name: 'server_event_loop_utilization', value: serverElu, unit: 'ratio', scenario },
-        {
-          name: 'server_busy_us_per_review',
-          value: Math.round((serverElu * MEASURE_MS * 1000) / reviews),
-          unit: 'us',
-          scenario,
-        },
-        // The load generator shares the 2 cores: its thread's busy share, and the CPU of both threads.
-        { name: 'generator_event_loop_utilization', value: generatorElu, unit: 'ratio', scenario },
-        {
-          name: 'process_cpu_us_per_review',
-          value: Math.round((cpu.user + cpu.system) / reviews),
-          unit: 'us',
-          scenario,
-        },
-        // How long the webhook's own thread was kept from running (its GC, or the machine's other work).
-        { name: 'server_loop_delay_max_ms', value: loopDelay.max / 1e6, unit: 'ms', scenario },
-        { name: 'server_gc_pause_max_ms', value: Math.max(0, ...gcPausesMs), unit: 'ms', scenario },
-        {
-          name: 'server_gc_total_ms',
-          value: gcPausesMs.reduce((sum, ms) => sum + ms, 0),
-          unit: 'ms',
-          scenario,
-        },
-        {
-          name: 'machine_load_1m',
-          value: Math.round(Math.max(loadBefore, loadavg()[0] ?? 0) * 100) / 100,
-          unit: 'runnable',
-          scenario,
-        },
-        { name: 'retries', value: retries, unit: 'requests', scenario },
-        { name: 'errors', value: errors, unit: 'requests', scenario, target: `0 of ${offered}`, pass: errors === 0 },
+      await migrate(lite);
+      for (const db of [pg.db, lite]) await seedQuotas(db);
+      figures.push(...(await measurePrecheck(pg.db, '', 'PostgreSQL')));
+      figures.push(...(await measurePrecheck(lite, '_pglite', 'PGlite')));
+      const scenarios: Scenario[] = [
+        { label: 'ledger on PostgreSQL', key: '', database: { url: pg.url } },
+        { label: 'ledger on embedded PGlite', key: '_pglite', database: {}, db: lite },
       ];
-      // What this machine sustains right now, as fast as answers come back (32 in flight, 3 s).
-      for (const [name, target, path] of [
-        ['node:https listener', port, load.path],
-        ['hono routes', honoPort, '/mutate?timeout=5s'],
-      ] as const) {
-        const closed = await runLoad({
-          ...load,
-          port: target,
-          path,
-          ratePerS: undefined,
-          concurrency: 32,
-          durationMs: 3000,
-        });
-        figures.push({
-          name: target === port ? 'capacity_rps' : 'capacity_rps_hono',
-          value: Math.round(closed.latenciesMs.length / (closed.elapsedMs / 1000)),
-          unit: 'req/s',
-          scenario: `share-30 mutate, closed loop, 32 in flight, HTTPS, ${name}`,
-        });
+      for (const scenario of scenarios) {
+        log(`${scenario.label}: warm-up ${WARMUP_MS} ms, then ${MEASURE_MS} ms at ${RATE_PER_S} req/s`);
+        const cp = await startServer(scenario, tls, join(dir, `control-plane${scenario.key}.log`));
+        try {
+          figures.push(...(await measureScenario(scenario, cp, load, log)));
+          if (scenario.key === '') {
+            // What the production process sustains right now, as fast as answers come back.
+            const port = Number(new URL(cp.httpsUrl ?? '').port);
+            const closed = await runLoad({ ...load, port, ratePerS: undefined, concurrency: 32, durationMs: 3000 });
+            figures.push({
+              name: 'capacity_rps',
+              value: Math.round(closed.latenciesMs.length / (closed.elapsedMs / 1000)),
+              unit: 'req/s',
+              scenario: `share-30 mutate, closed loop, 32 in flight, HTTPS, ${scenario.label}`,
+            });
+          }
+        } finally {
+          await cp.close();
+        }
       }
       return figures;
     } finally {
-      server.close();
-      honoServer.close();
+      await closeDb(lite);
+      await pg.drop();
+      rmSync(dir, { recursive: true, force: true });
     }
   },
 };

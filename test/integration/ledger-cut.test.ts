@@ -157,8 +157,10 @@ describe.skipIf(!reachable)('the ledger cut mid-run', () => {
 
       await proxy.setMode(cut);
 
-      // mutate: admitted and patched within its deadline, without the pre-check, saying so.
-      const mutate = await timed(() => post(mutateUrl, review('CREATE', gpu)));
+      // mutate: admitted and patched within its deadline, without the pre-check, saying so. (A
+      // pod of another size: the same size's "ok" from before the cut may be reused for 1 s.)
+      const other = pod('trainer').share(40, 1024).obj();
+      const mutate = await timed(() => post(mutateUrl, review('CREATE', other)));
       expect(mutate.ms).toBeLessThan(MUTATE_WITHIN_MS);
       const mutated = mutate.value as unknown as AdmissionReviewOut;
       expect(mutated.response.allowed).toBe(true);

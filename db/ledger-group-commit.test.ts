@@ -1,0 +1,112 @@
+/**
+ * Group commit through `vcuda_ledger_batch`: operations that queue while one transaction commits
+ * share the next one, and each keeps its own outcome, exactly as if it had gone alone.
+ */
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { VcudaError } from '../contract/index.js';
+import { rowsOf } from './connect.js';
+import { createLedger, type ReserveRequest } from './ledger.js';
+import { findCardDrift, findOvercommit } from './ledger-audit.js';
+import { createTestDatabase, type TestDatabase, testDbKinds } from './test-databases.js';
+
+const kinds = await testDbKinds();
+
+const pod = (uid: string, core: number, namespace = 'ml'): ReserveRequest => ({
+  cluster: 'c1',
+  podUid: uid,
+  namespace,
+  pod: `pod-${uid}`,
+  node: 'n1',
+  items: [{ container: 'main', cardUuid: 'GPU-a', core, memoryMiB: 1_000 }],
+});
+
+const outcomeOf = (r: PromiseSettledResult<{ reused: boolean }>) =>
+  r.status === 'fulfilled' ? (r.value.reused ? 'reused' : 'ok') : (r.reason as VcudaError).code;
+
+describe.each(kinds)('ledger group commit on %s', (kind) => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase(kind);
+  });
+  afterAll(async () => {
+    await t?.drop();
+  });
+
+  it('gives each pod of a batch its own outcome: a refusal undoes only its own rows', async () => {
+    const ledger = createLedger(t.db, { clock: () => new Date(), groupCommit: { maxBatch: 16 } });
+    await ledger.upsertNode('c1', 'n1', [{ uuid: 'GPU-a', index: 0, model: 'A100', memoryMiB: 40_000 }]);
+    await ledger.setQuota({
+      name: 'q-ml',
+      scope: 'namespace',
+      cluster: 'c1',
+      namespace: 'ml',
+      coreLimit: 60,
+      memoryLimitMiB: 100_000,
+    });
+    // The first goes alone; the rest queue behind it and share one transaction.
+    const results = await Promise.allSettled([
+      ledger.reserve(pod('p0', 30)),
+      ledger.reserve(pod('p1', 20)),
+      ledger.reserve(pod('p2', 20)), // the namespace quota has 10 left
+      ledger.reserve(pod('p3', 10)),
+      ledger.reserve(pod('p1', 20)), // the same pod again: held already
+      ledger.reserve(pod('p4', 41, 'other')), // the card has 40 left once p3 took 10
+    ]);
+    expect(results.map(outcomeOf), JSON.stringify(results.map(outcomeOf))).toEqual([
+      'ok',
+      'ok',
+      'quota-exceeded',
+      'ok',
+      'reused',
+      'capacity-conflict',
+    ]);
+    expect((results[2] as PromiseRejectedResult).reason.message).toMatch(
+      /quota q-ml .*in use 50, pod asks 20 \(over by 10\)/,
+    );
+    const live = rowsOf<{ pod_uid: string }>(
+      await t.db.execute(sql`select pod_uid from allocations where state <> 'released' order by pod_uid`),
+    );
+    expect(live.map((r) => r.pod_uid)).toEqual(['p0', 'p1', 'p3']);
+    expect((await ledger.listQuotas())[0]).toMatchObject({ coreUsed: 60 });
+
+    const released = await Promise.all(['p0', 'p1', 'p3', 'p1', 'nope'].map((uid) => ledger.release('c1', uid)));
+    expect(released.map((r) => r.released)).toEqual([1, 1, 1, 0, 0]);
+    expect((await ledger.listQuotas())[0]).toMatchObject({ coreUsed: 0 });
+    expect(await findOvercommit(t.db)).toEqual([]);
+    expect(await findCardDrift(t.db)).toEqual([]);
+  });
+
+  it('answers one result per operation from vcuda_ledger_batch itself, refusals included', async () => {
+    const at = new Date().toISOString();
+    const demand = [{ cardUuid: 'GPU-a', core: 50, memoryMiB: 1_000 }];
+    const ops = [
+      { op: 'reserve', request: { ...pod('b1', 50), demand }, at },
+      { op: 'reserve', request: { ...pod('b2', 50), demand }, at }, // q-ml allows 60
+      { op: 'release', cluster: 'c1', podUid: 'b1', at, onlyState: null },
+      { op: 'reserve', request: { ...pod('b2', 50), demand }, at },
+    ];
+    const [row] = rowsOf<{ r: unknown }>(
+      await t.db.execute(sql`select vcuda_ledger_batch(${JSON.stringify(ops)}::jsonb) as r`),
+    );
+    const results = (typeof row?.r === 'string' ? JSON.parse(row.r) : row?.r) as Record<string, unknown>[];
+    expect(results).toHaveLength(4);
+    expect(results[0]).toEqual({ reused: false });
+    expect(results[1]).toEqual({
+      violations: [{ code: 'quota-exceeded', message: expect.stringMatching(/quota q-ml .*over by 40/) }],
+    });
+    expect(results[2]).toEqual({ released: 1 });
+    expect(results[3]).toEqual({ reused: false });
+    const ledger = createLedger(t.db, { clock: () => new Date() });
+    expect((await ledger.listQuotas())[0]).toMatchObject({ coreUsed: 50 });
+    await ledger.release('c1', 'b2');
+  });
+
+  it('refuses a bad request before it reaches a batch', async () => {
+    const ledger = createLedger(t.db, { clock: () => new Date(), groupCommit: { maxBatch: 16 } });
+    const err = await ledger.reserve({ ...pod('bad', 0) }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(VcudaError);
+    expect((err as VcudaError).code).toBe('invalid');
+    expect((err as Error).message).toMatch(/core/);
+  });
+});
