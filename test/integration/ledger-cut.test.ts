@@ -13,6 +13,9 @@
  *
  * Needs PostgreSQL (PGlite has no network to cut); skipped, and says so, when unreachable.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { vcudaAnnotations } from '../../contract/index.js';
@@ -20,9 +23,12 @@ import type { ClusterState } from '../../control-plane/cluster-state.js';
 import { loadControlPlaneConfig } from '../../control-plane/config.js';
 import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
 import { gpuNode, gpuPod } from '../../control-plane/testing/builders.js';
+import { postTls, type TlsClient } from '../../control-plane/testing/tls-request.js';
 import { closeDb, connectDb, rowsOf } from '../../db/connect.js';
 import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../../db/test-databases.js';
+import { findFreePort } from '../../sim/service-proxy.js';
 import type { AdmissionReviewOut } from '../../webhooks/admission-review.js';
+import { issueServingCertificate } from '../../webhooks/certificates.js';
 import { pod } from '../builders/pod.js';
 import { type ProxyMode, startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 
@@ -42,14 +48,22 @@ async function timed<T>(run: () => Promise<T>): Promise<{ value: T; ms: number }
   return { value, ms: performance.now() - started };
 }
 
-async function post(url: string, body: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
+/** Admission on the webhook's HTTPS port, the extender verbs on theirs with the scheduler's certificate. */
+async function post(url: string, body: unknown, client: TlsClient): Promise<Record<string, unknown>> {
+  const res = await postTls(url, body, client);
   expect(res.status).toBe(200);
-  return (await res.json()) as Record<string, unknown>;
+  return res.json() as Record<string, unknown>;
+}
+
+/** The webhook's serving certificate, trusted through its CA, as the API server would. */
+async function webhookFiles(): Promise<{ certificates: Record<string, string>; caPem: string }> {
+  const issued = await issueServingCertificate({ dnsNames: [], ipAddresses: ['127.0.0.1'] }, 30, new Date());
+  const dir = mkdtempSync(join(tmpdir(), 'vcuda-cut-tls-'));
+  const files = { certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key'), caFile: join(dir, 'ca.crt') };
+  writeFileSync(files.certFile, issued.certPem);
+  writeFileSync(files.keyFile, issued.keyPem);
+  writeFileSync(files.caFile, issued.caPem);
+  return { certificates: { mode: 'files', ...files }, caPem: issued.caPem };
 }
 
 function review(operation: 'CREATE' | 'UPDATE', object: object, oldObject?: object) {
@@ -97,7 +111,13 @@ describe.skipIf(!reachable)('the ledger cut mid-run', () => {
     cp = undefined;
   });
 
-  async function start(): Promise<{ cp: RunningControlPlane; state: ClusterState }> {
+  async function start(): Promise<{
+    cp: RunningControlPlane;
+    state: ClusterState;
+    webhook: TlsClient;
+    extender: TlsClient;
+  }> {
+    const tls = await webhookFiles();
     const upstream = new URL(t.url as string);
     proxy = await startTcpProxy({ host: upstream.hostname, port: Number(upstream.port || 5432) });
     const viaProxy = new URL(upstream);
@@ -107,8 +127,10 @@ describe.skipIf(!reachable)('the ledger cut mid-run', () => {
       flags: {
         logLevel: 'silent',
         port: 0,
-        httpsPort: 0,
+        httpsPort: await findFreePort(),
         host: '127.0.0.1',
+        extender: { port: 0 },
+        webhook: { certificates: tls.certificates },
         clusterName: cluster,
         kube: { mode: 'none' },
         signingKeys: { source: 'ephemeral' },
@@ -124,7 +146,7 @@ describe.skipIf(!reachable)('the ledger cut mid-run', () => {
     const state = cp.state;
     // Card ids are global in the ledger: each run gets its own node, so its own cards.
     state.upsertNode(gpuNode({ name: cluster, cards: 2, heartbeat: new Date() }));
-    return { cp, state };
+    return { cp, state, webhook: { caPem: tls.caPem }, extender: cp.extenderClient as TlsClient };
   }
 
   const bindArgs = (name: string) => ({ PodName: name, PodNamespace: 'default', PodUID: `uid-${name}`, Node: cluster });
@@ -142,17 +164,17 @@ describe.skipIf(!reachable)('the ledger cut mid-run', () => {
   it.each<ProxyMode>(['refuse', 'blackhole'])(
     '%s: every hook answers in time as documented, readiness follows',
     async (cut) => {
-      const { cp, state } = await start();
-      const mutateUrl = `${cp.url}/admission/mutate`;
+      const { cp, state, webhook, extender } = await start();
+      const mutateUrl = `${cp.httpsUrl}/admission/mutate`;
       const gpu = pod('trainer').share(30, 1024).obj();
 
       // Before the cut: ready, the pre-check runs, a bind lands in the ledger.
       await waitFor('ready before the cut', 5000, async () => (await fetch(`${cp.url}/readyz`)).status === 200);
-      const before = (await post(mutateUrl, review('CREATE', gpu))) as unknown as AdmissionReviewOut;
+      const before = (await post(mutateUrl, review('CREATE', gpu), webhook)) as unknown as AdmissionReviewOut;
       expect(before.response.allowed).toBe(true);
       expect(before.response.warnings ?? []).toEqual([]);
       state.upsertPod(gpuPod('a', [{ core: 30, memoryMiB: 1024 }]));
-      expect(await post(`${cp.url}/scheduler/bind`, bindArgs('a'))).toEqual({ Error: '' });
+      expect(await post(`${cp.extenderUrl}/scheduler/bind`, bindArgs('a'), extender)).toEqual({ Error: '' });
       expect(await liveRows('uid-a')).toBe(1);
 
       await proxy.setMode(cut);
@@ -160,7 +182,7 @@ describe.skipIf(!reachable)('the ledger cut mid-run', () => {
       // mutate: admitted and patched within its deadline, without the pre-check, saying so. (A
       // pod of another size: the same size's "ok" from before the cut may be reused for 1 s.)
       const other = pod('trainer').share(40, 1024).obj();
-      const mutate = await timed(() => post(mutateUrl, review('CREATE', other)));
+      const mutate = await timed(() => post(mutateUrl, review('CREATE', other), webhook));
       expect(mutate.ms).toBeLessThan(MUTATE_WITHIN_MS);
       const mutated = mutate.value as unknown as AdmissionReviewOut;
       expect(mutated.response.allowed).toBe(true);
@@ -177,7 +199,9 @@ describe.skipIf(!reachable)('the ledger cut mid-run', () => {
 
       // validate: no ledger involved; a forged assignment is still refused at once.
       const forged = pod('trainer').share(30, 1024).annotate(vcudaAnnotations.assignment, 'x.y.z').obj();
-      const validate = await timed(() => post(`${cp.url}/admission/validate`, review('UPDATE', forged, gpu)));
+      const validate = await timed(() =>
+        post(`${cp.httpsUrl}/admission/validate`, review('UPDATE', forged, gpu), webhook),
+      );
       expect(validate.ms).toBeLessThan(QUICK_MS);
       expect((validate.value as unknown as AdmissionReviewOut).response.allowed).toBe(false);
 
@@ -185,13 +209,13 @@ describe.skipIf(!reachable)('the ledger cut mid-run', () => {
       const b = gpuPod('b', [{ core: 50, memoryMiB: 1024 }]);
       state.upsertPod(b);
       const filter = await timed(() =>
-        post(`${cp.url}/scheduler/filter`, { Pod: b, Nodes: null, NodeNames: [cluster] }),
+        post(`${cp.extenderUrl}/scheduler/filter`, { Pod: b, Nodes: null, NodeNames: [cluster] }, extender),
       );
       expect(filter.ms).toBeLessThan(QUICK_MS);
       expect(filter.value.NodeNames).toEqual([cluster]);
 
       // bind: a clean failure within its deadlines; nothing written on the pod, nothing bound.
-      const bind = await timed(() => post(`${cp.url}/scheduler/bind`, bindArgs('b')));
+      const bind = await timed(() => post(`${cp.extenderUrl}/scheduler/bind`, bindArgs('b'), extender));
       expect(bind.ms).toBeLessThan(BIND_WITHIN_MS);
       expect(bind.value.Error).toMatch(
         cut === 'refuse'
@@ -219,7 +243,7 @@ describe.skipIf(!reachable)('the ledger cut mid-run', () => {
       );
       let retry: Record<string, unknown> = {};
       await waitFor('the retried bind succeeds', 10_000, async () => {
-        retry = await post(`${cp.url}/scheduler/bind`, bindArgs('b'));
+        retry = await post(`${cp.extenderUrl}/scheduler/bind`, bindArgs('b'), extender);
         return retry.Error === '';
       }).catch((err) => {
         throw new Error(`${String(err)}; last answer ${JSON.stringify(retry)}`);
@@ -227,7 +251,7 @@ describe.skipIf(!reachable)('the ledger cut mid-run', () => {
       expect(state.pod('default', 'b')?.spec?.nodeName).toBe(cluster);
       expect(await liveRows('uid-b')).toBe(1);
       expect(await liveRows('uid-a')).toBe(1);
-      const after = (await post(mutateUrl, review('CREATE', gpu))) as unknown as AdmissionReviewOut;
+      const after = (await post(mutateUrl, review('CREATE', gpu), webhook)) as unknown as AdmissionReviewOut;
       expect(after.response.warnings ?? []).toEqual([]);
     },
   );
