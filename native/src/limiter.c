@@ -18,8 +18,9 @@
 #define COST_STEP_MAX 64.0       /* one estimate moves the cost by at most 64x either way */
 #define TRIM_GAIN 0.25           /* integral trim: fraction of the share error added per estimate */
 #define TRIM_UP_MAX_BP 300       /* the trim may lift the rate at most 3 points above the target */
-#define MIN_WINDOW_LAUNCHES 4    /* an estimate needs at least this many launches' worth of charge */
+#define MIN_WINDOW_LAUNCHES 16   /* an estimate needs at least this many launches' worth of charge */
 #define MIN_WINDOW_NS 200000ull  /* ... and at least 200 µs of charged GPU time */
+#define MIN_WINDOW_SAMPLES 3     /* ... and at least this many sample periods once a cost is known */
 #define MIN_RATE_BP 10u
 #define CONTENDED_WINDOW_MS 500u /* estimation window while neighbours keep the card busy */
 
@@ -184,9 +185,17 @@ static void estimate(vc_limiter_state *s, uint32_t target, uint64_t measured_ns,
   if (cost < 100.0) cost = 100.0;
   if (cost > 1e9) cost = 1e9;
   atomic_store_explicit(&s->cost_q8, (uint64_t)(cost * 256.0), memory_order_relaxed);
+  /* NVML publishes a sample up to an interval after the time it describes, so the next sample
+   * still measures launches charged at the old cost: after a jump, skip it (the window restarts
+   * at the sample after, as after a gap). */
+  if (direction != 0) atomic_store_explicit(&s->seen_time_ms, 0, memory_order_relaxed);
 
   int32_t trim = atomic_load_explicit(&s->trim_bp, memory_order_relaxed);
-  if (was_throttled) {
+  /* The first window's shortfall is the default guess's error, which the cost estimate has just
+   * corrected: integrating it as well would correct it twice and overshoot the limit. */
+  if (first) {
+    /* trim stays as it is */
+  } else if (was_throttled) {
     double achieved_bp = (double)measured_ns * 1e4 / ((double)elapsed_ms * (double)NS_PER_MS);
     double step = TRIM_GAIN * ((double)target - achieved_bp);
     /* Contended: a small shortfall is queueing behind neighbours, and pushing harder only builds
@@ -231,7 +240,16 @@ void vc_limiter_observe(vc_limiter_state *s, const vc_limiter_sample *sample, co
   uint64_t elapsed = sample->time_ms > prev_time ? sample->time_ms - prev_time : 0;
   uint32_t period = sample->period_ms;
   uint32_t target = vc_limiter_target_bp(lim, sample);
+  uint32_t old_target = atomic_load_explicit(&s->target_bp, memory_order_relaxed);
   vc_limiter_set_limits(s, lim, sample);
+  /* A large change of target (a soft tenant bursting or yielding, a new limit) changes the rate
+   * at once, but NVML's samples show it only an interval later: start over after the next sample
+   * rather than pair the new rate's charges with the old rate's executions. */
+  if (old_target != 0 && (target > old_target ? target - old_target : old_target - target) * 4 > old_target) {
+    restart_window(s, charged, waited, now_ns);
+    atomic_store_explicit(&s->seen_time_ms, 0, memory_order_relaxed);
+    return;
+  }
 
   /* Samples must tile time: a gap (missed samples, node-agent restart) or the first sample
    * restarts the window instead of pairing charges with the wrong measurements. */
@@ -250,7 +268,11 @@ void vc_limiter_observe(vc_limiter_state *s, const vc_limiter_sample *sample, co
    * charges with the wrong executions. Half a second averages the backlog out. */
   /* The very first estimate is taken at once: anything beats the default guess. */
   int has_estimate = atomic_load_explicit(&s->cost_q8, memory_order_relaxed) != 0;
-  uint64_t min_elapsed_ms = is_contended(sample) && has_estimate ? CONTENDED_WINDOW_MS : 0;
+  /* Otherwise at least MIN_WINDOW_SAMPLES periods: a sample describes the interval before its
+   * own, so a window's charges and executions overlap by all but one sample of it. */
+  uint64_t min_elapsed_ms = !has_estimate                 ? 0
+                            : is_contended(sample)         ? CONTENDED_WINDOW_MS
+                                                           : MIN_WINDOW_SAMPLES * (uint64_t)period;
   if (window_charged < min_charge || acc_elapsed < min_elapsed_ms) {
     /* Too few launches for a ratio worth trusting (big kernels, idle tenant), or a contended
      * window still short: keep summing. */
