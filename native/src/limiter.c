@@ -23,6 +23,9 @@
 #define MIN_WINDOW_SAMPLES 3     /* ... and at least this many sample periods once a cost is known */
 #define MIN_RATE_BP 10u
 #define CONTENDED_WINDOW_MS 500u /* estimation window while neighbours keep the card busy */
+/* seen_time_ms values that restart the window at the next sample (0) and at the one after too
+ * (SKIP_TWO_SAMPLES, never a real unix time): see the late sensor in COMPUTE.md. */
+#define SKIP_TWO_SAMPLES 1u
 
 static uint32_t clamp_u32(int64_t v, uint32_t lo, uint32_t hi) {
   if (v < (int64_t)lo) return lo;
@@ -135,9 +138,14 @@ static void publish_rate(vc_limiter_state *s, uint32_t target) {
 
 void vc_limiter_set_limits(vc_limiter_state *s, const vc_limiter_limits *lim, const vc_limiter_sample *last) {
   uint64_t key = limits_key_of(lim);
-  /* A new limit invalidates the trim learned for the old one; the cost estimate stays valid. */
-  if (atomic_exchange_explicit(&s->limits_key, key, memory_order_relaxed) != key) {
+  /* A new limit invalidates the trim learned for the old one; the cost estimate stays valid. The
+   * rate changes now, between samples, and NVML reports an interval late: the next two samples
+   * still show the old rate, so the window restarts at both instead of integrating the old
+   * rate's share against the new target. */
+  uint64_t old_key = atomic_exchange_explicit(&s->limits_key, key, memory_order_relaxed);
+  if (old_key != key) {
     atomic_store_explicit(&s->trim_bp, 0, memory_order_relaxed);
+    if (old_key != 0) atomic_store_explicit(&s->seen_time_ms, SKIP_TWO_SAMPLES, memory_order_relaxed);
   }
   publish_rate(s, vc_limiter_target_bp(lim, last));
 }
@@ -241,11 +249,13 @@ void vc_limiter_observe(vc_limiter_state *s, const vc_limiter_sample *sample, co
   uint32_t period = sample->period_ms;
   uint32_t target = vc_limiter_target_bp(lim, sample);
   uint32_t old_target = atomic_load_explicit(&s->target_bp, memory_order_relaxed);
+  int new_limits = atomic_load_explicit(&s->limits_key, memory_order_relaxed) != limits_key_of(lim);
   vc_limiter_set_limits(s, lim, sample);
-  /* A large change of target (a soft tenant bursting or yielding, a new limit) changes the rate
-   * at once, but NVML's samples show it only an interval later: start over after the next sample
-   * rather than pair the new rate's charges with the old rate's executions. */
-  if (old_target != 0 && (target > old_target ? target - old_target : old_target - target) * 4 > old_target) {
+  /* A new limit, or a large change of target (a soft tenant bursting or yielding), changes the
+   * rate at once, but NVML's samples show it only an interval later: start over after the next
+   * sample rather than pair the new rate's charges with the old rate's executions. */
+  uint32_t moved = target > old_target ? target - old_target : old_target - target;
+  if (new_limits || (old_target != 0 && moved * 4 > old_target)) {
     restart_window(s, charged, waited, now_ns);
     atomic_store_explicit(&s->seen_time_ms, 0, memory_order_relaxed);
     return;
@@ -256,6 +266,7 @@ void vc_limiter_observe(vc_limiter_state *s, const vc_limiter_sample *sample, co
   int contiguous = prev_time != 0 && period != 0 && elapsed * 2 >= period && elapsed * 2 <= 3ull * period;
   if (!contiguous) {
     restart_window(s, charged, waited, now_ns);
+    if (prev_time == SKIP_TWO_SAMPLES) atomic_store_explicit(&s->seen_time_ms, 0, memory_order_relaxed);
     return;
   }
   uint64_t acc_measured = atomic_load_explicit(&s->acc_measured_ns, memory_order_relaxed) +

@@ -377,6 +377,38 @@ static void test_cost_estimate(void) {
   CHECK(atomic_load(&s->samples) == 9, "each sample is folded in once, got %u", atomic_load(&s->samples));
 }
 
+/* A live limit change (the limit file re-read between samples) moves the rate at once, but the
+ * next two samples still describe the old rate: they restart the window instead of integrating
+ * the old share against the new target. */
+static void test_limit_change_waits_for_the_sensor(void) {
+  _Alignas(64) unsigned char block[256] = {0};
+  vc_limiter_state *s = (vc_limiter_state *)(block + VC_LIMITER_STATE_OFFSET);
+  vc_limiter_limits lim = {5000, 5000, 0};
+  vc_limiter_set_limits(s, &lim, NULL);
+  uint64_t seq = 2, t_ms = 1000;
+  vc_limiter_sample smp = {.seq = seq, .time_ms = t_ms, .measured_bp = 5000, .card_busy_bp = 5000, .period_ms = 100};
+  vc_limiter_observe(s, &smp, &lim, t_ms * MS);
+  for (int i = 0; i < 2; i++) { /* the first estimate, then a window at the right cost */
+    atomic_fetch_add(&s->refilled_ns, 50 * MS);
+    atomic_fetch_add(&s->waited_ns, 10 * MS);
+    seq += 2, t_ms += 100;
+    smp.seq = seq, smp.time_ms = t_ms;
+    vc_limiter_observe(s, &smp, &lim, t_ms * MS);
+  }
+  vc_limiter_limits lower = {2000, 2000, 0};
+  vc_limiter_set_limits(s, &lower, NULL); /* the hook's limit-file re-read */
+  for (int i = 0; i < 3; i++) { /* NVML still reports the old 50 % */
+    atomic_fetch_add(&s->refilled_ns, 20 * MS);
+    atomic_fetch_add(&s->waited_ns, 10 * MS);
+    seq += 2, t_ms += 100;
+    smp.seq = seq, smp.time_ms = t_ms;
+    vc_limiter_observe(s, &smp, &lower, t_ms * MS);
+  }
+  CHECK(atomic_load(&s->trim_bp) == 0, "the old share is not integrated against the new limit, trim %d",
+        atomic_load(&s->trim_bp));
+  CHECK(atomic_load(&s->rate_bp) == 2000, "the new limit holds, rate %u", atomic_load(&s->rate_bp));
+}
+
 static void test_bucket_and_tickets(void) {
   _Alignas(64) unsigned char block[256] = {0};
   vc_limiter_state *s = (vc_limiter_state *)(block + VC_LIMITER_STATE_OFFSET);
@@ -482,6 +514,7 @@ static void test_live_limit_change(void) {
 int main(void) {
   test_bucket_and_tickets();
   test_cost_estimate();
+  test_limit_change_waits_for_the_sensor();
   test_soft_target();
   test_seqlock_readers();
   test_lone_hard();
