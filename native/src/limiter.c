@@ -23,9 +23,11 @@
 #define MIN_WINDOW_SAMPLES 3     /* ... and at least this many sample periods once a cost is known */
 #define MIN_RATE_BP 10u
 #define CONTENDED_WINDOW_MS 500u /* estimation window while neighbours keep the card busy */
-/* seen_time_ms values that restart the window at the next sample (0) and at the one after too
- * (SKIP_TWO_SAMPLES, never a real unix time): see the late sensor in COMPUTE.md. */
+/* seen_time_ms values (never a real unix time) that restart the window at the next sample (0),
+ * at it and the one after (SKIP_TWO_SAMPLES), or at the sample after the next one only
+ * (SKIP_ONE_SAMPLE): see the late sensor in COMPUTE.md. */
 #define SKIP_TWO_SAMPLES 1u
+#define SKIP_ONE_SAMPLE 2u
 
 static uint32_t clamp_u32(int64_t v, uint32_t lo, uint32_t hi) {
   if (v < (int64_t)lo) return lo;
@@ -264,9 +266,15 @@ void vc_limiter_observe(vc_limiter_state *s, const vc_limiter_sample *sample, co
   /* Samples must tile time: a gap (missed samples, node-agent restart) or the first sample
    * restarts the window instead of pairing charges with the wrong measurements. */
   int contiguous = prev_time != 0 && period != 0 && elapsed * 2 >= period && elapsed * 2 <= 3ull * period;
+  int has_estimate = atomic_load_explicit(&s->cost_q8, memory_order_relaxed) != 0;
   if (!contiguous) {
     restart_window(s, charged, waited, now_ns);
-    if (prev_time == SKIP_TWO_SAMPLES) atomic_store_explicit(&s->seen_time_ms, 0, memory_order_relaxed);
+    /* The first sample a new tenant sees may describe an interval before it started, and the next
+     * one the interval it started in: the first estimate waits for the one after. */
+    uint64_t next = prev_time == SKIP_TWO_SAMPLES       ? 0
+                    : prev_time == 0 && !has_estimate ? SKIP_ONE_SAMPLE
+                                                      : sample->time_ms;
+    atomic_store_explicit(&s->seen_time_ms, next, memory_order_relaxed);
     return;
   }
   uint64_t acc_measured = atomic_load_explicit(&s->acc_measured_ns, memory_order_relaxed) +
@@ -278,7 +286,6 @@ void vc_limiter_observe(vc_limiter_state *s, const vc_limiter_sample *sample, co
   /* Contended, our kernels queue behind the neighbours' and drain later: a short window pairs
    * charges with the wrong executions. Half a second averages the backlog out. */
   /* The very first estimate is taken at once: anything beats the default guess. */
-  int has_estimate = atomic_load_explicit(&s->cost_q8, memory_order_relaxed) != 0;
   /* Otherwise at least MIN_WINDOW_SAMPLES periods: a sample describes the interval before its
    * own, so a window's charges and executions overlap by all but one sample of it. */
   uint64_t min_elapsed_ms = !has_estimate                 ? 0

@@ -333,7 +333,10 @@ static void test_cost_estimate(void) {
   vc_limiter_set_limits(s, &lim, NULL);
   uint64_t seq = 2, t_ms = 1000;
   vc_limiter_sample smp = {.seq = seq, .time_ms = t_ms, .measured_bp = 5000, .card_busy_bp = 5000, .period_ms = 100};
-  vc_limiter_observe(s, &smp, &lim, t_ms * MS); /* opens the first window */
+  vc_limiter_observe(s, &smp, &lim, t_ms * MS); /* a new tenant's first sample: restart */
+  seq += 2, t_ms += 100;
+  smp.seq = seq, smp.time_ms = t_ms;
+  vc_limiter_observe(s, &smp, &lim, t_ms * MS); /* may describe its start: opens the first window */
   /* One window: 10 ms of estimated charges in 100 ms, the card measured 50 ms: 5x the guess. */
   atomic_fetch_add(&s->refilled_ns, 10 * MS);
   seq += 2, t_ms += 100;
@@ -374,7 +377,7 @@ static void test_cost_estimate(void) {
         (unsigned long long)cost, (unsigned long long)after_two);
   /* The same sample folded twice (a second process of the container) changes nothing. */
   vc_limiter_observe(s, &smp, &lim, t_ms * MS);
-  CHECK(atomic_load(&s->samples) == 9, "each sample is folded in once, got %u", atomic_load(&s->samples));
+  CHECK(atomic_load(&s->samples) == 10, "each sample is folded in once, got %u", atomic_load(&s->samples));
 }
 
 /* A live limit change (the limit file re-read between samples) moves the rate at once, but the
@@ -388,7 +391,7 @@ static void test_limit_change_waits_for_the_sensor(void) {
   uint64_t seq = 2, t_ms = 1000;
   vc_limiter_sample smp = {.seq = seq, .time_ms = t_ms, .measured_bp = 5000, .card_busy_bp = 5000, .period_ms = 100};
   vc_limiter_observe(s, &smp, &lim, t_ms * MS);
-  for (int i = 0; i < 2; i++) { /* the first estimate, then a window at the right cost */
+  for (int i = 0; i < 3; i++) { /* a sample skipped, the first estimate, a window at that cost */
     atomic_fetch_add(&s->refilled_ns, 50 * MS);
     atomic_fetch_add(&s->waited_ns, 10 * MS);
     seq += 2, t_ms += 100;
