@@ -18,9 +18,9 @@
 #define COST_STEP_MAX 64.0       /* one estimate moves the cost by at most 64x either way */
 #define TRIM_GAIN 0.25           /* integral trim: fraction of the share error added per estimate */
 #define TRIM_UP_MAX_BP 300       /* the trim may lift the rate at most 3 points above the target */
-#define MIN_WINDOW_LAUNCHES 16   /* an estimate needs at least this many launches' worth of charge */
+#define MIN_WINDOW_LAUNCHES 8    /* an estimate needs at least this many launches' worth of charge */
 #define MIN_WINDOW_NS 200000ull  /* ... and at least 200 µs of charged GPU time */
-#define MIN_WINDOW_SAMPLES 3     /* ... and at least this many sample periods once a cost is known */
+#define MIN_WINDOW_SAMPLES 2     /* ... and at least this many sample periods once a cost is known */
 #define MIN_RATE_BP 10u
 #define CONTENDED_WINDOW_MS 500u /* estimation window while neighbours keep the card busy */
 /* seen_time_ms values (never a real unix time) that restart the window at the next sample (0),
