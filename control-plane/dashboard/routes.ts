@@ -273,6 +273,7 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
           await stream.write(': unchanged\n\n');
         }
       } catch (err) {
+        // The viewer is told why this tick has no overview; the next tick tries again.
         await stream.writeSSE({ event: 'failure', data: JSON.stringify({ message: String(err) }) });
       }
       await stream.sleep(intervalMs);
