@@ -1,6 +1,10 @@
 /**
  * The node agent assembled from its parts. Everything that touches the outside world comes in
  * through `AgentDeps`, so main.ts wires real adapters and tests wire fakes around the same code.
+ *
+ * `startNodeAgent` composes small starters, each owning one part (allocator, device plugins,
+ * inventory, housekeeping, card-health watch, periodic loops, compute samplers), in start order;
+ * `stop` undoes them in the order written there.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -85,11 +89,78 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
     budgetBytes: config.listAndWatchBudgetBytes,
   });
   log.info(`vcuda-memory via ${memoryPlan.via}: ${memoryPlan.reason}`);
+  prepareHostFiles(config);
+  const allocator = await startAllocator(deps, names, health, nowMs);
+  const runner = await startPlugins(deps, { names, health, allocator, metrics, memoryPlan });
+  const publishInventory = inventoryPublisher(deps, { names, health, memoryPlan }, nowMs);
+  const housekeep = housekeeper(deps, allocator);
+  const reportUsage = usageReporter(deps, allocator, nowMs);
+  let stopped = false;
+  const healthWatch = startHealthWatch(deps, health, publishInventory);
+  const checks: AgentCheck[] = [
+    { name: 'agent', problem: () => (stopped ? 'stopping' : undefined) },
+    {
+      name: 'device-plugins',
+      problem: () => (runner.isRegistered() ? undefined : 'not registered with the kubelet'),
+    },
+    {
+      name: 'nvml',
+      problem: () => {
+        const err = healthWatch.nvmlError();
+        return err && `waiting for GPU events failed: ${err}`;
+      },
+    },
+  ];
+  const refreshMetrics = () => {
+    const records = allocator.records();
+    metrics.update(health.list(), records, collectUsage(records));
+    metrics.updateChecks(checks.map((c) => ({ name: c.name, ok: c.problem() === undefined })));
+  };
+  const stopLoops = await startLoops(deps, { publishInventory, housekeep, reportUsage });
+  const compute = startCompute(deps, { health, allocator, metrics }, nowMs);
+  return {
+    names,
+    health,
+    allocator,
+    metrics,
+    runner,
+    memoryPlan,
+    samplers: compute.samplers,
+    driftMonitors: compute.driftMonitors,
+    hostPids: compute.hostPids,
+    publishInventory,
+    housekeep,
+    reportUsage,
+    refreshMetrics,
+    healthProblems: () => agentProblems(checks),
+    stop: async () => {
+      stopped = true;
+      stopLoops();
+      compute.stop();
+      healthWatch.abort();
+      await runner.stop();
+      // The NVML wait runs on a worker thread: free the event set only after it returned.
+      await healthWatch.done;
+      deps.gpu.close();
+    },
+  };
+}
 
+/** The preload file every GPU container mounts, and the folder of per-container limit files. */
+function prepareHostFiles(config: NodeAgentConfig): void {
   mkdirSync(dirname(config.paths.preloadHostPath), { recursive: true });
   writeFileSync(config.paths.preloadHostPath, preloadFileContent(config.paths.libvcudaContainerPath), { mode: 0o644 });
   mkdirSync(config.paths.containersDir, { recursive: true });
+}
 
+/** The allocator, rebuilt from what the kubelet and the pods' annotations say runs already. */
+async function startAllocator(
+  deps: AgentDeps,
+  names: ResourceNames,
+  health: CardHealth,
+  nowMs: () => number,
+): Promise<Allocator> {
+  const { config, log } = deps;
   const allocator = new Allocator({
     nodeName: config.nodeName,
     names,
@@ -119,8 +190,22 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
   } catch (err) {
     log.warn(`rebuild from the kubelet failed (${(err as Error).message}); starting empty`);
   }
+  return allocator;
+}
 
-  const core = corePlugin(names, health, allocator);
+type PluginParts = {
+  names: ResourceNames;
+  health: CardHealth;
+  allocator: Allocator;
+  metrics: AgentMetrics;
+  memoryPlan: MemoryAdvertisePlan;
+};
+
+/** The device plugins, registered with the kubelet; vcuda-memory only when a device list carries it. */
+async function startPlugins(deps: AgentDeps, parts: PluginParts): Promise<PluginRunner> {
+  const { config } = deps;
+  const { names, health, metrics } = parts;
+  const core = corePlugin(names, health, parts.allocator);
   // The tie is decided at PreStartContainer now, so that is what the allocation metrics time.
   const timedCore = {
     ...core,
@@ -136,19 +221,29 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
     },
   };
   const plugins: PluginSpec[] = [{ handler: timedCore, endpoint: 'vcuda-core.sock' }];
-  if (memoryPlan.via === 'device-plugin') {
+  if (parts.memoryPlan.via === 'device-plugin') {
     plugins.push({ handler: memoryPlugin(names, health, config.memoryUnitMiB), endpoint: 'vcuda-memory.sock' });
   }
   const runner = new PluginRunner({
     pluginDir: config.kubelet.devicePluginDir,
     plugins,
     registerRetryMs: config.kubelet.registerRetryMs,
-    log,
+    log: deps.log,
   });
   await runner.start();
+  return runner;
+}
 
+/** Publishes the node's inventory (and, with `node-status`, its vcuda-memory capacity) when it changed. */
+function inventoryPublisher(
+  deps: AgentDeps,
+  parts: { names: ResourceNames; health: CardHealth; memoryPlan: MemoryAdvertisePlan },
+  nowMs: () => number,
+): () => Promise<boolean> {
+  const { config } = deps;
+  const { health } = parts;
   const publisher = new InventoryPublisher(deps.node, config.heartbeatPeriodMs);
-  const publishInventory = async () => {
+  return async () => {
     const now = nowMs();
     const inv = buildInventory({
       nodeName: config.nodeName,
@@ -158,18 +253,22 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
       now: new Date(now),
     });
     const patched = await publisher.publish(inv, now);
-    if (patched && memoryPlan.via === 'node-status') {
+    if (patched && parts.memoryPlan.via === 'node-status') {
       // Healthy cards only: a sick card's memory must not be schedulable.
       const units = health
         .views()
         .filter((c) => c.healthy)
         .reduce((s, c) => s + Math.floor(c.memoryMiB / config.memoryUnitMiB), 0);
-      await deps.node.patchNodeCapacity(config.nodeName, { [names.memory]: String(units) });
+      await deps.node.patchNodeCapacity(config.nodeName, { [parts.names.memory]: String(units) });
     }
     return patched;
   };
+}
 
-  const housekeep = async () => {
+/** Forgets ended pods and removes the allocation files no container holds any more. */
+function housekeeper(deps: AgentDeps, allocator: Allocator): () => Promise<string[]> {
+  const { config, log } = deps;
+  return async () => {
     await deps.pods.refresh();
     const live = new Set(
       deps.pods
@@ -191,25 +290,12 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
     if (removed.length > 0) log.info(`housekeeping: removed ${removed.length} allocation(s) no container holds`);
     return removed;
   };
+}
 
-  let stopped = false;
-  let nvmlError: string | undefined;
-  const checks: AgentCheck[] = [
-    { name: 'agent', problem: () => (stopped ? 'stopping' : undefined) },
-    {
-      name: 'device-plugins',
-      problem: () => (runner.isRegistered() ? undefined : 'not registered with the kubelet'),
-    },
-    { name: 'nvml', problem: () => nvmlError && `waiting for GPU events failed: ${nvmlError}` },
-  ];
-
-  const refreshMetrics = () => {
-    const records = allocator.records();
-    metrics.update(health.list(), records, collectUsage(records));
-    metrics.updateChecks(checks.map((c) => ({ name: c.name, ok: c.problem() === undefined })));
-  };
-
-  const reportUsage = async () => {
+/** Sends the running containers' usage to the control plane, when a sink is wired. */
+function usageReporter(deps: AgentDeps, allocator: Allocator, nowMs: () => number): () => Promise<void> {
+  const { config } = deps;
+  return async () => {
     if (!deps.usageSink) return;
     await deps.usageSink.report(
       config.nodeName,
@@ -218,12 +304,41 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
       config.usagePeriodMs / 1000,
     );
   };
+}
 
+type HealthWatch = {
+  /** Why waiting for GPU events last failed; undefined while it works. */
+  nvmlError: () => string | undefined;
+  abort: () => void;
+  /** Settles once the NVML wait has returned after `abort`. */
+  done: Promise<void>;
+};
+
+/** Watches the cards' health (XID events) and republishes the inventory on each change. */
+function startHealthWatch(deps: AgentDeps, health: CardHealth, publishInventory: () => Promise<boolean>): HealthWatch {
+  const { log } = deps;
+  let nvmlError: string | undefined;
   const abort = new AbortController();
-  const healthLoop = watchCardHealth(deps.gpu, health, abort.signal, log, 1000, (err) => {
+  const done = watchCardHealth(deps.gpu, health, abort.signal, log, 1000, (err) => {
     nvmlError = err?.message;
   });
   health.subscribe(() => void publishInventory().catch((err) => log.warn(`inventory: ${(err as Error).message}`)));
+  return { nvmlError: () => nvmlError, abort: () => abort.abort(), done };
+}
+
+/**
+ * The periodic loops (inventory, housekeeping, usage), after a first inventory; tests that pass
+ * `runLoops: false` drive them by hand. Returns their closer.
+ */
+async function startLoops(
+  deps: AgentDeps,
+  tasks: {
+    publishInventory: () => Promise<boolean>;
+    housekeep: () => Promise<unknown>;
+    reportUsage: () => Promise<void>;
+  },
+): Promise<() => void> {
+  const { config, log } = deps;
   const timers: NodeJS.Timeout[] = [];
   const every = (ms: number, what: string, fn: () => Promise<unknown>) => {
     const t = setInterval(() => void fn().catch((err) => log.warn(`${what}: ${(err as Error).message}`)), ms);
@@ -231,12 +346,34 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
     timers.push(t);
   };
   if (deps.runLoops !== false) {
-    await publishInventory().catch((err) => log.warn(`inventory: ${(err as Error).message}`));
-    every(config.inventoryCheckMs, 'inventory', publishInventory);
-    every(config.housekeepingPeriodMs, 'housekeeping', housekeep);
-    if (deps.usageSink) every(config.usagePeriodMs, 'usage report', reportUsage);
+    await tasks.publishInventory().catch((err) => log.warn(`inventory: ${(err as Error).message}`));
+    every(config.inventoryCheckMs, 'inventory', tasks.publishInventory);
+    every(config.housekeepingPeriodMs, 'housekeeping', tasks.housekeep);
+    if (deps.usageSink) every(config.usagePeriodMs, 'usage report', tasks.reportUsage);
   }
+  return () => {
+    for (const t of timers) clearInterval(t);
+  };
+}
 
+type Compute = {
+  samplers: CardSampler[];
+  driftMonitors: MemoryDriftMonitor[];
+  hostPids: HostPidPublisher;
+  stop: () => void;
+};
+
+/**
+ * Per card, a compute sampler that feeds each container's share back into its region, and a
+ * memory-drift monitor that runs on the sampler's period; plus the host-pid map publisher.
+ */
+function startCompute(
+  deps: AgentDeps,
+  parts: { health: CardHealth; allocator: Allocator; metrics: AgentMetrics },
+  nowMs: () => number,
+): Compute {
+  const { config, log } = deps;
+  const { health, allocator } = parts;
   const placement = placementOf(
     () => allocator.records(),
     () => deps.pods.pods(),
@@ -253,7 +390,7 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
       containerOfPid: (pid) => placement.containerOfPid(pid),
       readCharged: regionCharge,
       thresholdBytes: config.memoryDriftThresholdMiB * 2 ** 20,
-      sink: metrics,
+      sink: parts.metrics,
       log,
       nowMs,
       onError: (err) => log.warn(`memory drift card ${card.index}: ${(err as Error).message}`),
@@ -270,7 +407,6 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
       onError: (err) => log.warn(`compute sampler card ${card.index}: ${(err as Error).message}`),
     });
   });
-  if (deps.runLoops !== false && config.computePeriodMs > 0) for (const s of samplers) s.start();
   const hostPids = createHostPidPublisher({
     targets: () =>
       allocator.records().map((r) => ({
@@ -283,33 +419,17 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
     nowMs: () => Date.now(), // libvcuda compares it with CLOCK_REALTIME
     onError: (err) => log.warn(`host-pid map: ${(err as Error).message}`),
   });
-  if (deps.runLoops !== false && config.computePeriodMs > 0) hostPids.start();
-
+  if (deps.runLoops !== false && config.computePeriodMs > 0) {
+    for (const s of samplers) s.start();
+    hostPids.start();
+  }
   return {
-    names,
-    health,
-    allocator,
-    metrics,
-    runner,
-    memoryPlan,
     samplers,
     driftMonitors,
     hostPids,
-    publishInventory,
-    housekeep,
-    reportUsage,
-    refreshMetrics,
-    healthProblems: () => agentProblems(checks),
-    stop: async () => {
-      stopped = true;
-      for (const t of timers) clearInterval(t);
+    stop: () => {
       for (const s of samplers) s.stop();
       hostPids.stop();
-      abort.abort();
-      await runner.stop();
-      // The NVML wait runs on a worker thread: free the event set only after it returned.
-      await healthLoop;
-      deps.gpu.close();
     },
   };
 }

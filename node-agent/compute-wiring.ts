@@ -86,6 +86,7 @@ export function procCgroupReader(procRoot: string): (pid: number) => string | un
     try {
       return readFileSync(join(procRoot, String(pid), 'cgroup'), 'utf8');
     } catch {
+      // The process exited since NVML listed it: it belongs to no container now.
       return undefined;
     }
   };

@@ -62,6 +62,7 @@ export function tokenFromFile(path: string): TokenSource {
     try {
       return (await readFile(path, 'utf8')).trim() || undefined;
     } catch {
+      // No token file outside a cluster: the report goes without one, and the control plane decides.
       return undefined;
     }
   };
@@ -90,6 +91,7 @@ export class HttpUsageSink implements UsageSink {
     const why = await res
       .json()
       .then((b) => (b as { error?: { message?: string } }).error?.message)
+      // A body that is not JSON: the status alone goes into the error thrown below.
       .catch(() => undefined);
     throw new Error(`usage report: HTTP ${res.status} from ${this.baseUrl}${why ? `: ${why}` : ''}`);
   }

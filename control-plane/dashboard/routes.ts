@@ -210,6 +210,7 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
   const app = new Hono();
   // The first state comes with the page, so it paints without the stream (screenshots, slow proxies).
   app.get('/', async (c) => {
+    // A late or failing ledger costs only the first paint: the page comes empty and the stream fills it.
     const initial = await withDeadline(
       loader.load({ windowMs: defaultWindowMs }),
       FIRST_PAINT_DEADLINE_MS,
@@ -272,6 +273,7 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
           await stream.write(': unchanged\n\n');
         }
       } catch (err) {
+        // The viewer is told why this tick has no overview; the next tick tries again.
         await stream.writeSSE({ event: 'failure', data: JSON.stringify({ message: String(err) }) });
       }
       await stream.sleep(intervalMs);

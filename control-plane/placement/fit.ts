@@ -8,32 +8,10 @@
 import type { ComputeMode, ContainerGpuRequest } from '../../contract/index.js';
 import type { CardSnapshot, NodeSnapshot } from './cluster-snapshot.js';
 import type { CardConstraints, PlacementPolicy, PlacementRequest } from './placement-request.js';
+import { type Refusal, type RefusalReason, shareShortfall, tooFewWholeCards } from './refusals.js';
 import { chooseCardSet } from './topology.js';
 
-export const refusalReasons = [
-  'unknown-node',
-  'no-inventory',
-  'stale-heartbeat',
-  'memory-unit-mismatch',
-  'no-matching-card',
-  'insufficient-core',
-  'insufficient-memory',
-  'insufficient-capacity',
-  'insufficient-cards',
-  'single-numa',
-] as const;
-export type RefusalReason = (typeof refusalReasons)[number];
-
-/** Refusals that capacity freeing up can cure: pods refused for these are nudged when it does. */
-export const capacityReasons: ReadonlySet<RefusalReason> = new Set([
-  'insufficient-core',
-  'insufficient-memory',
-  'insufficient-capacity',
-  'insufficient-cards',
-  'single-numa',
-]);
-
-export type Refusal = { reason: RefusalReason; message: string };
+export { capacityReasons, type Refusal, type RefusalReason, refusalReasons } from './refusals.js';
 
 export type CardPlan = { uuid: string; core: number; memoryMiB: number };
 export type ContainerPlan = {
@@ -147,23 +125,12 @@ function explainShare(pool: readonly number[], w: Work, core: number, memoryMiB:
     if (freeMem > bestMem) bestMem = freeMem;
     if (freeCore >= core && freeMem > memWithCore) memWithCore = freeMem;
   }
-  const coreShort = bestCore < core;
-  const memShort = bestMem < memoryMiB;
-  if (coreShort && memShort) {
-    return {
+  return (
+    shareShortfall(core, memoryMiB, bestCore, bestMem) ?? {
       reason: 'insufficient-capacity',
-      message: `no card with ${core} core and ${memoryMiB} MiB free; best has ${bestCore} core and ${bestMem} MiB`,
-    };
-  }
-  if (memShort) {
-    return { reason: 'insufficient-memory', message: `no card with ${memoryMiB} MiB free; best has ${bestMem} MiB` };
-  }
-  if (coreShort)
-    return { reason: 'insufficient-core', message: `no card with ${core} core free; best has ${bestCore}` };
-  return {
-    reason: 'insufficient-capacity',
-    message: `no card with both ${core} core and ${memoryMiB} MiB free; cards with ${core} core free have at most ${memWithCore} MiB free`,
-  };
+      message: `no card with both ${core} core and ${memoryMiB} MiB free; cards with ${core} core free have at most ${memWithCore} MiB free`,
+    }
+  );
 }
 
 function placeShare(
@@ -233,10 +200,7 @@ function placeWhole(
         message: `asks ${req.memoryMiBPerCard} MiB per card; the largest card here has ${Math.max(...pool.map((i) => (cards[i] as CardSnapshot).memoryMiB))} MiB`,
       };
     }
-    return {
-      reason: 'insufficient-cards',
-      message: `needs ${req.cards} entirely free card${req.cards > 1 ? 's' : ''}; ${free.length} free`,
-    };
+    return tooFewWholeCards(req.cards, free.length);
   }
   const plans = choice.indexes.map((i) => {
     const card = cards[i] as CardSnapshot;
@@ -344,24 +308,10 @@ function rejectQuickly(req: PlacementRequest, node: NodeSnapshot): (FitResult & 
       node.cards.every((card) => card.memoryMiB < (only.memoryMiBPerCard as number))
     )
       return undefined;
-    return refuse(
-      'insufficient-cards',
-      `needs ${only.cards} entirely free card${only.cards > 1 ? 's' : ''}; ${free.wholeCards} free`,
-    );
+    return { ok: false, refusal: tooFewWholeCards(only.cards, free.wholeCards) };
   }
-  const mem = only.memoryMiBPerCard ?? 0;
-  const coreShort = free.maxCore < only.corePerCard;
-  const memShort = free.maxMemoryMiB < mem;
-  if (coreShort && memShort) {
-    return refuse(
-      'insufficient-capacity',
-      `no card with ${only.corePerCard} core and ${mem} MiB free; best has ${free.maxCore} core and ${free.maxMemoryMiB} MiB`,
-    );
-  }
-  if (memShort) return refuse('insufficient-memory', `no card with ${mem} MiB free; best has ${free.maxMemoryMiB} MiB`);
-  if (coreShort)
-    return refuse('insufficient-core', `no card with ${only.corePerCard} core free; best has ${free.maxCore}`);
-  return undefined;
+  const short = shareShortfall(only.corePerCard, only.memoryMiBPerCard ?? 0, free.maxCore, free.maxMemoryMiB);
+  return short && { ok: false, refusal: short };
 }
 
 /**

@@ -26,6 +26,7 @@ function writtenFor(configPath: string, podUid: string, container: string): bool
     const config = decodeLimitConfig(readFileSync(configPath));
     return config.podUid === podUid && config.containerName === container;
   } catch {
+    // Missing or unreadable: no PreStart wrote it for this container, which is the answer.
     return false;
   }
 }

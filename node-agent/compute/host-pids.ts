@@ -119,6 +119,7 @@ export function procSource(procRoot: string): ProcSource {
     try {
       return readFileSync(join(procRoot, String(pid), file), 'utf8');
     } catch {
+      // The process exited since it was listed: it has no container to publish.
       return undefined;
     }
   };
@@ -129,6 +130,7 @@ export function procSource(procRoot: string): ProcSource {
           .filter((name) => /^\d+$/.test(name))
           .map(Number);
       } catch {
+        // No /proc to read (not Linux, or not mounted): no pids to map, and the map stays empty.
         return [];
       }
     },

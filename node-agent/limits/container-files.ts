@@ -95,6 +95,7 @@ export function listAllocationDirs(containersDir: string): { key: string; modifi
       .filter((d) => d.isDirectory())
       .map((d) => ({ key: d.name, modifiedAtMs: statSync(join(containersDir, d.name)).mtimeMs }));
   } catch {
+    // No containers folder (yet): there is nothing to clean up.
     return [];
   }
 }

@@ -51,6 +51,7 @@ export function readRegionUsage(path: string, deviceCount: number): RegionDevice
   try {
     fd = openSync(path, 'r');
   } catch {
+    // Missing (the container is gone or never started): no usage to read, which callers expect.
     return undefined;
   }
   try {

@@ -22,6 +22,7 @@ export function readNumaNode(pciBusId: string, sysfsRoot: string): number | null
     const n = Number(text);
     return Number.isInteger(n) && n >= 0 ? n : null;
   } catch {
+    // No sysfs entry (a VM, a container without /sys): the card's NUMA node is unknown.
     return null;
   }
 }

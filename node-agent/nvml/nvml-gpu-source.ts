@@ -125,6 +125,7 @@ function optionalFunc(lib: K.LibraryHandle, signature: string): Fn | null {
   try {
     return lib.func(signature);
   } catch {
+    // The driver lacks the export: callers treat null as "cannot tell".
     return null;
   }
 }

@@ -1,0 +1,198 @@
+/**
+ * The composed hono apps: the admission reviews, the scheduler extender's verbs behind their
+ * client-certificate gate, and the plain-HTTP app (dashboard, reports, usage, metrics, health).
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Hono, MiddlewareHandler } from 'hono';
+import type { Registry } from 'prom-client';
+import { type PodRef, podEvent, VcudaError } from '../../contract/index.js';
+import { createReportRunner } from '../../db/reports.js';
+import type { createUsageStore } from '../../db/usage.js';
+import { type AdmissionListener, createAdmissionListener } from '../../webhooks/admission-handler.js';
+import { createAdmissionMetrics } from '../../webhooks/admission-metrics.js';
+import { type AdmissionRoutesDeps, admissionRoutes } from '../../webhooks/admission-routes.js';
+import { type WebhookConfig, webhookConfigSchema } from '../../webhooks/config.js';
+import { cachedQuotaPrecheck } from '../../webhooks/quota-precheck.js';
+import { cachedAuthenticator, requireCaller, tokenReview } from '../api/caller-auth.js';
+import { reportsRoutes } from '../api/reports-routes.js';
+import { usageRoutes } from '../api/usage-routes.js';
+import { grantsOf } from '../api/usage-writer.js';
+import { apiRoutes, createApp } from '../app.js';
+import { createLedgerDashboardSource } from '../dashboard/ledger-source.js';
+import { dashboardRoutes } from '../dashboard/routes.js';
+import { guardedExtender } from '../extender/client-certificate.js';
+import type { ExtenderMetrics } from '../extender/extender-metrics.js';
+import type { LedgerNodes } from '../extender/ledger-nodes.js';
+import type { Nudger } from '../extender/nudger.js';
+import { extenderRoutes } from '../extender/routes.js';
+import { createAssignmentSigner, type KeySet } from '../signing-keys.js';
+import type { ClusterView } from './cluster.js';
+import type { StartContext } from './context.js';
+import type { LedgerStore } from './ledger.js';
+
+/**
+ * How long admission reuses the ledger's "ok" for the same namespace and demand: replicas of a
+ * workload are created together, and each would otherwise cost a query. Refusals are not reused.
+ */
+const PRECHECK_REUSE_MS = 1000;
+
+/** The webhook settings, completed with what the control plane's own config already says. */
+export function webhookConfigOf({ config }: StartContext): WebhookConfig {
+  return webhookConfigSchema.parse({
+    ...config.webhook,
+    resourceDomain: config.resourceDomain,
+    memoryUnitMiB: config.memoryUnitMiB,
+    clusterName: config.clusterName,
+  });
+}
+
+/** The admission reviews, as hono routes and as the HTTPS listener's fast path. */
+export function admissionApps(
+  { config, clock, log }: StartContext,
+  deps: { webhook: WebhookConfig; cluster: ClusterView; store: LedgerStore; registry: Registry },
+): { routes: Hono; listener: AdmissionListener } {
+  const { webhook, cluster } = deps;
+  const admissionDeps: AdmissionRoutesDeps = {
+    names: cluster.names,
+    memoryUnitMiB: config.memoryUnitMiB,
+    clusterName: config.clusterName,
+    schedulerName: webhook.schedulerName,
+    privilegedUsernames: webhook.privilegedUsernames,
+    maxBodyBytes: webhook.maxBodyBytes,
+    observer: createAdmissionMetrics(deps.registry),
+    logger: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m) },
+    precheckQuota: cachedQuotaPrecheck((q) => deps.store.ledger.precheckQuota(q), { ttlMs: PRECHECK_REUSE_MS }),
+    precheckTimeoutMs: config.database.callTimeoutMs,
+    events: {
+      record: (pod: PodRef, reason, message) =>
+        cluster.kube.createEvent(
+          pod.namespace,
+          podEvent(pod, reason, message, {
+            component: 'vcuda-webhook',
+            host: config.instanceId,
+            now: clock(),
+            nameSuffix: `${clock().getTime().toString(36)}.${config.instanceId}.${Math.floor(performance.now())}`,
+          }),
+        ),
+    },
+  };
+  // The HTTPS listener answers reviews without building web Request/Response objects.
+  return { routes: admissionRoutes(admissionDeps), listener: createAdmissionListener(admissionDeps) };
+}
+
+/**
+ * The extender verbs behind the client-certificate gate. Every listener mounts them there: only
+ * the extender's own listener asks for a certificate, so elsewhere they answer 401 before reading a byte.
+ */
+export function schedulerApp(
+  { config, clock, log }: StartContext,
+  deps: {
+    cluster: ClusterView;
+    store: LedgerStore;
+    keys: KeySet;
+    metrics: ExtenderMetrics;
+    nudger: Nudger;
+    ledgerNodes: LedgerNodes;
+  },
+): Hono {
+  const { cluster } = deps;
+  const verbs = extenderRoutes({
+    config: {
+      cluster: config.clusterName,
+      quantity: { names: cluster.names, memoryUnitMiB: config.memoryUnitMiB },
+      defaultPlacement: config.placement.default,
+      heartbeatStaleMs: config.heartbeatStaleSeconds * 1000,
+      assignmentTtlMs: config.assignmentTtlSeconds * 1000,
+      instanceId: config.instanceId,
+    },
+    state: cluster.state,
+    kube: cluster.kube,
+    ledger: deps.store.boundedLedger,
+    signer: createAssignmentSigner(deps.keys, config.assignmentTtlSeconds),
+    clock,
+    metrics: deps.metrics,
+    nudger: deps.nudger,
+    ledgerNodes: deps.ledgerNodes,
+    log: (msg, fields) => log.info(fields ?? {}, msg),
+  });
+  return guardedExtender(verbs, {
+    allowedClients: config.extender.allowedClients,
+    maxBodyBytes: config.extender.maxBodyBytes,
+    // A certificate of the trusted CA naming someone else is worth a look; anonymous knocks are not.
+    onRefused: (r) => (r.status === 403 ? log.warn(r, 'extender call refused') : log.debug(r, 'extender call refused')),
+  });
+}
+
+/** Usage samples feed chargeback: only the node agents write them, proven by a reviewed token. */
+function usageGuardOf({ config }: StartContext, kc: KubeConfig | undefined): MiddlewareHandler | undefined {
+  if (config.api.auth !== 'tokenreview') return undefined;
+  if (!kc) throw new VcudaError('invalid', 'api.auth "tokenreview" needs a cluster connection to review tokens');
+  const review = tokenReview(kc, config.api.tokenAudiences);
+  return requireCaller(cachedAuthenticator(review), config.api.usageWriters, 'POST /api/v1/usage');
+}
+
+/**
+ * The plain-HTTP port: only what may be public (dashboard, reports, metrics, health) and the
+ * node agents' usage samples (token-reviewed); the extender verbs there answer 401.
+ */
+export function plainApp(
+  ctx: StartContext,
+  deps: {
+    cluster: ClusterView;
+    store: LedgerStore;
+    usage: ReturnType<typeof createUsageStore>;
+    registry: Registry;
+    scheduler: Hono;
+  },
+): Hono {
+  const { config, clock, log } = ctx;
+  const { cluster, store, registry } = deps;
+  const { state, watch } = cluster;
+  const reports = createReportRunner(store.db, { clock });
+  const usageGuard = usageGuardOf(ctx, cluster.kc);
+  return createApp({
+    scheduler: deps.scheduler,
+    api: apiRoutes(
+      reportsRoutes({ reports }),
+      usageRoutes({
+        clusterName: config.clusterName,
+        usage: deps.usage,
+        ...(usageGuard ? { guard: usageGuard } : {}),
+        // A node agent reports only pods assigned to its node, on their granted cards.
+        pods: (namespace, name) => state.pod(namespace, name),
+        grants: (pod) =>
+          grantsOf(state.heldAssignment(pod.metadata?.namespace ?? '', pod.metadata?.name ?? ''), pod.metadata?.uid),
+        clock,
+      }),
+    ),
+    dashboard: dashboardRoutes({
+      source: createLedgerDashboardSource({
+        db: store.db,
+        idleForMinutes: config.dashboard.idleForMinutes,
+        reports,
+        clock,
+        readRefusals: (n) => cluster.refusals.readRefusals(n),
+        readLiveNodes: () => liveNodes(ctx, cluster),
+      }),
+      clock,
+      maxStreams: config.dashboard.maxStreams,
+    }),
+    metrics: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
+    readiness: async () => {
+      if (watch && !watch.isSynced()) return { ready: false, reason: 'watch cache not synced yet' };
+      const ledgerReached = await store.probe.check();
+      return ledgerReached.ok ? { ready: true } : { ready: false, reason: ledgerReached.reason };
+    },
+    log: { error: (fields, message) => log.error(fields, message) },
+    apiMaxBodyBytes: config.api.maxBodyBytes,
+  });
+}
+
+/** Idle nodes (not in the ledger before their first bind) and card health, from the watch cache. */
+function liveNodes({ config }: StartContext, cluster: ClusterView) {
+  return [...cluster.state.snapshot().nodes.values()].map((n) => ({
+    cluster: config.clusterName,
+    node: n.name,
+    cards: n.cards.map(({ uuid, index, model, memoryMiB, healthy }) => ({ uuid, index, model, memoryMiB, healthy })),
+  }));
+}

@@ -1,0 +1,191 @@
+/**
+ * The quota ledger and what keeps it true: the database (migrated), the capacity follower that
+ * releases an ended pod's rows at once, and the periodic housekeeping behind it.
+ */
+import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
+import { createLedger, type Ledger } from '../../db/ledger.js';
+import { createLedgerProbe, type LedgerProbe } from '../../db/ledger-probe.js';
+import { migrate } from '../../db/migrate.js';
+import { createUsageStore } from '../../db/usage.js';
+import type { ClusterState } from '../cluster-state.js';
+import type { BindLedger } from '../extender/binder.js';
+import type { ExtenderMetrics } from '../extender/extender-metrics.js';
+import { withLedgerDeadlines } from '../extender/ledger-deadlines.js';
+import { LedgerNodes } from '../extender/ledger-nodes.js';
+import { reconcileLedger } from '../extender/ledger-reconciler.js';
+import { Nudger } from '../extender/nudger.js';
+import { PodWriteBatcher } from '../extender/pod-write-batcher.js';
+import type { ControlPlaneKube } from '../kube-client.js';
+import type { WatchCache } from '../watch-cache.js';
+import { type Closer, every, type StartContext } from './context.js';
+
+const HOUSEKEEPING_MS = 15_000;
+const RECONCILE_MS = 60_000;
+const DOWNSAMPLE_MS = 3_600_000;
+/**
+ * The watch cache may not have seen a pod yet that another replica is binding right now; only rows
+ * reserved at least this long before a reconcile can be judged by the cache's pod list.
+ */
+const RECONCILE_GRACE_MS = 30_000;
+/** How long one readiness probe of the ledger answers for every /readyz in between. */
+const READINESS_CACHE_MS = 2000;
+
+export type LedgerStore = {
+  db: VcudaDb;
+  ledger: Ledger;
+  /** What bind and node registration call: every call with a deadline (a late reservation is released). */
+  boundedLedger: BindLedger;
+  probe: LedgerProbe;
+  close: Closer;
+};
+
+/** The database, migrated before anything uses it; a given database is left open on close. */
+export async function startLedgerStore({ config, clock, log }: StartContext, given?: VcudaDb): Promise<LedgerStore> {
+  const db = given ?? (await connectDb(config.database));
+  const close: Closer = given ? () => undefined : () => closeDb(db);
+  try {
+    await migrate(db);
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  const ledger = createLedger(db, { clock });
+  const boundedLedger = withLedgerDeadlines(ledger, {
+    timeoutMs: config.database.callTimeoutMs,
+    onLateReservation: (podUid, err) =>
+      err
+        ? log.warn({ podUid, err }, 'a reservation landed after its bind failed; its release failed, expiry frees it')
+        : log.info({ podUid }, 'a reservation landed after its bind failed; released'),
+  });
+  const probe = createLedgerProbe(db, { timeoutMs: config.database.callTimeoutMs, cacheMs: READINESS_CACHE_MS });
+  return { db, ledger, boundedLedger, probe, close };
+}
+
+/**
+ * No stalls, and the ledger follows the pods: an ended pod's rows are released at once, and pods
+ * refused for lack of room are nudged when capacity frees up.
+ */
+export function followCapacity(
+  { config, clock, log }: StartContext,
+  deps: { ledger: Ledger; state: ClusterState; kube: ControlPlaneKube; metrics: ExtenderMetrics },
+): { nudger: Nudger; close: Closer } {
+  const { ledger, kube } = deps;
+  const nudger = new Nudger({
+    clock,
+    patch: async (t, annotations) => {
+      await kube.patchPodAnnotations(t.namespace, t.name, annotations);
+    },
+    onNudged: () => deps.metrics.nudges.inc(),
+    onError: (t, err) => log.debug({ pod: `${t.namespace}/${t.name}`, err }, 'nudge failed'),
+  });
+  // An allocated pod's container sizes stop being pending on its node, in the ledger that every
+  // replica's binds consult; allocations arriving together are written together.
+  const allocationMarks = new PodWriteBatcher(async (uids) => {
+    await ledger.markAllocated(config.clusterName, uids);
+    return { missing: [] };
+  });
+  const unsubscribe = deps.state.onCapacityFreed((e) => {
+    if (e.why === 'pod-ended' && e.pod?.uid) {
+      nudger.forget(e.pod.uid);
+      ledger.release(config.clusterName, e.pod.uid).catch((err) => log.warn({ err }, 'release failed'));
+    }
+    if (e.why === 'pod-allocated' && e.pod?.uid) {
+      // Nudge once the ledger knows, or a pod waiting for this size would be refused again.
+      allocationMarks
+        .write(e.pod.uid)
+        .catch((err) => log.warn({ err }, 'marking an allocation in the ledger failed'))
+        .finally(() => nudger.capacityFreed(e));
+      return;
+    }
+    nudger.capacityFreed(e);
+  });
+  return {
+    nudger,
+    close: () => {
+      unsubscribe();
+      return nudger.close();
+    },
+  };
+}
+
+export type LedgerHousekeeping = {
+  ledgerNodes: LedgerNodes;
+  /** Registers every watched node's cards in the ledger, once the watch has synced. */
+  registerNodes: () => void;
+  close: Closer;
+};
+
+/**
+ * The ledger learns every watched node's cards in the background, so first binds do not wait for
+ * it; unconfirmed reservations expire; with a watch, the ledger is reconciled with the cluster.
+ */
+export function startLedgerHousekeeping(
+  ctx: StartContext,
+  deps: { store: LedgerStore; state: ClusterState; watch: WatchCache | undefined },
+): LedgerHousekeeping {
+  const { config, log } = ctx;
+  const { store, watch } = deps;
+  const ledgerNodes = new LedgerNodes(store.boundedLedger, config.clusterName);
+  const registerNodes = () => {
+    if (watch && !watch.isSynced()) return;
+    ledgerNodes
+      .ensureAll(deps.state.snapshot().nodes.values())
+      .then(
+        (r) =>
+          r.failed > 0 && log.warn({ failed: r.failed, err: r.firstError }, 'registering nodes in the ledger failed'),
+      )
+      .catch((err) => log.warn({ err }, 'registering nodes in the ledger failed'));
+  };
+  const stopHousekeeping = every(HOUSEKEEPING_MS, () => {
+    registerNodes();
+    store.ledger
+      .expireReservations(config.reservationTimeoutSeconds * 1000)
+      .then((n) => n > 0 && log.info({ released: n }, 'expired unconfirmed reservations'))
+      .catch((err) => log.warn({ err }, 'expiring reservations failed'));
+  });
+  const stopReconcile = watch ? every(RECONCILE_MS, () => reconcileOnce(ctx, deps, ledgerNodes)) : undefined;
+  return {
+    ledgerNodes,
+    registerNodes,
+    close: () => {
+      stopReconcile?.();
+      stopHousekeeping();
+    },
+  };
+}
+
+function reconcileOnce(
+  { config, clock, log }: StartContext,
+  deps: { store: LedgerStore; state: ClusterState; watch: WatchCache | undefined },
+  ledgerNodes: LedgerNodes,
+): void {
+  if (!deps.watch?.isSynced()) return;
+  reconcileLedger({
+    cluster: config.clusterName,
+    ledger: deps.store.ledger,
+    state: deps.state,
+    ensureNode: (node) => ledgerNodes.ensure(node),
+    clock,
+    graceMs: RECONCILE_GRACE_MS,
+  })
+    .then((r) => {
+      if (r.released.length > 0) log.info({ released: r.released.length }, 'reconciled ledger with cluster');
+      if (r.restored.length > 0) {
+        log.warn({ pods: r.restored }, 'ledger held nothing for running pods; restored from their assignments');
+      }
+      for (const f of r.refused) log.error({ pod: f.pod, reason: f.message }, 'running pod missing from ledger');
+    })
+    .catch((err) => log.warn({ err }, 'reconcile failed'));
+}
+
+/** The usage store; raw usage samples become hourly, then daily rows, so the table does not grow without bound. */
+export function startUsageStore(
+  { clock, log }: StartContext,
+  db: VcudaDb,
+): { usage: ReturnType<typeof createUsageStore>; close: Closer } {
+  const usage = createUsageStore(db, { clock });
+  const close = every(DOWNSAMPLE_MS, () => {
+    usage.downsampleUsage().catch((err) => log.warn({ err }, 'usage downsampling failed'));
+  });
+  return { usage, close };
+}
