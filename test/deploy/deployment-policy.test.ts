@@ -154,8 +154,15 @@ describe('control plane Deployment', () => {
   it('takes the database url from the vcuda-postgres Secret', () => {
     const db = container.env?.find((e) => e.name === 'DATABASE_URL');
     expect(db?.valueFrom?.secretKeyRef).toEqual({ name: 'vcuda-postgres', key: 'url' });
-    const secret = find<K8sObject & { stringData: Record<string, string> }>(base, 'Secret', 'vcuda-postgres');
-    expect(secret?.stringData.url).toMatch(/^postgres:\/\//);
+    // The operator creates it (the base never ships a password); the example shows its shape.
+    expect(find(base, 'Secret', 'vcuda-postgres')).toBeUndefined();
+    const example = parseYaml(
+      readFileSync(join(deployDir, 'examples', 'postgres-secret.yaml'), 'utf8'),
+    ) as K8sObject & {
+      stringData: Record<string, string>;
+    };
+    expect(example.metadata).toMatchObject({ name: 'vcuda-postgres', namespace: 'vcuda-system' });
+    expect(example.stringData.url).toMatch(/^postgres:\/\//);
   });
 });
 
@@ -209,7 +216,9 @@ describe('Service, PDB and names the code expects', () => {
   it('references only ConfigMaps, Secrets and service accounts that the build creates', () => {
     // The one Secret a workload mounts that the control plane itself creates at start (or
     // cert-manager, in its overlay): the scheduler's client certificate for the extender.
-    const createdAtStart = new Set([loadControlPlaneConfig({}).extender.certificates.secretName]);
+    // And the one the operator creates before applying (deploy/README.md step 3), so that applying
+    // the base again never overwrites the database password.
+    const createdAtStart = new Set([loadControlPlaneConfig({}).extender.certificates.secretName, 'vcuda-postgres']);
     const has = (kind: string, name: string) =>
       base.some((o) => o.kind === kind && o.metadata.name === name) || (kind === 'Secret' && createdAtStart.has(name));
     for (const w of base.filter((o) => o.kind === 'Deployment' || o.kind === 'DaemonSet') as Workload[]) {
