@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
+import { ADMIN_URL, isPostgresReachable } from '../test/support/db/test-databases.js';
 import { closeDb, connectDb, rowsOf } from './connect.js';
 import { migrate } from './migrate.js';
-import { ADMIN_URL, isPostgresReachable } from './test-databases.js';
 
 const reachable = await isPostgresReachable();
 

@@ -19,11 +19,11 @@ import { vcudaAnnotations } from '../../contract/index.js';
 import type { ClusterState } from '../../control-plane/cluster-state.js';
 import { loadControlPlaneConfig } from '../../control-plane/config.js';
 import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
-import { gpuNode, gpuPod } from '../../control-plane/testing/builders.js';
 import { closeDb, connectDb, rowsOf } from '../../db/connect.js';
-import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../../db/test-databases.js';
 import type { AdmissionReviewOut } from '../../webhooks/admission-review.js';
 import { pod } from '../builders/pod.js';
+import { gpuNode, gpuPod } from '../support/control-plane/builders.js';
+import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../support/db/test-databases.js';
 import { type ProxyMode, startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 
 const CALL_TIMEOUT_MS = 400;

@@ -7,8 +7,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
-import { closeDb, connectDb, type VcudaDb } from './connect.js';
-import { migrate } from './migrate.js';
+import { closeDb, connectDb, type VcudaDb } from '../../../db/connect.js';
+import { migrate } from '../../../db/migrate.js';
 
 export const ADMIN_URL = process.env.VCUDA_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
