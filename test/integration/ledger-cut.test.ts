@@ -23,7 +23,7 @@ import { closeDb, connectDb, rowsOf } from '../../db/connect.js';
 import type { AdmissionReviewOut } from '../../webhooks/admission-review.js';
 import { pod } from '../builders/pod.js';
 import { gpuNode, gpuPod } from '../support/control-plane/builders.js';
-import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../support/db/test-databases.js';
+import { createTestDatabase, postgresForTests, type TestDatabase } from '../support/db/test-databases.js';
 import { type ProxyMode, startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 
 const CALL_TIMEOUT_MS = 400;
@@ -33,8 +33,7 @@ const MUTATE_WITHIN_MS = CALL_TIMEOUT_MS + 1500;
 const BIND_WITHIN_MS = 2 * CALL_TIMEOUT_MS + 1500;
 const QUICK_MS = 1000;
 
-const reachable = await isPostgresReachable();
-if (!reachable) console.warn('ledger-cut: PostgreSQL is unreachable; the ledger-cut tests are skipped');
+const reachable = await postgresForTests();
 
 async function timed<T>(run: () => Promise<T>): Promise<{ value: T; ms: number }> {
   const started = performance.now();
