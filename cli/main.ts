@@ -6,7 +6,6 @@ import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { registerComputeCommand } from '../node-agent/compute/compute-command.js';
 import { registerWebhookCommand } from '../webhooks/webhook-command.js';
-import { registerBenchCommand } from './bench-command.js';
 import { registerConfigCommand } from './config-command.js';
 import { registerControlPlaneCommand } from './control-plane-command.js';
 import { registerDbCommand } from './db-command.js';
@@ -30,7 +29,6 @@ const program = new Command('vcuda')
   });
 
 registerConfigCommand(program);
-registerBenchCommand(program);
 registerDbCommand(program);
 registerQuotaCommands(program);
 registerReportCommand(program);

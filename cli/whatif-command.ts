@@ -5,9 +5,6 @@
  */
 import type { Command } from 'commander';
 import { resourceNames } from '../contract/index.js';
-import { DEFAULT_CLUSTER, loadClusterSpec } from '../sim/cluster-spec.js';
-import { formatWhatIf, runWhatIf } from '../sim/whatif/whatif-run.js';
-import { expandWorkload, loadWorkloadSpec } from '../sim/workload/workload-spec.js';
 
 export function registerWhatifCommand(program: Command): void {
   program
@@ -24,6 +21,11 @@ export function registerWhatifCommand(program: Command): void {
         throw new Error('--workload <file> is required (a workload trace; see sim/examples/workload.yaml)');
       if (opts.policy !== 'binpack' && opts.policy !== 'spread')
         throw new Error(`--policy must be binpack or spread, not "${opts.policy}"`);
+      // Imported here: sim/ is built for a checkout but left out of the production image, and the
+      // other commands must load without it.
+      const { DEFAULT_CLUSTER, loadClusterSpec } = await import('../sim/cluster-spec.js');
+      const { formatWhatIf, runWhatIf } = await import('../sim/whatif/whatif-run.js');
+      const { expandWorkload, loadWorkloadSpec } = await import('../sim/workload/workload-spec.js');
       const cluster = opts.cluster ? await loadClusterSpec(opts.cluster) : DEFAULT_CLUSTER;
       const names = resourceNames(opts.domain);
       const trace = expandWorkload(await loadWorkloadSpec(opts.workload), names);

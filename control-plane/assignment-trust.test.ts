@@ -5,11 +5,6 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { generateSigningKey, jwksOf, signAssignment, vcudaAnnotations } from '../contract/index.js';
-import { AssignmentTrust, createAssignmentTrustMetrics, type UnverifiedAssignment } from './assignment-trust.js';
-import { ClusterState } from './cluster-state.js';
-import { filterNodes } from './extender/filter-decision.js';
-import type { PodWithStatus } from './placement/cluster-snapshot.js';
-import { readPlacementRequest } from './placement/placement-request.js';
 import {
   assignedPod,
   assignmentFor,
@@ -20,7 +15,12 @@ import {
   signedAssignment,
   testKeySet,
   testState,
-} from './testing/builders.js';
+} from '../test/support/control-plane/builders.js';
+import { AssignmentTrust, createAssignmentTrustMetrics, type UnverifiedAssignment } from './assignment-trust.js';
+import { ClusterState } from './cluster-state.js';
+import { filterNodes } from './extender/filter-decision.js';
+import type { PodWithStatus } from './placement/cluster-snapshot.js';
+import { readPlacementRequest } from './placement/placement-request.js';
 
 const ctx = {
   nowMs: Date.parse('2026-11-22T04:00:30Z'),

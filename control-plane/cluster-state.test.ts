@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { vcudaAnnotations } from '../contract/index.js';
+import { assignedPod, assignmentFor, cardUuid, gpuNode, testState } from '../test/support/control-plane/builders.js';
 import type { ClusterState } from './cluster-state.js';
 import { holdOfAssignment } from './placement/cluster-snapshot.js';
-import { assignedPod, assignmentFor, cardUuid, gpuNode, testState } from './testing/builders.js';
 
 function cardOf(state: ClusterState, node: string, index: number) {
   return state

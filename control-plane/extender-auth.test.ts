@@ -13,6 +13,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
 import { allocations } from '../db/schema.js';
+import { gpuNode, gpuPod } from '../test/support/control-plane/builders.js';
+import { extenderFilesConfig } from '../test/support/control-plane/extender-config.js';
+import { postTls, type TlsClient, tlsPostOptions } from '../test/support/control-plane/tls-request.js';
 import {
   type IssuedCertificate,
   issueCertificateAuthority,
@@ -21,9 +24,6 @@ import {
 } from '../webhooks/certificates.js';
 import type { ClusterState } from './cluster-state.js';
 import { type RunningControlPlane, startControlPlane } from './server.js';
-import { gpuNode, gpuPod } from './testing/builders.js';
-import { extenderFilesConfig } from './testing/extender-config.js';
-import { postTls, type TlsClient, tlsPostOptions } from './testing/tls-request.js';
 
 const now = new Date('2026-11-22T04:00:30Z');
 const later = new Date(now.getTime() + 30 * 86_400_000);

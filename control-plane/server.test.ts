@@ -2,13 +2,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { eventReasons, podEvent, vcudaAnnotations, verifyAssignment } from '../contract/index.js';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
+import { forgedPlainPod, gpuNode, gpuPod } from '../test/support/control-plane/builders.js';
+import { type FakeKubeApi, startFakeKubeApi } from '../test/support/control-plane/fake-kube-api.js';
+import { postTls, type TlsClient } from '../test/support/control-plane/tls-request.js';
 import { loadControlPlaneConfig } from './config.js';
 import type { Overview } from './dashboard/overview.js';
 import { type RunningControlPlane, startControlPlane } from './server.js';
 import { JWKS_CONFIGMAP_NAME, SIGNING_SECRET_NAME } from './signing-keys.js';
-import { forgedPlainPod, gpuNode, gpuPod } from './testing/builders.js';
-import { type FakeKubeApi, startFakeKubeApi } from './testing/fake-kube-api.js';
-import { postTls, type TlsClient } from './testing/tls-request.js';
 
 const now = new Date('2026-11-22T04:00:30Z');
 const silent = { logLevel: 'silent' as const, port: 0, httpsPort: 0, host: '127.0.0.1', extender: { port: 0 } };

@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Assignment, generateSigningKey, signAssignment, verifyAssignment } from '../contract/index.js';
+import { type FakeKubeApi, startFakeKubeApi } from '../test/support/control-plane/fake-kube-api.js';
 import { createKubeClient } from './kube-client.js';
 import { createAssignmentSigner, loadSigningKeys, parseKeyFile, serializeKeys } from './signing-keys.js';
-import { type FakeKubeApi, startFakeKubeApi } from './testing/fake-kube-api.js';
 
 describe('signing keys', () => {
   let api: FakeKubeApi | undefined;

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { assignedPod, cardUuid, gpuNode, testState } from './testing/builders.js';
-import { type FakeKubeApi, startFakeKubeApi } from './testing/fake-kube-api.js';
+import { assignedPod, cardUuid, gpuNode, testState } from '../test/support/control-plane/builders.js';
+import { type FakeKubeApi, startFakeKubeApi } from '../test/support/control-plane/fake-kube-api.js';
 import { createWatchCache, type WatchCache } from './watch-cache.js';
 
 async function until(check: () => boolean, what: string): Promise<void> {

@@ -8,10 +8,10 @@ import { sql } from 'drizzle-orm';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VcudaError } from '../contract/index.js';
+import { createTestDatabase, type TestDatabase } from '../test/support/db/test-databases.js';
 import { type CardCapacity, checkCards, checkQuotas, type QuotaCapacity, sumDemandByCard } from './capacity-check.js';
 import { createLedger } from './ledger.js';
 import { cards, quotas, teamNamespaces } from './schema.js';
-import { createTestDatabase, type TestDatabase } from './test-databases.js';
 
 const CARDS = ['GPU-a', 'GPU-b', 'GPU-c'];
 const MODEL: Record<string, string> = { 'GPU-a': 'A100', 'GPU-b': 'T4', 'GPU-c': 'T4' };

@@ -5,10 +5,10 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VcudaError } from '../contract/index.js';
+import { createTestDatabase, type TestDatabase, testDbKinds } from '../test/support/db/test-databases.js';
 import { rowsOf } from './connect.js';
 import { createLedger, type ReserveRequest } from './ledger.js';
 import { findCardDrift, findOvercommit } from './ledger-audit.js';
-import { createTestDatabase, type TestDatabase, testDbKinds } from './test-databases.js';
 
 const kinds = await testDbKinds();
 

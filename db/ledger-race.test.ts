@@ -5,9 +5,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VcudaError } from '../contract/index.js';
+import { createTestDatabase, postgresForTests, type TestDatabase } from '../test/support/db/test-databases.js';
 import { createLedger, type Ledger } from './ledger.js';
 import { findCardDrift, findOvercommit } from './ledger-audit.js';
-import { createTestDatabase, isPostgresReachable, type TestDatabase } from './test-databases.js';
 
 const CLIENTS = 8;
 const RESERVATIONS = 10_000;
@@ -26,7 +26,7 @@ function seeded(seed: number): () => number {
   };
 }
 
-const reachable = await isPostgresReachable();
+const reachable = await postgresForTests();
 
 describe.skipIf(!reachable)('ledger race on PostgreSQL', () => {
   let t: TestDatabase;

@@ -1,9 +1,9 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { VcudaError } from '../contract/index.js';
+import { createTestDatabase, type TestDatabase, testDbKinds } from '../test/support/db/test-databases.js';
 import { rowsOf } from './connect.js';
 import { createLedger, type Ledger, type ReserveRequest } from './ledger.js';
-import { createTestDatabase, type TestDatabase, testDbKinds } from './test-databases.js';
 
 const kinds = await testDbKinds();
 

@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
+import { ADMIN_URL, postgresForTests } from '../test/support/db/test-databases.js';
 import { closeDb, connectDb, rowsOf } from './connect.js';
 import { migrate } from './migrate.js';
-import { ADMIN_URL, isPostgresReachable } from './test-databases.js';
 
-const reachable = await isPostgresReachable();
+const reachable = await postgresForTests();
 
 describe('migrate', () => {
   it('creates every table on PGlite and is a no-op the second time', { timeout: 120_000 }, async () => {

@@ -4,9 +4,9 @@
  */
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase, testDbKinds } from '../test/support/db/test-databases.js';
 import { createLedger } from './ledger.js';
 import { formatCsv, runReport } from './reports.js';
-import { createTestDatabase, type TestDatabase, testDbKinds } from './test-databases.js';
 
 const kinds = await testDbKinds();
 const at = (s: string) => new Date(`2026-${s}Z`);

@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase, testDbKinds } from '../test/support/db/test-databases.js';
 import { rowsOf, type VcudaDb } from './connect.js';
 import { createLedger } from './ledger.js';
 import { MIGRATIONS_FOLDER, migrate } from './migrate.js';
 import { runReport } from './reports.js';
-import { createTestDatabase, type TestDatabase, testDbKinds } from './test-databases.js';
 import type { UsageSample } from './usage.js';
 
 const kinds = await testDbKinds();

@@ -6,7 +6,7 @@
  */
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { JSONWebKeySet } from 'jose';
 import { pino } from 'pino';
@@ -26,7 +26,8 @@ import { loadSchedulerConfig, type SchedulerConfig } from './scheduler/scheduler
 import { type SimScheduler, startScheduler } from './scheduler/scheduler-loop.js';
 import { findFreePort, type ServiceProxy, startServiceProxy } from './service-proxy.js';
 
-const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
+// The checkout's root: the parent of sim/, or of dist/sim/ when running the compiled build.
+const repoRoot = findCheckoutRoot(dirname(fileURLToPath(import.meta.url)));
 export const NATIVE_BUILD_DIR = join(repoRoot, 'native', 'build');
 export const WORKLOAD_DIR = join(repoRoot, 'sim', '.vcuda', 'build');
 const SCHEDULER_CONFIG = join(repoRoot, 'deploy', 'scheduler', 'kube-scheduler-config.yaml');
@@ -360,4 +361,9 @@ function processExists(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+function findCheckoutRoot(simDir: string): string {
+  const parent = join(simDir, '..');
+  return basename(parent) === 'dist' && existsSync(join(parent, '..', 'native')) ? join(parent, '..') : parent;
 }

@@ -12,7 +12,7 @@ import type { TLSSocket } from 'node:tls';
 import * as x509 from '@peculiar/x509';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, isPostgresReachable } from '../../db/test-databases.js';
+import { createTestDatabase, isPostgresReachable } from '../../test/support/db/test-databases.js';
 import { judgeExtender, judgeMigrations } from './judge.js';
 import { attempt, probeExtender, probeMigrations, type Tls } from './probe.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { assignedPod, cardUuid, grantsAsWritten } from '../../test/support/control-plane/builders.js';
 import type { PodWithStatus } from '../placement/cluster-snapshot.js';
-import { assignedPod, cardUuid, grantsAsWritten } from '../testing/builders.js';
 import { judgeSample, NODE_NAME_EXTRA, POD_NAME_EXTRA, POD_UID_EXTRA, writerNodeOf } from './usage-writer.js';
 
 const lookup =

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLedger } from '../../db/ledger.js';
 import { createReportRunner } from '../../db/reports.js';
-import { createTestDatabase, type TestDatabase, testDbKinds } from '../../db/test-databases.js';
+import { createTestDatabase, type TestDatabase, testDbKinds } from '../../test/support/db/test-databases.js';
 import { createLedgerDashboardSource, groupCapacity, quotaFromReport } from './ledger-source.js';
 import { buildOverview } from './overview.js';
 

@@ -7,11 +7,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MIB, peekAssignment, vcudaAnnotations } from '../../contract/index.js';
 import type { VcudaDb } from '../../db/connect.js';
 import { allocations } from '../../db/schema.js';
-import { createTestDatabase, type TestDatabase, testDbKinds } from '../../db/test-databases.js';
+import { gpuNode, gpuPod, testState } from '../../test/support/control-plane/builders.js';
+import {
+  type ExtenderHarness,
+  post,
+  startExtender,
+  testKeys,
+} from '../../test/support/control-plane/extender-harness.js';
+import { type FakeKubeApi, startFakeKubeApi } from '../../test/support/control-plane/fake-kube-api.js';
+import { createTestDatabase, type TestDatabase, testDbKinds } from '../../test/support/db/test-databases.js';
 import type { NodeLike } from '../placement/cluster-snapshot.js';
-import { gpuNode, gpuPod, testState } from '../testing/builders.js';
-import { type ExtenderHarness, post, startExtender, testKeys } from '../testing/extender-harness.js';
-import { type FakeKubeApi, startFakeKubeApi } from '../testing/fake-kube-api.js';
 
 const REPLICAS = 3;
 const PODS = 12;

@@ -1,7 +1,7 @@
 import { X509Certificate } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { memoryPemSecret } from '../../test/support/control-plane/memory-secret.js';
 import { issueCertificateAuthority, issueLeafCertificate } from '../../webhooks/certificates.js';
-import { memoryPemSecret } from '../testing/memory-secret.js';
 import { clientRenewalReason, type EXTENDER_SECRET_KEYS, ensureExtenderSecret } from './extender-tls.js';
 
 const DAY = 24 * 3600 * 1000;

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { assignedPod, buildNodeSnapshot, gpuNode, gpuPod, policy } from '../../test/support/control-plane/builders.js';
 import type { ClusterSnapshot } from '../placement/cluster-snapshot.js';
 import type { FitContext } from '../placement/fit.js';
 import { readPlacementRequest } from '../placement/placement-request.js';
-import { assignedPod, buildNodeSnapshot, gpuNode, gpuPod, policy } from '../testing/builders.js';
 import { coversNodes, filterNodes, prioritizeNodes, summarizeRefusals } from './filter-decision.js';
 
 const ctx: FitContext = { nowMs: Date.parse('2026-11-22T04:00:30Z'), heartbeatStaleMs: 60_000 };

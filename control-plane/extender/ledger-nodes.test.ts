@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildNodeSnapshot, gpuNode } from '../testing/builders.js';
+import { buildNodeSnapshot, gpuNode } from '../../test/support/control-plane/builders.js';
 import { LedgerNodes, type NodeRegistrationLedger } from './ledger-nodes.js';
 
 /** A ledger whose upserts stay open until released, counting how many run at once. */

@@ -4,8 +4,8 @@ import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { createLedger, type Ledger } from '../../db/ledger.js';
 import { migrate } from '../../db/migrate.js';
 import { allocations, podHolds } from '../../db/schema.js';
+import { assignedPod, forgedPlainPod, gpuNode, gpuPod, testState } from '../../test/support/control-plane/builders.js';
 import type { ClusterState } from '../cluster-state.js';
-import { assignedPod, forgedPlainPod, gpuNode, gpuPod, testState } from '../testing/builders.js';
 import { LedgerNodes } from './ledger-nodes.js';
 import { podsToRestore, reconcileLedger } from './ledger-reconciler.js';
 

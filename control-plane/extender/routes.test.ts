@@ -5,7 +5,6 @@ import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
 import { migrate } from '../../db/migrate.js';
 import { allocations } from '../../db/schema.js';
-import type { KeySet } from '../signing-keys.js';
 import {
   assignedPod,
   assignmentFor,
@@ -14,9 +13,16 @@ import {
   gpuPod,
   signedAssignment,
   unsignedAssignment,
-} from '../testing/builders.js';
-import { type ExtenderHarness, post, startExtender, TEST_NOW, testKeys } from '../testing/extender-harness.js';
-import { type FakeKubeApi, startFakeKubeApi } from '../testing/fake-kube-api.js';
+} from '../../test/support/control-plane/builders.js';
+import {
+  type ExtenderHarness,
+  post,
+  startExtender,
+  TEST_NOW,
+  testKeys,
+} from '../../test/support/control-plane/extender-harness.js';
+import { type FakeKubeApi, startFakeKubeApi } from '../../test/support/control-plane/fake-kube-api.js';
+import type { KeySet } from '../signing-keys.js';
 
 const fixture = (name: string) => JSON.parse(readFileSync(new URL(`./testdata/${name}`, import.meta.url), 'utf8'));
 const filterArgs = fixture('extender-filter.json');

@@ -5,10 +5,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
+import { gpuNode, gpuPod } from '../../test/support/control-plane/builders.js';
+import { type FakeKubeApi, startFakeKubeApi } from '../../test/support/control-plane/fake-kube-api.js';
 import { loadControlPlaneConfig } from '../config.js';
 import { type RunningControlPlane, startControlPlane } from '../server.js';
-import { gpuNode, gpuPod } from '../testing/builders.js';
-import { type FakeKubeApi, startFakeKubeApi } from '../testing/fake-kube-api.js';
 import { NUDGE_ANNOTATION } from './nudger.js';
 
 const parked = { type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/1 nodes are available' };

@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { assignedPod, buildNodeSnapshot, gpuNode, gpuPod, policy } from '../testing/builders.js';
+import { assignedPod, buildNodeSnapshot, gpuNode, gpuPod, policy } from '../../test/support/control-plane/builders.js';
 import { type FitContext, fitPod } from './fit.js';
 import { readPlacementRequest } from './placement-request.js';
 

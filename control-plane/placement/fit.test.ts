@@ -9,7 +9,7 @@ import {
   gpuPod,
   type NodeSpec,
   policy,
-} from '../testing/builders.js';
+} from '../../test/support/control-plane/builders.js';
 import { coreAmountsOf, type PodWithStatus } from './cluster-snapshot.js';
 import { type FitContext, fitPod } from './fit.js';
 import { readPlacementRequest } from './placement-request.js';

@@ -5,7 +5,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { pcieLevels } from '../../contract/index.js';
-import { assignedPod, buildNodeSnapshot, type ContainerSpec, gpuNode, gpuPod, policy } from '../testing/builders.js';
+import {
+  assignedPod,
+  buildNodeSnapshot,
+  type ContainerSpec,
+  gpuNode,
+  gpuPod,
+  policy,
+} from '../../test/support/control-plane/builders.js';
 import { type FitContext, fitPod } from './fit.js';
 import { judgeNode } from './judge.js';
 import { readPlacementRequest } from './placement-request.js';

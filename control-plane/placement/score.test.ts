@@ -8,7 +8,7 @@ import {
   gpuNode,
   gpuPod,
   policy,
-} from '../testing/builders.js';
+} from '../../test/support/control-plane/builders.js';
 import type { PodWithStatus } from './cluster-snapshot.js';
 import { type FitContext, fitPod } from './fit.js';
 import { type PlacementPolicy, readPlacementRequest } from './placement-request.js';

@@ -1,6 +1,9 @@
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../testing/agent-harness.js';
-import { HEALTHY, UNHEALTHY } from './protocol.js';
+import { FakeKubelet } from '../testing/fake-kubelet.js';
+import { HEALTHY, KUBELET_SOCKET, UNHEALTHY } from './protocol.js';
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -46,13 +49,26 @@ describe('device plugins with a kubelet over real gRPC sockets', () => {
 
   it('keeps retrying Register until a kubelet answers', async () => {
     h = await startHarness();
-    const { kubelet, names } = h;
+    const { kubelet, names, warnings } = h;
     await kubelet.waitFor(() => kubelet.devices(names.core).length === 200, 'first registration');
-    const before = kubelet.registrations.length;
-    // Our socket vanishes while the kubelet stays: the plugin must notice and come back.
-    const { rmSync } = await import('node:fs');
-    rmSync(`${kubelet.pluginDir}/vcuda-core.sock`);
-    await kubelet.waitFor(() => kubelet.registrations.length > before, 'registration after socket removal');
+    // The kubelet goes away, its socket with it, and our socket vanishes: the plugin must register
+    // again while nothing answers Register.
+    await kubelet.stop();
+    rmSync(join(kubelet.pluginDir, KUBELET_SOCKET), { force: true });
+    rmSync(join(kubelet.pluginDir, 'vcuda-core.sock'));
+    const failedRegisters = () => warnings.filter((w) => /register \S+ failed/.test(w)).length;
+    await expect.poll(failedRegisters, { timeout: 10_000 }).toBeGreaterThanOrEqual(3);
+    expect(h.agent.runner.isRegistered()).toBe(false);
+    const next = await FakeKubelet.start(h.root);
+    try {
+      await next.waitFor(
+        () => next.devices(names.core).length === 200 && next.devices(names.memory).length === 8192,
+        'registration with the kubelet that came back',
+      );
+      expect(new Set(next.registrations.map((r) => r.resource_name))).toEqual(new Set([names.core, names.memory]));
+    } finally {
+      await next.stop();
+    }
   });
 
   it('streams a critical Xid as the card turning unhealthy, and ignores application Xids', async () => {

@@ -12,7 +12,7 @@ import type { ClusterState, DashboardSource } from '../../control-plane/dashboar
 import type { VcudaDb } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
 import { createReportRunner } from '../../db/reports.js';
-import { createTestDatabase, testDbKinds } from '../../db/test-databases.js';
+import { createTestDatabase, testDbKinds } from '../support/db/test-databases.js';
 import { atMost, type Benchmark, type Figure, percentile } from './harness.js';
 
 /** `nodes` nodes of 8 cards, each card holding 0..3 pods of varied shares (deterministic). */

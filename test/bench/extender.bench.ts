@@ -25,11 +25,11 @@ import { LedgerNodes } from '../../control-plane/extender/ledger-nodes.js';
 import { extenderRoutes } from '../../control-plane/extender/routes.js';
 import { createLocalKube } from '../../control-plane/local-kube.js';
 import { createAssignmentSigner } from '../../control-plane/signing-keys.js';
-import { assignedPod, gpuNode, gpuPod, policy, testState } from '../../control-plane/testing/builders.js';
-import { TEST_NOW, testKeys } from '../../control-plane/testing/extender-harness.js';
 import type { VcudaDb } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
-import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../../db/test-databases.js';
+import { assignedPod, gpuNode, gpuPod, policy, testState } from '../support/control-plane/builders.js';
+import { TEST_NOW, testKeys } from '../support/control-plane/extender-harness.js';
+import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../support/db/test-databases.js';
 import { atLeast, atMost, type Benchmark, type Figure, percentile } from './harness.js';
 
 const NODES = 5000;

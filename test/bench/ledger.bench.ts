@@ -13,7 +13,7 @@ import { rawQueryOf, rowsOf } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
 import { findCardDrift, findOvercommit } from '../../db/ledger-audit.js';
 import { runReport } from '../../db/reports.js';
-import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../../db/test-databases.js';
+import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../support/db/test-databases.js';
 import { atLeast, atMost, type Benchmark, type Figure } from './harness.js';
 
 const CLIENTS = 8;

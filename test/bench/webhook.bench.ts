@@ -21,8 +21,8 @@ import { type RunningControlPlane, startControlPlane } from '../../control-plane
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
 import { migrate } from '../../db/migrate.js';
-import { createTestDatabase, isPostgresReachable } from '../../db/test-databases.js';
 import { issueServingCertificate } from '../../webhooks/certificates.js';
+import { createTestDatabase, isPostgresReachable } from '../support/db/test-databases.js';
 import { atMost, type Benchmark, type Figure, freeLoopbackPort, percentile } from './harness.js';
 
 const RATE_PER_S = 2000;

@@ -5,13 +5,12 @@
  * the pods' signed assignments grant, and the pod the quota refused. Screenshot:
  * test-results/dashboard.png.
  */
-import { mkdirSync } from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { peekAssignment, vcudaAnnotations } from '../../contract/index.js';
 import { type ClusterSpec, expandNodes } from '../../sim/cluster-spec.js';
 import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
-import { hasChromium, launchChromium } from './chromium.js';
+import { hasChromium, launchChromium, saveScreenshot } from './chromium.js';
 
 const runs = hasChromium() || Boolean(process.env.CI);
 // The CI machine has two cores shared by every suite: give the page time rather than flake.
@@ -151,8 +150,12 @@ describe.skipIf(!runs)('dashboard of vcuda local in headless chromium', () => {
     expect(await quota.locator('[data-testid=quota-core]').textContent()).toBe('30 / 50');
   });
 
-  it('saves a screenshot', async () => {
-    mkdirSync('test-results', { recursive: true });
-    await page.screenshot({ path: 'test-results/dashboard.png', fullPage: true });
+  it('saves a screenshot of every simulated card', async () => {
+    const shot = await saveScreenshot(page, 'dashboard.png');
+    // The page with its four cards, quotas and refusals (about 1400 x 1040 and 130 KiB here); a
+    // blank or "loading…" frame is a few KiB and no taller than the window.
+    expect(shot.width).toBeGreaterThanOrEqual(1000);
+    expect(shot.height).toBeGreaterThan(800);
+    expect(shot.bytes).toBeGreaterThan(40_000);
   });
 });

@@ -47,20 +47,6 @@ export function readKustomization(dir: string): Kustomization {
   return readYamlDocs(path)[0] as Kustomization;
 }
 
-/**
- * Files other components write into deploy/. Until they land, the checks skip them by name
- * (never silently: `missingOwnedElsewhere` lists them) instead of failing the whole suite.
- */
-export const ownedElsewhere = ['deploy/base/node-agent-daemonset.yaml', 'deploy/scheduler/kube-scheduler-config.yaml'];
-
-export function missingOwnedElsewhere(): string[] {
-  return ownedElsewhere.filter((f) => !existsSync(join(repoRoot, f)));
-}
-
-function isAllowedMissing(path: string): boolean {
-  return missingOwnedElsewhere().includes(rel(path));
-}
-
 /** Every file a kustomization build reads, starting from `dir` (the kustomization files included). */
 export function filesOfKustomization(dir: string, seen = new Set<string>()): Set<string> {
   const k = readKustomization(dir);
@@ -68,7 +54,6 @@ export function filesOfKustomization(dir: string, seen = new Set<string>()): Set
   const refs = [...(k.resources ?? []), ...(k.components ?? [])];
   for (const r of refs) {
     const p = resolve(dir, r);
-    if (isAllowedMissing(p)) continue;
     if (!existsSync(p)) throw new Error(`${rel(dir)}/kustomization.yaml lists ${r}, which does not exist`);
     if (statSync(p).isDirectory()) filesOfKustomization(p, seen);
     else seen.add(p);
@@ -83,7 +68,6 @@ export function filesOfKustomization(dir: string, seen = new Set<string>()): Set
   for (const g of [...(k.configMapGenerator ?? []), ...(k.secretGenerator ?? [])]) {
     for (const f of g.files ?? []) {
       const p = resolve(dir, f.includes('=') ? f.slice(f.indexOf('=') + 1) : f);
-      if (isAllowedMissing(p)) continue;
       if (!existsSync(p)) throw new Error(`${rel(dir)}/kustomization.yaml generator ${g.name} reads ${f}, missing`);
       seen.add(p);
     }
@@ -97,7 +81,6 @@ export function objectsOfKustomization(dir: string): LoadedObject[] {
   const out: LoadedObject[] = [];
   for (const r of [...(k.resources ?? []), ...(k.components ?? [])]) {
     const p = resolve(dir, r);
-    if (isAllowedMissing(p)) continue;
     if (statSync(p).isDirectory()) out.push(...objectsOfKustomization(p));
     else for (const object of readYamlDocs(p)) out.push({ file: rel(p), object: object as K8sObject });
   }
@@ -105,7 +88,6 @@ export function objectsOfKustomization(dir: string): LoadedObject[] {
     const data: Record<string, string> = {};
     for (const f of g.files ?? []) {
       const [key, path] = f.includes('=') ? [f.slice(0, f.indexOf('=')), f.slice(f.indexOf('=') + 1)] : [f, f];
-      if (isAllowedMissing(resolve(dir, path))) continue;
       data[key.split('/').pop() as string] = readFileSync(resolve(dir, path), 'utf8');
     }
     for (const l of g.literals ?? []) data[l.slice(0, l.indexOf('='))] = l.slice(l.indexOf('=') + 1);

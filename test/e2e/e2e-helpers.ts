@@ -1,5 +1,5 @@
 /** Shared pieces of the end-to-end tests: pod builders and ledger reads over a running local cluster. */
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { and, eq, ne } from 'drizzle-orm';
@@ -12,15 +12,18 @@ import { WORKLOAD_DIR } from '../../sim/local-cluster.js';
 export const CORE = 'nvidia.com/vcuda-core';
 export const MEMORY = 'nvidia.com/vcuda-memory';
 
-/** Builds native/ and sim/ programs once; true when the CUDA workload can run over the fake driver. */
+/**
+ * Builds native/ and sim/ programs; true when the CUDA workload can run over the fake driver.
+ * A failed build throws with the compiler's output: a compile error in a workload must fail the
+ * suite, not turn the tests that need the workload into skips.
+ */
 export function buildWorkloads(): boolean {
   const root = join(WORKLOAD_DIR, '..', '..', '..');
-  // A failed make leaves what an earlier build produced; what matters is that the programs exist.
   for (const dir of ['native', 'sim']) {
-    try {
-      execFileSync('make', ['-s', '-C', join(root, dir)], { stdio: 'ignore' });
-    } catch {
-      // reported below by the missing binary
+    const make = spawnSync('make', ['-s', '-C', join(root, dir)], { encoding: 'utf8' });
+    if (make.status !== 0) {
+      const why = make.error ? make.error.message : `${make.stdout}${make.stderr}`.trim();
+      throw new Error(`make -C ${dir} failed (exit ${make.status}): ${why}`);
     }
   }
   return existsSync(join(root, 'native', 'build', 'libvcuda.so')) && existsSync(join(WORKLOAD_DIR, 'cuda-workload'));

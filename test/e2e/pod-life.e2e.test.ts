@@ -8,11 +8,11 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postTls } from '../../control-plane/testing/tls-request.js';
 import { rowsOf } from '../../db/connect.js';
 import { expandNodes, parseClusterSpec } from '../../sim/cluster-spec.js';
 import { KubeApiError, podPath } from '../../sim/kube-client.js';
 import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
+import { postTls } from '../support/control-plane/tls-request.js';
 import { buildWorkloads, gpuPod, liveRows, phaseOf } from './e2e-helpers.js';
 
 const NS = 'e2e';

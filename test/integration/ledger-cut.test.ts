@@ -22,14 +22,14 @@ import { vcudaAnnotations } from '../../contract/index.js';
 import type { ClusterState } from '../../control-plane/cluster-state.js';
 import { loadControlPlaneConfig } from '../../control-plane/config.js';
 import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
-import { gpuNode, gpuPod } from '../../control-plane/testing/builders.js';
-import { postTls, type TlsClient } from '../../control-plane/testing/tls-request.js';
 import { closeDb, connectDb, rowsOf } from '../../db/connect.js';
-import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../../db/test-databases.js';
 import { findFreePort } from '../../sim/service-proxy.js';
 import type { AdmissionReviewOut } from '../../webhooks/admission-review.js';
 import { issueServingCertificate } from '../../webhooks/certificates.js';
 import { pod } from '../builders/pod.js';
+import { gpuNode, gpuPod } from '../support/control-plane/builders.js';
+import { postTls, type TlsClient } from '../support/control-plane/tls-request.js';
+import { createTestDatabase, postgresForTests, type TestDatabase } from '../support/db/test-databases.js';
 import { type ProxyMode, startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 
 const CALL_TIMEOUT_MS = 400;
@@ -39,8 +39,7 @@ const MUTATE_WITHIN_MS = CALL_TIMEOUT_MS + 1500;
 const BIND_WITHIN_MS = 2 * CALL_TIMEOUT_MS + 1500;
 const QUICK_MS = 1000;
 
-const reachable = await isPostgresReachable();
-if (!reachable) console.warn('ledger-cut: PostgreSQL is unreachable; the ledger-cut tests are skipped');
+const reachable = await postgresForTests();
 
 async function timed<T>(run: () => Promise<T>): Promise<{ value: T; ms: number }> {
   const started = performance.now();

@@ -15,14 +15,14 @@ import { parse as parseYaml, stringify } from 'yaml';
 import type { ClusterState } from '../../control-plane/cluster-state.js';
 import type { PodWithStatus } from '../../control-plane/placement/cluster-snapshot.js';
 import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
-import { gpuNode } from '../../control-plane/testing/builders.js';
-import { extenderFilesConfig } from '../../control-plane/testing/extender-config.js';
-import { TEST_NOW } from '../../control-plane/testing/extender-harness.js';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import { findFreePort } from '../../sim/service-proxy.js';
 import { issueCertificateAuthority, issueLeafCertificate, serviceDnsNames } from '../../webhooks/certificates.js';
 import { deployDir } from '../deploy/manifests.js';
+import { gpuNode } from '../support/control-plane/builders.js';
+import { extenderFilesConfig } from '../support/control-plane/extender-config.js';
+import { TEST_NOW } from '../support/control-plane/extender-harness.js';
 
 const CLUSTER_SH = join(deployDir, '..', '..', 'shared', 'kubernetes-1.32', 'cluster.sh');
 const canRun = existsSync(CLUSTER_SH) && ['/usr/bin/etcd', '/usr/local/bin/etcd'].some((p) => existsSync(p));

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cachedAuthenticator, requireCaller, tokenReview } from '../../control-plane/api/caller-auth.js';
 import { usageRoutes } from '../../control-plane/api/usage-routes.js';
 import { apiRoutes, createApp } from '../../control-plane/app.js';
-import { assignedPod, cardUuid, grantsAsWritten } from '../../control-plane/testing/builders.js';
+import { assignedPod, cardUuid, grantsAsWritten } from '../support/control-plane/builders.js';
 
 const CLUSTER_SH = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../../shared/kubernetes-1.32/cluster.sh');
 const available = existsSync(CLUSTER_SH);

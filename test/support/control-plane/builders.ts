@@ -16,10 +16,10 @@ import {
   resourceNames,
   type SigningKey,
   vcudaAnnotations,
-} from '../../contract/index.js';
-import { grantsOf } from '../api/usage-writer.js';
-import { AssignmentTrust } from '../assignment-trust.js';
-import { ClusterState } from '../cluster-state.js';
+} from '../../../contract/index.js';
+import { grantsOf } from '../../../control-plane/api/usage-writer.js';
+import { AssignmentTrust } from '../../../control-plane/assignment-trust.js';
+import { ClusterState } from '../../../control-plane/cluster-state.js';
 import {
   composeNodeSnapshot,
   holdOfAssignment,
@@ -29,8 +29,8 @@ import {
   type PodHold,
   type PodWithStatus,
   readNodeInventory,
-} from '../placement/cluster-snapshot.js';
-import { createEdDsaSigner, type KeySet } from '../signing-keys.js';
+} from '../../../control-plane/placement/cluster-snapshot.js';
+import { createEdDsaSigner, type KeySet } from '../../../control-plane/signing-keys.js';
 
 export const names = resourceNames();
 export const policy = { names, memoryUnitMiB: 1 } as const;
@@ -254,7 +254,7 @@ export function forgedPlainPod(
 ): PodWithStatus {
   const review = JSON.parse(
     readFileSync(
-      new URL('../../webhooks/testdata/kubernetes-1.26/admission-mutate-create-no-gpu.json', import.meta.url),
+      new URL('../../../webhooks/testdata/kubernetes-1.26/admission-mutate-create-no-gpu.json', import.meta.url),
       'utf8',
     ),
   ) as { request: { object: PodWithStatus & { metadata: Record<string, unknown>; spec: Record<string, unknown> } } };

@@ -3,15 +3,15 @@
  * Kubernetes API, for route tests and the benchmark. Test-only.
  */
 import { Registry } from 'prom-client';
-import type { VcudaDb } from '../../db/connect.js';
-import { createLedger } from '../../db/ledger.js';
-import type { ClusterState } from '../cluster-state.js';
-import { createExtenderMetrics } from '../extender/extender-metrics.js';
-import { Nudger } from '../extender/nudger.js';
-import { type ExtenderDeps, extenderRoutes } from '../extender/routes.js';
-import { createKubeClient } from '../kube-client.js';
-import { createAssignmentSigner, type KeySet } from '../signing-keys.js';
-import { createWatchCache, type WatchCache } from '../watch-cache.js';
+import type { ClusterState } from '../../../control-plane/cluster-state.js';
+import { createExtenderMetrics } from '../../../control-plane/extender/extender-metrics.js';
+import { Nudger } from '../../../control-plane/extender/nudger.js';
+import { type ExtenderDeps, extenderRoutes } from '../../../control-plane/extender/routes.js';
+import { createKubeClient } from '../../../control-plane/kube-client.js';
+import { createAssignmentSigner, type KeySet } from '../../../control-plane/signing-keys.js';
+import { createWatchCache, type WatchCache } from '../../../control-plane/watch-cache.js';
+import type { VcudaDb } from '../../../db/connect.js';
+import { createLedger } from '../../../db/ledger.js';
 import { policy, testKeySet, testState } from './builders.js';
 import type { FakeKubeApi } from './fake-kube-api.js';
 

@@ -1,6 +1,6 @@
 /** A control plane without a cluster whose extender serves the certificate files in `dir`. Test-only. */
 import { join } from 'node:path';
-import { type ControlPlaneConfig, loadControlPlaneConfig } from '../config.js';
+import { type ControlPlaneConfig, loadControlPlaneConfig } from '../../../control-plane/config.js';
 
 /** `dir` holds `tls.crt` and `tls.key` (the extender's serving certificate) and `ca.crt` (the client CA). */
 export function extenderFilesConfig(dir: string, extenderPort = 0): ControlPlaneConfig {

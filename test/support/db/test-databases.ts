@@ -3,12 +3,12 @@
  * test file gets a fresh database (`vcuda_test_<random>`) so parallel files never collide.
  * The server defaults to `postgres://postgres@127.0.0.1:5432/postgres`
  * (`VCUDA_TEST_DATABASE_URL` overrides it); when it is unreachable the Postgres variant is
- * skipped and says so.
+ * skipped, and the file shows a skipped test named after the server it could not reach.
  */
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
-import { closeDb, connectDb, type VcudaDb } from './connect.js';
-import { migrate } from './migrate.js';
+import { closeDb, connectDb, type VcudaDb } from '../../../db/connect.js';
+import { migrate } from '../../../db/migrate.js';
 
 export const ADMIN_URL = process.env.VCUDA_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -22,8 +22,8 @@ export function isPostgresReachable(): Promise<boolean> {
     try {
       await sql`select 1`;
       return true;
-    } catch (err) {
-      console.warn(`PostgreSQL at ${ADMIN_URL} is unreachable, its test variant is skipped: ${String(err)}`);
+    } catch {
+      // The caller decides what an unreachable server means (a visible skip, or a failed benchmark).
       return false;
     } finally {
       await sql.end({ timeout: 1 });
@@ -75,7 +75,22 @@ export async function createTestDatabase(kind: TestDbKind): Promise<TestDatabase
   };
 }
 
-/** The kinds to run: PGlite always, Postgres when reachable. */
+/** The kinds to run: PGlite always, Postgres when reachable (else a visible skip, see below). */
 export async function testDbKinds(): Promise<TestDbKind[]> {
-  return (await isPostgresReachable()) ? ['pglite', 'postgres'] : ['pglite'];
+  return (await postgresForTests()) ? ['pglite', 'postgres'] : ['pglite'];
+}
+
+/**
+ * Whether PostgreSQL is reachable; when it is not, a test file that calls this at its top level
+ * shows a skipped test saying so, so a missing server is never mistaken for a passing variant.
+ */
+export async function postgresForTests(): Promise<boolean> {
+  if (await isPostgresReachable()) return true;
+  // Outside vitest (a benchmark run) there is no test to show, and the caller reports it.
+  if (process.env.VITEST) {
+    const { it } = await import('vitest');
+    const { host, port } = new URL(ADMIN_URL);
+    it.skip(`skipped: PostgreSQL unreachable at ${host}${port ? '' : ':5432'} (its variant of this file)`, () => {});
+  }
+  return false;
 }

@@ -1,5 +1,5 @@
 /** A Secret in memory with the API server's optimistic concurrency. Test-only. */
-import { type PemSecretStore, SecretConflictError } from '../../webhooks/certificates.js';
+import { type PemSecretStore, SecretConflictError } from '../../../webhooks/certificates.js';
 
 export function memoryPemSecret<K extends string>(description = 'Secret vcuda-system/test') {
   let stored: { data: Record<K, string>; resourceVersion: string } | undefined;
