@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Harness, startHarness } from '../testing/agent-harness.js';
+import { type Harness, startHarness } from '../../test/support/node-agent/agent-harness.js';
 import { HEALTHY, UNHEALTHY } from './protocol.js';
 
 let h: Harness | undefined;

@@ -25,7 +25,7 @@ import {
   type RegisterRequest,
   RegistrationService,
   unixTarget,
-} from '../device-plugin/protocol.js';
+} from '../../../node-agent/device-plugin/protocol.js';
 
 type Endpoint = {
   request: RegisterRequest;
