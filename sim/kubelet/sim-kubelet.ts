@@ -1,7 +1,7 @@
 /**
  * One simulated node's kubelet: registers its Node (standard labels, cpu/memory/pods capacity,
  * device-plugin resources as their plugins advertise them), watches the pods bound to it, admits
- * each through the device manager (Allocate / PreStartContainer), runs its containers as host
+ * each through the device manager (Allocate at admission, PreStartContainer as each container starts), runs its containers as host
  * processes, reports pod status, and on deletion stops the processes, frees the devices and
  * removes the pod, as the kubelet does.
  */
@@ -16,7 +16,7 @@ import {
   startContainer,
   stopContainer,
 } from './container-runtime.js';
-import { type ContainerRequest, DeviceManager } from './device-manager.js';
+import { DeviceManager, type KubeletContainer } from './device-manager.js';
 
 export type KubeletOptions = {
   client: KubeClient;
@@ -181,9 +181,9 @@ export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
       .catch(() => undefined);
   }
 
-  function containerRequests(spec: PodSpecLike): ContainerRequest[] {
+  function containerRequests(spec: PodSpecLike): KubeletContainer[] {
     const registered = new Set(devices.resources());
-    const read = (c: NonNullable<PodSpecLike['containers']>[number], isInit: boolean): ContainerRequest => {
+    const read = (c: NonNullable<PodSpecLike['containers']>[number], isInit: boolean): KubeletContainer => {
       const all = { ...(c.resources?.requests ?? {}), ...(c.resources?.limits ?? {}) };
       const requests: Record<string, number> = {};
       for (const [k, v] of Object.entries(all)) if (registered.has(k)) requests[k] = Number(v);
@@ -283,6 +283,20 @@ export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
     });
   }
 
+  /** PreStartContainer as the container is about to start; a refusal fails the pod. */
+  async function preStart(rec: PodRecord, container: string): Promise<boolean> {
+    try {
+      await devices.preStart(rec.uid, container);
+      return true;
+    } catch (e) {
+      rec.phase = 'Failed';
+      await reportStatus(rec, { reason: 'PreStartContainerFailed', message: (e as Error).message });
+      devices.releasePod(rec.uid);
+      log(`${nodeName}: pod ${rec.namespace}/${rec.name} not started: ${(e as Error).message}`);
+      return false;
+    }
+  }
+
   async function startPod(pod: KubeObj): Promise<void> {
     const spec = (pod.spec ?? {}) as PodSpecLike;
     const rec: PodRecord = {
@@ -297,7 +311,8 @@ export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
     };
     pods.set(rec.uid, rec);
     try {
-      rec.responses = await devices.admitPod(rec, containerRequests(spec));
+      const admitted = await devices.allocatePod({ ...rec, containers: containerRequests(spec) });
+      rec.responses = new Map(admitted.map((a) => [a.container, Object.values(a.responses)]));
     } catch (e) {
       rec.phase = 'Failed';
       await reportStatus(rec, {
@@ -310,6 +325,7 @@ export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
     if (rec.stopping) return;
     // Init containers run to completion first; the sim runs them one after the other.
     for (const c of spec.initContainers ?? []) {
+      if (!(await preStart(rec, c.name))) return;
       const done = await startContainer(rec.uid, c, rec.responses.get(c.name) ?? [], runtime).exited;
       if (done.exitCode !== 0) {
         rec.phase = 'Failed';
@@ -321,6 +337,7 @@ export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
         return;
       }
     }
+    for (const c of spec.containers ?? []) if (!(await preStart(rec, c.name))) return;
     rec.phase = 'Running';
     for (const c of spec.containers ?? []) run(rec, c, spec);
     await reportStatus(rec);
