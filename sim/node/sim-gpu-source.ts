@@ -1,7 +1,9 @@
 /**
- * The node agent's GpuSource for a simulated node: the cards of the cluster description, with
- * their UUIDs unique across the cluster (the ledger tells cards apart by UUID) and the topology
- * the description implies. No driver events unless a test injects one.
+ * An in-memory GpuSource: the cards of a simulated node (or of a test's machine), their topology,
+ * and whatever memory use, utilization and processes a caller sets. Driver events come only when
+ * someone injects one. The simulator builds it from the cluster description (`ofNode`: UUIDs unique
+ * across the cluster, as the ledger tells cards apart by UUID); the node agent's tests build it
+ * from a few lines (test/support/node-agent/fake-gpu-source.ts).
  */
 
 import { GpuEventQueue } from '../../node-agent/nvml/event-queue.js';
@@ -19,13 +21,29 @@ import type { SimNode } from '../cluster-spec.js';
 
 const MIB = 1024 * 1024;
 
+export type SimGpuLayout = {
+  cards: GpuCard[];
+  link: (a: number, b: number) => GpuLink;
+  /** What `runningProcesses` answers for a card nobody set: none, or null (cannot list them). */
+  unsetProcesses: RunningProcess[] | null;
+};
+
 export class SimGpuSource implements GpuSource {
+  readonly cards: GpuCard[];
   private readonly events = new GpuEventQueue();
+  readonly usedBytes = new Map<number, number>();
+  readonly samples = new Map<number, ProcessUtilizationSample[]>();
+  readonly rates = new Map<number, UtilizationRates>();
+  /** Compute processes per card; one set to null cannot list them. */
+  readonly processes = new Map<number, RunningProcess[] | null>();
 
-  constructor(private readonly node: SimNode) {}
+  constructor(private readonly layout: SimGpuLayout) {
+    this.cards = layout.cards;
+  }
 
-  listCards(): GpuCard[] {
-    return this.node.cards.map((c) => ({
+  /** A simulated node's cards; they run no processes, so there is nothing to reconcile memory charges against. */
+  static ofNode(node: SimNode): SimGpuSource {
+    const cards = node.cards.map((c) => ({
       index: c.index,
       uuid: c.uuid,
       model: c.model,
@@ -34,18 +52,27 @@ export class SimGpuSource implements GpuSource {
       minorNumber: c.index,
       numaNode: c.numaNode,
     }));
+    const link = (a: number, b: number): GpuLink => {
+      const l = node.links[a]?.[b];
+      if (!l) throw new RangeError(`no link ${a}-${b} on ${node.name}`);
+      return { nvlinks: l.nvlinks, pcie: l.pcie };
+    };
+    return new SimGpuSource({ cards, link, unsetProcesses: null });
+  }
+
+  listCards(): GpuCard[] {
+    return this.cards.map((c) => ({ ...c }));
   }
 
   link(a: number, b: number): GpuLink {
-    const l = this.node.links[a]?.[b];
-    if (!l) throw new RangeError(`no link ${a}-${b} on ${this.node.name}`);
-    return { nvlinks: l.nvlinks, pcie: l.pcie };
+    return this.layout.link(a, b);
   }
 
   memoryUsage(cardIndex: number): MemoryUsage {
-    const card = this.node.cards[cardIndex];
+    const card = this.cards[cardIndex];
     if (!card) throw new RangeError(`no card ${cardIndex}`);
-    return { totalBytes: card.memoryMiB * MIB, usedBytes: 0, freeBytes: card.memoryMiB * MIB };
+    const used = this.usedBytes.get(cardIndex) ?? 0;
+    return { totalBytes: card.memoryTotalBytes, usedBytes: used, freeBytes: card.memoryTotalBytes - used };
   }
 
   /** Injects a driver event (an Xid, a lost card) as NVML would report it. */
@@ -57,17 +84,17 @@ export class SimGpuSource implements GpuSource {
     return this.events.wait(timeoutMs, signal);
   }
 
-  processUtilization(_cardIndex: number, _sinceUs: number): ProcessUtilizationSample[] {
-    return [];
+  processUtilization(cardIndex: number, sinceUs: number): ProcessUtilizationSample[] {
+    return (this.samples.get(cardIndex) ?? []).filter((s) => s.timestampUs > sinceUs);
   }
 
-  utilizationRates(_cardIndex: number): UtilizationRates {
-    return { gpuPercent: 0, memoryPercent: 0 };
+  utilizationRates(cardIndex: number): UtilizationRates {
+    return this.rates.get(cardIndex) ?? { gpuPercent: 0, memoryPercent: 0 };
   }
 
-  /** Simulated cards run no processes: nothing to reconcile memory charges against. */
-  runningProcesses(_cardIndex: number): RunningProcess[] | null {
-    return null;
+  runningProcesses(cardIndex: number): RunningProcess[] | null {
+    const list = this.processes.has(cardIndex) ? this.processes.get(cardIndex) : this.layout.unsetProcesses;
+    return list === null || list === undefined ? null : list.map((p) => ({ ...p }));
   }
 
   close(): void {

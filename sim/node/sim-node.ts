@@ -93,14 +93,14 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
     },
     log: opts.log.info,
   });
-  let gpu = new SimGpuSource(node);
+  let gpu = SimGpuSource.ofNode(node);
   const libvcuda = join(opts.nativeBuildDir, 'libvcuda.so');
   let agent: NodeAgent | undefined;
   let pods: PodWatchCache | undefined;
   let podResources: PodResourcesClient | undefined;
 
   async function startAgent(): Promise<void> {
-    gpu = new SimGpuSource(node);
+    gpu = SimGpuSource.ofNode(node);
     const config = parseConfig({
       flags: {
         nodeName: node.name,

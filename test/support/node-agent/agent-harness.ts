@@ -20,9 +20,9 @@ import {
 import { type NodeAgent, startNodeAgent } from '../../../node-agent/agent.js';
 import type { JwksSource } from '../../../node-agent/allocation/ports.js';
 import { type NodeAgentConfig, parseConfig } from '../../../node-agent/config.js';
-import { FakeGpuSource, type FakeMachine } from '../../../node-agent/nvml/fake-gpu-source.js';
 import type { GpuSource } from '../../../node-agent/nvml/gpu-source.js';
 import { FakeCluster } from './fake-cluster.js';
+import { FakeGpuSource, type FakeMachine } from './fake-gpu-source.js';
 import { FakeKubelet } from './fake-kubelet.js';
 import { GpuPodBuilder } from './gpu-pod.js';
 
