@@ -2,11 +2,11 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { nodeInventorySchema, vcudaAnnotations } from '../contract/index.js';
+import { type Harness, NODE, startHarness } from '../test/support/node-agent/agent-harness.js';
+import { FakeGpuSource } from '../test/support/node-agent/fake-gpu-source.js';
 import { KUBELET_SOCKET } from './device-plugin/protocol.js';
 import { createAgentHttp } from './http.js';
-import { FakeGpuSource } from './nvml/fake-gpu-source.js';
 import type { GpuEvent } from './nvml/gpu-source.js';
-import { type Harness, NODE, startHarness } from './testing/agent-harness.js';
 
 let h: Harness | undefined;
 afterEach(async () => {

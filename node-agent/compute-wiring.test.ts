@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { regionDeviceOffset } from '../contract/region-layout.js';
+import { type Harness, NODE, startHarness } from '../test/support/node-agent/agent-harness.js';
+import { GpuPodBuilder } from '../test/support/node-agent/gpu-pod.js';
 import { readRegionUsage } from './limits/region-file.js';
-import { type Harness, NODE, startHarness } from './testing/agent-harness.js';
-import { GpuPodBuilder } from './testing/gpu-pod.js';
 
 const proc = mkdtempSync(join(tmpdir(), 'vcuda-proc-'));
 afterAll(() => rmSync(proc, { recursive: true, force: true }));

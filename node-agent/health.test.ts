@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { fakeCards } from '../test/support/node-agent/fake-gpu-source.js';
 import { CardHealth, isCriticalXid } from './health.js';
-import { fakeCards } from './nvml/fake-gpu-source.js';
 
 const IGNORED = [13, 31, 43, 45, 68, 109];
 

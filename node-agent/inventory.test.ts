@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { nodeInventorySchema, vcudaAnnotations } from '../contract/index.js';
+import { FakeGpuSource } from '../test/support/node-agent/fake-gpu-source.js';
 import { buildInventory, InventoryPublisher, type NodePatcher } from './inventory.js';
-import { FakeGpuSource } from './nvml/fake-gpu-source.js';
 
 const gpu = new FakeGpuSource({ cards: 4, memoryMiB: 81559, cardsPerNuma: 2, nvlinks: 4 });
 const cards = gpu.listCards().map((c) => ({ ...c, healthy: true }));

@@ -12,8 +12,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../contract/index.js';
+import { FakeKubelet } from '../test/support/node-agent/fake-kubelet.js';
 import { runNodeAgent } from './main.js';
-import { FakeKubelet } from './testing/fake-kubelet.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const fakeNvml = join(here, '../native/build/fake/libnvidia-ml.so.1');

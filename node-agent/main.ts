@@ -5,14 +5,12 @@
 import { serve } from '@hono/node-server';
 import * as k8s from '@kubernetes/client-node';
 import pino from 'pino';
-import { resourceNames } from '../contract/index.js';
-import { type NodeAgent, startNodeAgent } from './agent.js';
 import { parseConfig, readConfigFile } from './config.js';
-import { PodResourcesClient } from './device-plugin/pod-resources-client.js';
 import { createAgentHttp } from './http.js';
-import { jwksFromFile, KubeWriter, PodWatchCache } from './kube-adapters.js';
+import { jwksFromFile } from './kube-adapters.js';
 import { NvmlGpuSource } from './nvml/nvml-gpu-source.js';
 import { HttpUsageSink, tokenFromFile } from './usage.js';
+import { startWiredAgent, type WiredAgent } from './wiring.js';
 
 export type RunOptions = {
   configFile?: string;
@@ -36,20 +34,11 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
   kc.loadFromDefault();
   const gpu = new NvmlGpuSource({ libraryPath: config.paths.nvmlLibrary, sysfsRoot: config.paths.sysfsRoot });
   log.info(`NVML: ${gpu.listCards().length} card(s)`);
-  const pods = new PodWatchCache(kc, config.nodeName, resourceNames(config.resourceDomain), log);
-  const podResources = new PodResourcesClient(config.kubelet.podResourcesSocket);
-  let agent: NodeAgent;
+  let wired: WiredAgent;
   try {
-    await pods.start();
-    const writer = new KubeWriter(kc, config.nodeName, log);
-    agent = await startNodeAgent({
-      config,
+    wired = await startWiredAgent(config, {
+      kubeConfig: kc,
       gpu,
-      pods,
-      annotator: writer,
-      events: writer,
-      node: writer,
-      podResources,
       jwks: jwksFromFile(config.paths.jwksPath),
       ...(config.controlPlaneUrl
         ? {
@@ -62,11 +51,10 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
     });
   } catch (err) {
     // Nothing half-started may keep the process alive: the caller exits non-zero.
-    pods.stop();
-    podResources.close();
     gpu.close();
     throw err;
   }
+  const { agent } = wired;
   const http = createAgentHttp(agent);
   const server = serve({ fetch: http.fetch, port: config.http.port, hostname: config.http.host });
   await new Promise<void>((resolve) => (server.listening ? resolve() : server.once('listening', () => resolve())));
@@ -74,9 +62,7 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
   const port = typeof address === 'object' && address ? address.port : config.http.port;
   log.info(`node agent for ${config.nodeName} serving /healthz and /metrics on :${port}`);
   const stop = async () => {
-    await agent.stop();
-    pods.stop();
-    podResources.close();
+    await wired.stop();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   };
   return { port, stop };

@@ -6,11 +6,11 @@ import { existsSync, readFileSync, statSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { decodeLimitConfig, eventReasons, generateSigningKey, MIB, vcudaAnnotations } from '../../contract/index.js';
+import { type Harness, NODE, startHarness } from '../../test/support/node-agent/agent-harness.js';
+import type { GpuPodBuilder } from '../../test/support/node-agent/gpu-pod.js';
 import type { ContainerAllocateResponse } from '../device-plugin/protocol.js';
 import { cdiSpecPath } from '../limits/cdi-spec.js';
 import { allocationKey } from '../limits/container-files.js';
-import { type Harness, NODE, startHarness } from '../testing/agent-harness.js';
-import type { GpuPodBuilder } from '../testing/gpu-pod.js';
 
 let h: Harness | undefined;
 afterEach(async () => {

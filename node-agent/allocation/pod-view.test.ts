@@ -1,4 +1,4 @@
-/** Pods exactly as a Kubernetes 1.26 API server sends them (byte-for-byte copies in testdata/). */
+/** Pods exactly as a Kubernetes 1.26 API server sends them (the payloads in webhooks/testdata/kubernetes-1.26/). */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { resourceNames } from '../../contract/index.js';
@@ -6,7 +6,7 @@ import { type PodObject, toPodView } from './pod-view.js';
 
 const fixture = (name: string) =>
   (
-    JSON.parse(readFileSync(new URL(`./testdata/kubernetes-1.26/${name}`, import.meta.url), 'utf8')) as {
+    JSON.parse(readFileSync(new URL(`../../webhooks/testdata/kubernetes-1.26/${name}`, import.meta.url), 'utf8')) as {
       request: { object: PodObject };
     }
   ).request.object;

@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { REGION_FILE_SIZE, regionPidMap } from '../../contract/region-layout.js';
-import { type Harness, NODE, startHarness } from '../testing/agent-harness.js';
-import { GpuPodBuilder } from '../testing/gpu-pod.js';
+import { type Harness, NODE, startHarness } from '../../test/support/node-agent/agent-harness.js';
+import { GpuPodBuilder } from '../../test/support/node-agent/gpu-pod.js';
 
 const root = mkdtempSync(join(tmpdir(), 'vcuda-host-pids-'));
 const proc = join(root, 'proc');

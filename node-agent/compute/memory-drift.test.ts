@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { FakeGpuSource, MiB } from '../../test/support/node-agent/fake-gpu-source.js';
 import { AgentMetrics } from '../metrics.js';
-import { FakeGpuSource, MiB } from '../nvml/fake-gpu-source.js';
 import { createCardSampler } from './card-sampler.js';
 import { createMemoryDriftMonitor, type DriftTarget, memoryDrift, nextDriftState } from './memory-drift.js';
 

@@ -1,8 +1,8 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Harness, startHarness } from '../testing/agent-harness.js';
-import { FakeKubelet } from '../testing/fake-kubelet.js';
+import { type Harness, startHarness } from '../../test/support/node-agent/agent-harness.js';
+import { FakeKubelet } from '../../test/support/node-agent/fake-kubelet.js';
 import { HEALTHY, KUBELET_SOCKET, UNHEALTHY } from './protocol.js';
 
 let h: Harness | undefined;

@@ -1,23 +1,19 @@
 /**
  * One simulated node's kubelet: registers its Node (standard labels, cpu/memory/pods capacity,
  * device-plugin resources as their plugins advertise them), watches the pods bound to it, admits
- * each through the device manager (Allocate / PreStartContainer), runs its containers as host
- * processes, reports pod status, and on deletion stops the processes, frees the devices and
- * removes the pod, as the kubelet does.
+ * each through the device manager (Allocate at admission, PreStartContainer as each container
+ * starts), runs its containers as host processes, reports pod status, and on deletion stops the
+ * processes, frees the devices and removes the pod, as the kubelet does.
+ *
+ * `startKubelet` composes starters that each own one resource and return its closer; it starts
+ * them in the order below and closes them in reverse.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ContainerAllocateResponse } from '../../node-agent/device-plugin/protocol.js';
-import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
-import {
-  type ContainerSpec,
-  type RunningContainer,
-  type RuntimeConfig,
-  rfc3339Now,
-  startContainer,
-  stopContainer,
-} from './container-runtime.js';
-import { type ContainerRequest, DeviceManager } from './device-manager.js';
+import type { KubeClient, KubeObj } from '../kube-client.js';
+import type { RuntimeConfig } from './container-runtime.js';
+import { DeviceManager } from './device-manager.js';
+import { PodWorkers } from './pod-lifecycle.js';
 
 export type KubeletOptions = {
   client: KubeClient;
@@ -33,37 +29,6 @@ export type KubeletOptions = {
   log?: (msg: string) => void;
 };
 
-type PodSpecLike = {
-  nodeName?: string;
-  restartPolicy?: string;
-  containers?: (ContainerSpec & {
-    resources?: { limits?: Record<string, string | number>; requests?: Record<string, string | number> };
-  })[];
-  initContainers?: (ContainerSpec & {
-    resources?: { limits?: Record<string, string | number>; requests?: Record<string, string | number> };
-  })[];
-};
-
-/** A container's last run that ended, as the kubelet reports it in `state.terminated`. */
-type Terminated = { exitCode: number; reason: string; startedAt: string; finishedAt: string; containerID: string };
-
-type ContainerState = {
-  running?: RunningContainer;
-  restarts: number;
-  terminated?: Terminated;
-};
-
-type PodRecord = {
-  uid: string;
-  namespace: string;
-  name: string;
-  phase: 'Pending' | 'Running' | 'Succeeded' | 'Failed';
-  containers: Map<string, ContainerState>;
-  responses: Map<string, ContainerAllocateResponse[]>;
-  stopping: boolean;
-  startTime: string;
-};
-
 export type SimKubelet = {
   readonly nodeName: string;
   readonly devices: DeviceManager;
@@ -75,357 +40,137 @@ export type SimKubelet = {
   close(): Promise<void>;
 };
 
-export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
+type Closer = () => void | Promise<void>;
+
+/** Creates (or keeps) the Node and posts a Ready status with its capacity, as a starting kubelet does. */
+export async function registerNode(opts: KubeletOptions): Promise<void> {
   const { client, nodeName } = opts;
-  const log = opts.log ?? (() => {});
-  const logDir = join(opts.root, 'logs');
-  mkdirSync(logDir, { recursive: true });
-  const runtime: RuntimeConfig = { ...opts.runtime, logDir };
-  const devices = await DeviceManager.start(opts.root);
-  const maxGraceMs = opts.maxGraceMs ?? 2000;
-  const pods = new Map<string, PodRecord>();
-  const statusChains = new Map<string, Promise<void>>();
-  const abort = new AbortController();
-  let queue = Promise.resolve();
-  let closed = false;
-
-  await registerNode();
-
-  async function registerNode(): Promise<void> {
-    const cap = {
-      cpu: opts.capacity?.cpu ?? '64',
-      memory: opts.capacity?.memory ?? '512Gi',
-      pods: opts.capacity?.pods ?? '110',
-    };
-    const now = new Date().toISOString();
-    const node = {
-      apiVersion: 'v1',
-      kind: 'Node',
-      metadata: {
-        name: nodeName,
-        labels: {
-          'kubernetes.io/hostname': nodeName,
-          'kubernetes.io/os': 'linux',
-          'kubernetes.io/arch': 'amd64',
-          'beta.kubernetes.io/os': 'linux',
-          'beta.kubernetes.io/arch': 'amd64',
-          ...(opts.labels ?? {}),
-        },
-      },
-      spec: { ...(opts.taints?.length ? { taints: opts.taints } : {}) },
-    };
-    try {
-      await client.create('/api/v1/nodes', node);
-    } catch (e) {
-      if ((e as { code?: number }).code !== 409) throw e;
-    }
-    await client.mergePatch(`/api/v1/nodes/${nodeName}/status`, {
-      status: {
-        capacity: cap,
-        allocatable: cap,
-        conditions: [
-          {
-            type: 'Ready',
-            status: 'True',
-            reason: 'KubeletReady',
-            message: 'kubelet is posting ready status',
-            lastHeartbeatTime: now,
-            lastTransitionTime: now,
-          },
-        ],
-        addresses: [
-          { type: 'InternalIP', address: '127.0.0.1' },
-          { type: 'Hostname', address: nodeName },
-        ],
-        nodeInfo: {
-          kubeletVersion: 'v1.26.5-vcuda-sim',
-          containerRuntimeVersion: 'sim://1',
-          operatingSystem: 'linux',
-          architecture: 'amd64',
-        },
-      },
+  const labels = {
+    'kubernetes.io/hostname': nodeName,
+    'kubernetes.io/os': 'linux',
+    'kubernetes.io/arch': 'amd64',
+    'beta.kubernetes.io/os': 'linux',
+    'beta.kubernetes.io/arch': 'amd64',
+    ...(opts.labels ?? {}),
+  };
+  const spec = opts.taints?.length ? { taints: opts.taints } : {};
+  await client
+    .create('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: nodeName, labels }, spec })
+    .catch((e: { code?: number }) => {
+      if (e.code !== 409) throw e;
     });
-  }
+  const cap = {
+    cpu: opts.capacity?.cpu ?? '64',
+    memory: opts.capacity?.memory ?? '512Gi',
+    pods: opts.capacity?.pods ?? '110',
+  };
+  const now = new Date().toISOString();
+  const ready = { type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status' };
+  await client.mergePatch(`/api/v1/nodes/${nodeName}/status`, {
+    status: {
+      capacity: cap,
+      allocatable: cap,
+      conditions: [{ ...ready, lastHeartbeatTime: now, lastTransitionTime: now }],
+      addresses: [
+        { type: 'InternalIP', address: '127.0.0.1' },
+        { type: 'Hostname', address: nodeName },
+      ],
+      nodeInfo: {
+        kubeletVersion: 'v1.26.5-vcuda-sim',
+        containerRuntimeVersion: 'sim://1',
+        operatingSystem: 'linux',
+        architecture: 'amd64',
+      },
+    },
+  });
+}
 
-  // Device-plugin resources appear in capacity as their plugins advertise healthy devices.
-  let capacityTimer: NodeJS.Timeout | undefined;
-  devices.onChange(() => {
-    clearTimeout(capacityTimer);
-    capacityTimer = setTimeout(() => {
+/** Device-plugin resources appear in capacity as their plugins advertise healthy devices (debounced). */
+function publishPluginCapacity(client: KubeClient, nodeName: string, devices: DeviceManager): Closer {
+  let timer: NodeJS.Timeout | undefined;
+  const unsubscribe = devices.onChange(() => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
       const counts = Object.fromEntries(devices.resources().map((r) => [r, String(devices.healthyCount(r))]));
       void client
         .strategicPatch(`/api/v1/nodes/${nodeName}/status`, { status: { capacity: counts, allocatable: counts } })
         .catch(() => undefined);
     }, 20);
   });
+  return () => {
+    unsubscribe();
+    clearTimeout(timer);
+  };
+}
 
-  // Node-level extended resources (patched into status.capacity by others) become allocatable,
-  // as the kubelet's node status loop makes them.
-  void client.listWatch(
-    '/api/v1/nodes',
-    `fieldSelector=${encodeURIComponent(`metadata.name=${nodeName}`)}`,
-    {
-      onSync: (items) => items.forEach(mirrorCapacity),
-      onEvent: (e) => {
-        if (e.type !== 'DELETED') mirrorCapacity(e.object);
-      },
-    },
-    abort.signal,
-  );
-
-  function mirrorCapacity(node: KubeObj): void {
+/**
+ * Node-level extended resources (patched into status.capacity by others) become allocatable, as
+ * the kubelet's node status loop makes them.
+ */
+function mirrorExtendedCapacity(client: KubeClient, nodeName: string): Closer {
+  const abort = new AbortController();
+  const mirror = (node: KubeObj) => {
     const st = (node.status ?? {}) as { capacity?: Record<string, string>; allocatable?: Record<string, string> };
     const missing: Record<string, string> = {};
-    for (const [k, v] of Object.entries(st.capacity ?? {})) {
+    for (const [k, v] of Object.entries(st.capacity ?? {}))
       if (k.includes('/') && st.allocatable?.[k] !== v) missing[k] = v;
-    }
     if (Object.keys(missing).length === 0) return;
     void client
       .strategicPatch(`/api/v1/nodes/${nodeName}/status`, { status: { allocatable: missing } })
       .catch(() => undefined);
-  }
-
-  function containerRequests(spec: PodSpecLike): ContainerRequest[] {
-    const registered = new Set(devices.resources());
-    const read = (c: NonNullable<PodSpecLike['containers']>[number], isInit: boolean): ContainerRequest => {
-      const all = { ...(c.resources?.requests ?? {}), ...(c.resources?.limits ?? {}) };
-      const requests: Record<string, number> = {};
-      for (const [k, v] of Object.entries(all)) if (registered.has(k)) requests[k] = Number(v);
-      return { name: c.name, isInit, requests };
-    };
-    return [
-      ...(spec.initContainers ?? []).map((c) => read(c, true)),
-      ...(spec.containers ?? []).map((c) => read(c, false)),
-    ];
-  }
-
-  async function reportStatus(rec: PodRecord, extra: Record<string, unknown> = {}): Promise<void> {
-    const specNames = [...rec.containers.keys()];
-    const containerStatuses = specNames.map((name) => {
-      const s = rec.containers.get(name)!;
-      const state = s.terminated
-        ? { terminated: s.terminated }
-        : s.running
-          ? { running: { startedAt: s.running.startedAt } }
-          : { waiting: { reason: 'ContainerCreating' } };
-      const id = s.terminated?.containerID ?? (s.running ? `containerd://${s.running.id}` : undefined);
-      return {
-        name,
-        ...(id ? { containerID: id } : {}),
-        ready: !!s.running && !s.terminated,
-        restartCount: s.restarts,
-        state,
-        image: 'sim',
-        imageID: '',
-        started: !!s.running,
-      };
-    });
-    const ready = rec.phase === 'Running' && containerStatuses.every((c) => c.ready);
-    const now = new Date().toISOString();
-    const body = {
-      status: {
-        phase: rec.phase,
-        hostIP: '127.0.0.1',
-        podIP: '127.0.0.1',
-        startTime: rec.startTime,
-        conditions: [
-          { type: 'PodScheduled', status: 'True', lastTransitionTime: rec.startTime },
-          { type: 'Initialized', status: 'True', lastTransitionTime: rec.startTime },
-          { type: 'ContainersReady', status: ready ? 'True' : 'False', lastTransitionTime: now },
-          { type: 'Ready', status: ready ? 'True' : 'False', lastTransitionTime: now },
-        ],
-        containerStatuses,
-        ...extra,
-      },
-    };
-    // Reports of one pod go out in the order they were made, so a late "Running" never lands after "Failed".
-    const previous = statusChains.get(rec.uid) ?? Promise.resolve();
-    const next = previous
-      .then(() => client.mergePatch(`${podPath(rec.namespace, rec.name)}/status`, body))
-      .then(
-        () => undefined,
-        () => undefined,
-      );
-    statusChains.set(rec.uid, next);
-    await next;
-  }
-
-  function finishIfDone(rec: PodRecord, spec: PodSpecLike): void {
-    const states = [...rec.containers.values()];
-    if (!states.every((s) => s.terminated)) return;
-    rec.phase = states.every((s) => s.terminated!.exitCode === 0) ? 'Succeeded' : 'Failed';
-    devices.releasePod(rec.uid);
-    void reportStatus(rec);
-    log(`${nodeName}: pod ${rec.namespace}/${rec.name} ${rec.phase} (restartPolicy ${spec.restartPolicy ?? 'Always'})`);
-  }
-
-  function run(rec: PodRecord, c: ContainerSpec, spec: PodSpecLike): void {
-    const state = rec.containers.get(c.name)!;
-    const running = startContainer(rec.uid, c, rec.responses.get(c.name) ?? [], runtime);
-    state.running = running;
-    delete state.terminated;
-    void running.exited.then(({ exitCode }) => {
-      if (rec.stopping || closed) return;
-      const policy = spec.restartPolicy ?? 'Always';
-      if (policy === 'Always' || (policy === 'OnFailure' && exitCode !== 0)) {
-        state.restarts++;
-        state.terminated = terminatedOf(running, exitCode);
-        void reportStatus(rec);
-        const t = setTimeout(
-          () => {
-            if (!rec.stopping && !closed) {
-              run(rec, c, spec);
-              void reportStatus(rec);
-            }
-          },
-          Math.min(10_000, 500 * 2 ** Math.min(state.restarts, 5)),
-        );
-        t.unref();
-        return;
-      }
-      state.terminated = terminatedOf(running, exitCode);
-      delete state.running;
-      finishIfDone(rec, spec);
-    });
-  }
-
-  function terminatedOf(c: RunningContainer, exitCode: number): Terminated {
-    const reason = exitCode === 0 ? 'Completed' : 'Error';
-    return { exitCode, reason, startedAt: c.startedAt, finishedAt: rfc3339Now(), containerID: `containerd://${c.id}` };
-  }
-
-  async function startPod(pod: KubeObj): Promise<void> {
-    const spec = (pod.spec ?? {}) as PodSpecLike;
-    const rec: PodRecord = {
-      uid: pod.metadata.uid!,
-      namespace: pod.metadata.namespace!,
-      name: pod.metadata.name,
-      phase: 'Pending',
-      containers: new Map((spec.containers ?? []).map((c) => [c.name, { restarts: 0 }])),
-      responses: new Map(),
-      stopping: false,
-      startTime: rfc3339Now(),
-    };
-    pods.set(rec.uid, rec);
-    try {
-      rec.responses = await devices.admitPod(rec, containerRequests(spec));
-    } catch (e) {
-      rec.phase = 'Failed';
-      await reportStatus(rec, {
-        reason: 'UnexpectedAdmissionError',
-        message: `Pod was rejected: ${(e as Error).message}`,
-      });
-      log(`${nodeName}: pod ${rec.namespace}/${rec.name} rejected: ${(e as Error).message}`);
-      return;
-    }
-    if (rec.stopping) return;
-    // Init containers run to completion first; the sim runs them one after the other.
-    for (const c of spec.initContainers ?? []) {
-      const done = await startContainer(rec.uid, c, rec.responses.get(c.name) ?? [], runtime).exited;
-      if (done.exitCode !== 0) {
-        rec.phase = 'Failed';
-        await reportStatus(rec, {
-          reason: 'InitContainerFailed',
-          message: `init container ${c.name} exited ${done.exitCode}`,
-        });
-        devices.releasePod(rec.uid);
-        return;
-      }
-    }
-    rec.phase = 'Running';
-    for (const c of spec.containers ?? []) run(rec, c, spec);
-    await reportStatus(rec);
-  }
-
-  async function stopPod(
-    uid: string,
-    andDelete?: { namespace: string; name: string; graceSeconds: number },
-  ): Promise<void> {
-    const rec = pods.get(uid);
-    if (rec) {
-      rec.stopping = true;
-      const grace = Math.min(maxGraceMs, (andDelete?.graceSeconds ?? 0) * 1000);
-      await Promise.all(
-        [...rec.containers.values()].map((s) => (s.running ? stopContainer(s.running, grace) : undefined)),
-      );
-      devices.releasePod(uid);
-      pods.delete(uid);
-      statusChains.delete(uid);
-    }
-    if (andDelete) {
-      // The kubelet's status manager: DeleteOptions in the body (kube-apiserver ignores query
-      // options beside a body), grace 0, and the pod's UID so a recreated namesake is left alone.
-      await client
-        .request('DELETE', podPath(andDelete.namespace, andDelete.name), {
-          kind: 'DeleteOptions',
-          apiVersion: 'v1',
-          gracePeriodSeconds: 0,
-          preconditions: { uid },
-        })
-        .catch(() => undefined);
-    }
-  }
-
-  const serial = (fn: () => Promise<void>) => {
-    queue = queue.then(fn).catch((e: Error) => log(`${nodeName}: ${e.message}`));
   };
-
-  function onPod(pod: KubeObj, deleted: boolean): void {
-    const uid = pod.metadata.uid!;
-    if (deleted) {
-      serial(() => stopPod(uid));
-      return;
-    }
-    if (pod.metadata.deletionTimestamp) {
-      const grace = Number(pod.metadata['deletionGracePeriodSeconds'] ?? 0);
-      serial(() => stopPod(uid, { namespace: pod.metadata.namespace!, name: pod.metadata.name, graceSeconds: grace }));
-      return;
-    }
-    const phase = (pod.status as { phase?: string } | undefined)?.phase;
-    if (!pods.has(uid) && phase !== 'Succeeded' && phase !== 'Failed') {
-      pods.set(uid, { uid } as PodRecord); // claimed, so a second event does not start it twice
-      serial(() => startPod(pod));
-    }
-  }
-
-  void client.listWatch(
-    '/api/v1/pods',
-    `fieldSelector=${encodeURIComponent(`spec.nodeName=${nodeName}`)}`,
-    {
-      onSync: (items) => {
-        const live = new Set(items.map((p) => p.metadata.uid));
-        for (const uid of pods.keys()) if (!live.has(uid)) serial(() => stopPod(uid));
-        for (const p of items) onPod(p, false);
-      },
-      onEvent: (e) => onPod(e.object, e.type === 'DELETED'),
-    },
-    abort.signal,
-  );
-
-  return {
-    nodeName,
-    devices,
-    pluginDir: devices.pluginDir,
-    podResourcesSocket: devices.podResourcesSocket,
-    processes: () => {
-      const out = new Map<string, Map<string, number>>();
-      for (const [uid, rec] of pods) {
-        const m = new Map<string, number>();
-        for (const [name, s] of rec.containers ?? [])
-          if (s.running?.process.pid && !s.terminated) m.set(name, s.running.process.pid);
-        out.set(uid, m);
-      }
-      return out;
-    },
-    close: async () => {
-      closed = true;
-      abort.abort();
-      clearTimeout(capacityTimer);
-      await queue;
-      for (const rec of pods.values()) {
-        for (const s of rec.containers?.values() ?? []) if (s.running) await stopContainer(s.running, 200);
-      }
-      await devices.stop();
-    },
+  const handlers = {
+    onSync: (items: KubeObj[]) => items.forEach(mirror),
+    onEvent: (e: { type: string; object: KubeObj }) => (e.type === 'DELETED' ? undefined : mirror(e.object)),
   };
+  const selector = `fieldSelector=${encodeURIComponent(`metadata.name=${nodeName}`)}`;
+  void client.listWatch('/api/v1/nodes', selector, handlers, abort.signal);
+  return () => abort.abort();
+}
+
+/** Watches the pods bound to the node and hands them to the pod workers. */
+function watchPods(client: KubeClient, nodeName: string, workers: PodWorkers): Closer {
+  const abort = new AbortController();
+  const selector = `fieldSelector=${encodeURIComponent(`spec.nodeName=${nodeName}`)}`;
+  const handlers = {
+    onSync: (items: KubeObj[]) => workers.onSync(items),
+    onEvent: (e: { type: string; object: KubeObj }) => workers.onPod(e.object, e.type === 'DELETED'),
+  };
+  void client.listWatch('/api/v1/pods', selector, handlers, abort.signal);
+  return () => abort.abort();
+}
+
+/** Runs the closers in reverse order of start. */
+async function closeAll(closers: Closer[]): Promise<void> {
+  for (const close of closers.reverse()) await close();
+}
+
+export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
+  const { client, nodeName } = opts;
+  const log = opts.log ?? (() => {});
+  const logDir = join(opts.root, 'logs');
+  mkdirSync(logDir, { recursive: true });
+  const closers: Closer[] = [];
+  const devices = await DeviceManager.start(opts.root);
+  closers.push(() => devices.stop());
+  try {
+    await registerNode(opts);
+    closers.push(publishPluginCapacity(client, nodeName, devices));
+    closers.push(mirrorExtendedCapacity(client, nodeName));
+    const runtime: RuntimeConfig = { ...opts.runtime, logDir };
+    const workers = new PodWorkers({ client, nodeName, devices, runtime, maxGraceMs: opts.maxGraceMs ?? 2000, log });
+    closers.push(() => workers.close());
+    closers.push(watchPods(client, nodeName, workers));
+    return {
+      nodeName,
+      devices,
+      pluginDir: devices.pluginDir,
+      podResourcesSocket: devices.podResourcesSocket,
+      processes: () => workers.processes(),
+      close: () => closeAll(closers),
+    };
+  } catch (err) {
+    await closeAll(closers);
+    throw err;
+  }
 }

@@ -1,9 +1,10 @@
 /**
- * The node agent's GpuSource for a simulated node: the cards of the cluster description, with
- * their UUIDs unique across the cluster (the ledger tells cards apart by UUID) and the topology
- * the description implies. No driver events unless a test injects one. Memory and utilization
- * come from the node's fake NVML when it is there (what the node's containers really allocated
- * and ran), else they read as an unused card.
+ * An in-memory GpuSource: the cards of a simulated node (or of a test's machine), their topology,
+ * and whatever memory use, utilization and processes a caller sets. Driver events come only when
+ * someone injects one. The simulator builds it from the cluster description (`ofNode`: UUIDs unique
+ * across the cluster, as the ledger tells cards apart by UUID) and, where the node has its fake
+ * NVML, reads memory and utilization from it (what the node's containers really allocated and
+ * ran); the node agent's tests build it from a few lines (test/support/node-agent/fake-gpu-source.ts).
  */
 
 import { GpuEventQueue } from '../../node-agent/nvml/event-queue.js';
@@ -24,16 +25,35 @@ export type NodeDriverReadings = Pick<GpuSource, 'memoryUsage' | 'processUtiliza
 
 const MIB = 1024 * 1024;
 
+export type SimGpuLayout = {
+  cards: GpuCard[];
+  link: (a: number, b: number) => GpuLink;
+  /** What `runningProcesses` answers for a card nobody set: none, or null (cannot list them). */
+  unsetProcesses: RunningProcess[] | null;
+};
+
 export class SimGpuSource implements GpuSource {
+  readonly cards: GpuCard[];
   private readonly events = new GpuEventQueue();
+  readonly usedBytes = new Map<number, number>();
+  readonly samples = new Map<number, ProcessUtilizationSample[]>();
+  readonly rates = new Map<number, UtilizationRates>();
+  /** Compute processes per card; one set to null cannot list them. */
+  readonly processes = new Map<number, RunningProcess[] | null>();
 
   constructor(
-    private readonly node: SimNode,
+    private readonly layout: SimGpuLayout,
     private readonly driver?: NodeDriverReadings,
-  ) {}
+  ) {
+    this.cards = layout.cards;
+  }
 
-  listCards(): GpuCard[] {
-    return this.node.cards.map((c) => ({
+  /**
+   * A simulated node's cards, read through its fake NVML when given. Its process list is not
+   * listed, so there is nothing to reconcile memory charges against.
+   */
+  static ofNode(node: SimNode, driver?: NodeDriverReadings): SimGpuSource {
+    const cards = node.cards.map((c) => ({
       index: c.index,
       uuid: c.uuid,
       model: c.model,
@@ -42,19 +62,28 @@ export class SimGpuSource implements GpuSource {
       minorNumber: c.index,
       numaNode: c.numaNode,
     }));
+    const link = (a: number, b: number): GpuLink => {
+      const l = node.links[a]?.[b];
+      if (!l) throw new RangeError(`no link ${a}-${b} on ${node.name}`);
+      return { nvlinks: l.nvlinks, pcie: l.pcie };
+    };
+    return new SimGpuSource({ cards, link, unsetProcesses: null }, driver);
+  }
+
+  listCards(): GpuCard[] {
+    return this.cards.map((c) => ({ ...c }));
   }
 
   link(a: number, b: number): GpuLink {
-    const l = this.node.links[a]?.[b];
-    if (!l) throw new RangeError(`no link ${a}-${b} on ${this.node.name}`);
-    return { nvlinks: l.nvlinks, pcie: l.pcie };
+    return this.layout.link(a, b);
   }
 
   memoryUsage(cardIndex: number): MemoryUsage {
-    const card = this.node.cards[cardIndex];
+    const card = this.cards[cardIndex];
     if (!card) throw new RangeError(`no card ${cardIndex}`);
     if (this.driver) return this.driver.memoryUsage(cardIndex);
-    return { totalBytes: card.memoryMiB * MIB, usedBytes: 0, freeBytes: card.memoryMiB * MIB };
+    const used = this.usedBytes.get(cardIndex) ?? 0;
+    return { totalBytes: card.memoryTotalBytes, usedBytes: used, freeBytes: card.memoryTotalBytes - used };
   }
 
   /** Injects a driver event (an Xid, a lost card) as NVML would report it. */
@@ -67,16 +96,18 @@ export class SimGpuSource implements GpuSource {
   }
 
   processUtilization(cardIndex: number, sinceUs: number): ProcessUtilizationSample[] {
-    return this.driver?.processUtilization(cardIndex, sinceUs) ?? [];
+    if (this.driver) return this.driver.processUtilization(cardIndex, sinceUs);
+    return (this.samples.get(cardIndex) ?? []).filter((s) => s.timestampUs > sinceUs);
   }
 
   utilizationRates(cardIndex: number): UtilizationRates {
-    return this.driver?.utilizationRates(cardIndex) ?? { gpuPercent: 0, memoryPercent: 0 };
+    if (this.driver) return this.driver.utilizationRates(cardIndex);
+    return this.rates.get(cardIndex) ?? { gpuPercent: 0, memoryPercent: 0 };
   }
 
-  /** Simulated cards run no processes: nothing to reconcile memory charges against. */
-  runningProcesses(_cardIndex: number): RunningProcess[] | null {
-    return null;
+  runningProcesses(cardIndex: number): RunningProcess[] | null {
+    const list = this.processes.has(cardIndex) ? this.processes.get(cardIndex) : this.layout.unsetProcesses;
+    return list === null || list === undefined ? null : list.map((p) => ({ ...p }));
   }
 
   close(): void {

@@ -9,12 +9,10 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JSONWebKeySet } from 'jose';
-import { resourceNames } from '../../contract/index.js';
-import { type NodeAgent, startNodeAgent } from '../../node-agent/agent.js';
+import type { NodeAgent } from '../../node-agent/agent.js';
 import { parseConfig } from '../../node-agent/config.js';
-import { PodResourcesClient } from '../../node-agent/device-plugin/pod-resources-client.js';
-import { KubeWriter, PodWatchCache } from '../../node-agent/kube-adapters.js';
 import { HttpUsageSink } from '../../node-agent/usage.js';
+import { startWiredAgent, type WiredAgent } from '../../node-agent/wiring.js';
 import { nodeSeedOf, type SimNode } from '../cluster-spec.js';
 import type { KubeClient } from '../kube-client.js';
 import { kubeConfigFor } from '../kubeconfig.js';
@@ -104,11 +102,9 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
     },
     log: opts.log.info,
   });
-  let gpu = new SimGpuSource(node);
+  let gpu = SimGpuSource.ofNode(node);
   const libvcuda = join(opts.nativeBuildDir, 'libvcuda.so');
-  let agent: NodeAgent | undefined;
-  let pods: PodWatchCache | undefined;
-  let podResources: PodResourcesClient | undefined;
+  let wired: WiredAgent | undefined;
 
   /** The node's fake NVML for utilization; without it the cards read as unused (no usage). */
   function driverReadings() {
@@ -121,7 +117,7 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
   }
 
   async function startAgent(): Promise<void> {
-    gpu = new SimGpuSource(node, driverReadings());
+    gpu = SimGpuSource.ofNode(node, driverReadings());
     const config = parseConfig({
       flags: {
         nodeName: node.name,
@@ -149,20 +145,9 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
         inventoryCheckMs: 2_000,
       },
     });
-    const kc = kubeConfigFor(opts.apiUrl, opts.agentToken);
-    const names = resourceNames(opts.domain);
-    pods = new PodWatchCache(kc, node.name, names, opts.log);
-    await pods.start();
-    const writer = new KubeWriter(kc, node.name, opts.log);
-    podResources = new PodResourcesClient(kubelet.podResourcesSocket);
-    agent = await startNodeAgent({
-      config,
+    wired = await startWiredAgent(config, {
+      kubeConfig: kubeConfigFor(opts.apiUrl, opts.agentToken),
       gpu,
-      pods,
-      annotator: writer,
-      events: writer,
-      node: writer,
-      podResources,
       jwks: opts.jwks,
       ...(opts.usage ? { usageSink: usageSink(opts.usage.controlPlaneUrl, opts.agentToken) } : {}),
       log: opts.log,
@@ -170,11 +155,9 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
   }
 
   async function stopAgent(): Promise<void> {
-    const a = agent;
-    agent = undefined;
-    await a?.stop();
-    pods?.stop();
-    podResources?.close();
+    const w = wired;
+    wired = undefined;
+    await w?.stop();
   }
 
   await startAgent();
@@ -182,7 +165,7 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
     name: node.name,
     kubelet,
     gpu: () => gpu,
-    agent: () => agent,
+    agent: () => wired?.agent,
     restartAgent: async () => {
       await stopAgent();
       await startAgent();

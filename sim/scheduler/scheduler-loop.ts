@@ -10,11 +10,15 @@
  * (extender unreachable, bind refused) is not parked. Either way it then waits out its backoff:
  * the initial backoff doubling per attempt up to the max (1 s and 10 s by default, or what the
  * configuration sets). No event shortens a backoff.
+ *
+ * `startScheduler` starts the watches (the cluster cache) and the loop; `close` stops them in
+ * reverse order and waits for binds in flight.
  */
 import { randomBytes } from 'node:crypto';
 import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
 import { callBind, callFilter, callPrioritize, isInterested } from './extender-client.js';
-import { filterNode, podRequests, type SchedNode, type SchedPod, summarizeFailures } from './node-filters.js';
+import { filterNode, type SchedNode, type SchedPod, summarizeFailures } from './node-filters.js';
+import { ClusterCache, keyOf, SchedulingQueue } from './scheduler-cache.js';
 import type { SchedulerConfig } from './scheduler-config.js';
 
 export type SchedulerOptions = {
@@ -41,297 +45,275 @@ export type SimScheduler = {
   close(): Promise<void>;
 };
 
-/** A pod that failed an attempt: its backoff, and since when it is parked (unschedulable ones only). */
-type QueueEntry = { attempts: number; notBefore: number; parkedSince?: number; lastMessage?: string };
+type Extender = SchedulerConfig['extenders'][number];
+type Closer = () => void | Promise<void>;
 
-const keyOf = (o: KubeObj) => `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+/** The parts one scheduling cycle works with. */
+type LoopContext = {
+  client: KubeClient;
+  config: SchedulerConfig;
+  cache: ClusterCache;
+  queue: SchedulingQueue;
+  stats: SchedulerStats;
+  schedulerName: string;
+  ignored: Set<string>;
+  now: () => number;
+  log: (msg: string) => void;
+  /** Wakes the loop early. */
+  poke: () => void;
+  /** Binds in flight; its size is what `maxInFlightBinds` bounds. */
+  bindings: Set<Promise<void>>;
+};
+
+/** The node and pod watches feed the cache; cluster events unpark waiting pods. */
+function watchCluster(ctx: LoopContext, nudge: () => void): Closer {
+  const { client, cache, queue } = ctx;
+  const abort = new AbortController();
+  const nodeHandlers = {
+    onSync: (items: KubeObj[]) => {
+      cache.syncNodes(items);
+      nudge();
+    },
+    onEvent: (e: { type: string; object: KubeObj }) => {
+      cache.nodeEvent(e.type, e.object);
+      nudge();
+    },
+  };
+  const podHandlers = {
+    onSync: (items: KubeObj[]) => {
+      cache.syncPods(items);
+      ctx.poke();
+    },
+    onEvent: (e: { type: string; object: KubeObj }) => {
+      if (e.type === 'DELETED') queue.forget(keyOf(e.object));
+      const change = cache.podEvent(e.type, e.object);
+      if (change === 'cluster') return nudge();
+      if (change === 'pod-metadata') queue.unpark(keyOf(e.object));
+      ctx.poke();
+    },
+  };
+  void client.listWatch('/api/v1/nodes', '', nodeHandlers, abort.signal);
+  void client.listWatch('/api/v1/pods', '', podHandlers, abort.signal);
+  return () => abort.abort();
+}
+
+/**
+ * A failed attempt: backoff (parked when `unschedulable`), and unless the message repeats, a
+ * FailedScheduling event and `PodScheduled=False` as kube-scheduler writes them.
+ */
+async function recordFailure(
+  ctx: LoopContext,
+  pod: KubeObj,
+  message: string,
+  kind: 'unschedulable' | 'error',
+): Promise<void> {
+  const t = ctx.now();
+  if (!ctx.queue.fail(keyOf(pod), message, kind === 'unschedulable', t)) return;
+  const { client, schedulerName } = ctx;
+  const ns = pod.metadata.namespace ?? 'default';
+  const time = new Date(t).toISOString();
+  const involvedObject = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    namespace: ns,
+    name: pod.metadata.name,
+    uid: pod.metadata.uid,
+  };
+  await client
+    .create(`/api/v1/namespaces/${ns}/events`, {
+      metadata: { name: `${pod.metadata.name}.${randomBytes(8).toString('hex')}`, namespace: ns },
+      involvedObject,
+      reason: 'FailedScheduling',
+      message,
+      type: 'Warning',
+      source: { component: schedulerName },
+      firstTimestamp: time,
+      lastTimestamp: time,
+      count: 1,
+      reportingComponent: schedulerName,
+    })
+    .catch(() => undefined);
+  const reason = kind === 'unschedulable' ? 'Unschedulable' : 'SchedulerError';
+  const condition = { type: 'PodScheduled', status: 'False', reason, message, lastTransitionTime: time };
+  await client
+    .strategicPatch(`${podPath(ns, pod.metadata.name)}/status`, { status: { conditions: [condition] } })
+    .catch(() => undefined);
+}
+
+/** 1–2: the nodes that pass the basic filters and every interested extender's filter, and why the rest failed. */
+async function feasibleNodes(ctx: LoopContext, pod: SchedPod, all: SchedNode[]) {
+  const reasons = new Map<string, string>();
+  const usedOnNode = (node: string) => ctx.cache.usedOnNode(node);
+  let feasible = all.filter((n) => {
+    const why = filterNode(pod, n, { usedOnNode, ignoredResources: ctx.ignored });
+    if (why) reasons.set(n.metadata.name, why);
+    return !why;
+  });
+  let binder: Extender | undefined;
+  for (const ext of ctx.config.extenders) {
+    if (!isInterested(ext, pod)) continue;
+    if (ext.bindVerb) binder = ext;
+    if (!ext.filterVerb || feasible.length === 0) continue;
+    try {
+      const out = await callFilter(ext, pod, feasible);
+      for (const [n, why] of out.failed) reasons.set(n, why);
+      const keep = new Set(out.nodeNames);
+      feasible = feasible.filter((n) => keep.has(n.metadata.name));
+    } catch (e) {
+      if (ext.ignorable) continue;
+      throw e;
+    }
+  }
+  return { feasible, reasons, binder };
+}
+
+/** 3–4: extender scores (scaled as kube-scheduler does), then a random pick among the best. */
+async function pickNode(ctx: LoopContext, pod: SchedPod, feasible: SchedNode[]): Promise<string> {
+  const scores = new Map<string, number>(feasible.map((n) => [n.metadata.name, 0]));
+  for (const ext of ctx.config.extenders) {
+    if (!ext.prioritizeVerb || !isInterested(ext, pod) || feasible.length < 2) continue;
+    for (const [host, s] of await callPrioritize(ext, pod, feasible)) {
+      // kube-scheduler scales extender scores to its 0..100 range: score x weight x 100/10.
+      if (scores.has(host)) scores.set(host, scores.get(host)! + s * ext.weight * 10);
+    }
+  }
+  const best = Math.max(...feasible.map((n) => scores.get(n.metadata.name)!));
+  const top = feasible.filter((n) => scores.get(n.metadata.name) === best);
+  return top[Math.floor(Math.random() * top.length)]!.metadata.name;
+}
+
+/**
+ * 5. Bind in the background, as kube-scheduler's binding cycle does: the pod is assumed on its
+ * node meanwhile, so the next cycles count it; a failed bind un-assumes it and retries.
+ */
+function bindInBackground(ctx: LoopContext, pod: KubeObj, chosen: string, binder: Extender | undefined): void {
+  ctx.cache.assume(pod, chosen);
+  const bind = async () => {
+    if (binder) return callBind(binder, pod as unknown as SchedPod, chosen);
+    await ctx.client.create(`${podPath(pod.metadata.namespace ?? 'default', pod.metadata.name)}/binding`, {
+      apiVersion: 'v1',
+      kind: 'Binding',
+      metadata: { name: pod.metadata.name, uid: pod.metadata.uid },
+      target: { apiVersion: 'v1', kind: 'Node', name: chosen },
+    });
+  };
+  const binding = bind().then(
+    () => {
+      ctx.stats.bound++;
+      ctx.queue.forget(keyOf(pod));
+      ctx.log(`bound ${keyOf(pod)} to ${chosen}`);
+    },
+    async (e: Error) => {
+      ctx.cache.forget(pod);
+      ctx.stats.errors++;
+      await recordFailure(ctx, pod, `binding rejected: ${e.message}`, 'error');
+    },
+  );
+  ctx.bindings.add(binding);
+  void binding.finally(() => {
+    ctx.bindings.delete(binding);
+    ctx.poke();
+  });
+}
+
+/** One scheduling cycle for one pod; returns the node it is being bound to, or undefined. */
+async function scheduleOne(ctx: LoopContext, pod: KubeObj): Promise<string | undefined> {
+  ctx.stats.attempts++;
+  const sp = pod as unknown as SchedPod;
+  const all = [...ctx.cache.nodes.values()];
+  const { feasible, reasons, binder } = await feasibleNodes(ctx, sp, all);
+  if (feasible.length === 0) {
+    ctx.stats.unschedulable++;
+    await recordFailure(ctx, pod, summarizeFailures(all.length, reasons), 'unschedulable');
+    return undefined;
+  }
+  const chosen = await pickNode(ctx, sp, feasible);
+  bindInBackground(ctx, pod, chosen, binder);
+  return chosen;
+}
+
+/** The loop: each ready pending pod gets a cycle, then it sleeps until the next backoff ends or a poke. */
+function runLoop(ctx: LoopContext, maxInFlightBinds: number): { poke: () => void; stop: () => Promise<void> } {
+  let closed = false;
+  let wake: (() => void) | undefined;
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  const cycle = async () => {
+    const t = ctx.now();
+    for (const pod of ctx.cache.pendingPods().filter((p) => ctx.queue.ready(keyOf(p), t))) {
+      if (closed || ctx.bindings.size >= maxInFlightBinds) break;
+      if (ctx.cache.isAssumed(pod)) continue;
+      try {
+        await scheduleOne(ctx, pod);
+      } catch (e) {
+        ctx.stats.errors++;
+        await recordFailure(ctx, pod, (e as Error).message, 'error');
+      }
+    }
+  };
+  const done = (async () => {
+    while (!closed) {
+      await cycle();
+      const waits = ctx.cache.pendingPods().map((p) => ctx.queue.waitOf(keyOf(p), ctx.now()));
+      await sleep(waits.length ? Math.max(5, Math.min(...waits, 1000)) : 1000);
+      wake = undefined;
+    }
+  })();
+  return {
+    poke: () => wake?.(),
+    stop: async () => {
+      closed = true;
+      wake?.();
+      await done;
+      await Promise.allSettled([...ctx.bindings]);
+    },
+  };
+}
 
 export function startScheduler(opts: SchedulerOptions): SimScheduler {
   const { client, config } = opts;
   const schedulerNames = new Set([...config.schedulerNames, ...(opts.extraSchedulerNames ?? [])]);
-  const schedulerName = config.schedulerNames[0] ?? 'default-scheduler';
-  const initialBackoff = opts.initialBackoffMs ?? config.backoff.initialMs;
-  const maxBackoff = opts.maxBackoffMs ?? config.backoff.maxMs;
-  const maxParked = opts.maxParkedMs ?? 5 * 60_000;
-  const now = opts.now ?? Date.now;
-  const nodes = new Map<string, SchedNode>();
-  const pods = new Map<string, KubeObj>();
-  /** Pods this loop bound whose binding the watch has not shown yet (kube-scheduler's "assumed" pods). */
-  const assumed = new Map<string, string>();
-  const queue = new Map<string, QueueEntry>();
-  const stats: SchedulerStats = { attempts: 0, bound: 0, unschedulable: 0, errors: 0 };
-  const ignored = new Set(
-    config.extenders.flatMap((e) => e.managedResources.filter((r) => r.ignoredByScheduler).map((r) => r.name)),
-  );
-  const abort = new AbortController();
-  let wake: (() => void) | undefined;
-  const maxInFlightBinds = opts.maxInFlightBinds ?? 8;
-  /** Binds in flight; its size is what `maxInFlightBinds` bounds. */
-  const bindings = new Set<Promise<void>>();
-  let closed = false;
-
-  const poke = () => {
-    wake?.();
+  const queue = new SchedulingQueue({
+    initialMs: opts.initialBackoffMs ?? config.backoff.initialMs,
+    maxMs: opts.maxBackoffMs ?? config.backoff.maxMs,
+    maxParkedMs: opts.maxParkedMs ?? 5 * 60_000,
+  });
+  let loop: { poke: () => void; stop: () => Promise<void> } | undefined;
+  const ctx: LoopContext = {
+    client,
+    config,
+    cache: new ClusterCache(schedulerNames),
+    queue,
+    stats: { attempts: 0, bound: 0, unschedulable: 0, errors: 0 },
+    schedulerName: config.schedulerNames[0] ?? 'default-scheduler',
+    ignored: new Set(
+      config.extenders.flatMap((e) => e.managedResources.filter((r) => r.ignoredByScheduler).map((r) => r.name)),
+    ),
+    now: opts.now ?? Date.now,
+    log: opts.log ?? (() => {}),
+    poke: () => loop?.poke(),
+    bindings: new Set(),
   };
   /** A cluster event: every parked pod may fit now (after its backoff). */
   const nudge = () => {
-    for (const e of queue.values()) delete e.parkedSince;
-    poke();
+    queue.unparkAll();
+    ctx.poke();
   };
-  const ready = (k: string, t: number) => {
-    const e = queue.get(k);
-    if (!e) return true;
-    if (e.parkedSince !== undefined && t - e.parkedSince >= maxParked) delete e.parkedSince;
-    return e.parkedSince === undefined && e.notBefore <= t;
-  };
-
-  void client.listWatch(
-    '/api/v1/nodes',
-    '',
-    {
-      onSync: (items) => {
-        nodes.clear();
-        for (const n of items) nodes.set(n.metadata.name, n as unknown as SchedNode);
-        nudge();
-      },
-      onEvent: (e) => {
-        if (e.type === 'DELETED') nodes.delete(e.object.metadata.name);
-        else nodes.set(e.object.metadata.name, e.object as unknown as SchedNode);
-        nudge();
-      },
-    },
-    abort.signal,
-  );
-  void client.listWatch(
-    '/api/v1/pods',
-    '',
-    {
-      onSync: (items) => {
-        pods.clear();
-        for (const p of items) pods.set(keyOf(p), p);
-        poke();
-      },
-      onEvent: (e) => {
-        const k = keyOf(e.object);
-        if (e.type === 'DELETED') {
-          pods.delete(k);
-          queue.delete(k);
-          assumed.delete(k);
-          nudge(); // capacity freed: retry what waits
-        } else {
-          const before = pods.get(k);
-          pods.set(k, e.object);
-          // A change to an assigned pod (allocated, finished) may free what waiting pods need,
-          // as kube-scheduler's AssignedPodUpdate event moves them back to the active queue.
-          if ((e.object.spec as { nodeName?: string })?.nodeName) {
-            assumed.delete(k);
-            nudge();
-          } else {
-            // A metadata change of a parked pod (the control plane's capacity nudge) unparks it.
-            const changed =
-              JSON.stringify(before?.metadata.annotations ?? {}) !==
-                JSON.stringify(e.object.metadata.annotations ?? {}) ||
-              JSON.stringify(before?.metadata.labels ?? {}) !== JSON.stringify(e.object.metadata.labels ?? {});
-            const entry = queue.get(k);
-            if (changed && entry) delete entry.parkedSince;
-            poke();
-          }
-        }
-      },
-    },
-    abort.signal,
-  );
-
-  function nodeOf(p: KubeObj): string | undefined {
-    return (p.spec as { nodeName?: string } | undefined)?.nodeName || assumed.get(keyOf(p));
-  }
-
-  function usedOnNode(node: string): Map<string, number> {
-    const used = new Map<string, number>([['pods', 0]]);
-    for (const p of pods.values()) {
-      const phase = (p.status as { phase?: string } | undefined)?.phase;
-      if (nodeOf(p) !== node || phase === 'Succeeded' || phase === 'Failed') continue;
-      used.set('pods', used.get('pods')! + 1);
-      for (const [k, v] of podRequests(p as unknown as SchedPod)) used.set(k, (used.get(k) ?? 0) + v);
-    }
-    return used;
-  }
-
-  function pendingPods(): KubeObj[] {
-    return [...pods.values()]
-      .filter((p) => {
-        const spec = p.spec as { schedulerName?: string } | undefined;
-        return (
-          !nodeOf(p) && !p.metadata.deletionTimestamp && schedulerNames.has(spec?.schedulerName ?? 'default-scheduler')
-        );
-      })
-      .sort((a, b) => String(a.metadata['creationTimestamp']).localeCompare(String(b.metadata['creationTimestamp'])));
-  }
-
-  /** `unschedulable`: no node fits (parked until an event); `error`: the attempt failed (not parked). */
-  async function recordFailure(pod: KubeObj, message: string, kind: 'unschedulable' | 'error'): Promise<void> {
-    const k = keyOf(pod);
-    const entry = queue.get(k) ?? { attempts: 0, notBefore: 0 };
-    entry.attempts++;
-    entry.notBefore = now() + Math.min(maxBackoff, initialBackoff * 2 ** (entry.attempts - 1));
-    if (kind === 'unschedulable') entry.parkedSince = now();
-    else delete entry.parkedSince;
-    const repeated = entry.lastMessage === message;
-    entry.lastMessage = message;
-    queue.set(k, entry);
-    if (repeated) return;
-    const ns = pod.metadata.namespace ?? 'default';
-    const time = new Date(now()).toISOString();
-    await client
-      .create(`/api/v1/namespaces/${ns}/events`, {
-        metadata: { name: `${pod.metadata.name}.${randomBytes(8).toString('hex')}`, namespace: ns },
-        involvedObject: {
-          apiVersion: 'v1',
-          kind: 'Pod',
-          namespace: ns,
-          name: pod.metadata.name,
-          uid: pod.metadata.uid,
-        },
-        reason: 'FailedScheduling',
-        message,
-        type: 'Warning',
-        source: { component: schedulerName },
-        firstTimestamp: time,
-        lastTimestamp: time,
-        count: 1,
-        reportingComponent: schedulerName,
-      })
-      .catch(() => undefined);
-    await client
-      .strategicPatch(`${podPath(ns, pod.metadata.name)}/status`, {
-        status: {
-          conditions: [
-            {
-              type: 'PodScheduled',
-              status: 'False',
-              reason: kind === 'unschedulable' ? 'Unschedulable' : 'SchedulerError',
-              message,
-              lastTransitionTime: time,
-            },
-          ],
-        },
-      })
-      .catch(() => undefined);
-  }
-
-  /** One scheduling cycle for one pod; returns the node it was bound to, or undefined. */
-  async function scheduleOne(pod: KubeObj): Promise<string | undefined> {
-    stats.attempts++;
-    const sp = pod as unknown as SchedPod;
-    const all = [...nodes.values()];
-    const reasons = new Map<string, string>();
-    let feasible = all.filter((n) => {
-      const why = filterNode(sp, n, { usedOnNode, ignoredResources: ignored });
-      if (why) reasons.set(n.metadata.name, why);
-      return !why;
-    });
-    const scores = new Map<string, number>(feasible.map((n) => [n.metadata.name, 0]));
-    let binder: (typeof config.extenders)[number] | undefined;
-    for (const ext of config.extenders) {
-      if (!isInterested(ext, sp)) continue;
-      if (ext.bindVerb) binder = ext;
-      if (!ext.filterVerb || feasible.length === 0) continue;
-      try {
-        const out = await callFilter(ext, sp, feasible);
-        for (const [n, why] of out.failed) reasons.set(n, why);
-        const keep = new Set(out.nodeNames);
-        feasible = feasible.filter((n) => keep.has(n.metadata.name));
-      } catch (e) {
-        if (ext.ignorable) continue;
-        throw e;
-      }
-    }
-    if (feasible.length === 0) {
-      stats.unschedulable++;
-      await recordFailure(pod, summarizeFailures(all.length, reasons), 'unschedulable');
-      return undefined;
-    }
-    for (const ext of config.extenders) {
-      if (!ext.prioritizeVerb || !isInterested(ext, sp) || feasible.length < 2) continue;
-      for (const [host, s] of await callPrioritize(ext, sp, feasible)) {
-        // kube-scheduler scales extender scores to its 0..100 range: score x weight x 100/10.
-        if (scores.has(host)) scores.set(host, scores.get(host)! + s * ext.weight * 10);
-      }
-    }
-    const best = Math.max(...feasible.map((n) => scores.get(n.metadata.name)!));
-    const top = feasible.filter((n) => scores.get(n.metadata.name) === best);
-    const chosen = top[Math.floor(Math.random() * top.length)]!.metadata.name;
-    // 5. Bind in the background, as kube-scheduler's binding cycle does: the pod is assumed on
-    // its node meanwhile, so the next cycles count it; a failed bind un-assumes it and retries.
-    assumed.set(keyOf(pod), chosen);
-    const bind = async () => {
-      if (binder) await callBind(binder, sp, chosen);
-      else {
-        await client.create(`${podPath(pod.metadata.namespace ?? 'default', pod.metadata.name)}/binding`, {
-          apiVersion: 'v1',
-          kind: 'Binding',
-          metadata: { name: pod.metadata.name, uid: pod.metadata.uid },
-          target: { apiVersion: 'v1', kind: 'Node', name: chosen },
-        });
-      }
-    };
-    const binding = bind().then(
-      () => {
-        stats.bound++;
-        queue.delete(keyOf(pod));
-        opts.log?.(`bound ${keyOf(pod)} to ${chosen}`);
-      },
-      async (e: Error) => {
-        assumed.delete(keyOf(pod));
-        stats.errors++;
-        await recordFailure(pod, `binding rejected: ${e.message}`, 'error');
-      },
-    );
-    bindings.add(binding);
-    void binding.finally(() => {
-      bindings.delete(binding);
-      poke();
-    });
-    return chosen;
-  }
-
-  const done = (async () => {
-    while (!closed) {
-      const t = now();
-      for (const pod of pendingPods().filter((p) => ready(keyOf(p), t))) {
-        if (closed || bindings.size >= maxInFlightBinds) break;
-        if (assumed.has(keyOf(pod))) continue;
-        try {
-          await scheduleOne(pod);
-        } catch (e) {
-          stats.errors++;
-          await recordFailure(pod, (e as Error).message, 'error');
-        }
-      }
-      const waits = pendingPods()
-        .map((p) => queue.get(keyOf(p)))
-        .map((e) => (e?.parkedSince !== undefined ? e.parkedSince + maxParked : (e?.notBefore ?? 0)) - now());
-      const delay = waits.length ? Math.max(5, Math.min(...waits, 1000)) : 1000;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, delay);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      wake = undefined;
-    }
-  })();
-
+  const stopWatches = watchCluster(ctx, nudge);
+  loop = runLoop(ctx, opts.maxInFlightBinds ?? 8);
+  const running = loop;
   return {
     nudge,
-    stats: () => ({ ...stats }),
+    stats: () => ({ ...ctx.stats }),
     close: async () => {
-      closed = true;
-      abort.abort();
-      wake?.();
-      await done;
-      await Promise.allSettled([...bindings]);
+      await stopWatches();
+      await running.stop();
     },
   };
 }

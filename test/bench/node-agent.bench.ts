@@ -8,8 +8,8 @@ import {
   planMemoryAdvertise,
 } from '../../node-agent/device-plugin/device-list.js';
 import { encodedListAndWatchBytes } from '../../node-agent/device-plugin/protocol.js';
-import { startHarness } from '../../node-agent/testing/agent-harness.js';
-import { rpcTimingsMs } from '../../node-agent/testing/fake-kubelet.js';
+import { startHarness } from '../support/node-agent/agent-harness.js';
+import { rpcTimingsMs } from '../support/node-agent/fake-kubelet.js';
 import { atMost, type Benchmark, type Figure, percentile } from './harness.js';
 
 const KUBELET_LIMIT = 4 * 1024 * 1024;

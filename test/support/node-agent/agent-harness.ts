@@ -16,13 +16,13 @@ import {
   type SigningKey,
   signAssignment,
   vcudaAnnotations,
-} from '../../contract/index.js';
-import { type NodeAgent, startNodeAgent } from '../agent.js';
-import type { JwksSource } from '../allocation/ports.js';
-import { type NodeAgentConfig, parseConfig } from '../config.js';
-import { FakeGpuSource, type FakeMachine } from '../nvml/fake-gpu-source.js';
-import type { GpuSource } from '../nvml/gpu-source.js';
+} from '../../../contract/index.js';
+import { type NodeAgent, startNodeAgent } from '../../../node-agent/agent.js';
+import type { JwksSource } from '../../../node-agent/allocation/ports.js';
+import { type NodeAgentConfig, parseConfig } from '../../../node-agent/config.js';
+import type { GpuSource } from '../../../node-agent/nvml/gpu-source.js';
 import { FakeCluster } from './fake-cluster.js';
+import { FakeGpuSource, type FakeMachine } from './fake-gpu-source.js';
 import { FakeKubelet } from './fake-kubelet.js';
 import { GpuPodBuilder } from './gpu-pod.js';
 
@@ -95,7 +95,7 @@ export async function startHarness(
     },
   });
   const warnings: string[] = [];
-  const { PodResourcesClient } = await import('../device-plugin/pod-resources-client.js');
+  const { PodResourcesClient } = await import('../../../node-agent/device-plugin/pod-resources-client.js');
   const podResources = new PodResourcesClient(kubelet.podResourcesSocket);
   const makeAgent = (source: GpuSource) =>
     startNodeAgent({

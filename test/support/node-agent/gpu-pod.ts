@@ -1,6 +1,6 @@
 /** A builder for GPU pods in node-agent tests: `gpuPod('a').container('main', 30, 1024).onNode('n1').obj()`. */
-import type { ResourceNames } from '../../contract/index.js';
-import type { PodObject } from '../allocation/pod-view.js';
+import type { ResourceNames } from '../../../contract/index.js';
+import type { PodObject } from '../../../node-agent/allocation/pod-view.js';
 import type { KubeletPod } from './fake-kubelet.js';
 
 type C = { name: string; core: number; memoryUnits: number; isInit: boolean };

@@ -2,11 +2,11 @@
  * An in-memory API server slice for node-agent tests: the pods bound to a node (PodSource),
  * annotation patches, recorded events and Node patches. Never used by product code.
  */
-import { type EventReason, type ResourceNames, vcudaAnnotations } from '../../contract/index.js';
-import type { NodeCapacityPatcher } from '../agent.js';
-import { type PodObject, type PodView, toPodView } from '../allocation/pod-view.js';
-import type { EventRecorder, PodAnnotator, PodSource } from '../allocation/ports.js';
-import type { NodePatcher } from '../inventory.js';
+import { type EventReason, type ResourceNames, vcudaAnnotations } from '../../../contract/index.js';
+import type { NodeCapacityPatcher } from '../../../node-agent/agent.js';
+import { type PodObject, type PodView, toPodView } from '../../../node-agent/allocation/pod-view.js';
+import type { EventRecorder, PodAnnotator, PodSource } from '../../../node-agent/allocation/ports.js';
+import type { NodePatcher } from '../../../node-agent/inventory.js';
 
 export type RecordedEvent = { namespace: string; name: string; reason: EventReason; message: string };
 

@@ -1,0 +1,66 @@
+/**
+ * The node agent's Kubernetes- and kubelet-facing wiring, shared by the process (main.ts) and the
+ * simulator's node: from the config and the adapters the caller owns (API server credentials, a
+ * GpuSource, the JWKS, an optional usage sink), it starts the pod watch, the PodResources client
+ * and the API writer, then the agent. Stop order is the reverse of start; a failed start leaves
+ * nothing of its own running.
+ */
+import type * as k8s from '@kubernetes/client-node';
+import { resourceNames } from '../contract/index.js';
+import { type AgentLog, type NodeAgent, startNodeAgent } from './agent.js';
+import type { JwksSource } from './allocation/ports.js';
+import type { NodeAgentConfig } from './config.js';
+import { PodResourcesClient } from './device-plugin/pod-resources-client.js';
+import { KubeWriter, PodWatchCache } from './kube-adapters.js';
+import type { GpuSource } from './nvml/gpu-source.js';
+import type { UsageSink } from './usage.js';
+
+export type AgentAdapters = {
+  kubeConfig: k8s.KubeConfig;
+  gpu: GpuSource;
+  jwks: JwksSource;
+  usageSink?: UsageSink;
+  log: AgentLog;
+};
+
+export type WiredAgent = {
+  agent: NodeAgent;
+  /** Stops the agent, then the pod watch and the PodResources client (the GpuSource is the caller's). */
+  stop(): Promise<void>;
+};
+
+export async function startWiredAgent(config: NodeAgentConfig, adapters: AgentAdapters): Promise<WiredAgent> {
+  const { kubeConfig, log } = adapters;
+  const pods = new PodWatchCache(kubeConfig, config.nodeName, resourceNames(config.resourceDomain), log);
+  const podResources = new PodResourcesClient(config.kubelet.podResourcesSocket);
+  const closeAdapters = () => {
+    pods.stop();
+    podResources.close();
+  };
+  try {
+    await pods.start();
+    const writer = new KubeWriter(kubeConfig, config.nodeName, log);
+    const agent = await startNodeAgent({
+      config,
+      gpu: adapters.gpu,
+      pods,
+      annotator: writer,
+      events: writer,
+      node: writer,
+      podResources,
+      jwks: adapters.jwks,
+      ...(adapters.usageSink ? { usageSink: adapters.usageSink } : {}),
+      log,
+    });
+    return {
+      agent,
+      stop: async () => {
+        await agent.stop();
+        closeAdapters();
+      },
+    };
+  } catch (err) {
+    closeAdapters();
+    throw err;
+  }
+}

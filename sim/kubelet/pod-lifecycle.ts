@@ -1,0 +1,315 @@
+/**
+ * The simulated kubelet's pod workers: admit a pod bound to the node through the device manager
+ * (Allocate at admission, PreStartContainer as each container starts), run its containers as host
+ * processes with the restart policy's backoff, report status in order, and on deletion stop the
+ * processes, free the devices and remove the pod with the kubelet's final DELETE. Pod events are
+ * handled one at a time, in arrival order.
+ */
+import type { ContainerAllocateResponse } from '../../node-agent/device-plugin/protocol.js';
+import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
+import {
+  type ContainerSpec,
+  type RunningContainer,
+  type RuntimeConfig,
+  rfc3339Now,
+  startContainer,
+  stopContainer,
+} from './container-runtime.js';
+import type { DeviceManager, KubeletContainer } from './device-manager.js';
+
+type Resources = { limits?: Record<string, string | number>; requests?: Record<string, string | number> };
+
+export type PodSpecLike = {
+  nodeName?: string;
+  restartPolicy?: string;
+  containers?: (ContainerSpec & { resources?: Resources })[];
+  initContainers?: (ContainerSpec & { resources?: Resources })[];
+};
+
+/** A container's last run that ended, as the kubelet reports it in `state.terminated`. */
+type Terminated = { exitCode: number; reason: string; startedAt: string; finishedAt: string; containerID: string };
+
+type ContainerState = {
+  running?: RunningContainer;
+  restarts: number;
+  terminated?: Terminated;
+};
+
+function terminatedOf(c: RunningContainer, exitCode: number): Terminated {
+  const reason = exitCode === 0 ? 'Completed' : 'Error';
+  return { exitCode, reason, startedAt: c.startedAt, finishedAt: rfc3339Now(), containerID: `containerd://${c.id}` };
+}
+
+type PodRecord = {
+  uid: string;
+  namespace: string;
+  name: string;
+  phase: 'Pending' | 'Running' | 'Succeeded' | 'Failed';
+  containers: Map<string, ContainerState>;
+  responses: Map<string, ContainerAllocateResponse[]>;
+  stopping: boolean;
+  startTime: string;
+};
+
+export type PodWorkerContext = {
+  client: KubeClient;
+  nodeName: string;
+  devices: DeviceManager;
+  runtime: RuntimeConfig;
+  /** Cap on the termination grace period, so deletions finish in a test's time. */
+  maxGraceMs: number;
+  log: (msg: string) => void;
+};
+
+/** What each container asks of the resources a device plugin has registered (limits win over requests). */
+export function containerRequests(spec: PodSpecLike, registered: Set<string>): KubeletContainer[] {
+  const read = (c: ContainerSpec & { resources?: Resources }, isInit: boolean): KubeletContainer => {
+    const all = { ...(c.resources?.requests ?? {}), ...(c.resources?.limits ?? {}) };
+    const requests: Record<string, number> = {};
+    for (const [k, v] of Object.entries(all)) if (registered.has(k)) requests[k] = Number(v);
+    return { name: c.name, isInit, requests };
+  };
+  return [
+    ...(spec.initContainers ?? []).map((c) => read(c, true)),
+    ...(spec.containers ?? []).map((c) => read(c, false)),
+  ];
+}
+
+/** The pod's status as the kubelet's status manager writes it. */
+function podStatus(rec: PodRecord, extra: Record<string, unknown>): Record<string, unknown> {
+  const containerStatuses = [...rec.containers.entries()].map(([name, s]) => {
+    const state = s.terminated
+      ? { terminated: s.terminated }
+      : s.running
+        ? { running: { startedAt: s.running.startedAt } }
+        : { waiting: { reason: 'ContainerCreating' } };
+    const ready = !!s.running && !s.terminated;
+    // A kubelet reports the runtime's id of the container it last ran.
+    const id = s.terminated?.containerID ?? (s.running ? `containerd://${s.running.id}` : undefined);
+    const started = !!s.running;
+    return {
+      name,
+      ...(id ? { containerID: id } : {}),
+      ready,
+      restartCount: s.restarts,
+      state,
+      image: 'sim',
+      imageID: '',
+      started,
+    };
+  });
+  const ready = rec.phase === 'Running' && containerStatuses.every((c) => c.ready) ? 'True' : 'False';
+  const now = new Date().toISOString();
+  return {
+    phase: rec.phase,
+    hostIP: '127.0.0.1',
+    podIP: '127.0.0.1',
+    startTime: rec.startTime,
+    conditions: [
+      { type: 'PodScheduled', status: 'True', lastTransitionTime: rec.startTime },
+      { type: 'Initialized', status: 'True', lastTransitionTime: rec.startTime },
+      { type: 'ContainersReady', status: ready, lastTransitionTime: now },
+      { type: 'Ready', status: ready, lastTransitionTime: now },
+    ],
+    containerStatuses,
+    ...extra,
+  };
+}
+
+/** The pods of one node and the workers that start and stop them. */
+export class PodWorkers {
+  private readonly pods = new Map<string, PodRecord>();
+  private readonly statusChains = new Map<string, Promise<void>>();
+  private queue = Promise.resolve();
+  private closed = false;
+
+  constructor(private readonly ctx: PodWorkerContext) {}
+
+  /** A pod event from the watch (or the list after a resync): start, stop or delete it, one at a time. */
+  onPod(pod: KubeObj, deleted: boolean): void {
+    const uid = pod.metadata.uid!;
+    if (deleted) {
+      this.serial(() => this.stopPod(uid));
+      return;
+    }
+    if (pod.metadata.deletionTimestamp) {
+      const graceSeconds = Number(pod.metadata['deletionGracePeriodSeconds'] ?? 0);
+      const target = { namespace: pod.metadata.namespace!, name: pod.metadata.name, graceSeconds };
+      this.serial(() => this.stopPod(uid, target));
+      return;
+    }
+    const phase = (pod.status as { phase?: string } | undefined)?.phase;
+    if (!this.pods.has(uid) && phase !== 'Succeeded' && phase !== 'Failed') {
+      this.pods.set(uid, { uid } as PodRecord); // claimed, so a second event does not start it twice
+      this.serial(() => this.startPod(pod));
+    }
+  }
+
+  /** A full list: pods no longer there are stopped, the rest handled as events. */
+  onSync(items: KubeObj[]): void {
+    const live = new Set(items.map((p) => p.metadata.uid));
+    for (const uid of this.pods.keys()) if (!live.has(uid)) this.serial(() => this.stopPod(uid));
+    for (const p of items) this.onPod(p, false);
+  }
+
+  /** Pod uid → host pid of each running container. */
+  processes(): Map<string, Map<string, number>> {
+    const out = new Map<string, Map<string, number>>();
+    for (const [uid, rec] of this.pods) {
+      const m = new Map<string, number>();
+      for (const [name, s] of rec.containers ?? [])
+        if (s.running?.process.pid && !s.terminated) m.set(name, s.running.process.pid);
+      out.set(uid, m);
+    }
+    return out;
+  }
+
+  /** Waits for the queued work, then stops every container still running. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.queue;
+    for (const rec of this.pods.values())
+      for (const s of rec.containers?.values() ?? []) if (s.running) await stopContainer(s.running, 200);
+  }
+
+  private serial(fn: () => Promise<void>): void {
+    this.queue = this.queue.then(fn).catch((e: Error) => this.ctx.log(`${this.ctx.nodeName}: ${e.message}`));
+  }
+
+  /** Reports of one pod go out in the order they were made, so a late "Running" never lands after "Failed". */
+  private async reportStatus(rec: PodRecord, extra: Record<string, unknown> = {}): Promise<void> {
+    const body = { status: podStatus(rec, extra) };
+    const previous = this.statusChains.get(rec.uid) ?? Promise.resolve();
+    const next = previous
+      .then(() => this.ctx.client.mergePatch(`${podPath(rec.namespace, rec.name)}/status`, body))
+      .then(
+        () => undefined,
+        () => undefined,
+      );
+    this.statusChains.set(rec.uid, next);
+    await next;
+  }
+
+  private async fail(rec: PodRecord, reason: string, message: string): Promise<void> {
+    rec.phase = 'Failed';
+    await this.reportStatus(rec, { reason, message });
+    this.ctx.devices.releasePod(rec.uid);
+    this.ctx.log(`${this.ctx.nodeName}: pod ${rec.namespace}/${rec.name} ${reason}: ${message}`);
+  }
+
+  private finishIfDone(rec: PodRecord, spec: PodSpecLike): void {
+    const states = [...rec.containers.values()];
+    if (!states.every((s) => s.terminated)) return;
+    rec.phase = states.every((s) => s.terminated!.exitCode === 0) ? 'Succeeded' : 'Failed';
+    this.ctx.devices.releasePod(rec.uid);
+    void this.reportStatus(rec);
+    const policy = spec.restartPolicy ?? 'Always';
+    this.ctx.log(`${this.ctx.nodeName}: pod ${rec.namespace}/${rec.name} ${rec.phase} (restartPolicy ${policy})`);
+  }
+
+  private run(rec: PodRecord, c: ContainerSpec, spec: PodSpecLike): void {
+    const state = rec.containers.get(c.name)!;
+    const running = startContainer(rec.uid, c, rec.responses.get(c.name) ?? [], this.ctx.runtime);
+    state.running = running;
+    delete state.terminated;
+    void running.exited.then(({ exitCode }) => this.exited(rec, c, spec, running, exitCode));
+  }
+
+  /** A container exited: restart it after the kubelet's backoff when its policy says so, else finish. */
+  private exited(rec: PodRecord, c: ContainerSpec, spec: PodSpecLike, ran: RunningContainer, exitCode: number): void {
+    if (rec.stopping || this.closed) return;
+    const state = rec.containers.get(c.name)!;
+    const policy = spec.restartPolicy ?? 'Always';
+    state.terminated = terminatedOf(ran, exitCode);
+    if (policy === 'Always' || (policy === 'OnFailure' && exitCode !== 0)) {
+      state.restarts++;
+      void this.reportStatus(rec);
+      const restart = () => {
+        if (rec.stopping || this.closed) return;
+        this.run(rec, c, spec);
+        void this.reportStatus(rec);
+      };
+      setTimeout(restart, Math.min(10_000, 500 * 2 ** Math.min(state.restarts, 5))).unref();
+      return;
+    }
+    delete state.running;
+    this.finishIfDone(rec, spec);
+  }
+
+  /** Admission: the device manager allocates every container; a refusal fails the pod. */
+  private async admit(rec: PodRecord, spec: PodSpecLike): Promise<boolean> {
+    const registered = new Set(this.ctx.devices.resources());
+    try {
+      const admitted = await this.ctx.devices.allocatePod({ ...rec, containers: containerRequests(spec, registered) });
+      rec.responses = new Map(admitted.map((a) => [a.container, Object.values(a.responses)]));
+      return true;
+    } catch (e) {
+      await this.fail(rec, 'UnexpectedAdmissionError', `Pod was rejected: ${(e as Error).message}`);
+      return false;
+    }
+  }
+
+  /** PreStartContainer as the container is about to start; a refusal fails the pod. */
+  private async preStart(rec: PodRecord, container: string): Promise<boolean> {
+    try {
+      await this.ctx.devices.preStart(rec.uid, container);
+      return true;
+    } catch (e) {
+      await this.fail(rec, 'PreStartContainerFailed', (e as Error).message);
+      return false;
+    }
+  }
+
+  /** Init containers run to completion first, one after the other. */
+  private async runInitContainers(rec: PodRecord, spec: PodSpecLike): Promise<boolean> {
+    for (const c of spec.initContainers ?? []) {
+      if (!(await this.preStart(rec, c.name))) return false;
+      const done = await startContainer(rec.uid, c, rec.responses.get(c.name) ?? [], this.ctx.runtime).exited;
+      if (done.exitCode !== 0) {
+        await this.fail(rec, 'InitContainerFailed', `init container ${c.name} exited ${done.exitCode}`);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private async startPod(pod: KubeObj): Promise<void> {
+    const spec = (pod.spec ?? {}) as PodSpecLike;
+    const rec: PodRecord = {
+      uid: pod.metadata.uid!,
+      namespace: pod.metadata.namespace!,
+      name: pod.metadata.name,
+      phase: 'Pending',
+      containers: new Map((spec.containers ?? []).map((c) => [c.name, { restarts: 0 }])),
+      responses: new Map(),
+      stopping: false,
+      startTime: rfc3339Now(),
+    };
+    this.pods.set(rec.uid, rec);
+    if (!(await this.admit(rec, spec)) || rec.stopping) return;
+    if (!(await this.runInitContainers(rec, spec))) return;
+    for (const c of spec.containers ?? []) if (!(await this.preStart(rec, c.name))) return;
+    rec.phase = 'Running';
+    for (const c of spec.containers ?? []) this.run(rec, c, spec);
+    await this.reportStatus(rec);
+  }
+
+  private async stopPod(uid: string, andDelete?: { namespace: string; name: string; graceSeconds: number }) {
+    const rec = this.pods.get(uid);
+    if (rec) {
+      rec.stopping = true;
+      const grace = Math.min(this.ctx.maxGraceMs, (andDelete?.graceSeconds ?? 0) * 1000);
+      await Promise.all([...rec.containers.values()].map((s) => s.running && stopContainer(s.running, grace)));
+      this.ctx.devices.releasePod(uid);
+      this.pods.delete(uid);
+      this.statusChains.delete(uid);
+    }
+    if (!andDelete) return;
+    // The kubelet's status manager: DeleteOptions in the body (kube-apiserver ignores query
+    // options beside a body), grace 0, and the pod's UID so a recreated namesake is left alone.
+    const options = { kind: 'DeleteOptions', apiVersion: 'v1', gracePeriodSeconds: 0, preconditions: { uid } };
+    await this.ctx.client
+      .request('DELETE', podPath(andDelete.namespace, andDelete.name), options)
+      .catch(() => undefined);
+  }
+}
