@@ -3,10 +3,7 @@
  *   FAKEGPU_SMS       SMs per device (default 132)
  *   FAKEGPU_STATE     host-wide shared state file (default /tmp/fakegpu-<uid>.state)
  *   FAKEGPU_KERNEL_US cost of one wave of a kernel, microseconds (default 10)
- *   FAKEGPU_SAMPLE_MS busy-time accounting period, ms (default 100)
- *   FAKEGPU_NVML_SAMPLE_MS NVML's sampling interval, ms, a whole number of accounting periods
- *                     (default: one accounting period)
- *   FAKEGPU_NVML_DELAY intervals by which an NVML sample lags the time it describes (default 1)
+ *   FAKEGPU_SAMPLE_MS utilization sampling period, ms (default 100)
  *   FAKEGPU_UTIL_WINDOW_MS window of nvmlDeviceGetUtilizationRates, ms (default 1000)
  *   FAKEGPU_CONTEXT_MIB device memory a context takes (default 0)
  *   FAKEGPU_NAME      device name (default "NVIDIA H100 80GB HBM3")
@@ -32,8 +29,6 @@ struct fg_env {
   uint64_t wave_ns;
   uint64_t sample_ns;
   uint64_t util_window_ns;
-  uint64_t nvml_sample_ns; /* 0: one accounting period */
-  uint32_t nvml_delay;     /* NVML intervals between the end of the interval a sample describes and its publication */
   uint64_t context_bytes;
   char name[96];
   uint32_t uuid_seed;

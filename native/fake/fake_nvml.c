@@ -1,7 +1,6 @@
 /* Fake NVML over the shared fake state: what any process allocated or ran shows up here.
- * Utilization is the simulated busy time of the device timeline as NVML samples it: per-process
- * samples are one per (process, NVML interval) with busy time, integer percent of the interval,
- * published and stamped FAKEGPU_NVML_DELAY intervals after the interval they describe. Topology: devices
+ * Utilization is the simulated busy time of the device timeline; per-process samples are one per
+ * (process, sampling period) with busy time, newer than lastSeenTimeStamp. Topology: devices
  * 2k and 2k+1 share a PCIe switch (SINGLE), devices in the same half share a NUMA node (NODE),
  * others are SYSTEM; with NVLink on, every device has 18 active links to its peers.
  * Enumeration (count, handle by index/UUID/PCI id, nvmlDeviceGetIndex) covers the devices of
@@ -201,68 +200,13 @@ FG_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
   return NVML_SUCCESS;
 }
 
-/* NVML's view of the accounting periods (native/COMPUTE.md, "What the fake NVML reports"): its
- * sampling interval is `periods` accounting periods long, interval j covers [j Q, (j+1) Q), and
- * its samples are published `delay` intervals after it ended, stamped with the publication time:
- * a sample describes an earlier interval than its timestamp says. */
-struct nvml_grid {
-  uint64_t period_ns;  /* accounting period (the state's) */
-  uint64_t periods;    /* accounting periods per NVML interval */
-  uint64_t delay;      /* intervals between an interval's end and its publication */
-  int64_t newest;      /* newest published interval; -1 when none yet */
-  uint64_t oldest;     /* oldest interval whose periods are all still kept */
-};
-
-static struct nvml_grid nvml_grid(const struct fg_state *s) {
-  const struct fg_env *e = fg_env();
-  struct nvml_grid g = {.period_ns = s->sample_ns, .delay = e->nvml_delay};
-  g.periods = e->nvml_sample_ns / s->sample_ns;
-  if (g.periods == 0) g.periods = 1;
-  if (g.periods > FG_BUCKETS / 8) g.periods = FG_BUCKETS / 8; /* keep several intervals of history */
-  uint64_t now_period = fg_now_ns() / g.period_ns;
-  uint64_t now_interval = now_period / g.periods;
-  g.newest = now_interval >= 1 + g.delay ? (int64_t)(now_interval - 1 - g.delay) : -1;
-  uint64_t kept = now_period >= FG_BUCKETS - 1 ? now_period - (FG_BUCKETS - 1) : 0;
-  g.oldest = (kept + g.periods - 1) / g.periods;
-  return g;
-}
-
-/* Busy ns of process slot `k` (of the whole card when k < 0) in accounting periods [from, to).
- * Caller holds the lock. */
-static uint64_t busy_in_periods(const struct fg_device *d, int k, uint64_t from, uint64_t to) {
-  uint64_t busy = 0;
-  for (uint64_t p = from; p < to; p++) {
-    const struct fg_bucket *b = &d->buckets[p % FG_BUCKETS];
-    if (b->period == p) busy += k < 0 ? b->busy_ns : b->proc_busy_ns[k];
-  }
-  return busy;
-}
-
-/* Time-based whole percent, as NVML reports it: the share of the span in which a kernel (of the
- * process, or any) was executing, whatever part of the SMs it occupied. */
-static unsigned int busy_percent(uint64_t busy, uint64_t span) {
-  unsigned int pct = span ? (unsigned int)((busy * 100 + span / 2) / span) : 0;
-  return pct > 100 ? 100 : pct;
-}
-
-/* The card's busy share over the last FAKEGPU_UTIL_WINDOW_MS of published intervals. */
 FG_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *u) {
   DEV_OR_FAIL(device);
   if (!u) return NVML_ERROR_INVALID_ARGUMENT;
-  struct fg_state *s = fg_state();
-  struct nvml_grid g = nvml_grid(s);
-  uint64_t busy = 0, span = 0;
-  if (g.newest >= 0) {
-    uint64_t end = ((uint64_t)g.newest + 1) * g.periods;
-    uint64_t want = fg_env()->util_window_ns / g.period_ns ? fg_env()->util_window_ns / g.period_ns : 1;
-    uint64_t from = end > want ? end - want : 0;
-    if (from < g.oldest * g.periods) from = g.oldest * g.periods;
-    fg_lock();
-    busy = busy_in_periods(&s->devices[idx], -1, from, end);
-    fg_unlock();
-    span = (end - from) * g.period_ns;
-  }
-  u->gpu = busy_percent(busy, span);
+  uint64_t covered = 0;
+  uint64_t busy = fg_busy_in_window(idx, fg_env()->util_window_ns, &covered);
+  unsigned int pct = covered ? (unsigned int)((busy * 100 + covered / 2) / covered) : 0;
+  u->gpu = pct > 100 ? 100 : pct;
   u->memory = u->gpu / 2;
   return NVML_SUCCESS;
 }
@@ -275,25 +219,23 @@ static nvmlReturn_t process_samples(nvmlDevice_t device, nvmlProcessUtilizationS
   if (!count) return NVML_ERROR_INVALID_ARGUMENT;
   struct fg_state *s = fg_state();
   struct fg_device *d = &s->devices[idx];
-  struct nvml_grid g = nvml_grid(s);
-  uint64_t interval_ns = g.periods * g.period_ns;
+  uint64_t sample = s->sample_ns;
+  uint64_t current = fg_now_ns() / sample;
   unsigned int n = 0, cap = out ? *count : 0;
   int short_buffer = 0;
   fg_lock();
   fg_reclaim_dead_locked();
-  for (int64_t j = (int64_t)g.oldest; j <= g.newest; j++) {
-    uint64_t published_ns = ((uint64_t)j + 1 + g.delay) * interval_ns;
-    unsigned long long ts = (unsigned long long)(((int64_t)published_ns + s->realtime_offset_ns) / 1000);
+  for (uint64_t p = current >= FG_BUCKETS - 1 ? current - (FG_BUCKETS - 1) : 0; p < current; p++) {
+    struct fg_bucket *b = &d->buckets[p % FG_BUCKETS];
+    if (b->period != p || b->busy_ns == 0) continue;
+    unsigned long long ts = (unsigned long long)(((int64_t)((p + 1) * sample) + s->realtime_offset_ns) / 1000);
     if (ts <= lastSeen) continue;
-    uint64_t from = (uint64_t)j * g.periods;
     for (int k = 0; k < FG_MAX_PROCS; k++) {
-      if (!s->procs[k].live) continue;
-      uint64_t busy = busy_in_periods(d, k, from, from + g.periods);
-      if (busy == 0) continue; /* NVML lists the processes that ran in the interval */
+      if (!s->procs[k].live || b->proc_busy_ns[k] == 0) continue;
       if (n < cap) {
-        unsigned int pct = busy_percent(busy, interval_ns);
+        unsigned int pct = (unsigned int)((b->proc_busy_ns[k] * 100 + sample / 2) / sample);
         out[n] = (nvmlProcessUtilizationSample_t){
-            .pid = s->procs[k].pid, .timeStamp = ts, .smUtil = pct, .memUtil = pct / 2};
+            .pid = s->procs[k].pid, .timeStamp = ts, .smUtil = pct > 100 ? 100 : pct, .memUtil = pct / 2};
       } else {
         short_buffer = 1;
       }

@@ -270,6 +270,23 @@ void fg_mark_context(int dev) {
   fg_unlock();
 }
 
+uint64_t fg_busy_in_window(int dev, uint64_t window_ns, uint64_t *covered_ns) {
+  struct fg_device *d = &state->devices[dev];
+  uint64_t sample = state->sample_ns;
+  uint64_t current = fg_now_ns() / sample;
+  uint64_t periods = window_ns / sample ? window_ns / sample : 1;
+  if (periods > FG_BUCKETS - 1) periods = FG_BUCKETS - 1;
+  uint64_t busy = 0;
+  fg_lock();
+  for (uint64_t p = current - periods; p < current; p++) {
+    struct fg_bucket *b = &d->buckets[p % FG_BUCKETS];
+    if (b->period == p) busy += b->busy_ns;
+  }
+  fg_unlock();
+  *covered_ns = periods * sample;
+  return busy;
+}
+
 int fg_inject_xid(int dev, uint64_t xid) {
   struct fg_state *s = fg_state();
   if (!s || dev < 0 || (uint32_t)dev >= s->device_count) return -1;

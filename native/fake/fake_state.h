@@ -90,6 +90,9 @@ int fg_mem_charge(int dev, uint64_t bytes);
 void fg_mem_uncharge(int dev, uint64_t bytes);
 void fg_mark_context(int dev);
 
+/* Busy ns of `dev` in completed periods of the last `window_ns`, and the window actually covered. */
+uint64_t fg_busy_in_window(int dev, uint64_t window_ns, uint64_t *covered_ns);
+
 /* Appends an Xid event for `dev`. 0, or -1 when dev is out of range. */
 int fg_inject_xid(int dev, uint64_t xid);
 

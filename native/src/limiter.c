@@ -18,16 +18,10 @@
 #define COST_STEP_MAX 64.0       /* one estimate moves the cost by at most 64x either way */
 #define TRIM_GAIN 0.25           /* integral trim: fraction of the share error added per estimate */
 #define TRIM_UP_MAX_BP 300       /* the trim may lift the rate at most 3 points above the target */
-#define MIN_WINDOW_LAUNCHES 8    /* an estimate needs at least this many launches' worth of charge */
+#define MIN_WINDOW_LAUNCHES 4    /* an estimate needs at least this many launches' worth of charge */
 #define MIN_WINDOW_NS 200000ull  /* ... and at least 200 µs of charged GPU time */
-#define MIN_WINDOW_SAMPLES 2     /* ... and at least this many sample periods once a cost is known */
 #define MIN_RATE_BP 10u
 #define CONTENDED_WINDOW_MS 500u /* estimation window while neighbours keep the card busy */
-/* seen_time_ms values (never a real unix time) that restart the window at the next sample (0),
- * at it and the one after (SKIP_TWO_SAMPLES), or at the sample after the next one only
- * (SKIP_ONE_SAMPLE): see the late sensor in COMPUTE.md. */
-#define SKIP_TWO_SAMPLES 1u
-#define SKIP_ONE_SAMPLE 2u
 
 static uint32_t clamp_u32(int64_t v, uint32_t lo, uint32_t hi) {
   if (v < (int64_t)lo) return lo;
@@ -140,14 +134,9 @@ static void publish_rate(vc_limiter_state *s, uint32_t target) {
 
 void vc_limiter_set_limits(vc_limiter_state *s, const vc_limiter_limits *lim, const vc_limiter_sample *last) {
   uint64_t key = limits_key_of(lim);
-  /* A new limit invalidates the trim learned for the old one; the cost estimate stays valid. The
-   * rate changes now, between samples, and NVML reports an interval late: the next two samples
-   * still show the old rate, so the window restarts at both instead of integrating the old
-   * rate's share against the new target. */
-  uint64_t old_key = atomic_exchange_explicit(&s->limits_key, key, memory_order_relaxed);
-  if (old_key != key) {
+  /* A new limit invalidates the trim learned for the old one; the cost estimate stays valid. */
+  if (atomic_exchange_explicit(&s->limits_key, key, memory_order_relaxed) != key) {
     atomic_store_explicit(&s->trim_bp, 0, memory_order_relaxed);
-    if (old_key != 0) atomic_store_explicit(&s->seen_time_ms, SKIP_TWO_SAMPLES, memory_order_relaxed);
   }
   publish_rate(s, vc_limiter_target_bp(lim, last));
 }
@@ -195,17 +184,9 @@ static void estimate(vc_limiter_state *s, uint32_t target, uint64_t measured_ns,
   if (cost < 100.0) cost = 100.0;
   if (cost > 1e9) cost = 1e9;
   atomic_store_explicit(&s->cost_q8, (uint64_t)(cost * 256.0), memory_order_relaxed);
-  /* NVML publishes a sample up to an interval after the time it describes, so the next sample
-   * still measures launches charged at the old cost: after a jump, skip it (the window restarts
-   * at the sample after, as after a gap). */
-  if (direction != 0) atomic_store_explicit(&s->seen_time_ms, 0, memory_order_relaxed);
 
   int32_t trim = atomic_load_explicit(&s->trim_bp, memory_order_relaxed);
-  /* The first window's shortfall is the default guess's error, which the cost estimate has just
-   * corrected: integrating it as well would correct it twice and overshoot the limit. */
-  if (first) {
-    /* trim stays as it is */
-  } else if (was_throttled) {
+  if (was_throttled) {
     double achieved_bp = (double)measured_ns * 1e4 / ((double)elapsed_ms * (double)NS_PER_MS);
     double step = TRIM_GAIN * ((double)target - achieved_bp);
     /* Contended: a small shortfall is queueing behind neighbours, and pushing harder only builds
@@ -250,31 +231,13 @@ void vc_limiter_observe(vc_limiter_state *s, const vc_limiter_sample *sample, co
   uint64_t elapsed = sample->time_ms > prev_time ? sample->time_ms - prev_time : 0;
   uint32_t period = sample->period_ms;
   uint32_t target = vc_limiter_target_bp(lim, sample);
-  uint32_t old_target = atomic_load_explicit(&s->target_bp, memory_order_relaxed);
-  int new_limits = atomic_load_explicit(&s->limits_key, memory_order_relaxed) != limits_key_of(lim);
   vc_limiter_set_limits(s, lim, sample);
-  /* A new limit, or a large change of target (a soft tenant bursting or yielding), changes the
-   * rate at once, but NVML's samples show it only an interval later: start over after the next
-   * sample rather than pair the new rate's charges with the old rate's executions. */
-  uint32_t moved = target > old_target ? target - old_target : old_target - target;
-  if (new_limits || (old_target != 0 && moved * 4 > old_target)) {
-    restart_window(s, charged, waited, now_ns);
-    atomic_store_explicit(&s->seen_time_ms, 0, memory_order_relaxed);
-    return;
-  }
 
   /* Samples must tile time: a gap (missed samples, node-agent restart) or the first sample
    * restarts the window instead of pairing charges with the wrong measurements. */
   int contiguous = prev_time != 0 && period != 0 && elapsed * 2 >= period && elapsed * 2 <= 3ull * period;
-  int has_estimate = atomic_load_explicit(&s->cost_q8, memory_order_relaxed) != 0;
   if (!contiguous) {
     restart_window(s, charged, waited, now_ns);
-    /* The first sample a new tenant sees may describe an interval before it started, and the next
-     * one the interval it started in: the first estimate waits for the one after. */
-    uint64_t next = prev_time == SKIP_TWO_SAMPLES       ? 0
-                    : prev_time == 0 && !has_estimate ? SKIP_ONE_SAMPLE
-                                                      : sample->time_ms;
-    atomic_store_explicit(&s->seen_time_ms, next, memory_order_relaxed);
     return;
   }
   uint64_t acc_measured = atomic_load_explicit(&s->acc_measured_ns, memory_order_relaxed) +
@@ -286,11 +249,8 @@ void vc_limiter_observe(vc_limiter_state *s, const vc_limiter_sample *sample, co
   /* Contended, our kernels queue behind the neighbours' and drain later: a short window pairs
    * charges with the wrong executions. Half a second averages the backlog out. */
   /* The very first estimate is taken at once: anything beats the default guess. */
-  /* Otherwise at least MIN_WINDOW_SAMPLES periods: a sample describes the interval before its
-   * own, so a window's charges and executions overlap by all but one sample of it. */
-  uint64_t min_elapsed_ms = !has_estimate                 ? 0
-                            : is_contended(sample)         ? CONTENDED_WINDOW_MS
-                                                           : MIN_WINDOW_SAMPLES * (uint64_t)period;
+  int has_estimate = atomic_load_explicit(&s->cost_q8, memory_order_relaxed) != 0;
+  uint64_t min_elapsed_ms = is_contended(sample) && has_estimate ? CONTENDED_WINDOW_MS : 0;
   if (window_charged < min_charge || acc_elapsed < min_elapsed_ms) {
     /* Too few launches for a ratio worth trusting (big kernels, idle tenant), or a contended
      * window still short: keep summing. */

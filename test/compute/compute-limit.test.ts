@@ -1,21 +1,14 @@
 /**
  * Regression test for compute limits, end to end on the fake GPU: tenant processes under the
- * libvcuda preload, the node agent's card sampler feeding their regions through the fake NVML
- * (whole percent, 160 ms intervals published one interval late), the fake driver's own
- * accounting as ground truth. Bounds: ±5 points over a second or more (was ±10 with a perfect
- * sensor). On a 2-core machine at load 10–15 the means stayed within 2.1 points (paths) and
- * 2.5 points (live change, once settled) of their targets; a loaded CI machine gets the rest as
- * margin. Precision lives in
- * `npm run bench -- compute`.
+ * libvcuda preload, the node agent's card sampler feeding their regions, the fake driver's own
+ * accounting as ground truth. Bounds are loose (±10 points over a second or more) so a broken
+ * controller fails while a loaded CI machine does not; precision lives in `npm run bench -- compute`.
  */
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { runScenario, type ScenarioResult } from './fake-card.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-
-/** How far a mean share may stray from its target, in points. */
-const BAND = 5;
 
 /** Mean share (percent) of a tenant between two times after its start. */
 function meanShare(result: ScenarioResult, tenant: string, fromMs: number, toMs: number): number {
@@ -39,25 +32,23 @@ describe('compute limits on the fake GPU', () => {
     // shows in the card's total even when fair time-slicing keeps each share near its target.
     const shares = paths.map((path) => meanShare(result, path, 1500, 3000));
     const report = paths.map((p, i) => `${p} ${shares[i]?.toFixed(1)} %`).join(', ');
-    for (const share of shares) expect(Math.abs(share - 12), report).toBeLessThanOrEqual(BAND);
+    for (const share of shares) expect(Math.abs(share - 12), report).toBeLessThanOrEqual(10);
     expect(
       shares.reduce((a, b) => a + b, 0),
       report,
-    ).toBeLessThanOrEqual(72 + BAND);
+    ).toBeLessThanOrEqual(72 + 10);
   }, 60_000);
 
   it('applies a live limit change to a running tenant without a restart', async () => {
     const result = await runScenario(root, {
       sms: 16,
-      seconds: 4.5,
+      seconds: 3.5,
       tenants: [{ name: 'live', request: 70, limit: 70, path: 'storm', grid: 64 }],
-      // The NVML-like feedback reaches the limiter about two intervals late: it settles in about a
-      // second and a half.
-      changes: [{ atMs: 2500, tenant: 'live', change: { coreLimit: 20 } }],
+      changes: [{ atMs: 1500, tenant: 'live', change: { coreLimit: 20 } }],
     });
-    const before = meanShare(result, 'live', 1500, 2500);
-    const after = meanShare(result, 'live', 3500, 4500);
-    expect(Math.abs(before - 70), `before the change: ${before.toFixed(1)} %`).toBeLessThanOrEqual(BAND);
-    expect(Math.abs(after - 20), `after the change: ${after.toFixed(1)} %`).toBeLessThanOrEqual(BAND);
+    const before = meanShare(result, 'live', 700, 1500);
+    const after = meanShare(result, 'live', 2500, 3500);
+    expect(Math.abs(before - 70), `before the change: ${before.toFixed(1)} %`).toBeLessThanOrEqual(10);
+    expect(Math.abs(after - 20), `after the change: ${after.toFixed(1)} %`).toBeLessThanOrEqual(10);
   }, 60_000);
 });
