@@ -1,6 +1,7 @@
 /* Timing client for test/bench/native.bench.ts; runs with or without LD_PRELOAD=libvcuda.so.
  *   bench_client alloc N    ns per cuMemAlloc_v2(1 MiB) + cuMemFree_v2 pair
- *   bench_client launch N   ns per cuLaunchKernel, resolved through cuGetProcAddress like cudart
+ *   bench_client launch N [W]  ns per cuLaunchKernel, resolved through cuGetProcAddress like cudart,
+ *                           after W warm-up launches (default N/10)
  *   bench_client init       ms spent in cuInit (limit file, region, driver) */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -32,8 +33,9 @@ int main(int argc, char **argv) {
     printf("%.3f\n", (t1 - t0) / 1e6);
     return 0;
   }
-  if (argc != 3 || setup() != 0) return 2;
+  if (argc < 3 || argc > 4 || setup() != 0) return 2;
   long n = strtol(argv[2], NULL, 10);
+  long warm_up = argc == 4 ? strtol(argv[3], NULL, 10) : n / 10;
   if (strcmp(argv[1], "alloc") == 0) {
     CUdeviceptr p;
     for (long i = 0; i < n / 10; i++) /* warm up: tables grown, pages touched */
@@ -52,7 +54,7 @@ int main(int argc, char **argv) {
     CUmodule mod;
     CUfunction f;
     if (cuModuleLoadData(&mod, "fake") || cuModuleGetFunction(&f, mod, "k")) return 5;
-    for (long i = 0; i < n / 10; i++)
+    for (long i = 0; i < warm_up; i++)
       if (launch(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL)) return 6;
     double t0 = now_ns();
     for (long i = 0; i < n; i++)

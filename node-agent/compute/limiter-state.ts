@@ -24,14 +24,22 @@ export type DeviceComputeState = {
   samplesFolded: number;
 };
 
-/** Offsets inside `vc_limiter_state`, pinned by its _Static_assert-checked layout. */
-const limiter = { tokens: 0, costQ8: 24, waited: 56, rate: 72, target: 76, trim: 80, samples: 84 } as const;
+/** Offsets inside `vc_limiter_state` (native/src/limiter.h), pinned by its layout. */
+export const limiterOffsets = {
+  tokens: 0,
+  costQ8: 24,
+  waited: 56,
+  rate: 72,
+  target: 76,
+  trim: 80,
+  samples: 84,
+} as const;
 
 export function decodeDeviceComputeState(region: Buffer, deviceIndex: number): DeviceComputeState {
   const b = regionDeviceOffset(deviceIndex);
   const d = regionOffsets.device;
   const l = b + d.limiterState;
-  const q8 = region.readBigUInt64LE(l + limiter.costQ8);
+  const q8 = region.readBigUInt64LE(l + limiterOffsets.costQ8);
   return {
     deviceIndex,
     sampleSeq: Number(region.readBigUInt64LE(b + d.sampleSeq)),
@@ -39,13 +47,13 @@ export function decodeDeviceComputeState(region: Buffer, deviceIndex: number): D
     measuredShareBp: region.readUInt32LE(b + d.measuredShareBp),
     cardBusyBp: region.readUInt32LE(b + d.cardBusyBp),
     samplePeriodMs: region.readUInt32LE(b + d.samplePeriodMs),
-    targetBp: region.readUInt32LE(l + limiter.target),
-    rateBp: region.readUInt32LE(l + limiter.rate),
-    trimBp: region.readInt32LE(l + limiter.trim),
+    targetBp: region.readUInt32LE(l + limiterOffsets.target),
+    rateBp: region.readUInt32LE(l + limiterOffsets.rate),
+    trimBp: region.readInt32LE(l + limiterOffsets.trim),
     costNs: q8 === 0n ? 0 : Number(q8 >> 8n) + 1,
-    tokensNs: Number(region.readBigInt64LE(l + limiter.tokens)),
-    waitedMs: Number(region.readBigUInt64LE(l + limiter.waited)) / 1e6,
-    samplesFolded: region.readUInt32LE(l + limiter.samples),
+    tokensNs: Number(region.readBigInt64LE(l + limiterOffsets.tokens)),
+    waitedMs: Number(region.readBigUInt64LE(l + limiterOffsets.waited)) / 1e6,
+    samplesFolded: region.readUInt32LE(l + limiterOffsets.samples),
   };
 }
 
