@@ -81,7 +81,11 @@ export function createCardSampler(opts: CardSamplerOptions): CardSampler {
     // the intervals measured, whenever this tick ran; an idle card's with this tick's time.
     const timeMs = shares.intervals === 0 ? Math.floor(opts.nowMs()) : shares.newestUs / 1000;
     if (timeMs <= lastMs) return shares;
-    const periodMs = Math.max(1, Math.round(timeMs - lastMs));
+    // An idle card's sample carries no period: the limiter (native/src/limiter.c) then restarts its
+    // measuring window instead of folding a 0 into it. NVML publishes a period late, so a tenant
+    // that just began launching can look idle for a tick; learning its cost from that 0 would let
+    // it run far past its limit. The usage report still reads the 0 (the container used nothing).
+    const periodMs = shares.intervals === 0 ? 0 : Math.max(1, Math.round(timeMs - lastMs));
     lastMs = timeMs;
     sinceUs = Math.max(shares.newestUs, timeMs * 1000);
     let written = 0;
