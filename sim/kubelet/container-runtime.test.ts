@@ -3,16 +3,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { processAlive } from '../../test/support/process.js';
 import { startContainer, stopContainer } from './container-runtime.js';
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe('simulated container runtime', () => {
   it('says in the container log why a command it cannot run idles', async () => {
@@ -40,7 +32,7 @@ describe('simulated container runtime', () => {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const pid = await new Promise<number>((resolve) => kubelet.stdout.once('data', (d) => resolve(Number(String(d)))));
-    expect(alive(pid)).toBe(true);
+    expect(processAlive(pid)).toBe(true);
     // setpriv arms the signal before it execs the command: wait for the command itself.
     const command = () => readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
     for (const until = Date.now() + 10_000; command() !== 'sleep' && Date.now() < until; )
@@ -48,7 +40,7 @@ describe('simulated container runtime', () => {
     expect(command()).toBe('sleep');
     kubelet.kill('SIGKILL');
     const deadline = Date.now() + 5000;
-    while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    expect(alive(pid)).toBe(false);
+    while (processAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(processAlive(pid)).toBe(false);
   });
 });

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { processAlive } from '../support/process.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -126,14 +127,6 @@ describe('npm start', () => {
       npm.kill('SIGTERM');
     }
     await exited;
-    const alive = (pid: number) => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
-    await expect.poll(() => processes.filter(alive), { timeout: 15_000, interval: 200 }).toEqual([]);
+    await expect.poll(() => processes.filter(processAlive), { timeout: 15_000, interval: 200 }).toEqual([]);
   }, 150_000);
 });
