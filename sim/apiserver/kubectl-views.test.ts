@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeClient, podPath } from '../kube-client.js';
 import { writeKubeconfig } from '../kubeconfig.js';
 import { createServingCert } from '../tls/self-signed-cert.js';
-import { type SimApiServer, startApiServer, warningHeader } from './api-server.js';
+import { type SimApiServer, startApiServer } from './api-server.js';
+import { warningHeader } from './http-exchange.js';
 
 const hasKubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
 

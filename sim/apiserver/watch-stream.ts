@@ -37,57 +37,13 @@ export function serveWatch(
     'cache-control': 'no-cache',
   });
   res.flushHeaders();
-  const key = typeKey(req.type);
-  const stamp = (o: KubeObject): KubeObject => ({ ...o, apiVersion: apiVersionOf(req.type), kind: req.type.kind });
-  const inScope = (o: KubeObject) => req.namespace === undefined || o.metadata.namespace === req.namespace;
-  const render = req.render;
-  const send = (line: Line) => {
-    if (res.writableEnded) return;
-    const shown =
-      render && line.type !== 'ERROR' && line.type !== 'BOOKMARK'
-        ? { ...line, object: render(line.object as KubeObject) }
-        : line;
-    res.write(`${JSON.stringify(shown)}\n`);
-  };
-  const translate = (c: Change): Line | undefined => {
-    if (c.typeKey !== key || !inScope(c.object)) return undefined;
-    const now = c.type !== 'DELETED' && req.match(c.object);
-    const before = c.previous !== undefined && req.match(c.previous);
-    if (c.type === 'ADDED') return now ? { type: 'ADDED', object: stamp(c.object) } : undefined;
-    if (c.type === 'DELETED') return before ? { type: 'DELETED', object: stamp(c.object) } : undefined;
-    if (now && before) return { type: 'MODIFIED', object: stamp(c.object) };
-    if (now) return { type: 'ADDED', object: stamp(c.object) };
-    if (before) return { type: 'DELETED', object: stamp(c.object) };
-    return undefined;
-  };
-
-  const rv = req.resourceVersion;
-  let backlog: Line[];
-  if (!rv || rv === '0') {
-    backlog = store
-      .list(key, req.namespace)
-      .filter(req.match)
-      .map((o) => ({ type: 'ADDED', object: stamp(o) }));
-  } else {
-    const since = Number(rv);
-    const changes = Number.isInteger(since) ? store.changesSince(key, since) : undefined;
-    if (!changes) {
-      send({
-        type: 'ERROR',
-        object: {
-          kind: 'Status',
-          apiVersion: 'v1',
-          metadata: {},
-          status: 'Failure',
-          message: `too old resource version: ${rv} (${store.oldestResumableRevision()})`,
-          reason: 'Expired',
-          code: 410,
-        },
-      });
-      res.end();
-      return;
-    }
-    backlog = changes.map(translate).filter((l): l is Line => l !== undefined);
+  const send = lineWriter(res, req.render);
+  const translate = changeTranslator(req);
+  const backlog = backlogOf(store, req, translate);
+  if (!backlog) {
+    send(expiredEvent(req.resourceVersion, store));
+    res.end();
+    return;
   }
   // Replay and subscription happen in the same tick, so no change falls between them.
   for (const line of backlog) send(line);
@@ -96,20 +52,7 @@ export function serveWatch(
     if (line) send(line);
   });
   const timers: NodeJS.Timeout[] = [];
-  if (req.allowBookmarks) {
-    const t = setInterval(() => {
-      send({
-        type: 'BOOKMARK',
-        object: {
-          apiVersion: apiVersionOf(req.type),
-          kind: req.type.kind,
-          metadata: { resourceVersion: String(store.currentRevision()) },
-        },
-      });
-    }, req.bookmarkIntervalMs);
-    t.unref();
-    timers.push(t);
-  }
+  if (req.allowBookmarks) timers.push(startBookmarks(store, req, send));
   const finish = () => {
     unsubscribe();
     for (const t of timers) clearInterval(t);
@@ -122,4 +65,93 @@ export function serveWatch(
   }
   res.on('close', finish);
   onClose(finish);
+}
+
+/** Writes one event a line, its object rendered when asked (never an ERROR's or a BOOKMARK's). */
+function lineWriter(res: ServerResponse, render: WatchRequest['render']): (line: Line) => void {
+  return (line) => {
+    if (res.writableEnded) return;
+    const shown =
+      render && line.type !== 'ERROR' && line.type !== 'BOOKMARK'
+        ? { ...line, object: render(line.object as KubeObject) }
+        : line;
+    res.write(`${JSON.stringify(shown)}\n`);
+  };
+}
+
+function stamp(req: WatchRequest, o: KubeObject): KubeObject {
+  return { ...o, apiVersion: apiVersionOf(req.type), kind: req.type.kind };
+}
+
+/**
+ * A store change as this watch sees it: none when it is another type or namespace; an object that
+ * stops matching the selectors is DELETED, one that starts matching ADDED.
+ */
+function changeTranslator(req: WatchRequest): (c: Change) => Line | undefined {
+  const key = typeKey(req.type);
+  const inScope = (o: KubeObject) => req.namespace === undefined || o.metadata.namespace === req.namespace;
+  return (c) => {
+    if (c.typeKey !== key || !inScope(c.object)) return undefined;
+    const now = c.type !== 'DELETED' && req.match(c.object);
+    const before = c.previous !== undefined && req.match(c.previous);
+    if (c.type === 'ADDED') return now ? { type: 'ADDED', object: stamp(req, c.object) } : undefined;
+    if (c.type === 'DELETED') return before ? { type: 'DELETED', object: stamp(req, c.object) } : undefined;
+    if (now && before) return { type: 'MODIFIED', object: stamp(req, c.object) };
+    if (now) return { type: 'ADDED', object: stamp(req, c.object) };
+    if (before) return { type: 'DELETED', object: stamp(req, c.object) };
+    return undefined;
+  };
+}
+
+/**
+ * What the watch sends before live changes: ADDED for each matching object without a
+ * resourceVersion (or "0"), else the changes since it; undefined when the log no longer reaches it.
+ */
+function backlogOf(
+  store: ObjectStore,
+  req: WatchRequest,
+  translate: (c: Change) => Line | undefined,
+): Line[] | undefined {
+  const rv = req.resourceVersion;
+  const key = typeKey(req.type);
+  if (!rv || rv === '0') {
+    return store
+      .list(key, req.namespace)
+      .filter(req.match)
+      .map((o) => ({ type: 'ADDED', object: stamp(req, o) }));
+  }
+  const since = Number(rv);
+  const changes = Number.isInteger(since) ? store.changesSince(key, since) : undefined;
+  return changes?.map(translate).filter((l): l is Line => l !== undefined);
+}
+
+function expiredEvent(rv: string | undefined, store: ObjectStore): Line {
+  return {
+    type: 'ERROR',
+    object: {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: `too old resource version: ${rv} (${store.oldestResumableRevision()})`,
+      reason: 'Expired',
+      code: 410,
+    },
+  };
+}
+
+/** A BOOKMARK with the store's revision every `bookmarkIntervalMs`. */
+function startBookmarks(store: ObjectStore, req: WatchRequest, send: (line: Line) => void): NodeJS.Timeout {
+  const timer = setInterval(() => {
+    send({
+      type: 'BOOKMARK',
+      object: {
+        apiVersion: apiVersionOf(req.type),
+        kind: req.type.kind,
+        metadata: { resourceVersion: String(store.currentRevision()) },
+      },
+    });
+  }, req.bookmarkIntervalMs);
+  timer.unref();
+  return timer;
 }

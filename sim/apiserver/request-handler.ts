@@ -1,0 +1,257 @@
+/**
+ * One HTTP request to the simulated API server: token reviews, discovery, then the resource verbs
+ * (GET with logs, watches and tables; POST with bindings; PUT; PATCH; DELETE of one object or a
+ * collection), each answered as kube-apiserver answers it. Every error leaves as a Status.
+ */
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { ApiError, badRequest, internal, methodNotAllowed, notFound, successStatus } from './api-status.js';
+import { readDeleteOptions } from './delete-options.js';
+import { discoveryDocument } from './discovery.js';
+import { addWarning, readBody, sendJson, sendText } from './http-exchange.js';
+import type { ObjectStore } from './object-store.js';
+import { patchTypeOf } from './patch.js';
+import { parseRoute, type Route } from './request-route.js';
+import type { ResourceHandlers, UserInfo, WriteOptions } from './resource-handlers.js';
+import { type KubeObject, type Matcher, parseFieldSelector, parseLabelSelector } from './selectors.js';
+import { toTable, wantsTable } from './table-view.js';
+import { serveWatch } from './watch-stream.js';
+
+/** What `pods/{name}/log` shows of a container; undefined: its logs are not available. */
+export type PodLogReader = (pod: KubeObject, container: string | undefined) => string | undefined;
+
+/** What every request reads besides itself: the server's state and settings. */
+export type ServerContext = {
+  store: ObjectStore;
+  handlers: ResourceHandlers;
+  now: () => Date;
+  tokens?: Record<string, UserInfo>;
+  podLog?: PodLogReader;
+  bookmarkIntervalMs: number;
+  /** host:port the server listens on, named in the discovery documents. */
+  serverAddress: () => string;
+  /** The finishers of the open watches, so closing the server can end them. */
+  watches: Set<() => void>;
+};
+
+/** The caller of a request without a known bearer token. */
+export const ADMIN: UserInfo = { username: 'sim-admin', groups: ['system:masters', 'system:authenticated'] };
+
+const TOKEN_REVIEWS = '/apis/authentication.k8s.io/v1/tokenreviews';
+
+type ResourceRoute = Extract<Route, { kind: 'resource' }>;
+
+/** A request to a resource: where it goes, who asks, and how the answer is shown. */
+type ResourceCall = {
+  req: IncomingMessage;
+  res: ServerResponse;
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  route: ResourceRoute;
+  user: UserInfo;
+  write: WriteOptions;
+  /** kubectl's `Accept: …;as=Table`: objects are shown as Table rows. */
+  table: boolean;
+};
+
+/** The server's request listener: the request served, or its error sent as a Status. */
+export function requestListener(ctx: ServerContext): RequestListener {
+  return (req, res) => {
+    handleRequest(ctx, req, res).catch((e: unknown) => sendError(res, e));
+  };
+}
+
+function sendError(res: ServerResponse, e: unknown): void {
+  const err = e instanceof ApiError ? e : internal((e as Error).message ?? String(e));
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  sendJson(res, err.status.code, err.status);
+}
+
+async function handleRequest(ctx: ServerContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://sim');
+  if (req.method === 'POST' && url.pathname === TOKEN_REVIEWS) {
+    return sendJson(res, 201, reviewToken((await readBody(req)) as KubeObject, ctx.tokens ?? {}));
+  }
+  const route = parseRoute(url.pathname);
+  if (route.kind === 'discovery') return serveDiscovery(res, url.pathname, ctx.serverAddress());
+  if (route.kind === 'unknown') throw notFound('', '', url.pathname);
+  const call = resourceCall(ctx, req, res, url, route);
+  switch (call.method) {
+    case 'GET':
+      return serveGet(ctx, call);
+    case 'POST':
+      return servePost(ctx, call);
+    case 'PUT':
+      return servePut(ctx, call);
+    case 'PATCH':
+      return servePatch(ctx, call);
+    case 'DELETE':
+      return serveDelete(ctx, call);
+    default:
+      throw notSupported(call);
+  }
+}
+
+/** TokenReview (authentication.k8s.io/v1): a known token is its user, any other is refused. */
+function reviewToken(review: KubeObject, tokens: Record<string, UserInfo>): KubeObject {
+  const token = (review['spec'] as { token?: unknown } | undefined)?.token;
+  const user = typeof token === 'string' ? tokens[token] : undefined;
+  return {
+    ...review,
+    apiVersion: 'authentication.k8s.io/v1',
+    kind: 'TokenReview',
+    metadata: { ...(review.metadata ?? {}) },
+    status: user
+      ? {
+          authenticated: true,
+          user: { username: user.username, groups: user.groups ?? [], ...(user.extra ? { extra: user.extra } : {}) },
+        }
+      : { authenticated: false, error: 'invalid bearer token' },
+  };
+}
+
+function serveDiscovery(res: ServerResponse, path: string, serverAddress: string): void {
+  const doc = discoveryDocument(path, serverAddress);
+  if (doc === undefined) throw notFound('', '', path);
+  if (typeof doc === 'string') sendText(res, doc);
+  else sendJson(res, 200, doc);
+}
+
+function resourceCall(
+  ctx: ServerContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+  route: ResourceRoute,
+): ResourceCall {
+  const query = url.searchParams;
+  const bearer = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1];
+  const user = (bearer && ctx.tokens?.[bearer]) || ADMIN;
+  return {
+    req,
+    res,
+    method: req.method ?? 'GET',
+    path: url.pathname,
+    query,
+    route,
+    user,
+    write: { dryRun: query.get('dryRun') === 'All', user, warn: (text: string) => addWarning(res, text) },
+    table: wantsTable(req.headers.accept),
+  };
+}
+
+function notSupported(call: ResourceCall): ApiError {
+  return methodNotAllowed(`${call.method} is not supported on ${call.path}`);
+}
+
+/** `?fieldSelector=…&labelSelector=…`: an object matches when it matches both. */
+function selectorsOf(query: URLSearchParams): Matcher {
+  const fieldMatch = parseFieldSelector(query.get('fieldSelector'));
+  const labelMatch = parseLabelSelector(query.get('labelSelector'));
+  return (o: KubeObject) => fieldMatch(o) && labelMatch(o);
+}
+
+function serveGet(ctx: ServerContext, call: ResourceCall): void {
+  const { name, subresource, namespace } = call.route;
+  const watch = call.query.get('watch');
+  if (name && subresource === 'log' && namespace) servePodLog(ctx, call, namespace, name);
+  else if (name) serveObject(ctx, call, name);
+  else if (watch === '1' || watch === 'true') startWatch(ctx, call, selectorsOf(call.query));
+  else serveList(ctx, call);
+}
+
+function serveObject(ctx: ServerContext, call: ResourceCall, name: string): void {
+  const { type, namespace } = call.route;
+  const obj = ctx.handlers.get(type, namespace, name);
+  const shown = call.table ? toTable(type.resource, [obj], obj.metadata.resourceVersion as string, ctx.now()) : obj;
+  sendJson(call.res, 200, shown);
+}
+
+function serveList(ctx: ServerContext, call: ResourceCall): void {
+  const { type, namespace } = call.route;
+  const list = ctx.handlers.list(type, namespace, selectorsOf(call.query));
+  const shown = call.table ? toTable(type.resource, list.items, list.metadata.resourceVersion, ctx.now()) : list;
+  sendJson(call.res, 200, shown);
+}
+
+/** `pods/{name}/log`, with `?container=` and `?tailLines=`. */
+function servePodLog(ctx: ServerContext, call: ResourceCall, namespace: string, name: string): void {
+  const pod = ctx.handlers.get(call.route.type, namespace, name);
+  const text = ctx.podLog?.(pod, call.query.get('container') ?? undefined);
+  if (text === undefined) throw badRequest(`container logs of pod "${name}" are not available`);
+  sendText(call.res, lastLines(text, Number(call.query.get('tailLines') ?? 0)));
+}
+
+/** The last `count` lines of a log ending in a newline; all of it when `count` is not positive. */
+function lastLines(text: string, count: number): string {
+  return count > 0
+    ? text
+        .split('\n')
+        .slice(-count - 1)
+        .join('\n')
+    : text;
+}
+
+/** A watch stays open until its timeout, its client or the server ends it. */
+function startWatch(ctx: ServerContext, call: ResourceCall, match: Matcher): void {
+  const { type, namespace } = call.route;
+  const resourceVersion = call.query.get('resourceVersion');
+  const request = {
+    type,
+    ...(namespace !== undefined ? { namespace } : {}),
+    match,
+    ...(resourceVersion !== null ? { resourceVersion } : {}),
+    timeoutSeconds: Number(call.query.get('timeoutSeconds') ?? 0),
+    allowBookmarks: call.query.get('allowWatchBookmarks') === 'true',
+    bookmarkIntervalMs: ctx.bookmarkIntervalMs,
+    ...(call.table
+      ? { render: (o: KubeObject) => toTable(type.resource, [o], o.metadata.resourceVersion as string, ctx.now()) }
+      : {}),
+  };
+  serveWatch(ctx.store, request, call.res, (finish) => {
+    ctx.watches.add(finish);
+    call.res.on('close', () => ctx.watches.delete(finish));
+  });
+}
+
+async function servePost(ctx: ServerContext, call: ResourceCall): Promise<void> {
+  const { type, namespace, name, subresource } = call.route;
+  const body = (await readBody(call.req)) as KubeObject;
+  if (subresource === 'binding' && name && namespace) {
+    ctx.handlers.bind(type, namespace, name, body, call.write);
+    return sendJson(call.res, 201, successStatus(undefined));
+  }
+  if (name) throw notSupported(call);
+  sendJson(call.res, 201, await ctx.handlers.create(type, namespace, body, call.write));
+}
+
+async function servePut(ctx: ServerContext, call: ResourceCall): Promise<void> {
+  const { type, namespace, name, subresource } = call.route;
+  if (!name) throw notSupported(call);
+  const body = (await readBody(call.req)) as KubeObject;
+  sendJson(call.res, 200, await ctx.handlers.update(type, namespace, name, body, subresource, call.write));
+}
+
+async function servePatch(ctx: ServerContext, call: ResourceCall): Promise<void> {
+  const { type, namespace, name, subresource } = call.route;
+  if (!name) throw notSupported(call);
+  const patchType = patchTypeOf(call.req.headers['content-type']);
+  const body = await readBody(call.req);
+  sendJson(call.res, 200, await ctx.handlers.patch(type, namespace, name, subresource, patchType, body, call.write));
+}
+
+/** One object, or every object of a collection that matches the selectors (each on its own). */
+async function serveDelete(ctx: ServerContext, call: ResourceCall): Promise<void> {
+  const { type, namespace, name } = call.route;
+  const options = readDeleteOptions(call.query, await readBody(call.req), call.user);
+  if (name) return sendJson(call.res, 200, await ctx.handlers.delete(type, namespace, name, options));
+  const list = ctx.handlers.list(type, namespace, selectorsOf(call.query));
+  for (const o of list.items) {
+    // An object that cannot be deleted (gone meanwhile, refused) does not stop the rest.
+    await ctx.handlers.delete(type, o.metadata.namespace, o.metadata.name, options).catch(() => undefined);
+  }
+  sendJson(call.res, 200, list);
+}
