@@ -77,31 +77,17 @@ function choosePlacement(nodes: Map<string, NodeSnapshot>, req: PlacementRequest
 }
 
 export function runWhatIf(cluster: ClusterSpec, trace: readonly TraceEntry[], opts: WhatIfOptions): WhatIfReport {
-  const nowMs = 0;
-  const ctx: FitContext = { nowMs, heartbeatStaleMs: Number.MAX_SAFE_INTEGER };
-  // Snapshots are rebuilt with the control plane's own composer from inventory + holds, as its watch cache does.
-  // Each node is read from the inventory annotation a node agent would publish, as the extender reads it.
-  const inventories = new Map<string, NodeInventoryRead>(
-    expandNodes(cluster).map((n) => [
-      n.name,
-      readNodeInventory({
-        metadata: {
-          name: n.name,
-          annotations: {
-            [vcudaAnnotations.inventory]: JSON.stringify(inventoryOf(n, cluster.memoryUnitMiB, new Date(nowMs))),
-          },
-        },
-      }),
-    ]),
-  );
-  const holds = new Map<string, PodHold[]>([...inventories.keys()].map((n) => [n, []]));
-  const nodes = new Map<string, NodeSnapshot>();
-  const rebuild = (node: string) => nodes.set(node, composeNodeSnapshot(inventories.get(node)!, holds.get(node)!));
-  for (const n of inventories.keys()) rebuild(n);
-  const hold = (p: NodePlacement): PodHold => ({ node: p.node, cardUse: p.cardUse });
-  const quotaUsed = new Map<string, Usage>();
-  const report: WhatIfReport = {
-    pods: trace.length,
+  const replay = new TraceReplay(cluster, opts, trace.length);
+  for (const entry of trace) {
+    replay.departBy(entry.arriveAtSeconds);
+    replay.arrive(entry);
+  }
+  return replay.finish();
+}
+
+function emptyReport(pods: number): WhatIfReport {
+  return {
+    pods,
     invalid: 0,
     placed: 0,
     quotaRefused: 0,
@@ -118,92 +104,197 @@ export function runWhatIf(cluster: ClusterSpec, trace: readonly TraceEntry[], op
     strandedMemoryMiB: 0,
     placements: {},
   };
-  // Departures are events too: a pod with a duration gives its cards back when it ends.
-  type Departure = { at: number; node: string; placement: NodePlacement; hold: PodHold; namespace: string };
-  const departures: Departure[] = [];
-  let minCore = Number.POSITIVE_INFINITY;
-  let minMemoryMiB = Number.POSITIVE_INFINITY;
-  let uid = 0;
-  for (const entry of trace) {
-    departures.sort((a, b) => a.at - b.at);
-    while (departures.length && departures[0]!.at <= entry.arriveAtSeconds) {
-      const d = departures.shift()!;
-      holds.set(
-        d.node,
-        holds.get(d.node)!.filter((h) => h !== d.hold),
-      );
-      rebuild(d.node);
-      const q = quotaUsed.get(d.namespace)!;
-      const u = podUsage(d.placement);
-      quotaUsed.set(d.namespace, { core: q.core - u.core, memoryMiB: q.memoryMiB - u.memoryMiB });
+}
+
+/**
+ * The cluster as the extender's watch cache sees it: each node's snapshot rebuilt with the control
+ * plane's own composer from its inventory and the pods it holds.
+ */
+class HeldNodes {
+  readonly snapshots = new Map<string, NodeSnapshot>();
+  private readonly inventories: Map<string, NodeInventoryRead>;
+  private readonly holds = new Map<string, PodHold[]>();
+
+  constructor(cluster: ClusterSpec, nowMs: number) {
+    // Each node is read from the inventory annotation a node agent would publish, as the extender reads it.
+    this.inventories = new Map(
+      expandNodes(cluster).map((n) => [
+        n.name,
+        readNodeInventory({
+          metadata: {
+            name: n.name,
+            annotations: {
+              [vcudaAnnotations.inventory]: JSON.stringify(inventoryOf(n, cluster.memoryUnitMiB, new Date(nowMs))),
+            },
+          },
+        }),
+      ]),
+    );
+    for (const node of this.inventories.keys()) {
+      this.holds.set(node, []);
+      this.rebuild(node);
     }
-    const pod = { ...entry.pod, metadata: { ...entry.pod.metadata, uid: `whatif-${uid++}` } };
-    const key = `${pod.metadata.namespace}/${pod.metadata.name}`;
-    let req: PlacementRequest;
-    try {
-      req = readPlacementRequest(pod, opts.quantity, opts.policy);
-    } catch (e) {
-      if (!(e instanceof ValidationError)) throw e;
-      report.invalid++;
-      if (report.invalidExamples.length < 5)
-        report.invalidExamples.push(`${key}: ${e.errors[0]?.message ?? e.message}`);
-      continue;
+  }
+
+  hold(p: NodePlacement): PodHold {
+    const held: PodHold = { node: p.node, cardUse: p.cardUse };
+    this.holds.get(p.node)!.push(held);
+    this.rebuild(p.node);
+    return held;
+  }
+
+  release(held: PodHold): void {
+    this.holds.set(
+      held.node,
+      this.holds.get(held.node)!.filter((h) => h !== held),
+    );
+    this.rebuild(held.node);
+  }
+
+  private rebuild(node: string): void {
+    this.snapshots.set(node, composeNodeSnapshot(this.inventories.get(node)!, this.holds.get(node)!));
+  }
+}
+
+/** What each namespace's placed pods use, against its quota as the ledger counts it. */
+class NamespaceUsage {
+  private readonly used = new Map<string, Usage>();
+
+  constructor(private readonly quotas: ClusterSpec['quotas']) {}
+
+  /** Whether `usage` more stays within the namespace's quota (a namespace without one has no limit). */
+  fits(namespace: string, usage: Usage): boolean {
+    const quota = this.quotas[namespace];
+    const used = this.usedBy(namespace);
+    return !quota || (used.core + usage.core <= quota.core && used.memoryMiB + usage.memoryMiB <= quota.memoryMiB);
+  }
+
+  add(namespace: string, usage: Usage): void {
+    const used = this.usedBy(namespace);
+    this.used.set(namespace, { core: used.core + usage.core, memoryMiB: used.memoryMiB + usage.memoryMiB });
+  }
+
+  remove(namespace: string, usage: Usage): void {
+    this.add(namespace, { core: -usage.core, memoryMiB: -usage.memoryMiB });
+  }
+
+  private usedBy(namespace: string): Usage {
+    return this.used.get(namespace) ?? { core: 0, memoryMiB: 0 };
+  }
+}
+
+/** A placed pod with a duration gives its cards back when it ends. */
+type Departure = { at: number; hold: PodHold; namespace: string; usage: Usage };
+
+/** The smallest share any valid pod asked for, to tell stranded capacity from free capacity. */
+type SmallestAsk = { core: number; memoryMiB: number };
+
+/** The trace replayed one arrival at a time; departures are events too. */
+class TraceReplay {
+  private readonly report: WhatIfReport;
+  private readonly nodes: HeldNodes;
+  private readonly quotaUse: NamespaceUsage;
+  private readonly ctx: FitContext = { nowMs: 0, heartbeatStaleMs: Number.MAX_SAFE_INTEGER };
+  private readonly departures: Departure[] = [];
+  private readonly smallest: SmallestAsk = { core: Number.POSITIVE_INFINITY, memoryMiB: Number.POSITIVE_INFINITY };
+  private uid = 0;
+
+  constructor(
+    cluster: ClusterSpec,
+    private readonly opts: WhatIfOptions,
+    pods: number,
+  ) {
+    this.report = emptyReport(pods);
+    this.nodes = new HeldNodes(cluster, this.ctx.nowMs);
+    this.quotaUse = new NamespaceUsage(cluster.quotas);
+  }
+
+  /** Every pod that has ended by `seconds` gives its cards and quota back. */
+  departBy(seconds: number): void {
+    this.departures.sort((a, b) => a.at - b.at);
+    while (this.departures.length && this.departures[0]!.at <= seconds) {
+      const d = this.departures.shift()!;
+      this.nodes.release(d.hold);
+      this.quotaUse.remove(d.namespace, d.usage);
     }
-    for (const c of req.containers) {
-      if (c.corePerCard < 100) minCore = Math.min(minCore, c.corePerCard);
-      if (c.memoryMiBPerCard !== undefined) minMemoryMiB = Math.min(minMemoryMiB, c.memoryMiBPerCard);
-    }
-    const { best, refusals } = choosePlacement(nodes, req, ctx);
+  }
+
+  arrive(entry: TraceEntry): void {
+    const pod = { ...entry.pod, metadata: { ...entry.pod.metadata, uid: `whatif-${this.uid++}` } };
+    const { namespace } = pod.metadata;
+    const key = `${namespace}/${pod.metadata.name}`;
+    const req = this.readRequest(pod, key);
+    if (!req) return;
+    const { best, refusals } = choosePlacement(this.nodes.snapshots, req, this.ctx);
     if (!best) {
-      report.unplaced++;
-      const top = [...refusals].sort((a, b) => b[1] - a[1])[0]?.[0] ?? 'no-nodes';
-      report.unplacedReasons[top] = (report.unplacedReasons[top] ?? 0) + 1;
-      continue;
+      this.countUnplaced(refusals);
+      return;
     }
     const usage = podUsage(best);
-    const quota = cluster.quotas[pod.metadata.namespace];
-    const used = quotaUsed.get(pod.metadata.namespace) ?? { core: 0, memoryMiB: 0 };
-    if (quota && (used.core + usage.core > quota.core || used.memoryMiB + usage.memoryMiB > quota.memoryMiB)) {
-      report.quotaRefused++;
-      continue;
+    if (!this.quotaUse.fits(namespace, usage)) {
+      this.report.quotaRefused++;
+      return;
     }
-    quotaUsed.set(pod.metadata.namespace, {
-      core: used.core + usage.core,
-      memoryMiB: used.memoryMiB + usage.memoryMiB,
-    });
-    const held = hold(best);
-    holds.get(best.node)!.push(held);
-    rebuild(best.node);
-    report.placed++;
-    report.placements[key] = best.node;
+    this.quotaUse.add(namespace, usage);
+    const hold = this.nodes.hold(best);
+    this.report.placed++;
+    this.report.placements[key] = best.node;
     if (entry.durationSeconds) {
-      departures.push({
-        at: entry.arriveAtSeconds + entry.durationSeconds,
-        node: best.node,
-        placement: best,
-        hold: held,
-        namespace: pod.metadata.namespace,
-      });
+      this.departures.push({ at: entry.arriveAtSeconds + entry.durationSeconds, hold, namespace, usage });
     }
   }
-  const considered = report.pods - report.invalid - report.quotaRefused;
-  report.placementRate = considered === 0 ? 1 : report.placed / considered;
-  for (const node of nodes.values()) {
-    for (const c of node.cards) {
-      report.cards++;
-      report.coreCapacity += 100;
-      report.coreUsed += c.usedCore;
-      report.memoryCapacityMiB += c.memoryMiB;
-      report.memoryUsedMiB += c.usedMemoryMiB;
-      const isPartial = c.usedCore > 0 || c.usedMemoryMiB > 0;
-      if (!isPartial) continue;
-      const freeCore = 100 - c.usedCore;
-      const freeMem = c.memoryMiB - c.usedMemoryMiB;
-      if (freeMem < minMemoryMiB) report.strandedCore += freeCore;
-      if (freeCore < minCore) report.strandedMemoryMiB += freeMem;
-    }
+
+  finish(): WhatIfReport {
+    const r = this.report;
+    const considered = r.pods - r.invalid - r.quotaRefused;
+    r.placementRate = considered === 0 ? 1 : r.placed / considered;
+    for (const node of this.nodes.snapshots.values()) tallyCards(r, node, this.smallest);
+    return r;
   }
-  return report;
+
+  /** The pod's placement request; undefined (counted invalid) when the extender would refuse to read it. */
+  private readRequest(pod: TraceEntry['pod'], key: string): PlacementRequest | undefined {
+    let req: PlacementRequest;
+    try {
+      req = readPlacementRequest(pod, this.opts.quantity, this.opts.policy);
+    } catch (e) {
+      if (!(e instanceof ValidationError)) throw e;
+      this.report.invalid++;
+      if (this.report.invalidExamples.length < 5)
+        this.report.invalidExamples.push(`${key}: ${e.errors[0]?.message ?? e.message}`);
+      return undefined;
+    }
+    for (const c of req.containers) {
+      if (c.corePerCard < 100) this.smallest.core = Math.min(this.smallest.core, c.corePerCard);
+      if (c.memoryMiBPerCard !== undefined)
+        this.smallest.memoryMiB = Math.min(this.smallest.memoryMiB, c.memoryMiBPerCard);
+    }
+    return req;
+  }
+
+  /** A pod no node took counts under the reason most nodes gave. */
+  private countUnplaced(refusals: Map<string, number>): void {
+    this.report.unplaced++;
+    const top = [...refusals].sort((a, b) => b[1] - a[1])[0]?.[0] ?? 'no-nodes';
+    this.report.unplacedReasons[top] = (this.report.unplacedReasons[top] ?? 0) + 1;
+  }
+}
+
+/** Adds a node's cards to the capacity, use and stranded totals. */
+function tallyCards(r: WhatIfReport, node: NodeSnapshot, smallest: SmallestAsk): void {
+  for (const c of node.cards) {
+    r.cards++;
+    r.coreCapacity += 100;
+    r.coreUsed += c.usedCore;
+    r.memoryCapacityMiB += c.memoryMiB;
+    r.memoryUsedMiB += c.usedMemoryMiB;
+    const isPartial = c.usedCore > 0 || c.usedMemoryMiB > 0;
+    if (!isPartial) continue;
+    const freeCore = 100 - c.usedCore;
+    const freeMem = c.memoryMiB - c.usedMemoryMiB;
+    if (freeMem < smallest.memoryMiB) r.strandedCore += freeCore;
+    if (freeCore < smallest.core) r.strandedMemoryMiB += freeMem;
+  }
 }
 
 function pct(n: number, d: number): string {
