@@ -10,7 +10,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JSONWebKeySet } from 'jose';
 import type { NodeAgent } from '../../node-agent/agent.js';
-import { parseConfig } from '../../node-agent/config.js';
+import { type NodeAgentConfig, parseConfig } from '../../node-agent/config.js';
 import { HttpUsageSink } from '../../node-agent/usage.js';
 import { startWiredAgent, type WiredAgent } from '../../node-agent/wiring.js';
 import { nodeSeedOf, type SimNode } from '../cluster-spec.js';
@@ -86,66 +86,13 @@ function usageSink(controlPlaneUrl: string, token: string | undefined): HttpUsag
 export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode> {
   const { node, root } = opts;
   mkdirSync(root, { recursive: true });
-  const kubelet = await startKubelet({
-    client: opts.client,
-    nodeName: node.name,
-    root: join(root, 'kubelet'),
-    labels: { ...node.group.labels, 'nvidia.com/gpu.product': node.cards[0]?.model.replaceAll(' ', '-') ?? 'none' },
-    taints: node.group.taints,
-    capacity: { cpu: node.group.cpu, memory: node.group.memory },
-    runtime: {
-      ...(opts.workloadDir ? { workloadDir: opts.workloadDir } : {}),
-      baseEnv: containerBaseEnv(node, opts.nativeBuildDir),
-      deviceEnv: (devices) => visibleDevicesEnv(node, root, devices),
-      cdiSpecDirs: [join(root, 'cdi')],
-      procDir: join(root, 'proc'),
-    },
-    log: opts.log.info,
-  });
+  const kubelet = await startNodeKubelet(opts);
   let gpu = SimGpuSource.ofNode(node);
-  const libvcuda = join(opts.nativeBuildDir, 'libvcuda.so');
   let wired: WiredAgent | undefined;
 
-  /** The node's fake NVML for utilization; without it the cards read as unused (no usage). */
-  function driverReadings() {
-    try {
-      return openNodeNvml(node, root, opts.nativeBuildDir, nodeDriverEnv(node, root));
-    } catch (err) {
-      opts.log.warn(`${node.name}: fake NVML unusable, no utilization: ${(err as Error).message}`);
-      return undefined;
-    }
-  }
-
   async function startAgent(): Promise<void> {
-    gpu = SimGpuSource.ofNode(node, driverReadings());
-    const config = parseConfig({
-      flags: {
-        nodeName: node.name,
-        resourceDomain: opts.domain,
-        memoryUnitMiB: opts.memoryUnitMiB,
-        kubelet: {
-          devicePluginDir: kubelet.pluginDir,
-          podResourcesSocket: kubelet.podResourcesSocket,
-          registerRetryMs: 200,
-        },
-        paths: {
-          containersDir: join(root, 'containers'),
-          cdiSpecDir: join(root, 'cdi'),
-          libvcudaHostPath: existsSync(libvcuda) ? libvcuda : join(root, 'libvcuda.so.missing'),
-          preloadHostPath: join(root, 'ld.so.preload'),
-          devDir: join(root, 'dev'),
-          sysfsRoot: join(root, 'sys'),
-          // The kubelet's cgroup view of its containers: NVML's host pids → pods.
-          procRoot: join(root, 'proc'),
-          jwksPath: join(root, 'jwks.json'),
-        },
-        ...(opts.usage ? { controlPlaneUrl: opts.usage.controlPlaneUrl } : {}),
-        ...(opts.usage?.periodMs ? { usagePeriodMs: opts.usage.periodMs } : {}),
-        heartbeatPeriodMs: 10_000,
-        inventoryCheckMs: 2_000,
-      },
-    });
-    wired = await startWiredAgent(config, {
+    gpu = SimGpuSource.ofNode(node, driverReadings(opts));
+    wired = await startWiredAgent(agentConfig(opts, kubelet), {
       kubeConfig: kubeConfigFor(opts.apiUrl, opts.agentToken),
       gpu,
       jwks: opts.jwks,
@@ -176,4 +123,69 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
       await kubelet.close();
     },
   };
+}
+
+/** The node's kubelet: its containers run with the fake driver, seeing the devices they were given. */
+function startNodeKubelet(opts: SimNodeOptions): Promise<SimKubelet> {
+  const { node, root } = opts;
+  return startKubelet({
+    client: opts.client,
+    nodeName: node.name,
+    root: join(root, 'kubelet'),
+    labels: { ...node.group.labels, 'nvidia.com/gpu.product': node.cards[0]?.model.replaceAll(' ', '-') ?? 'none' },
+    taints: node.group.taints,
+    capacity: { cpu: node.group.cpu, memory: node.group.memory },
+    runtime: {
+      ...(opts.workloadDir ? { workloadDir: opts.workloadDir } : {}),
+      baseEnv: containerBaseEnv(node, opts.nativeBuildDir),
+      deviceEnv: (devices) => visibleDevicesEnv(node, root, devices),
+      cdiSpecDirs: [join(root, 'cdi')],
+      procDir: join(root, 'proc'),
+    },
+    log: opts.log.info,
+  });
+}
+
+/** The node's fake NVML for utilization; without it the cards read as unused (no usage). */
+function driverReadings(opts: SimNodeOptions) {
+  const { node, root } = opts;
+  try {
+    return openNodeNvml(node, root, opts.nativeBuildDir, nodeDriverEnv(node, root));
+  } catch (err) {
+    opts.log.warn(`${node.name}: fake NVML unusable, no utilization: ${(err as Error).message}`);
+    return undefined;
+  }
+}
+
+/** The agent's configuration as its DaemonSet would give it, every host path under the node's root. */
+function agentConfig(opts: SimNodeOptions, kubelet: SimKubelet): NodeAgentConfig {
+  const { node, root } = opts;
+  const libvcuda = join(opts.nativeBuildDir, 'libvcuda.so');
+  return parseConfig({
+    flags: {
+      nodeName: node.name,
+      resourceDomain: opts.domain,
+      memoryUnitMiB: opts.memoryUnitMiB,
+      kubelet: {
+        devicePluginDir: kubelet.pluginDir,
+        podResourcesSocket: kubelet.podResourcesSocket,
+        registerRetryMs: 200,
+      },
+      paths: {
+        containersDir: join(root, 'containers'),
+        cdiSpecDir: join(root, 'cdi'),
+        libvcudaHostPath: existsSync(libvcuda) ? libvcuda : join(root, 'libvcuda.so.missing'),
+        preloadHostPath: join(root, 'ld.so.preload'),
+        devDir: join(root, 'dev'),
+        sysfsRoot: join(root, 'sys'),
+        // The kubelet's cgroup view of its containers: NVML's host pids → pods.
+        procRoot: join(root, 'proc'),
+        jwksPath: join(root, 'jwks.json'),
+      },
+      ...(opts.usage ? { controlPlaneUrl: opts.usage.controlPlaneUrl } : {}),
+      ...(opts.usage?.periodMs ? { usagePeriodMs: opts.usage.periodMs } : {}),
+      heartbeatPeriodMs: 10_000,
+      inventoryCheckMs: 2_000,
+    },
+  });
 }
