@@ -16,15 +16,19 @@ import {
 } from '../../contract/index.js';
 import type { ClusterState } from '../cluster-state.js';
 import type { ControlPlaneKube } from '../kube-client.js';
+import type { PodWithStatus } from '../placement/cluster-snapshot.js';
 import { capacityReasons, type FitContext } from '../placement/fit.js';
 import { type PlacementRequest, readPlacementRequest } from '../placement/placement-request.js';
 import type { AssignmentSigner } from '../signing-keys.js';
 import { Binder, type BinderConfig, type BindLedger, fitContextOf } from './binder.js';
 import {
+  type BindingArgs,
   bindingArgsSchema,
+  type ExtenderArgs,
   type ExtenderBindingResult,
   type ExtenderFilterResult,
   extenderArgsSchema,
+  type HostPriority,
   offeredNodeNames,
   podOf,
 } from './extender-api.js';
@@ -62,41 +66,17 @@ async function readJson(req: Request, what: string): Promise<unknown> {
   }
 }
 
-function parseWith<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
-  const r = schema.safeParse(value);
+/** The request's JSON body checked against `schema`; a ValidationError (400) names what is wrong. */
+async function readArgs<T>(req: Request, schema: z.ZodType<T>, what: string): Promise<T> {
+  const r = schema.safeParse(await readJson(req, what));
   if (!r.success) throw new ValidationError(fieldErrorsFromZod(r.error.issues), what);
   return r.data;
 }
 
 export function extenderRoutes(deps: ExtenderDeps): Hono {
-  const { config, state, metrics } = deps;
-  const binder = new Binder(deps);
-  const quantity = config.quantity;
-  let eventSeq = 0;
-  const lastUnschedulableEvent = new Map<string, number>();
-  // Filter and prioritize of one scheduling cycle see the same snapshot: prioritize reuses filter's work.
-  let memo: { uid: string; outcome: FilterOutcome } | undefined;
-
-  const fitContext = (): FitContext => fitContextOf(config, deps.clock());
-
-  const recordEvent = (
-    pod: { namespace: string; name: string; uid?: string },
-    reason: EventReason,
-    message: string,
-  ) => {
-    const now = deps.clock();
-    eventSeq += 1;
-    const event = podEvent(pod, reason, message, {
-      component: EXTENDER_COMPONENT,
-      host: config.instanceId,
-      now,
-      nameSuffix: `${now.getTime().toString(36)}.${config.instanceId}.${eventSeq}`,
-    });
-    deps.kube.createEvent(pod.namespace, event).catch((err) => deps.log?.('event not recorded', { err }));
-  };
-
+  const verbs = new ExtenderVerbs(deps);
   const timed = async <T>(verb: string, fn: () => Promise<T>): Promise<T> => {
-    const end = metrics.requestSeconds.startTimer({ verb });
+    const end = deps.metrics.requestSeconds.startTimer({ verb });
     try {
       return await fn();
     } finally {
@@ -105,131 +85,167 @@ export function extenderRoutes(deps: ExtenderDeps): Hono {
   };
 
   const app = new Hono();
-
   app.post('/filter', (c) =>
-    timed('filter', async () => {
-      const args = parseWith(
-        extenderArgsSchema,
-        await readJson(c.req.raw, 'extender filter args'),
-        'extender filter args',
-      );
-      const names = offeredNodeNames(args);
-      const pod = podOf(args);
-      const result: ExtenderFilterResult = {
-        Nodes: null,
-        NodeNames: [],
-        FailedNodes: {},
-        FailedAndUnresolvableNodes: {},
-        Error: '',
-      };
-      if (!requestsGpu(pod, quantity.names)) {
-        result.NodeNames = names;
-        return c.json(result);
-      }
-      const ref = {
-        namespace: pod.metadata?.namespace ?? 'default',
-        name: pod.metadata?.name ?? '',
-        uid: pod.metadata?.uid ?? '',
-      };
-      let req: PlacementRequest;
-      try {
-        req = readPlacementRequest(pod, quantity, config.defaultPlacement);
-      } catch (err) {
-        if (!(err instanceof ValidationError)) throw err;
-        for (const n of names) result.FailedAndUnresolvableNodes[n] = err.message;
-        return c.json(result);
-      }
-      const outcome = filterNodes(req, state.snapshot(), names, fitContext());
-      memo = { uid: req.podUid, outcome };
-      result.NodeNames = outcome.feasible;
-      // Every refusal is unresolvable for kube-scheduler: this extender does not take part in
-      // preemption, so evicting pods the scheduler picks would not free the GPU capacity it lacks.
-      const byReason = new Map<string, number>();
-      for (const [node, r] of outcome.refused) {
-        result.FailedAndUnresolvableNodes[node] = r.message;
-        byReason.set(r.reason, (byReason.get(r.reason) ?? 0) + 1);
-      }
-      for (const [reason, n] of byReason) metrics.nodeRefusals.inc({ reason }, n);
-      if (outcome.feasible.length === 0 && names.length > 0) {
-        metrics.podsUnschedulable.inc();
-        if ([...outcome.refused.values()].some((r) => capacityReasons.has(r.reason)) && ref.uid) {
-          deps.nudger?.rememberRefused(ref);
-        }
-        const nowMs = deps.clock().getTime();
-        const last = lastUnschedulableEvent.get(ref.uid) ?? Number.NEGATIVE_INFINITY;
-        if (nowMs - last >= (config.eventIntervalMs ?? 30_000)) {
-          lastUnschedulableEvent.set(ref.uid, nowMs);
-          if (lastUnschedulableEvent.size > 10_000) lastUnschedulableEvent.clear();
-          recordEvent(ref, eventReasons.unschedulable, summarizeRefusals(names.length, outcome.refused));
-        }
-      }
-      return c.json(result);
-    }),
+    timed('filter', async () =>
+      c.json(verbs.filter(await readArgs(c.req.raw, extenderArgsSchema, 'extender filter args'))),
+    ),
   );
-
   app.post('/prioritize', (c) =>
-    timed('prioritize', async () => {
-      const args = parseWith(
-        extenderArgsSchema,
-        await readJson(c.req.raw, 'extender prioritize args'),
-        'extender prioritize args',
-      );
-      const names = offeredNodeNames(args);
-      const pod = podOf(args);
-      if (!requestsGpu(pod, quantity.names)) return c.json(names.map((Host) => ({ Host, Score: 0 })));
-      let req: PlacementRequest;
-      try {
-        req = readPlacementRequest(pod, quantity, config.defaultPlacement);
-      } catch (err) {
-        if (err instanceof ValidationError) return c.json(names.map((Host) => ({ Host, Score: 0 })));
-        throw err;
-      }
-      const snapshot = state.snapshot();
-      const outcome =
-        memo && memo.uid === req.podUid && memo.outcome.version === snapshot.version && coversNodes(memo.outcome, names)
-          ? memo.outcome
-          : filterNodes(req, snapshot, names, fitContext());
-      return c.json(prioritizeNodes(names, outcome));
-    }),
+    timed('prioritize', async () =>
+      c.json(verbs.prioritize(await readArgs(c.req.raw, extenderArgsSchema, 'extender prioritize args'))),
+    ),
   );
-
   app.post('/bind', (c) =>
-    timed('bind', async () => {
-      const args = parseWith(
-        bindingArgsSchema,
-        await readJson(c.req.raw, 'extender binding args'),
-        'extender binding args',
-      );
-      const ref = { namespace: args.PodNamespace, name: args.PodName, uid: args.PodUID };
-      const result: ExtenderBindingResult = { Error: '' };
-      try {
-        const out = await binder.bind(args);
-        metrics.binds.inc({ result: 'bound' });
-        deps.nudger?.forget(args.PodUID);
-        lastUnschedulableEvent.delete(args.PodUID);
-        if (!out.reused) recordEvent(ref, eventReasons.bound, `bound to ${out.node} on ${out.cards.join(', ')}`);
-      } catch (err) {
-        const code = err instanceof VcudaError ? err.code : 'internal';
-        const isConflict = code === 'capacity-conflict' || code === 'quota-exceeded' || code === 'conflict';
-        metrics.binds.inc({ result: isConflict ? 'conflict' : 'error' });
-        if (isConflict) metrics.bindConflicts.inc({ code });
-        const message = err instanceof Error ? err.message : String(err);
-        deps.log?.('bind failed', { pod: `${ref.namespace}/${ref.name}`, node: args.Node, code, message });
-        recordEvent(ref, isConflict ? eventReasons.bindConflict : eventReasons.unschedulable, message);
-        // kube-scheduler reads a non-empty Error as a failed bind and retries the pod.
-        result.Error = message;
-      }
-      return c.json(result);
-    }),
+    timed('bind', async () =>
+      c.json(await verbs.bind(await readArgs(c.req.raw, bindingArgsSchema, 'extender binding args'))),
+    ),
   );
-
   app.onError((err, c) => {
     if (err instanceof ValidationError) return c.json({ Error: err.message }, 400);
     deps.log?.('extender error', { err });
     return c.json({ Error: 'internal error' }, 500);
   });
-
   return app;
+}
+
+type PodRef = { namespace: string; name: string; uid: string };
+
+/** The three verbs over one replica's state: the binder, the filter memo and the Event pacing. */
+class ExtenderVerbs {
+  private readonly binder: Binder;
+  private eventSeq = 0;
+  private readonly lastUnschedulableEvent = new Map<string, number>();
+  // Filter and prioritize of one scheduling cycle see the same snapshot: prioritize reuses filter's work.
+  private memo: { uid: string; outcome: FilterOutcome } | undefined;
+
+  constructor(private readonly deps: ExtenderDeps) {
+    this.binder = new Binder(deps);
+  }
+
+  filter(args: ExtenderArgs): ExtenderFilterResult {
+    const names = offeredNodeNames(args);
+    const pod = podOf(args);
+    const result: ExtenderFilterResult = {
+      Nodes: null,
+      NodeNames: [],
+      FailedNodes: {},
+      FailedAndUnresolvableNodes: {},
+      Error: '',
+    };
+    if (!requestsGpu(pod, this.deps.config.quantity.names)) {
+      result.NodeNames = names;
+      return result;
+    }
+    const req = this.readRequest(pod);
+    if (req instanceof ValidationError) {
+      for (const n of names) result.FailedAndUnresolvableNodes[n] = req.message;
+      return result;
+    }
+    const outcome = filterNodes(req, this.deps.state.snapshot(), names, this.fitContext());
+    this.memo = { uid: req.podUid, outcome };
+    result.NodeNames = outcome.feasible;
+    // Every refusal is unresolvable for kube-scheduler: this extender does not take part in
+    // preemption, so evicting pods the scheduler picks would not free the GPU capacity it lacks.
+    const byReason = new Map<string, number>();
+    for (const [node, r] of outcome.refused) {
+      result.FailedAndUnresolvableNodes[node] = r.message;
+      byReason.set(r.reason, (byReason.get(r.reason) ?? 0) + 1);
+    }
+    for (const [reason, n] of byReason) this.deps.metrics.nodeRefusals.inc({ reason }, n);
+    if (outcome.feasible.length === 0 && names.length > 0) this.noteUnschedulable(podRefOf(pod), names, outcome);
+    return result;
+  }
+
+  prioritize(args: ExtenderArgs): HostPriority[] {
+    const names = offeredNodeNames(args);
+    const pod = podOf(args);
+    const req = requestsGpu(pod, this.deps.config.quantity.names) ? this.readRequest(pod) : undefined;
+    if (!req || req instanceof ValidationError) return names.map((Host) => ({ Host, Score: 0 }));
+    const snapshot = this.deps.state.snapshot();
+    const memo = this.memo;
+    const outcome =
+      memo && memo.uid === req.podUid && memo.outcome.version === snapshot.version && coversNodes(memo.outcome, names)
+        ? memo.outcome
+        : filterNodes(req, snapshot, names, this.fitContext());
+    return prioritizeNodes(names, outcome);
+  }
+
+  async bind(args: BindingArgs): Promise<ExtenderBindingResult> {
+    const { metrics } = this.deps;
+    const ref = { namespace: args.PodNamespace, name: args.PodName, uid: args.PodUID };
+    try {
+      const out = await this.binder.bind(args);
+      metrics.binds.inc({ result: 'bound' });
+      this.deps.nudger?.forget(args.PodUID);
+      this.lastUnschedulableEvent.delete(args.PodUID);
+      if (!out.reused) this.recordEvent(ref, eventReasons.bound, `bound to ${out.node} on ${out.cards.join(', ')}`);
+      return { Error: '' };
+    } catch (err) {
+      const code = err instanceof VcudaError ? err.code : 'internal';
+      const isConflict = code === 'capacity-conflict' || code === 'quota-exceeded' || code === 'conflict';
+      metrics.binds.inc({ result: isConflict ? 'conflict' : 'error' });
+      if (isConflict) metrics.bindConflicts.inc({ code });
+      const message = err instanceof Error ? err.message : String(err);
+      this.deps.log?.('bind failed', { pod: `${ref.namespace}/${ref.name}`, node: args.Node, code, message });
+      this.recordEvent(ref, isConflict ? eventReasons.bindConflict : eventReasons.unschedulable, message);
+      // kube-scheduler reads a non-empty Error as a failed bind and retries the pod.
+      return { Error: message };
+    }
+  }
+
+  private fitContext(): FitContext {
+    return fitContextOf(this.deps.config, this.deps.clock());
+  }
+
+  /** The pod's placement request, or why it cannot be read (a refusal, not a failed request). */
+  private readRequest(pod: PodWithStatus): PlacementRequest | ValidationError {
+    const { config } = this.deps;
+    try {
+      return readPlacementRequest(pod, config.quantity, config.defaultPlacement);
+    } catch (err) {
+      if (err instanceof ValidationError) return err;
+      throw err;
+    }
+  }
+
+  /**
+   * A pod no node can take: counted, remembered for a nudge when capacity is what it lacks, and
+   * told in an Event at most once per `eventIntervalMs`.
+   */
+  private noteUnschedulable(ref: PodRef, names: string[], outcome: FilterOutcome): void {
+    const { config, metrics } = this.deps;
+    metrics.podsUnschedulable.inc();
+    if ([...outcome.refused.values()].some((r) => capacityReasons.has(r.reason)) && ref.uid) {
+      this.deps.nudger?.rememberRefused(ref);
+    }
+    const nowMs = this.deps.clock().getTime();
+    const last = this.lastUnschedulableEvent.get(ref.uid) ?? Number.NEGATIVE_INFINITY;
+    if (nowMs - last < (config.eventIntervalMs ?? 30_000)) return;
+    this.lastUnschedulableEvent.set(ref.uid, nowMs);
+    if (this.lastUnschedulableEvent.size > 10_000) this.lastUnschedulableEvent.clear();
+    this.recordEvent(ref, eventReasons.unschedulable, summarizeRefusals(names.length, outcome.refused));
+  }
+
+  private recordEvent(pod: { namespace: string; name: string; uid?: string }, reason: EventReason, message: string) {
+    const { config } = this.deps;
+    const now = this.deps.clock();
+    this.eventSeq += 1;
+    const event = podEvent(pod, reason, message, {
+      component: EXTENDER_COMPONENT,
+      host: config.instanceId,
+      now,
+      nameSuffix: `${now.getTime().toString(36)}.${config.instanceId}.${this.eventSeq}`,
+    });
+    this.deps.kube.createEvent(pod.namespace, event).catch((err) => this.deps.log?.('event not recorded', { err }));
+  }
+}
+
+function podRefOf(pod: PodWithStatus): PodRef {
+  return {
+    namespace: pod.metadata?.namespace ?? 'default',
+    name: pod.metadata?.name ?? '',
+    uid: pod.metadata?.uid ?? '',
+  };
 }
 
 export type { BindLedger, ClusterState, ControlPlaneKube };
