@@ -192,23 +192,53 @@ export function withInitialOverview(page: string, overview: Overview | undefined
 }
 
 export function dashboardRoutes(deps: DashboardDeps): Hono {
-  const page = asset('index.html');
-  const script = asset('app.js');
-  const style = asset('app.css');
   const loader = createOverviewLoader(deps);
   const defaultWindowMs = deps.reportWindowMs ?? 24 * HOUR_MS;
-  const intervalMs = deps.streamIntervalMs ?? 2000;
-  const reportPushMs = deps.reportPushMs ?? 30_000;
-  const maxStreams = deps.maxStreams ?? 64;
   const loadTimeoutMs = deps.loadTimeoutMs ?? 10_000;
   // A silent ledger gets the page a 503 or a failure event (shown as reconnecting), not a hang.
   const loadInTime = (request: OverviewRequest) =>
     withDeadline(loader.load(request), loadTimeoutMs, 'dashboard overview');
-  let openStreams = 0;
+  const slots = streamSlots(deps.maxStreams ?? 64);
+  const pacing: PushPacing = {
+    clock: deps.clock,
+    intervalMs: deps.streamIntervalMs ?? 2000,
+    reportPushMs: deps.reportPushMs ?? 30_000,
+  };
 
-  const favicon = asset('favicon.svg');
   const app = new Hono();
-  // The first state comes with the page, so it paints without the stream (screenshots, slow proxies).
+  servePage(app, loader, defaultWindowMs);
+  app.get('/ui/overview', async (c) => {
+    const overview = await loadInTime(await parseRequest(c.req.query(), defaultWindowMs, loader));
+    return c.json(overview, 200, { 'cache-control': 'no-store' });
+  });
+  app.get('/ui/stream', async (c) => {
+    const request = await parseRequest(c.req.query(), defaultWindowMs, loader);
+    const release = slots.take();
+    if (!release) {
+      const message = `${slots.open()} dashboard streams are open, the most this replica serves; retry later`;
+      return c.json({ error: { code: 'unavailable', message } }, 503, {
+        'retry-after': String(STREAM_RETRY_AFTER_S),
+      });
+    }
+    return streamSSE(c, async (stream) => {
+      // A closed page frees its slot at once, not at the loop's next turn.
+      stream.onAbort(release);
+      try {
+        await pushOverviews(stream, () => loadInTime(request), pacing);
+      } finally {
+        release();
+      }
+    });
+  });
+  return app;
+}
+
+/** The page and its assets, read once; the first state comes with the page, so it paints without the stream. */
+function servePage(app: Hono, loader: OverviewLoader, defaultWindowMs: number): void {
+  const page = asset('index.html');
+  const script = asset('app.js');
+  const style = asset('app.css');
+  const favicon = asset('favicon.svg');
   app.get('/', async (c) => {
     // A late or failing ledger costs only the first paint: the page comes empty and the stream fills it.
     const initial = await withDeadline(
@@ -225,59 +255,60 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
     c.body(script, 200, { ...securityHeaders, 'content-type': 'text/javascript; charset=utf-8' }),
   );
   app.get('/ui/app.css', (c) => c.body(style, 200, { ...securityHeaders, 'content-type': 'text/css; charset=utf-8' }));
-  app.get('/ui/overview', async (c) => {
-    const overview = await loadInTime(await parseRequest(c.req.query(), defaultWindowMs, loader));
-    return c.json(overview, 200, { 'cache-control': 'no-store' });
-  });
-  app.get('/ui/stream', async (c) => {
-    const request = await parseRequest(c.req.query(), defaultWindowMs, loader);
-    if (openStreams >= maxStreams) {
-      const message = `${openStreams} dashboard streams are open, the most this replica serves; retry later`;
-      return c.json({ error: { code: 'unavailable', message } }, 503, {
-        'retry-after': String(STREAM_RETRY_AFTER_S),
-      });
-    }
-    openStreams += 1;
-    let isCounted = true;
-    const release = () => {
-      if (isCounted) openStreams -= 1;
-      isCounted = false;
-    };
-    return streamSSE(c, async (stream) => {
-      // A closed page frees its slot at once, not at the loop's next turn.
-      stream.onAbort(release);
-      try {
-        await pushOverviews(stream, request);
-      } finally {
-        release();
-      }
-    });
-  });
+}
 
-  async function pushOverviews(stream: SSEStreamingApi, request: OverviewRequest): Promise<void> {
-    let last = { now: '', reports: '' };
-    let lastPushMs = Number.NEGATIVE_INFINITY;
-    let id = 0;
-    while (!stream.aborted && !stream.closed) {
-      try {
-        const overview = await loadInTime(request);
-        const print = fingerprints(overview);
-        const nowMs = deps.clock().getTime();
-        const reportsDue = print.reports !== last.reports && nowMs - lastPushMs >= reportPushMs;
-        if (print.now !== last.now || reportsDue) {
-          last = print;
-          lastPushMs = nowMs;
-          await stream.writeSSE({ event: 'overview', id: String(++id), data: JSON.stringify(overview) });
-        } else {
-          // A comment line keeps proxies from closing an idle stream.
-          await stream.write(': unchanged\n\n');
-        }
-      } catch (err) {
-        // The viewer is told why this tick has no overview; the next tick tries again.
-        await stream.writeSSE({ event: 'failure', data: JSON.stringify({ message: String(err) }) });
+/** At most `max` streams open at once; a slot's release counts once however often it is called. */
+function streamSlots(max: number): { open(): number; take(): (() => void) | undefined } {
+  let open = 0;
+  return {
+    open: () => open,
+    take: () => {
+      if (open >= max) return undefined;
+      open += 1;
+      let isCounted = true;
+      return () => {
+        if (isCounted) open -= 1;
+        isCounted = false;
+      };
+    },
+  };
+}
+
+type PushPacing = {
+  clock: () => Date;
+  /** How often the stream looks for changes. */
+  intervalMs: number;
+  /** A change of the reports alone is pushed at most this often. */
+  reportPushMs: number;
+};
+
+/** Until the viewer leaves: an `overview` event when the numbers changed, else a keep-alive comment. */
+async function pushOverviews(
+  stream: SSEStreamingApi,
+  load: () => Promise<Overview>,
+  pacing: PushPacing,
+): Promise<void> {
+  let last = { now: '', reports: '' };
+  let lastPushMs = Number.NEGATIVE_INFINITY;
+  let id = 0;
+  while (!stream.aborted && !stream.closed) {
+    try {
+      const overview = await load();
+      const print = fingerprints(overview);
+      const nowMs = pacing.clock().getTime();
+      const reportsDue = print.reports !== last.reports && nowMs - lastPushMs >= pacing.reportPushMs;
+      if (print.now !== last.now || reportsDue) {
+        last = print;
+        lastPushMs = nowMs;
+        await stream.writeSSE({ event: 'overview', id: String(++id), data: JSON.stringify(overview) });
+      } else {
+        // A comment line keeps proxies from closing an idle stream.
+        await stream.write(': unchanged\n\n');
       }
-      await stream.sleep(intervalMs);
+    } catch (err) {
+      // The viewer is told why this tick has no overview; the next tick tries again.
+      await stream.writeSSE({ event: 'failure', data: JSON.stringify({ message: String(err) }) });
     }
+    await stream.sleep(pacing.intervalMs);
   }
-  return app;
 }
