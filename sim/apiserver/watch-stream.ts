@@ -7,6 +7,7 @@
  * one-row Table, as kube-apiserver sends to `kubectl get -w`.
  */
 import type { ServerResponse } from 'node:http';
+import { gone } from './api-status.js';
 import type { Change, ObjectStore } from './object-store.js';
 import { apiVersionOf, type ResourceType, typeKey } from './resource-registry.js';
 import type { KubeObject, Matcher } from './selectors.js';
@@ -125,19 +126,10 @@ function backlogOf(
   return changes?.map(translate).filter((l): l is Line => l !== undefined);
 }
 
+/** kube-apiserver's answer to a resourceVersion the change log no longer reaches: 410 Expired. */
 function expiredEvent(rv: string | undefined, store: ObjectStore): Line {
-  return {
-    type: 'ERROR',
-    object: {
-      kind: 'Status',
-      apiVersion: 'v1',
-      metadata: {},
-      status: 'Failure',
-      message: `too old resource version: ${rv} (${store.oldestResumableRevision()})`,
-      reason: 'Expired',
-      code: 410,
-    },
-  };
+  const message = `too old resource version: ${rv} (${store.oldestResumableRevision()})`;
+  return { type: 'ERROR', object: gone(message).status };
 }
 
 /** A BOOKMARK with the store's revision every `bookmarkIntervalMs`. */
