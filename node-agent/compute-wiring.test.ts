@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { regionDeviceOffset } from '../contract/region-layout.js';
-import { type Harness, NODE, startHarness } from '../test/support/node-agent/agent-harness.js';
+import { type Harness, runPod, startHarness } from '../test/support/node-agent/agent-harness.js';
 import { GpuPodBuilder } from '../test/support/node-agent/gpu-pod.js';
 import { readRegionUsage } from './limits/region-file.js';
 
@@ -31,19 +31,7 @@ describe('compute feedback wiring', () => {
     await h.kubelet.waitFor(() => h?.kubelet.devices(h.names.core).length === 200, 'plugins');
     const card0 = h.agent.health.list()[0]?.uuid as string;
     const pod = new GpuPodBuilder(h.names, 'cmp', UID).container('main', 30, 100).container('side', 20, 100);
-    await h.bind(pod, [[card0], [card0]]);
-    await h.kubelet.admitPod(pod.kubelet(false));
-    // The kubelet reports the runtime ids once the containers run.
-    const running = pod.onNode(NODE).obj();
-    running.metadata = h.cluster.get('default', 'cmp')?.metadata ?? null;
-    running.status = {
-      phase: 'Running',
-      containerStatuses: [
-        { name: 'main', containerID: `containerd://${MAIN_ID}` },
-        { name: 'side', containerID: `containerd://${SIDE_ID}` },
-      ],
-    };
-    h.cluster.put(running);
+    await runPod(h, pod, [[card0], [card0]], { main: MAIN_ID, side: SIDE_ID });
     fakeProcess(4242, MAIN_ID);
     fakeProcess(4343, SIDE_ID);
     const t0 = h.nowMs.value * 1000;

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { REGION_FILE_SIZE, regionPidMap } from '../../contract/region-layout.js';
-import { type Harness, NODE, startHarness } from '../../test/support/node-agent/agent-harness.js';
+import { type Harness, runPod, startHarness } from '../../test/support/node-agent/agent-harness.js';
 import { GpuPodBuilder } from '../../test/support/node-agent/gpu-pod.js';
 
 const root = mkdtempSync(join(tmpdir(), 'vcuda-host-pids-'));
@@ -57,18 +57,7 @@ describe('host-pid map wiring', () => {
     await h.kubelet.waitFor(() => h?.kubelet.devices(h.names.core).length === 200, 'plugins');
     const card0 = h.agent.health.list()[0]?.uuid as string;
     const pod = new GpuPodBuilder(h.names, 'pidns', UID).container('main', 30, 100).container('side', 20, 100);
-    await h.bind(pod, [[card0], [card0]]);
-    await h.kubelet.admitPod(pod.kubelet(false));
-    const running = pod.onNode(NODE).obj();
-    running.metadata = h.cluster.get('default', 'pidns')?.metadata ?? null;
-    running.status = {
-      phase: 'Running',
-      containerStatuses: [
-        { name: 'main', containerID: `containerd://${MAIN_ID}` },
-        { name: 'side', containerID: `containerd://${SIDE_ID}` },
-      ],
-    };
-    h.cluster.put(running);
+    await runPod(h, pod, [[card0], [card0]], { main: MAIN_ID, side: SIDE_ID });
     fakeProcess(5101, MAIN_ID, 1, 900);
     fakeProcess(5102, MAIN_ID, 12, 950);
     fakeProcess(5201, SIDE_ID, 1, 990);

@@ -185,3 +185,24 @@ export async function startHarness(
   };
   return h;
 }
+
+/**
+ * Binds the pod to `cards`, admits it on the kubelet, and reports it Running with these
+ * container runtime ids, as the kubelet does once its containers run.
+ */
+export async function runPod(
+  h: Harness,
+  pod: GpuPodBuilder,
+  cards: string[][],
+  containerIds: Record<string, string>,
+): Promise<void> {
+  await h.bind(pod, cards);
+  await h.kubelet.admitPod(pod.kubelet(false));
+  const running = pod.onNode(NODE).obj();
+  running.metadata = h.cluster.get(pod.namespace, pod.name)?.metadata ?? null;
+  running.status = {
+    phase: 'Running',
+    containerStatuses: Object.entries(containerIds).map(([name, id]) => ({ name, containerID: `containerd://${id}` })),
+  };
+  h.cluster.put(running);
+}
