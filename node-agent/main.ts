@@ -10,7 +10,7 @@ import { createAgentHttp } from './http.js';
 import { jwksFromFile } from './kube-adapters.js';
 import { NvmlGpuSource } from './nvml/nvml-gpu-source.js';
 import { HttpUsageSink, tokenFromFile } from './usage.js';
-import { startWiredAgent, type WiredAgent } from './wiring.js';
+import { agentLogOf, startWiredAgent, type WiredAgent } from './wiring.js';
 
 export type RunOptions = {
   configFile?: string;
@@ -25,11 +25,7 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
     flags: opts.flags ?? {},
   });
   const logger = pino({ name: 'vcuda-node-agent', level: config.logLevel });
-  const log = {
-    info: (m: string) => logger.info(m),
-    warn: (m: string) => logger.warn(m),
-    error: (m: string) => logger.error(m),
-  };
+  const log = agentLogOf(logger);
   const kc = new k8s.KubeConfig();
   kc.loadFromDefault();
   const gpu = new NvmlGpuSource({ libraryPath: config.paths.nvmlLibrary, sysfsRoot: config.paths.sysfsRoot });

@@ -14,6 +14,7 @@ import type { RunningControlPlane } from '../control-plane/server.js';
 import { JWKS_CONFIGMAP_KEY, JWKS_CONFIGMAP_NAME } from '../control-plane/signing-keys.js';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { createQuotaAdmin } from '../db/quotas.js';
+import { agentLogOf } from '../node-agent/wiring.js';
 import { type SimApiServer, startApiServer } from './apiserver/api-server.js';
 import type { UserInfo } from './apiserver/resource-handlers.js';
 import { type ClusterSpec, DEFAULT_CLUSTER, expandNodes } from './cluster-spec.js';
@@ -144,7 +145,7 @@ async function bootCluster(
     jwks: publishedJwks(client, replicas),
     // The Service's URL is known before the replicas start; reports fail (logged) until then.
     usage: { controlPlaneUrl: url, ...(opts.usageReportMs ? { periodMs: opts.usageReportMs } : {}) },
-    log: lineLog(logger),
+    log: agentLogOf(logger),
   });
   closers.push(async () => {
     for (const n of nodes) await n.close();
@@ -176,15 +177,6 @@ async function bootCluster(
     replicas: list,
     killReplica: stop,
     startReplica: start,
-  };
-}
-
-/** The `{ info, warn, error }` of plain lines the nodes log through. */
-function lineLog(logger: Logger): SimNodeOptions['log'] {
-  return {
-    info: (m: string) => logger.info(m),
-    warn: (m: string) => logger.warn(m),
-    error: (m: string) => logger.error(m),
   };
 }
 

@@ -9,7 +9,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JSONWebKeySet } from 'jose';
-import type { NodeAgent } from '../../node-agent/agent.js';
+import type { AgentLog, NodeAgent } from '../../node-agent/agent.js';
 import { type NodeAgentConfig, parseConfig } from '../../node-agent/config.js';
 import { HttpUsageSink } from '../../node-agent/usage.js';
 import { startWiredAgent, type WiredAgent } from '../../node-agent/wiring.js';
@@ -35,7 +35,7 @@ export type SimNodeOptions = {
   jwks: () => Promise<JSONWebKeySet>;
   /** Where the agent reports usage (the control plane's Service), and how often; absent: not reported. */
   usage?: { controlPlaneUrl: string; periodMs?: number };
-  log: { info: (m: string) => void; warn: (m: string) => void; error: (m: string) => void };
+  log: AgentLog;
 };
 
 export type RunningSimNode = {

@@ -29,6 +29,7 @@ import { type RunningControlPlane, startControlPlane } from '../../control-plane
 import { JWKS_CONFIGMAP_KEY, JWKS_CONFIGMAP_NAME } from '../../control-plane/signing-keys.js';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
+import { agentLogOf } from '../../node-agent/wiring.js';
 import { type ClusterSpec, expandNodes } from '../../sim/cluster-spec.js';
 import { KubeClient } from '../../sim/kube-client.js';
 import { mountExtenderSecret, NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/local-cluster.js';
@@ -155,11 +156,7 @@ async function removeNotReadyTaint(client: KubeClient, name: string): Promise<vo
 export async function startRealCluster(spec: ClusterSpec): Promise<RealCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'vcuda-k8s-'));
   const logger = pino({ level: (process.env['VCUDA_TEST_LOG_LEVEL'] as 'info' | undefined) ?? 'silent' });
-  const log = {
-    info: (m: string) => logger.info(m),
-    warn: (m: string) => logger.warn(m),
-    error: (m: string) => logger.error(m),
-  };
+  const log = agentLogOf(logger);
   const closers: (() => Promise<unknown>)[] = [];
   const close = async () => {
     for (const c of closers.reverse()) await c().catch(() => undefined);
