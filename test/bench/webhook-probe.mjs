@@ -14,6 +14,7 @@
 import { subscribe } from 'node:diagnostics_channel';
 import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { getHeapStatistics } from 'node:v8';
 
 const SAMPLE_MS = 2;
 /** A sample interval in which the thread waited this long for a CPU counts as a stall. */
@@ -80,6 +81,7 @@ function startRecording() {
       processCpuMs: (cpu.user + cpu.system) / 1000,
       elu: performance.eventLoopUtilization(eluBefore).utilization,
       serverMs,
+      heapUsedMiB: getHeapStatistics().used_heap_size / 2 ** 20,
     };
   };
 }
