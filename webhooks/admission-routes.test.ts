@@ -236,6 +236,13 @@ describe('quota pre-check', () => {
     expect(events.map((e) => e.reason)).toEqual(['VcudaQuotaRefused']);
   });
 
+  it('takes a known answer (no promise, as the cache gives it) as is', async () => {
+    const { app } = build({ precheckQuota: () => ({ ok: false, message: 'namespace team-a is full' }) });
+    const { json } = await post(app, 'mutate', review(pod('p').share(30, 1024).obj()));
+    expect(json.response.allowed).toBe(false);
+    expect(json.response.status?.message).toBe('vcuda refused pod team-a/p: quota: namespace team-a is full');
+  });
+
   it('an unreachable ledger does not block admission: allowed with a warning', async () => {
     const { app, logs } = build({
       precheckQuota: async () => {

@@ -128,7 +128,8 @@ export function createAdmissionAnswerer(deps: AdmissionRoutesDeps): AdmissionAns
         core: usage.core,
         memoryMiB: usage.memoryMiB,
       });
-      const result = await withDeadline(check, timeoutMs, 'quota pre-check');
+      // A known answer (a cached "ok") needs no deadline: no timer, no race, per review.
+      const result = 'then' in check ? await withDeadline(check, timeoutMs, 'quota pre-check') : check;
       if (result.ok)
         return {
           ok: true as const,

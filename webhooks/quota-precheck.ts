@@ -5,14 +5,24 @@
  */
 import type { ContainerGpuRequest, PodGpuRequest } from '../contract/index.js';
 
-/** The ledger's pre-check, as the routes use it (structurally the ledger's `precheckQuota`). */
-export type QuotaPrecheck = (q: {
+export type QuotaQuery = {
   cluster: string;
   namespace: string;
   core: number;
   memoryMiB: number;
   gpuModel?: string;
-}) => Promise<{ ok: true } | { ok: false; message: string }>;
+};
+
+export type QuotaAnswer = { ok: true } | { ok: false; message: string };
+
+/** The ledger's pre-check (structurally the ledger's `precheckQuota`). */
+export type LedgerQuotaPrecheck = (q: QuotaQuery) => Promise<QuotaAnswer>;
+
+/**
+ * The pre-check as the routes use it: the ledger's, or one that answers at once, without a
+ * promise, when it already knows (a cached "ok").
+ */
+export type QuotaPrecheck = (q: QuotaQuery) => QuotaAnswer | Promise<QuotaAnswer>;
 
 export type PodQuotaUsage = {
   /** Hundredths of a card: a 30 share = 30, two whole cards = 200. */
@@ -54,37 +64,84 @@ export function measurePodQuotaUsage(request: PodGpuRequest): PodQuotaUsage {
 export type CachedPrecheckOptions = {
   /** How long an "ok" stays good for the same namespace and demand. */
   ttlMs: number;
+  /**
+   * How much longer a stale "ok" still answers, at once, while one refresh asks the ledger
+   * (default 0: past `ttlMs` every review waits for the ledger's new answer).
+   */
+  staleMs?: number;
   /** Distinct (namespace, demand) keys kept at most; the cache starts over past it. */
   maxEntries?: number;
   /** Monotonic milliseconds. */
   now?: () => number;
 };
 
+/** One ledger question: its answer, and the "ok" itself once it came, to answer without a promise. */
+type Entry = { at: number; answer: Promise<QuotaAnswer>; ok?: QuotaAnswer; refreshing?: boolean };
+
+function askLedger(precheck: LedgerQuotaPrecheck, q: QuotaQuery, at: number): Entry {
+  const entry: Entry = { at, answer: precheck(q) };
+  entry.answer.then(
+    (r) => {
+      if (r.ok) entry.ok = r;
+    },
+    () => undefined,
+  );
+  return entry;
+}
+
 /**
  * The pre-check for every GPU pod the API server creates, at most one ledger query per namespace
  * and demand per `ttlMs`: calls that arrive while one is in flight share its answer, and an "ok"
- * is reused until it is `ttlMs` old. A refusal is never reused (the next pod asks the ledger
- * again), so a stale answer can only admit a pod that the reservation at bind then judges.
+ * is reused, synchronously, until it is `ttlMs` old. Then the first call starts one refresh, and
+ * until it answers (for at most `staleMs` more) calls are still answered with the old "ok", so no
+ * review waits on a ledger round trip (or, on embedded PGlite, queues behind the query's CPU) while
+ * the answer is known. A refusal is never reused (the next pod asks the ledger again), and a
+ * refresh that refuses or fails ends the reuse: a stale answer can only admit a pod that the
+ * reservation at bind then judges, as any pre-check answer can.
  */
-export function cachedQuotaPrecheck(precheck: QuotaPrecheck, opts: CachedPrecheckOptions): QuotaPrecheck {
-  const { ttlMs, maxEntries = 4096, now = () => performance.now() } = opts;
-  type Entry = { at: number; answer: ReturnType<QuotaPrecheck> };
+export function cachedQuotaPrecheck(precheck: LedgerQuotaPrecheck, opts: CachedPrecheckOptions): QuotaPrecheck {
+  const { ttlMs, staleMs = 0, maxEntries = 4096, now = () => performance.now() } = opts;
   const entries = new Map<string, Entry>();
+  const forget = (key: string, entry: Entry) => {
+    if (entries.get(key) === entry) entries.delete(key);
+  };
+
+  function ask(key: string, q: QuotaQuery, at: number): Promise<QuotaAnswer> {
+    if (entries.size >= maxEntries) entries.clear();
+    const entry = askLedger(precheck, q, at);
+    entries.set(key, entry);
+    entry.answer.then(
+      (r) => {
+        if (!r.ok) forget(key, entry);
+      },
+      () => forget(key, entry),
+    );
+    return entry.answer;
+  }
+
+  // The stale entry keeps answering until its refresh does; an "ok" then takes its place.
+  function refresh(key: string, q: QuotaQuery, stale: Entry, at: number): void {
+    stale.refreshing = true;
+    const next = askLedger(precheck, q, at);
+    next.answer.then(
+      (r) => {
+        if (entries.get(key) !== stale) return;
+        if (r.ok) entries.set(key, next);
+        else entries.delete(key);
+      },
+      () => forget(key, stale),
+    );
+  }
+
   return (q) => {
     const key = `${q.cluster}\u0000${q.namespace}\u0000${q.core}\u0000${q.memoryMiB}\u0000${q.gpuModel ?? ''}`;
     const at = now();
     const hit = entries.get(key);
-    if (hit && at - hit.at < ttlMs) return hit.answer;
-    if (entries.size >= maxEntries) entries.clear();
-    const answer = precheck(q);
-    const entry = { at, answer };
-    entries.set(key, entry);
-    const forget = () => {
-      if (entries.get(key) === entry) entries.delete(key);
-    };
-    answer.then((r) => {
-      if (!r.ok) forget();
-    }, forget);
-    return answer;
+    if (hit && at - hit.at < ttlMs) return hit.ok ?? hit.answer;
+    if (hit?.ok && at - hit.at < ttlMs + staleMs) {
+      if (!hit.refreshing) refresh(key, q, hit, at);
+      return hit.ok;
+    }
+    return ask(key, q, at);
   };
 }

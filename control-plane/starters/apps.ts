@@ -33,6 +33,8 @@ import type { LedgerStore } from './ledger.js';
 /**
  * How long admission reuses the ledger's "ok" for the same namespace and demand: replicas of a
  * workload are created together, and each would otherwise cost a query. Refusals are not reused.
+ * Past it, the old "ok" answers while its refresh is in flight, for at most the pre-check's own
+ * deadline: a review that waited that long for the ledger would be admitted without the pre-check.
  */
 const PRECHECK_REUSE_MS = 1000;
 
@@ -61,7 +63,10 @@ export function admissionApps(
     maxBodyBytes: webhook.maxBodyBytes,
     observer: createAdmissionMetrics(deps.registry),
     logger: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m) },
-    precheckQuota: cachedQuotaPrecheck((q) => deps.store.ledger.precheckQuota(q), { ttlMs: PRECHECK_REUSE_MS }),
+    precheckQuota: cachedQuotaPrecheck((q) => deps.store.ledger.precheckQuota(q), {
+      ttlMs: PRECHECK_REUSE_MS,
+      staleMs: config.database.callTimeoutMs,
+    }),
     precheckTimeoutMs: config.database.callTimeoutMs,
     events: {
       record: (pod: PodRef, reason, message) =>

@@ -1,23 +1,43 @@
 /**
- * Admission latency on the production path under a steady offered load: the real control plane
- * (`startControlPlane`, as `vcuda control-plane` runs it: the HTTPS admission listener in front of
- * the app, the ledger's quota pre-check on every GPU pod, pino logging) answers the real 1.26
- * `share-30` AdmissionReview (about 6 KiB, with managedFields) POSTed over HTTPS keep-alive at a
- * fixed rate, open loop (each latency counts from the request's scheduled send time, so a stall
- * shows as the queue it causes). Twice: with the ledger on local PostgreSQL, and on embedded
- * PGlite (the local-mode default). The load generator is a separate Node process; the server's
- * process records its collector pauses and event-loop delay, and which slow requests overlapped a
- * pause, so the cause of a tail is visible. `VCUDA_BENCH_WEBHOOK_SECONDS` (default 10) sets the
- * measured phase.
+ * Admission latency on the production path under a steady offered load: the real
+ * `vcuda control-plane` process (its HTTPS admission listener, the ledger's quota pre-check on
+ * every GPU pod, pino to stdout) answers the real 1.26 `share-30` AdmissionReview (about 6 KiB,
+ * with managedFields) POSTed at a fixed rate, open loop, from a separate load-generator process
+ * that keeps its HTTPS keep-alive connections as kube-apiserver does (webhook-load-generator.mjs).
+ * With the ledger on local PostgreSQL and on embedded PGlite (the local-mode default), and, as the
+ * same run's ceiling, a trivial node:https server answering a constant (webhook-ceiling-server.mjs)
+ * under the same generator at the same rate: what TLS, HTTP and one Node thread cost on these
+ * cores before any admission logic. The three are measured in interleaved rounds, so a neighbour's
+ * burst on the shared machine lands on all of them alike.
+ *
+ * So that the cause of a tail is visible, each server process records (webhook-probe.mjs) its
+ * collector pauses, event-loop delay, its main thread's wait for a CPU (kernel run-queue time) and
+ * every request's server-side time; the generator records its own lateness and CPU waits; and the
+ * machine's CPU is split into server, generator, PostgreSQL and everything else. Each request
+ * slower than the target is set beside those intervals. A latency counts from when the request left
+ * the generator, queueing for a busy connection included (`p99_from_due_ms` counts from when it
+ * fell due, the generator's ~1 ms timer slack and its own stalls included).
+ * `VCUDA_BENCH_WEBHOOK_SECONDS` (default 10) sets each figure's measured time;
+ * `VCUDA_BENCH_WEBHOOK_CPU_PROF=DIR` writes the control planes' CPU profiles there (see
+ * cpu-profile-summary.ts).
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import {
+  closeSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { request } from 'node:https';
+import { cpus, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
-import { pino } from 'pino';
-import { loadControlPlaneConfig } from '../../control-plane/config.js';
-import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
+import { connect } from 'node:tls';
+import postgres from 'postgres';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
 import { migrate } from '../../db/migrate.js';
@@ -26,171 +46,523 @@ import { createTestDatabase, isPostgresReachable } from '../support/db/test-data
 import { atMost, type Benchmark, type Figure, freeLoopbackPort, percentile } from './harness.js';
 
 const RATE_PER_S = 2000;
-const WARMUP_MS = 2000;
+/** Each server's first warm-up (JIT, connections), then a short one before each of its rounds. */
+const FIRST_WARMUP_MS = 3000;
+const ROUND_WARMUP_MS = 1000;
+const ROUNDS = 2;
 const MEASURE_MS = Number(process.env.VCUDA_BENCH_WEBHOOK_SECONDS ?? 10) * 1000;
 const TARGET_P99_MS = 3;
 const CLUSTER = 'bench';
+const PATH = '/admission/mutate?timeout=5s';
+/** A revision (`VCUDA_BENCH_WEBHOOK_BASELINE=HEAD~1`) whose control plane on PostgreSQL joins the rounds (_baseline). */
+const BASELINE_REV = process.env.VCUDA_BENCH_WEBHOOK_BASELINE;
+/**
+ * A nice value (`VCUDA_BENCH_WEBHOOK_PRIORITY=-10`) for every thread of the servers and the
+ * generator once warm: an experiment on a shared machine, what the code holds when it gets the CPU
+ * it asks for ahead of the neighbours' work, as a pod's CPU request gets it on a node.
+ */
+const PRIORITY = process.env.VCUDA_BENCH_WEBHOOK_PRIORITY;
 
+type ProbeReport = {
+  elapsedMs: number;
+  gcPauses: [number, number, string][];
+  loopDelayMs: { p50: number; p99: number; max: number };
+  cpuWaits: [number, number, number][];
+  mainThreadCpuMs: number;
+  mainThreadWaitMs: number;
+  processCpuMs: number;
+  elu: number;
+  serverMs: number[];
+  heapUsedMiB: number;
+};
 type LoadResult = {
   latenciesMs: number[];
-  /** Requests over the target, as [scheduled, answered] epoch ms. */
-  slow: [number, number][];
+  lateMs: number[];
+  /** [sent, answered] epoch ms and how late the generator sent it. */
+  slow: [number, number, number][];
   errors: number;
-  /** Requests resent after the server closed an idle kept-alive connection under them. */
   retries: number;
-  offered: number;
+  sent: number;
   elapsedMs: number;
-  /** Busy share of the load generator's own thread. */
-  generatorElu: number;
+  connectionsOpened: number;
+  connections: number;
+  cpuWaits: [number, number, number][];
+  mainThreadWaitMs: number;
+  processCpuMs: number;
+  elu: number;
+  loopDelayMs: { p99: number; max: number };
 };
+/** Whole-machine counters over one measured round. */
+type MachineSample = { busyCores: number; postgresCores: number; cpuPressure: number; postgresXacts: number };
+
+/** `postgres`: its ledger is on the PostgreSQL database (whose transactions and CPU are counted). */
+type Server = { key: string; label: string; child: ChildProcess; port: number; postgres: boolean; logFile?: string };
+
+function onMessage<T>(child: ChildProcess, match: (m: unknown) => m is T): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const exited = (code: number | null) => reject(new Error(`${child.spawnargs.join(' ')} exited with ${code}`));
+    const listener = (m: unknown) => {
+      if (!match(m)) return;
+      child.off('message', listener);
+      child.off('exit', exited);
+      resolve(m);
+    };
+    child.on('message', listener);
+    child.once('exit', exited);
+  });
+}
+
+function startGenerator(root: string, bodies: string[]) {
+  const child = spawn(process.execPath, [join(root, 'test/bench/webhook-load-generator.mjs')], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  child.send({ cmd: 'init', bodies });
+  const isResult =
+    (id: string) =>
+    (m: unknown): m is { id: string; result: LoadResult } =>
+      (m as { id?: string }).id === id && 'result' in (m as object);
+  return {
+    target: (id: string, port: number, ca: string) => child.send({ cmd: 'target', id, port, ca, path: PATH }),
+    run: async (id: string, s: { durationMs: number; ratePerS?: number; concurrency?: number }) => {
+      const reply = onMessage(child, isResult(id));
+      child.send({ cmd: 'run', id, slowMs: TARGET_P99_MS, ...s });
+      return (await reply).result;
+    },
+    pid: child.pid,
+    stop: () => child.kill(),
+  };
+}
 
 /**
- * The load generator, in plain JavaScript run by a child `node -e` (its settings arrive over IPC),
- * so its CPU and collector are not the webhook's: only the machine's cores are shared.
+ * Every thread of the processes at `nice`, and their scheduling autogroup too (with autogroups, a
+ * thread's nice orders it only within its session's group, and each session's group gets an equal
+ * share of the cores). Returns what puts the autogroup back.
  */
-const LOAD_GENERATOR = `
-const tls = require('node:tls');
-process.once('message', (workerData) => {
-const { port, ca, path, bodies, durationMs, ratePerS, concurrency, slowMs } = workerData;
-// Open loop: ratePerS for durationMs. Closed loop (concurrency set): as fast as answers come back.
-const total = concurrency ? Infinity : Math.round((durationMs / 1000) * ratePerS);
-const interval = 1000 / ratePerS;
-const latenciesMs = [];
-let errors = 0, sent = 0, done = 0;
-const start = performance.now();
-const eluStart = performance.eventLoopUtilization();
-// A lean HTTP/1.1 client over TLS keep-alive, like the API server's pool (at most 64 connections,
-// one request in flight on each, the rest queued): node:https's ClientRequest and IncomingMessage
-// machinery cost this thread about as much CPU as the webhook itself, on the same 2 cores.
-const MAX_SOCKETS = 64;
-const requests = bodies.map((b) => {
-  const body = Buffer.from(b);
-  const head = 'POST ' + path + ' HTTP/1.1\\r\\nHost: 127.0.0.1:' + port +
-    '\\r\\nContent-Type: application/json\\r\\nContent-Length: ' + body.length + '\\r\\n\\r\\n';
-  return Buffer.concat([Buffer.from(head, 'latin1'), body]);
-});
-const sockets = [], idle = [], waiting = [];
-const CONTENT_LENGTH = /\\r\\ncontent-length: *(\\d+)/i;
-let retries = 0;
-// Requests slower than slowMs, as [scheduled, answered] in ms since the epoch, to set beside the
-// server's collector pauses.
-const slow = [];
-const settle = (socket, ok) => {
-  const now = performance.now();
-  const latency = now - socket.job.scheduledAt;
-  latenciesMs.push(latency);
-  if (latency > slowMs) slow.push([performance.timeOrigin + socket.job.scheduledAt, performance.timeOrigin + now]);
-  socket.job = undefined;
-  if (!ok) errors++;
-};
-const connect = () => {
-  const socket = tls.connect({ host: '127.0.0.1', port, ca, servername: 'localhost' });
-  socket.setNoDelay(true);
-  socket.pending = null;
-  sockets.push(socket);
-  socket.on('data', (chunk) => {
-    const buf = socket.pending ? Buffer.concat([socket.pending, chunk]) : chunk;
-    const end = buf.indexOf('\\r\\n\\r\\n');
-    const head = end < 0 ? '' : buf.toString('latin1', 0, end);
-    const length = Number(CONTENT_LENGTH.exec(head)?.[1] ?? 0);
-    if (end < 0 || buf.length < end + 4 + length) { socket.pending = buf; return; }
-    socket.pending = null;
-    socket.answered = true;
-    settle(socket, head.startsWith('HTTP/1.1 200') && buf.toString('utf8', end + 4, end + 4 + length).includes('"allowed":true'));
-    const next = waiting.shift();
-    if (next) dispatch(socket, next); else idle.push(socket);
-    finish();
-  });
-  const lost = () => {
-    const i = idle.indexOf(socket);
-    if (i >= 0) idle.splice(i, 1);
-    sockets.splice(sockets.indexOf(socket), 1);
-    if (socket.job === undefined) return;
-    // The server closed a kept-alive connection (its idle timeout) as the request went out, and
-    // nothing came back: resend once on another connection, as the API server's Go client does.
-    if (!socket.job.retried && socket.pending === null && socket.answered) {
-      const job = socket.job;
-      job.retried = true;
-      retries++;
-      socket.job = undefined;
-      return resend(job);
-    }
-    settle(socket, false);
-    finish();
+function prioritize(pids: readonly (number | undefined)[], nice: number): () => void {
+  for (const pid of pids) {
+    if (pid === undefined) continue;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) setPriority(Number(tid), nice);
+  }
+  const group = `/proc/${pids.find((p) => p !== undefined)}/autogroup`;
+  let before: string | undefined;
+  try {
+    before = /nice (-?\d+)/.exec(readFileSync(group, 'latin1'))?.[1];
+    writeFileSync(group, String(nice));
+  } catch {
+    return () => undefined;
+  }
+  return () => {
+    if (before !== undefined) writeFileSync(group, before);
   };
-  socket.once('close', lost);
-  socket.on('error', () => {});
-  return socket;
-};
-const dispatch = (socket, job) => { socket.job = job; socket.write(requests[job.index]); };
-const send = (scheduledAt, n) => resend({ scheduledAt, index: n % requests.length, retried: false });
-const resend = (job) => {
-  const socket = idle.pop() ?? (sockets.length < MAX_SOCKETS ? connect() : undefined);
-  if (socket) dispatch(socket, job); else waiting.push(job);
-};
-const finish = () => {
-  done++;
-  if (concurrency) {
-    if (performance.now() - start < durationMs) return send(performance.now(), sent++);
-    if (done < sent) return;
-  } else if (done < total) return;
-  for (const socket of [...sockets]) { socket.removeAllListeners('close'); socket.destroy(); }
-  process.send({ latenciesMs, slow, errors, retries, offered: sent, elapsedMs: performance.now() - start,
-    generatorElu: performance.eventLoopUtilization(eluStart).utilization }, () => process.exit(0));
-};
-// Timers fire about once a millisecond: send every request that is due, stamped with its due time.
-const tick = () => {
-  if (concurrency) {
-    for (; sent < concurrency; sent++) send(performance.now(), sent);
-    return;
-  }
-  const now = performance.now();
-  while (sent < total && start + sent * interval <= now) {
-    send(start + sent * interval, sent);
-    sent++;
-  }
-  if (sent < total) setTimeout(tick, 1);
-};
-tick();
-});
-`;
-
-type LoadSettings = {
-  port: number;
-  ca: string;
-  path: string;
-  bodies: string[];
-  durationMs: number;
-  ratePerS?: number;
-  concurrency?: number;
-};
-
-function runLoad(settings: LoadSettings): Promise<LoadResult> {
-  const child = spawn(process.execPath, ['-e', LOAD_GENERATOR], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  return new Promise<LoadResult>((resolve, reject) => {
-    child.once('message', (m) => resolve(m as LoadResult));
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`load generator exited with ${code} before reporting`)));
-    child.send({ ...settings, slowMs: TARGET_P99_MS });
-  }).finally(() => child.kill());
 }
 
-/** Collector pauses of this (the server's) process, as [start, end] epoch ms. */
-function watchGc(): { pauses: [number, number][]; stop: () => void } {
-  const pauses: [number, number][] = [];
-  const observer = new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) {
-      const start = performance.timeOrigin + e.startTime;
-      pauses.push([start, start + e.duration]);
-    }
+/** Starts recording in a server process; the returned function stops it and gives the report. */
+async function probe(server: Server): Promise<() => Promise<ProbeReport>> {
+  server.child.send({ probe: 'start' });
+  return async () => {
+    const isReport = (m: unknown): m is { report: ProbeReport } => (m as { probe?: string }).probe === 'report';
+    const reply = onMessage(server.child, isReport);
+    server.child.send({ probe: 'stop' });
+    return (await reply).report;
+  };
+}
+
+/** Resolves once a TLS handshake on the port succeeds (the control plane takes seconds to start). */
+async function waitForTls(port: number, ca: string, child: ChildProcess, timeoutMs = 90_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode} before listening`);
+    const up = await new Promise<boolean>((resolve) => {
+      const s = connect({ host: '127.0.0.1', port, ca, servername: 'localhost' }, () => {
+        s.end();
+        resolve(true);
+      });
+      s.once('error', () => resolve(false));
+    });
+    if (up) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`nothing answered TLS on port ${port} within ${timeoutMs} ms`);
+}
+
+/**
+ * The production build (`npm run build`, what the image runs: tsc's output, not tsx's on-the-fly
+ * transform) in a folder of its own inside the checkout, where it finds node_modules.
+ */
+function buildDist(root: string, rev?: string): string {
+  const out = mkdtempSync(join(root, '.vcuda', 'webhook-bench-dist-'));
+  if (!rev) {
+    execFileSync(process.execPath, [join(root, 'deploy/build-dist.mjs'), '--out', out], { stdio: 'inherit' });
+    return out;
+  }
+  // Another revision: its files beside this checkout's node_modules, built by its own script.
+  const src = `${out}-src`;
+  mkdirSync(src);
+  try {
+    execFileSync('sh', ['-c', 'git archive "$1" | tar -x -C "$2"', 'sh', rev, src], { cwd: root, stdio: 'inherit' });
+    symlinkSync(join(root, 'node_modules'), join(src, 'node_modules'));
+    execFileSync(process.execPath, [join(src, 'deploy/build-dist.mjs'), '--out', out], { stdio: 'inherit' });
+  } finally {
+    rmSync(src, { recursive: true, force: true });
+  }
+  return out;
+}
+
+/** `vcuda control-plane` as the image runs it, with the probe preloaded and pino's stdout in a file. */
+async function startControlPlaneProcess(
+  { root, dist, dir }: { root: string; dist: string; dir: string },
+  scenario: { key: string; label: string; database: Record<string, string> },
+  tls: { certFile: string; keyFile: string; caFile: string; ca: string },
+): Promise<Server> {
+  const httpsPort = await freeLoopbackPort();
+  const configFile = join(dir, `control-plane${scenario.key}.json`);
+  const config = {
+    host: '127.0.0.1',
+    port: 0,
+    httpsPort,
+    clusterName: CLUSTER,
+    extender: { port: 0 },
+    kube: { mode: 'none' },
+    signingKeys: { source: 'ephemeral' },
+    database: scenario.database,
+    webhook: { certificates: { mode: 'files', certFile: tls.certFile, keyFile: tls.keyFile, caFile: tls.caFile } },
+    logLevel: 'info',
+  };
+  writeFileSync(configFile, JSON.stringify(config));
+  const logFile = join(dir, `control-plane${scenario.key}.log`);
+  const out = openSync(logFile, 'a');
+  const profDir = process.env.VCUDA_BENCH_WEBHOOK_CPU_PROF;
+  const nodeArgs = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [];
+  const child = spawn(
+    process.execPath,
+    [
+      ...nodeArgs,
+      '--import',
+      join(root, 'test/bench/webhook-probe.mjs'),
+      join(dist, 'cli/main.js'),
+      'control-plane',
+      '--config',
+      configFile,
+    ],
+    { stdio: ['ignore', out, 'inherit', 'ipc'], env: { ...process.env, VCUDA_INSTANCE_ID: 'bench' } },
+  );
+  closeSync(out);
+  await waitForTls(httpsPort, tls.ca, child);
+  const postgres = scenario.database.url !== undefined;
+  return { key: scenario.key, label: scenario.label, child, port: httpsPort, postgres, logFile };
+}
+
+async function startCeilingServer(root: string, dir: string, answer: string): Promise<Server> {
+  const answerFile = join(dir, 'answer.json');
+  writeFileSync(answerFile, answer);
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      join(root, 'test/bench/webhook-probe.mjs'),
+      join(root, 'test/bench/webhook-ceiling-server.mjs'),
+      join(dir, 'tls.key'),
+      join(dir, 'tls.crt'),
+      answerFile,
+    ],
+    { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
+  );
+  const isPort = (m: unknown): m is { port: number } => typeof (m as { port?: number }).port === 'number';
+  const { port } = await onMessage(child, isPort);
+  const label = 'constant answer from a plain node:https server (ceiling)';
+  return { key: '_ceiling', label, child, port, postgres: false };
+}
+
+async function stopServer(server: Server): Promise<void> {
+  if (server.child.exitCode !== null) return;
+  const exited = new Promise((resolve) => server.child.once('exit', resolve));
+  server.child.kill('SIGTERM');
+  const timer = setTimeout(() => server.child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** One review POSTed with node:https: the control plane's real answer, which the ceiling then repeats. */
+function postOnce(port: number, ca: string, body: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: PATH,
+        method: 'POST',
+        ca,
+        servername: 'localhost',
+        headers: { 'content-type': 'application/json' },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          text += c;
+        });
+        res.on('end', () => (res.statusCode === 200 ? resolve(text) : reject(new Error(`${res.statusCode}: ${text}`))));
+      },
+    );
+    req.once('error', reject);
+    req.end(body);
   });
-  observer.observe({ entryTypes: ['gc'] });
-  return { pauses, stop: () => observer.disconnect() };
 }
 
-const overlaps = (a: [number, number], b: [number, number]) => a[0] < b[1] && b[0] < a[1];
+// Machine counters: /proc/stat's busy jiffies (steal included), every postgres process's CPU
+// (the server and every backend, other users' included), and the kernel's CPU pressure (the share
+// of time some runnable task waited for a core).
+const HZ = 100;
 
-type Scenario = { label: string; key: string; database: { url?: string }; db?: VcudaDb };
+/** Busy and all jiffies of every core so far. */
+function machineJiffies(): { busy: number; all: number } {
+  const f = (readFileSync('/proc/stat', 'latin1').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+  const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = f;
+  const busy = user + nice + system + irq + softirq + steal;
+  return { busy, all: busy + idle + iowait };
+}
+
+/** CPU jiffies of every postgres process now, by pid. */
+function postgresJiffies(): Map<string, number> {
+  const byPid = new Map<string, number>();
+  for (const pid of readdirPids()) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+      const close = stat.lastIndexOf(')');
+      if (stat.slice(stat.indexOf('(') + 1, close) !== 'postgres') continue;
+      const fields = stat.slice(close + 2).split(' ');
+      byPid.set(pid, Number(fields[11]) + Number(fields[12]));
+    } catch {
+      // The process ended between listing and reading.
+    }
+  }
+  return byPid;
+}
+
+/** What the postgres processes alive at the end used in between (a backend that ended is not counted). */
+function postgresJiffiesBetween(before: Map<string, number>, after: Map<string, number>): number {
+  let total = 0;
+  for (const [pid, jiffies] of after) {
+    const since = jiffies - (before.get(pid) ?? 0);
+    // Less than before: the pid was reused by a new backend, all of whose time is in between.
+    total += since >= 0 ? since : jiffies;
+  }
+  return total;
+}
+
+function readdirPids(): string[] {
+  return readdirSync('/proc').filter((n) => /^\d+$/.test(n));
+}
+
+function cpuPressureUs(): number {
+  try {
+    return Number(/some .*total=(\d+)/.exec(readFileSync('/proc/pressure/cpu', 'latin1'))?.[1] ?? Number.NaN);
+  } catch {
+    return Number.NaN;
+  }
+}
+
+async function machineCounters(sql: postgres.Sql | undefined, dbName: string) {
+  const xacts = sql
+    ? Number((await sql`select xact_commit + xact_rollback as n from pg_stat_database where datname = ${dbName}`)[0]?.n)
+    : 0;
+  return { at: performance.now(), cpu: machineJiffies(), pg: postgresJiffies(), psi: cpuPressureUs(), xacts };
+}
+
+function machineSample(
+  a: Awaited<ReturnType<typeof machineCounters>>,
+  b: Awaited<ReturnType<typeof machineCounters>>,
+): MachineSample {
+  const seconds = (b.at - a.at) / 1000;
+  return {
+    // The share of all cores' accounted time that was busy, as cores.
+    busyCores: (cpus().length * (b.cpu.busy - a.cpu.busy)) / Math.max(1, b.cpu.all - a.cpu.all),
+    postgresCores: postgresJiffiesBetween(a.pg, b.pg) / HZ / seconds,
+    cpuPressure: (b.psi - a.psi) / 1e6 / seconds,
+    // The counters' own query is one transaction.
+    postgresXacts: Math.max(0, b.xacts - a.xacts - 1),
+  };
+}
+
+type Round = { load: LoadResult; server: ProbeReport; machine: MachineSample; logLines: number };
+
+const countLines = (file: string | undefined) => (file ? readFileSync(file, 'latin1').split('\n').length - 1 : 0);
+
+async function measureRound(
+  gen: ReturnType<typeof startGenerator>,
+  server: Server,
+  pg: { sql: postgres.Sql; dbName: string },
+  durationMs: number,
+): Promise<Round> {
+  await gen.run(server.key, { durationMs: ROUND_WARMUP_MS, ratePerS: RATE_PER_S });
+  const sql = server.postgres ? pg.sql : undefined;
+  const linesBefore = countLines(server.logFile);
+  const before = await machineCounters(sql, pg.dbName);
+  const stopProbe = await probe(server);
+  const load = await gen.run(server.key, { durationMs, ratePerS: RATE_PER_S });
+  const report = await stopProbe();
+  const after = await machineCounters(sql, pg.dbName);
+  return {
+    load,
+    server: report,
+    machine: machineSample(before, after),
+    logLines: countLines(server.logFile) - linesBefore,
+  };
+}
+
+/** How much of [from, to] the intervals cover, each weighted by what it held (default: its length). */
+function overlapMs(from: number, to: number, intervals: readonly (readonly [number, number, ...unknown[]])[]): number {
+  let total = 0;
+  for (const i of intervals) {
+    const [a, b] = i;
+    const covered = Math.min(to, b) - Math.max(from, a);
+    if (covered <= 0) continue;
+    const weight = typeof i[2] === 'number' ? i[2] / Math.max(b - a, 1e-6) : 1;
+    total += covered * weight;
+  }
+  return total;
+}
+
+const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
+const mean = (xs: readonly number[]) => sum(xs) / Math.max(1, xs.length);
+const sorted = (xs: readonly number[]) => [...xs].sort((a, b) => a - b);
+
+/** A slow request is put down to what held it longest while it was out, when that was 1 ms or more. */
+const CAUSE_MIN_MS = 1;
+
+/**
+ * Why each request over the target was slow: of the server's collector pauses, the server
+ * thread's wait for a CPU and the generator thread's wait for a CPU (which reads the answer late)
+ * within the request's time, the largest; none of them reaching 1 ms leaves the server's own work
+ * (the request queued behind others, or a slow step of its own).
+ */
+function explainSlow(rounds: readonly Round[]) {
+  const causes = { gc: 0, serverWait: 0, generator: 0, serverWork: 0, total: 0 };
+  for (const { load, server } of rounds) {
+    for (const [sent, answered] of load.slow) {
+      causes.total++;
+      const held = {
+        gc: overlapMs(
+          sent,
+          answered,
+          server.gcPauses.map(([a, b]) => [a, b] as const),
+        ),
+        serverWait: overlapMs(sent, answered, server.cpuWaits),
+        generator: overlapMs(sent, answered, load.cpuWaits),
+      };
+      const [cause, ms] = Object.entries(held).sort((x, y) => y[1] - x[1])[0] as [keyof typeof held, number];
+      if (ms >= CAUSE_MIN_MS) causes[cause]++;
+      else causes.serverWork++;
+    }
+  }
+  return causes;
+}
+
+function scenarioFigures(server: Server, rounds: readonly Round[], target: boolean): Figure[] {
+  const latencies = sorted(rounds.flatMap((r) => r.load.latenciesMs));
+  const fromDue = sorted(rounds.flatMap((r) => r.load.latenciesMs.map((l, i) => l + (r.load.lateMs[i] ?? 0))));
+  const serverMs = sorted(rounds.flatMap((r) => r.server.serverMs));
+  const late = sorted(rounds.flatMap((r) => r.load.lateMs));
+  const gcMs = rounds.flatMap((r) => r.server.gcPauses.map(([a, b]) => b - a));
+  const seconds = sum(rounds.map((r) => r.load.elapsedMs)) / 1000;
+  const reviews = Math.max(1, latencies.length);
+  const slow = explainSlow(rounds);
+  const p99 = percentile(latencies, 99);
+  const priority = PRIORITY === undefined ? '' : `, nice ${PRIORITY}`;
+  const scenario = `share-30 mutate, ${RATE_PER_S} req/s, HTTPS keep-alive, ${server.label}${priority}`;
+  const f = (name: string, value: number, unit: string, extra: Partial<Figure> = {}): Figure => ({
+    name: `${name}${server.key}`,
+    value,
+    unit,
+    scenario,
+    ...extra,
+  });
+  const slowScenario = (what: string) => ({ scenario: `${scenario}, over ${TARGET_P99_MS} ms, ${what}` });
+  const m = (pick: (s: MachineSample) => number) => mean(rounds.map((r) => pick(r.machine)));
+  const serverCores = sum(rounds.map((r) => r.server.processCpuMs)) / 1000 / seconds;
+  const generatorCores = sum(rounds.map((r) => r.load.processCpuMs)) / 1000 / seconds;
+  const pgCores = server.postgres ? m((s) => s.postgresCores) : 0;
+  return [
+    f('p99_ms', p99, 'ms', target ? atMost(p99, TARGET_P99_MS) : {}),
+    f('p50_ms', percentile(latencies, 50), 'ms'),
+    f('p999_ms', percentile(latencies, 99.9), 'ms'),
+    f('max_ms', latencies[latencies.length - 1] ?? Number.NaN, 'ms'),
+    // Counted from when each request fell due: the generator's own timer slack included.
+    f('p99_from_due_ms', percentile(fromDue, 99), 'ms'),
+    f('server_side_p99_ms', percentile(serverMs, 99), 'ms'),
+    f('server_side_max_ms', serverMs[serverMs.length - 1] ?? Number.NaN, 'ms'),
+    f('achieved_rps', Math.round(latencies.length / seconds), 'req/s'),
+    f('server_event_loop_utilization', mean(rounds.map((r) => r.server.elu)), 'ratio'),
+    f('server_cpu_us_per_review', Math.round((serverCores * seconds * 1e6) / reviews), 'us'),
+    f('server_loop_delay_p99_ms', Math.max(...rounds.map((r) => r.server.loopDelayMs.p99)), 'ms'),
+    f('server_loop_delay_max_ms', Math.max(...rounds.map((r) => r.server.loopDelayMs.max)), 'ms'),
+    f('server_gc_pause_max_ms', Math.max(0, ...gcMs), 'ms'),
+    f('server_gc_total_ms', sum(gcMs), 'ms'),
+    // Full mark-compacts: their pause grows with the heap (PGlite's included), not with the rate.
+    f(
+      'server_gc_major_count',
+      rounds.flatMap((r) => r.server.gcPauses.filter((p) => p[2] === 'major')).length,
+      'pauses',
+    ),
+    f(
+      'server_gc_major_max_ms',
+      Math.max(0, ...rounds.flatMap((r) => r.server.gcPauses.filter((p) => p[2] === 'major').map(([a, b]) => b - a))),
+      'ms',
+    ),
+    f('server_heap_used_mib', Math.max(...rounds.map((r) => r.server.heapUsedMiB)), 'MiB'),
+    // Time the server's main thread was ready to run while other processes held both cores.
+    f('server_cpu_wait_ms', sum(rounds.map((r) => r.server.mainThreadWaitMs)), 'ms'),
+    f('server_log_lines', sum(rounds.map((r) => r.logLines)), 'lines'),
+    f('generator_late_p99_ms', percentile(late, 99), 'ms'),
+    f('generator_cpu_wait_ms', sum(rounds.map((r) => r.load.mainThreadWaitMs)), 'ms'),
+    f('generator_event_loop_utilization', mean(rounds.map((r) => r.load.elu)), 'ratio'),
+    f('connections_opened', sum(rounds.map((r) => r.load.connectionsOpened)), 'connections'),
+    f(
+      'machine_busy_cores',
+      m((s) => s.busyCores),
+      'cores',
+    ),
+    f('server_cores', serverCores, 'cores'),
+    f('generator_cores', generatorCores, 'cores'),
+    ...(server.postgres
+      ? [
+          f('postgres_cores', pgCores, 'cores'),
+          f('postgres_transactions', sum(rounds.map((r) => r.machine.postgresXacts)), 'transactions'),
+        ]
+      : []),
+    f('other_processes_cores', m((s) => s.busyCores) - serverCores - generatorCores - pgCores, 'cores'),
+    f(
+      'cpu_pressure',
+      m((s) => s.cpuPressure),
+      'ratio',
+    ),
+    f('slow_requests', slow.total, 'requests', slowScenario('all')),
+    f(
+      'slow_by_server_cpu_wait',
+      slow.serverWait,
+      'requests',
+      slowScenario("mostly the server's thread waiting for a CPU"),
+    ),
+    f('slow_by_server_gc', slow.gc, 'requests', slowScenario("mostly the server's collector")),
+    f(
+      'slow_by_generator_stall',
+      slow.generator,
+      'requests',
+      slowScenario("mostly the generator's thread waiting for a CPU"),
+    ),
+    f(
+      'slow_by_server_work',
+      slow.serverWork,
+      'requests',
+      slowScenario('none of those 1 ms or more: the server itself'),
+    ),
+    f('retries', sum(rounds.map((r) => r.load.retries)), 'requests'),
+    f('errors', sum(rounds.map((r) => r.load.errors)), 'requests', {
+      target: `0 of ${sum(rounds.map((r) => r.load.sent))}`,
+      pass: rounds.every((r) => r.load.errors === 0),
+    }),
+  ];
+}
 
 /** The quotas the share-30 pod (namespace team-a) is checked against: its namespace's and its team's. */
 async function seedQuotas(db: VcudaDb): Promise<void> {
@@ -213,90 +585,7 @@ async function seedQuotas(db: VcudaDb): Promise<void> {
   });
 }
 
-async function startServer(scenario: Scenario, tls: Record<string, string>, logFile: string) {
-  const config = loadControlPlaneConfig({
-    flags: {
-      logLevel: 'info',
-      host: '127.0.0.1',
-      port: 0,
-      // 0 turns the HTTPS listener off.
-      httpsPort: await freeLoopbackPort(),
-      clusterName: CLUSTER,
-      kube: { mode: 'none' },
-      signingKeys: { source: 'ephemeral' },
-      database: scenario.database,
-      webhook: { certificates: { mode: 'files', ...tls } },
-    },
-  });
-  // pino as production configures it, its lines into a file instead of the pod's stdout pipe.
-  const logger = pino({ level: 'info', name: 'vcuda-control-plane' }, pino.destination({ dest: logFile, sync: true }));
-  return startControlPlane(config, { logger, ...(scenario.db ? { db: scenario.db } : {}) });
-}
-
-async function measureScenario(
-  scenario: Scenario,
-  cp: RunningControlPlane,
-  load: Omit<LoadSettings, 'port' | 'durationMs'>,
-  log: (line: string) => void,
-): Promise<Figure[]> {
-  const port = Number(new URL(cp.httpsUrl ?? '').port);
-  await runLoad({ ...load, port, durationMs: WARMUP_MS });
-  const eluBefore = performance.eventLoopUtilization();
-  const cpuBefore = process.cpuUsage();
-  const loopDelay = monitorEventLoopDelay({ resolution: 1 });
-  loopDelay.enable();
-  const gc = watchGc();
-  const measured = await runLoad({ ...load, port, durationMs: MEASURE_MS });
-  const serverElu = performance.eventLoopUtilization(eluBefore).utilization;
-  const cpu = process.cpuUsage(cpuBefore);
-  loopDelay.disable();
-  gc.stop();
-  const latencies = measured.latenciesMs.sort((a, b) => a - b);
-  const reviews = Math.max(1, latencies.length);
-  const p99 = percentile(latencies, 99);
-  const gcMs = gc.pauses.map(([a, b]) => b - a);
-  const slowDuringGc = measured.slow.filter((r) => gc.pauses.some((p) => overlaps(r, p))).length;
-  const scenarioText = `share-30 mutate, ${RATE_PER_S} req/s, HTTPS, ${scenario.label}`;
-  log(
-    `${scenario.label}: p50 ${percentile(latencies, 50).toFixed(2)} ms, p99 ${p99.toFixed(2)} ms; ` +
-      `${measured.slow.length} over ${TARGET_P99_MS} ms, ${slowDuringGc} of them during a GC pause; ` +
-      `loop delay p99 ${(loopDelay.percentile(99) / 1e6).toFixed(2)} ms max ${(loopDelay.max / 1e6).toFixed(1)} ms`,
-  );
-  const f = (name: string, value: number, unit: string, extra: Partial<Figure> = {}): Figure => ({
-    name: `${name}${scenario.key}`,
-    value,
-    unit,
-    scenario: scenarioText,
-    ...extra,
-  });
-  return [
-    f('p99_ms', p99, 'ms', atMost(p99, TARGET_P99_MS)),
-    f('p50_ms', percentile(latencies, 50), 'ms'),
-    f('p999_ms', percentile(latencies, 99.9), 'ms'),
-    f('max_ms', latencies[latencies.length - 1] ?? Number.NaN, 'ms'),
-    f('achieved_rps', Math.round(latencies.length / (measured.elapsedMs / 1000)), 'req/s'),
-    f('server_event_loop_utilization', serverElu, 'ratio'),
-    f('server_cpu_us_per_review', Math.round((cpu.user + cpu.system) / reviews), 'us'),
-    f('generator_event_loop_utilization', measured.generatorElu, 'ratio'),
-    // Why a request was slow: the server's thread was held (loop delay), by its collector or not.
-    f('server_loop_delay_p99_ms', loopDelay.percentile(99) / 1e6, 'ms'),
-    f('server_loop_delay_max_ms', loopDelay.max / 1e6, 'ms'),
-    f('server_gc_pause_max_ms', Math.max(0, ...gcMs), 'ms'),
-    f(
-      'server_gc_total_ms',
-      gcMs.reduce((sum, ms) => sum + ms, 0),
-      'ms',
-    ),
-    f('slow_requests', measured.slow.length, 'requests', { scenario: `${scenarioText}, over ${TARGET_P99_MS} ms` }),
-    f('slow_requests_during_gc', slowDuringGc, 'requests', {
-      scenario: `${scenarioText}, over ${TARGET_P99_MS} ms and overlapping a server GC pause`,
-    }),
-    f('retries', measured.retries, 'requests'),
-    f('errors', measured.errors, 'requests', { target: `0 of ${measured.offered}`, pass: measured.errors === 0 }),
-  ];
-}
-
-/** The pre-check's own query, one at a time in this process: what each admission waits for. */
+/** The pre-check's own query, one at a time in this process: what an uncached admission waits for. */
 async function measurePrecheck(db: VcudaDb, key: string, label: string): Promise<Figure[]> {
   const ledger = createLedger(db, { clock: () => new Date() });
   const times: number[] = [];
@@ -313,9 +602,120 @@ async function measurePrecheck(db: VcudaDb, key: string, label: string): Promise
   ];
 }
 
+function longestGc(report: ProbeReport): string {
+  const [a = 0, b = 0, kind = 'none'] = [...report.gcPauses].sort((x, y) => y[1] - y[0] - (x[1] - x[0]))[0] ?? [];
+  return `${(b - a).toFixed(1)} ms ${kind}`;
+}
+
+function logRound(log: (line: string) => void, server: Server, round: Round): void {
+  const l = sorted(round.load.latenciesMs);
+  const s = sorted(round.server.serverMs);
+  log(
+    `  ${server.label}: p50 ${percentile(l, 50).toFixed(2)} p99 ${percentile(l, 99).toFixed(2)} max ${(l[l.length - 1] ?? 0).toFixed(1)} ms` +
+      ` | server-side p99 ${percentile(s, 99).toFixed(2)} | loop delay p99 ${round.server.loopDelayMs.p99.toFixed(2)} max ${round.server.loopDelayMs.max.toFixed(1)}` +
+      ` | server cpu wait ${round.server.mainThreadWaitMs.toFixed(0)} ms, gc ${sum(round.server.gcPauses.map(([a, b]) => b - a)).toFixed(0)} ms (longest ${longestGc(round.server)})` +
+      ` | cores: machine ${round.machine.busyCores.toFixed(2)}, server ${(round.server.processCpuMs / round.load.elapsedMs).toFixed(2)}, generator ${(round.load.processCpuMs / round.load.elapsedMs).toFixed(2)}; pressure ${round.machine.cpuPressure.toFixed(2)}`,
+  );
+}
+
+async function prepareDatabases(dir: string) {
+  const pg = await createTestDatabase('postgres');
+  const liteDir = join(dir, 'pglite');
+  const lite = await connectDb({ dataDir: liteDir });
+  try {
+    await migrate(lite);
+    for (const db of [pg.db, lite]) await seedQuotas(db);
+    const figures = [
+      ...(await measurePrecheck(pg.db, '', 'PostgreSQL')),
+      ...(await measurePrecheck(lite, '_pglite', 'PGlite')),
+    ];
+    return { pg, liteDir, figures };
+  } finally {
+    // The control plane opens the data directory itself.
+    await closeDb(lite);
+  }
+}
+
+type Setup = {
+  root: string;
+  dist: string;
+  baselineDist?: string | undefined;
+  dir: string;
+  tls: Tls;
+  pgUrl: string;
+  liteDir: string;
+  bodies: string[];
+};
+type Tls = { certFile: string; keyFile: string; caFile: string; ca: string };
+
+/** The ceiling, then the control plane on PostgreSQL, then on PGlite; each warmed up on its connections. */
+async function startServers(setup: Setup, gen: ReturnType<typeof startGenerator>, servers: Server[]): Promise<void> {
+  const { tls } = setup;
+  const onPostgres = { key: '', label: 'ledger on PostgreSQL', database: { url: setup.pgUrl } };
+  servers.push(await startControlPlaneProcess(setup, onPostgres, tls));
+  const onPglite = { key: '_pglite', label: 'ledger on embedded PGlite', database: { dataDir: setup.liteDir } };
+  servers.push(await startControlPlaneProcess(setup, onPglite, tls));
+  if (setup.baselineDist) {
+    const baseline = {
+      key: '_baseline',
+      label: `ledger on PostgreSQL, at ${BASELINE_REV}`,
+      database: onPostgres.database,
+    };
+    servers.push(await startControlPlaneProcess({ ...setup, dist: setup.baselineDist }, baseline, tls));
+  }
+  const answer = await postOnce(servers[0]?.port ?? 0, tls.ca, setup.bodies[0] ?? '');
+  servers.unshift(await startCeilingServer(setup.root, setup.dir, answer));
+  for (const s of servers) {
+    gen.target(s.key, s.port, tls.ca);
+    await gen.run(s.key, { durationMs: FIRST_WARMUP_MS, ratePerS: RATE_PER_S });
+  }
+}
+
+/** Interleaved rounds: a neighbour's burst lands on every server alike, not on one figure. */
+async function measureServers(
+  servers: readonly Server[],
+  gen: ReturnType<typeof startGenerator>,
+  pg: { sql: postgres.Sql; dbName: string },
+  log: (line: string) => void,
+): Promise<Figure[]> {
+  const rounds = new Map<string, Round[]>(servers.map((s) => [s.key, []]));
+  for (let r = 1; r <= ROUNDS; r++) {
+    log(`round ${r} of ${ROUNDS}: ${MEASURE_MS / ROUNDS} ms at ${RATE_PER_S} req/s on each server`);
+    for (const s of servers) {
+      const round = await measureRound(gen, s, pg, MEASURE_MS / ROUNDS);
+      logRound(log, s, round);
+      rounds.get(s.key)?.push(round);
+    }
+  }
+  const figures = servers.flatMap((s) => scenarioFigures(s, rounds.get(s.key) ?? [], s.key !== '_ceiling'));
+  // What the production process sustains right now, as fast as answers come back.
+  const closed = await gen.run('', { durationMs: 3000, concurrency: 32 });
+  figures.push({
+    name: 'capacity_rps',
+    value: Math.round(closed.latenciesMs.length / (closed.elapsedMs / 1000)),
+    unit: 'req/s',
+    scenario: 'share-30 mutate, closed loop, 32 in flight, HTTPS keep-alive, ledger on PostgreSQL',
+  });
+  return figures;
+}
+
+async function writeCertificates(dir: string): Promise<Tls> {
+  const cert = await issueServingCertificate({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] }, 2, new Date());
+  const tls = {
+    certFile: join(dir, 'tls.crt'),
+    keyFile: join(dir, 'tls.key'),
+    caFile: join(dir, 'ca.crt'),
+    ca: cert.caPem,
+  };
+  writeFileSync(tls.certFile, cert.certPem);
+  writeFileSync(tls.keyFile, cert.keyPem);
+  writeFileSync(tls.caFile, cert.caPem);
+  return tls;
+}
+
 const bench: Benchmark = {
   name: 'webhook',
-  description: `Mutating admission on the production path (the control plane's HTTPS listener, the ledger's quota pre-check, pino) of the real 1.26 share-30 pod at ${RATE_PER_S} req/s offered (open loop) from a separate load-generator process; ledger on local PostgreSQL, then embedded PGlite (figures suffixed _pglite)`,
+  description: `Mutating admission on the production path (the \`vcuda control-plane\` process of the production build: its HTTPS listener, the ledger's quota pre-check, pino) of the real 1.26 share-30 pod at ${RATE_PER_S} req/s offered (open loop) from a separate load-generator process on kept-alive HTTPS connections; ledger on local PostgreSQL, then embedded PGlite (figures suffixed _pglite), beside a plain node:https server answering a constant under the same load (_ceiling), in interleaved rounds; with the servers' GC pauses, event-loop delay, CPU waits and server-side times, and the machine's CPU by process`,
   async run({ root, log }) {
     if (!(await isPostgresReachable())) throw new Error('the webhook benchmark needs PostgreSQL at 127.0.0.1:5432');
     const review = JSON.parse(
@@ -325,50 +725,31 @@ const bench: Benchmark = {
       review.request.uid = `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
       return JSON.stringify(review);
     });
+    mkdirSync(join(root, '.vcuda'), { recursive: true });
+    const dist = buildDist(root);
+    const baselineDist = BASELINE_REV ? buildDist(root, BASELINE_REV) : undefined;
     const dir = mkdtempSync(join(tmpdir(), 'vcuda-webhook-bench-'));
-    const cert = await issueServingCertificate({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] }, 2, new Date());
-    const tls = { certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key'), caFile: join(dir, 'ca.crt') };
-    writeFileSync(tls.certFile, cert.certPem);
-    writeFileSync(tls.keyFile, cert.keyPem);
-    writeFileSync(tls.caFile, cert.caPem);
-    const load = { ca: cert.caPem, path: '/admission/mutate?timeout=5s', bodies, ratePerS: RATE_PER_S };
-    const pg = await createTestDatabase('postgres');
-    const lite = await connectDb({ dataDir: join(dir, 'pglite') });
-    const figures: Figure[] = [];
+    const tls = await writeCertificates(dir);
+    const { pg, liteDir, figures } = await prepareDatabases(dir);
+    const pgUrl = pg.url ?? '';
+    const pgStats = { sql: postgres(pgUrl, { max: 1, onnotice: () => {} }), dbName: new URL(pgUrl).pathname.slice(1) };
+    const servers: Server[] = [];
+    const gen = startGenerator(root, bodies);
+    let restorePriority: () => void = () => undefined;
     try {
-      await migrate(lite);
-      for (const db of [pg.db, lite]) await seedQuotas(db);
-      figures.push(...(await measurePrecheck(pg.db, '', 'PostgreSQL')));
-      figures.push(...(await measurePrecheck(lite, '_pglite', 'PGlite')));
-      const scenarios: Scenario[] = [
-        { label: 'ledger on PostgreSQL', key: '', database: { url: pg.url } },
-        { label: 'ledger on embedded PGlite', key: '_pglite', database: {}, db: lite },
-      ];
-      for (const scenario of scenarios) {
-        log(`${scenario.label}: warm-up ${WARMUP_MS} ms, then ${MEASURE_MS} ms at ${RATE_PER_S} req/s`);
-        const cp = await startServer(scenario, tls, join(dir, `control-plane${scenario.key}.log`));
-        try {
-          figures.push(...(await measureScenario(scenario, cp, load, log)));
-          if (scenario.key === '') {
-            // What the production process sustains right now, as fast as answers come back.
-            const port = Number(new URL(cp.httpsUrl ?? '').port);
-            const closed = await runLoad({ ...load, port, ratePerS: undefined, concurrency: 32, durationMs: 3000 });
-            figures.push({
-              name: 'capacity_rps',
-              value: Math.round(closed.latenciesMs.length / (closed.elapsedMs / 1000)),
-              unit: 'req/s',
-              scenario: `share-30 mutate, closed loop, 32 in flight, HTTPS, ${scenario.label}`,
-            });
-          }
-        } finally {
-          await cp.close();
-        }
-      }
+      await startServers({ root, dist, baselineDist, dir, tls, pgUrl, liteDir, bodies }, gen, servers);
+      if (PRIORITY !== undefined)
+        restorePriority = prioritize([gen.pid, ...servers.map((s) => s.child.pid)], Number(PRIORITY));
+      figures.push(...(await measureServers(servers, gen, pgStats, log)));
       return figures;
     } finally {
-      await closeDb(lite);
+      restorePriority();
+      gen.stop();
+      for (const s of servers) await stopServer(s);
+      await pgStats.sql.end({ timeout: 2 });
       await pg.drop();
       rmSync(dir, { recursive: true, force: true });
+      for (const d of [dist, baselineDist]) if (d) rmSync(d, { recursive: true, force: true });
     }
   },
 };
