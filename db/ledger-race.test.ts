@@ -70,8 +70,9 @@ describe.skipIf(!reachable)('ledger race on PostgreSQL', () => {
     await t?.drop();
   });
 
-  // Group commit: 2 replicas, each one ledger shared by 4 clients whose reservations and releases
-  // go out in batches (one transaction, a subtransaction per pod), racing each other's batches.
+  // Group commit (the default): 2 replicas, each one ledger shared by 4 clients whose reservations
+  // and releases go out in batches (one call of vcuda_ledger_apply each), two batches in flight
+  // per replica, racing each other's batches.
   it.each([
     { setup: 'one transaction per call', grouped: false },
     { setup: 'group commit, 2 replicas', grouped: true },
@@ -134,14 +135,16 @@ describe.skipIf(!reachable)('ledger race on PostgreSQL', () => {
       const replicas = grouped
         ? await Promise.all(
             [0, 1].map(async () =>
-              createLedger(await t.open(2), { clock: () => new Date(), groupCommit: { maxBatch: 16 } }),
+              createLedger(await t.open(2), { clock: () => new Date(), groupCommit: { maxBatch: 16, maxInFlight: 2 } }),
             ),
           )
         : [];
       const ledgers = grouped
         ? Array.from({ length: CLIENTS }, (_, id) => replicas[id % 2] as Ledger)
         : await Promise.all(
-            Array.from({ length: CLIENTS }, async () => createLedger(await t.open(1), { clock: () => new Date() })),
+            Array.from({ length: CLIENTS }, async () =>
+              createLedger(await t.open(1), { clock: () => new Date(), groupCommit: false }),
+            ),
           );
       await Promise.all(ledgers.map((ledger, id) => client(id, ledger)));
       running = false;
