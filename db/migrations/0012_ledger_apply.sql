@@ -1,8 +1,11 @@
--- Group commit, set-based: one call applies a whole batch of reservations and releases with a
--- fixed number of statements (about a dozen, whatever the batch size), instead of vcuda_reserve /
--- vcuda_release once per operation (7 to 10 statements each, plus a subtransaction per
--- reservation in vcuda_ledger_batch). The batch shares one commit, and so one wait for the WAL
--- flush; the card and quota rows are locked once per batch instead of once per operation.
+-- Group commit, set-based: one call applies a whole batch of reservations and releases with six
+-- to eight statements whatever the batch size, instead of vcuda_reserve / vcuda_release once per
+-- operation (7 to 10 statements each, plus a subtransaction per reservation in
+-- vcuda_ledger_batch). The batch shares one commit, and so one wait for the WAL flush; the card
+-- and quota rows are locked and written once per batch; the decisions run in plpgsql over arrays
+-- (an expression there costs well under a microsecond, a statement tens of them).
+-- vcuda_reserve, vcuda_release and vcuda_ledger_batch stay for replicas of the previous release
+-- during a rolling upgrade; they take their locks in the same order.
 --
 -- p: [{op: 'reserve', cluster, podUid, namespace, pod, node, at, items: [{container, cardUuid,
 -- core, memoryMiB}]} | {op: 'release', cluster, podUid, at, onlyState}], each pod at most once.
@@ -16,17 +19,21 @@
 -- vcuda_reserve (db/capacity-check.ts; db/ledger-functions.test.ts checks both).
 --
 -- Locks, in the order every ledger function takes them: the new pods' hold rows (by key), the
--- cards (by uuid), the quotas (by id), then allocation and roll-up rows. ROW EXCLUSIVE on
--- allocations first, so a quota or team change (SHARE on allocations, then recomputed totals)
--- cannot slip in between the quotas read here and the allocation rows written.
+-- cards (by uuid), the quotas (by id), then allocation and roll-up rows; so batches of other
+-- replicas queue on the first row they share instead of deadlocking. ROW EXCLUSIVE on allocations
+-- first, so a quota or team change (SHARE on allocations, then recomputed totals) cannot slip in
+-- between the quotas read here and the allocation rows written.
 CREATE OR REPLACE FUNCTION vcuda_ledger_apply(p jsonb) RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Planned once per session: custom plans for each batch's arrays cost more to make than to run.
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
   -- The operations, in batch order. o_new: a reservation whose hold this batch inserted (false:
   -- the pod is held already, the reservation is reused); o_ok: accepted.
   o_op text[]; o_cluster text[]; o_uid text[]; o_ns text[]; o_pod text[]; o_node text[];
   o_at timestamptz[]; o_only text[]; o_new boolean[]; o_ok boolean[]; o_released int[];
-  o_violations jsonb[];
+  o_result jsonb[];
   -- Every reservation's items, in (operation, card uuid) order; i_pos: the card's place in c_*.
   i_op int[]; i_container text[]; i_card text[]; i_core int[]; i_mem int[]; i_pos int[]; i_n int;
   -- The allocation rows released.
@@ -46,7 +53,8 @@ DECLARE
   d_pos int[]; d_uuid text[]; d_core int[]; d_mem int[];
   add_q int[]; add_core int[]; add_mem int[];
   v_bad_ops boolean; v_dup_pods boolean; v_cards text[] := '{}'; v_key text; v_refused boolean := false;
-  v_violations jsonb; v_card_refused boolean; v_core int; v_mem int; v_subject text; v_ns int; v_result jsonb;
+  v_accepted boolean := false;
+  v_violations jsonb; v_card_refused boolean; v_core int; v_mem int; v_subject text; v_ns int;
   i int; j int; k int; m int; ip int := 1;
 BEGIN
   LOCK TABLE allocations IN ROW EXCLUSIVE MODE;
@@ -97,43 +105,16 @@ BEGIN
   -- Filled up front: an element assigned into an empty array would set its lower bound.
   o_released := array_fill(0, ARRAY[array_length(o_op, 1)]);
   o_ok := array_fill(false, ARRAY[array_length(o_op, 1)]);
-  o_violations := array_fill(NULL::jsonb, ARRAY[array_length(o_op, 1)]);
+  o_result := array_fill(NULL::jsonb, ARRAY[array_length(o_op, 1)]);
   i_pos := array_fill(NULL::int, ARRAY[i_n]);
 
-  -- The releases claim their pods' live rows (locked in id order; an expiry leaves a pod that was
-  -- confirmed since it was picked), add their GPU-seconds to the daily roll-up and drop the holds.
+  -- The live rows of the pods to release, read before their cards are locked (as vcuda_release
+  -- does, so the two lock in the same order): which cards and namespaces they hold.
   IF 'release' = ANY (o_op) THEN
-    WITH x AS (
-      SELECT * FROM unnest(o_op, o_cluster, o_uid, o_at, o_only) WITH ORDINALITY AS x(op, cluster, uid, at, only_state, i)
-      WHERE x.op = 'release'),
-    locked AS (
-      SELECT a.id, x.i, x.at FROM x JOIN allocations a ON a.cluster = x.cluster AND a.pod_uid = x.uid
-      WHERE a.state <> 'released'
-        AND (x.only_state IS NULL OR NOT EXISTS (
-          SELECT 1 FROM allocations b WHERE b.cluster = x.cluster AND b.pod_uid = x.uid
-            AND b.state <> 'released' AND b.state <> x.only_state))
-      ORDER BY a.id FOR UPDATE OF a),
-    rel AS (
-      UPDATE allocations a SET state = 'released', released_at = l.at FROM locked l WHERE a.id = l.id
-      RETURNING l.i, l.at, a.cluster, a.pod_uid, a.namespace, a.card_uuid, a.gpu_model, a.core, a.memory_mib,
-        a.reserved_at),
-    days AS (
-      INSERT INTO allocation_days (cluster, namespace, day, gpu_seconds)
-      SELECT r.cluster, r.namespace, d,
-        sum(extract(epoch FROM least(r.at, d + interval '1 day') - greatest(r.reserved_at, d)) * r.core / 100.0)::float8
-      FROM rel r,
-        generate_series(date_trunc('day', r.reserved_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', r.at, interval '1 day') AS d
-      WHERE r.at > r.reserved_at AND d < r.at
-      GROUP BY 1, 2, 3
-      ORDER BY 1, 2, 3
-      ON CONFLICT (cluster, namespace, day) DO UPDATE SET gpu_seconds = allocation_days.gpu_seconds + excluded.gpu_seconds),
-    holds AS (
-      DELETE FROM pod_holds h USING (SELECT DISTINCT cluster, pod_uid FROM rel) r
-      WHERE h.cluster = r.cluster AND h.pod_uid = r.pod_uid)
-    SELECT array_agg(rel.i::int), array_agg(rel.cluster), array_agg(rel.namespace), array_agg(rel.card_uuid),
-      array_agg(rel.gpu_model), array_agg(rel.core), array_agg(rel.memory_mib)
-    INTO x_op, x_cluster, x_ns, x_card, x_model, x_core, x_mem
-    FROM rel;
+    SELECT array_agg(a.card_uuid), array_agg(a.cluster), array_agg(a.namespace) INTO x_card, x_cluster, x_ns
+    FROM unnest(o_op, o_cluster, o_uid) AS x(op, cluster, uid)
+    JOIN allocations a ON a.cluster = x.cluster AND a.pod_uid = x.uid
+    WHERE x.op = 'release' AND a.state <> 'released';
   END IF;
 
   -- The cards and namespaces the batch touches.
@@ -149,8 +130,7 @@ BEGIN
       n_key := n_key || v_key; n_cluster := n_cluster || o_cluster[i]; n_ns := n_ns || o_ns[i];
     END IF;
   END LOOP;
-  FOR j IN 1 .. coalesce(array_length(x_op, 1), 0) LOOP
-    o_released[x_op[j]] := o_released[x_op[j]] + 1;
+  FOR j IN 1 .. coalesce(array_length(x_card, 1), 0) LOOP
     v_cards := v_cards || x_card[j];
     v_key := length(x_cluster[j]) || ':' || x_cluster[j] || '/' || x_ns[j];
     IF array_position(n_key, v_key) IS NULL THEN
@@ -199,12 +179,51 @@ BEGIN
   q_core0 := q_core;
   q_mem0 := q_mem;
 
-  -- Releases first: their rows leave their cards' and quotas' totals.
+  -- The releases claim their pods' live rows (an expiry leaves a pod that was confirmed since it
+  -- was picked), add their GPU-seconds to the daily roll-up and drop the holds. A release racing
+  -- this one for the same pod waited on its cards above and left nothing to claim.
+  IF 'release' = ANY (o_op) THEN
+    WITH rel AS (
+      UPDATE allocations a SET state = 'released', released_at = x.at
+      FROM unnest(o_op, o_cluster, o_uid, o_at, o_only) WITH ORDINALITY AS x(op, cluster, uid, at, only_state, i)
+      WHERE x.op = 'release' AND a.cluster = x.cluster AND a.pod_uid = x.uid AND a.state <> 'released'
+        AND (x.only_state IS NULL OR NOT EXISTS (
+          SELECT 1 FROM allocations b WHERE b.cluster = x.cluster AND b.pod_uid = x.uid
+            AND b.state <> 'released' AND b.state <> x.only_state))
+      RETURNING x.i, x.at, a.cluster, a.pod_uid, a.namespace, a.card_uuid, a.gpu_model, a.core, a.memory_mib,
+        a.reserved_at),
+    days AS (
+      INSERT INTO allocation_days (cluster, namespace, day, gpu_seconds)
+      SELECT r.cluster, r.namespace, d,
+        sum(extract(epoch FROM least(r.at, d + interval '1 day') - greatest(r.reserved_at, d)) * r.core / 100.0)::float8
+      FROM rel r,
+        generate_series(date_trunc('day', r.reserved_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', r.at, interval '1 day') AS d
+      WHERE r.at > r.reserved_at AND d < r.at
+      GROUP BY 1, 2, 3
+      ORDER BY 1, 2, 3
+      ON CONFLICT (cluster, namespace, day) DO UPDATE SET gpu_seconds = allocation_days.gpu_seconds + excluded.gpu_seconds),
+    holds AS (
+      DELETE FROM pod_holds h USING (SELECT DISTINCT cluster, pod_uid FROM rel) r
+      WHERE h.cluster = r.cluster AND h.pod_uid = r.pod_uid)
+    SELECT array_agg(rel.i::int), array_agg(rel.cluster), array_agg(rel.namespace), array_agg(rel.card_uuid),
+      array_agg(rel.gpu_model), array_agg(rel.core), array_agg(rel.memory_mib)
+    INTO x_op, x_cluster, x_ns, x_card, x_model, x_core, x_mem
+    FROM rel;
+  END IF;
+
+
+  -- Releases first: their rows leave their cards' and quotas' totals. A row on a card or of a
+  -- namespace not locked above means its pod was reserved again since the read: run again.
   FOR j IN 1 .. coalesce(array_length(x_op, 1), 0) LOOP
+    o_released[x_op[j]] := o_released[x_op[j]] + 1;
     k := array_position(c_uuid, x_card[j]);
+    v_ns := array_position(n_key, length(x_cluster[j]) || ':' || x_cluster[j] || '/' || x_ns[j]);
+    IF k IS NULL OR v_ns IS NULL THEN
+      RAISE EXCEPTION USING ERRCODE = '40001',
+        MESSAGE = 'vcuda_ledger_apply: a pod to release changed while the batch ran; run it again';
+    END IF;
     c_core[k] := c_core[k] - x_core[j];
     c_mem[k] := c_mem[k] - x_mem[j];
-    v_ns := array_position(n_key, length(x_cluster[j]) || ':' || x_cluster[j] || '/' || x_ns[j]);
     FOR m IN n_first[v_ns] .. n_last[v_ns] LOOP
       CONTINUE WHEN q_model[m] <> '' AND q_model[m] <> x_model[j];
       k := q_canon[m];
@@ -215,7 +234,10 @@ BEGIN
 
   -- Then the reservations, one after another against the totals as they stand.
   FOR i IN 1 .. array_length(o_op, 1) LOOP
-    CONTINUE WHEN o_op[i] <> 'reserve';
+    IF o_op[i] = 'release' THEN
+      o_result[i] := jsonb_build_object('released', o_released[i]);
+      CONTINUE;
+    END IF;
     -- This reservation's items (they follow in operation order): its demand per card, in uuid order.
     d_pos := '{}'; d_uuid := '{}'; d_core := '{}'; d_mem := '{}';
     WHILE ip <= i_n AND i_op[ip] = i LOOP
@@ -232,7 +254,10 @@ BEGIN
       END IF;
       ip := ip + 1;
     END LOOP;
-    CONTINUE WHEN NOT o_new[i];
+    IF NOT o_new[i] THEN
+      o_result[i] := '{"reused": true}';
+      CONTINUE;
+    END IF;
 
     v_violations := '[]';
     FOR j IN 1 .. coalesce(array_length(d_uuid, 1), 0) LOOP
@@ -296,7 +321,7 @@ BEGIN
     END LOOP;
 
     IF v_violations <> '[]' THEN
-      o_violations[i] := v_violations;
+      o_result[i] := jsonb_build_object('violations', v_violations);
       v_refused := true;
       CONTINUE;
     END IF;
@@ -309,35 +334,31 @@ BEGIN
       q_mem[add_q[j]] := q_mem[add_q[j]] + add_mem[j];
     END LOOP;
     o_ok[i] := true;
+    o_result[i] := '{"reused": false}';
+    v_accepted := true;
   END LOOP;
 
   -- The writes, all on rows locked above (or inserted by this batch): refused pods' holds go,
   -- accepted pods' rows come, and the new totals are written as they stand.
-  WITH refused AS (
+  IF v_refused THEN
     DELETE FROM pod_holds h USING unnest(o_cluster, o_uid, o_new, o_ok) AS r(cluster, uid, new, ok)
-    WHERE v_refused AND r.new AND NOT r.ok AND h.cluster = r.cluster AND h.pod_uid = r.uid),
-  accepted AS (
+    WHERE r.new AND NOT r.ok AND h.cluster = r.cluster AND h.pod_uid = r.uid;
+  END IF;
+  IF v_accepted THEN
     INSERT INTO allocations (cluster, pod_uid, namespace, pod, container, node, card_uuid, gpu_model,
       core, memory_mib, state, reserved_at)
     SELECT o_cluster[it.op], o_uid[it.op], o_ns[it.op], o_pod[it.op], it.container, o_node[it.op], it.card,
       c_model[it.pos], it.core, it.mem, 'reserved', o_at[it.op]
     FROM unnest(i_op, i_container, i_card, i_core, i_mem, i_pos) AS it(op, container, card, core, mem, pos)
-    WHERE o_ok[it.op]),
-  card_totals AS (
+    WHERE o_ok[it.op];
+  END IF;
+  WITH card_totals AS (
     UPDATE cards SET core_used = c.core, memory_used_mib = c.mem
     FROM unnest(c_uuid, c_core, c_mem, c_core0, c_mem0) AS c(uuid, core, mem, core0, mem0)
-    WHERE cards.uuid = c.uuid AND (c.core <> c.core0 OR c.mem <> c.mem0)),
-  quota_totals AS (
-    UPDATE quotas SET core_used = q.core, memory_used_mib = q.mem
-    FROM unnest(q_id, q_core, q_mem, q_core0, q_mem0) AS q(id, core, mem, core0, mem0)
-    WHERE quotas.id = q.id AND (q.core <> q.core0 OR q.mem <> q.mem0))
-  SELECT jsonb_agg(CASE
-      WHEN r.op = 'release' THEN jsonb_build_object('released', r.released)
-      WHEN NOT r.new THEN '{"reused": true}'::jsonb
-      WHEN r.ok THEN '{"reused": false}'::jsonb
-      ELSE jsonb_build_object('violations', r.violations) END ORDER BY r.i)
-  INTO v_result
-  FROM unnest(o_op, o_new, o_ok, o_released, o_violations) WITH ORDINALITY AS r(op, new, ok, released, violations, i);
-  RETURN v_result;
+    WHERE cards.uuid = c.uuid AND (c.core <> c.core0 OR c.mem <> c.mem0))
+  UPDATE quotas SET core_used = q.core, memory_used_mib = q.mem
+  FROM unnest(q_id, q_core, q_mem, q_core0, q_mem0) AS q(id, core, mem, core0, mem0)
+  WHERE quotas.id = q.id AND (q.core <> q.core0 OR q.mem <> q.mem0);
+  RETURN to_jsonb(o_result);
 END;
 $$;
