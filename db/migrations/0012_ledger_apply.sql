@@ -26,7 +26,10 @@
 CREATE OR REPLACE FUNCTION vcuda_ledger_apply(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql
 -- Planned once per session: custom plans for each batch's arrays cost more to make than to run.
+-- Every row it reads is found by key, so no plan may scan a table whole: a plan made while the
+-- cards or allocations were few must not read all of them once they are many.
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
 AS $$
 DECLARE
   -- The operations, in batch order. o_new: a reservation whose hold this batch inserted (false:
