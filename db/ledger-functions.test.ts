@@ -1,15 +1,26 @@
 /**
- * The SQL functions (`vcuda_reserve`, migration 0002) against the specification in
+ * The ledger's SQL function (`vcuda_ledger_apply`, migration 0012) against the specification in
  * capacity-check.ts: for random card and quota states and random pods, the function must accept
- * exactly what the pure rules accept and refuse with exactly their code and message.
+ * exactly what the pure rules accept and refuse with exactly their code and message, alone and
+ * in batches (releases first, then each reservation against the totals the ones before it left).
  */
 
 import { sql } from 'drizzle-orm';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VcudaError } from '../contract/index.js';
-import { createTestDatabase, type TestDatabase } from '../test/support/db/test-databases.js';
-import { type CardCapacity, checkCards, checkQuotas, type QuotaCapacity, sumDemandByCard } from './capacity-check.js';
+import { createTestDatabase, type TestDatabase, testDbKinds } from '../test/support/db/test-databases.js';
+import {
+  type CardCapacity,
+  type CardDemand,
+  checkCards,
+  checkQuotas,
+  demandForQuota,
+  type QuotaCapacity,
+  sumDemandByCard,
+  type Violation,
+} from './capacity-check.js';
+import { rowsOf } from './connect.js';
 import { createLedger } from './ledger.js';
 import { cards, quotas, teamNamespaces } from './schema.js';
 
@@ -100,6 +111,197 @@ describe('vcuda_reserve agrees with capacity-check.ts', () => {
         expect((got as VcudaError).message).toBe(`reserve ml/p: ${violations.map((v) => v.message).join('; ')}`);
       }),
       { numRuns: 80, seed: 5 },
+    );
+  }, 120_000);
+});
+
+/** Namespaces of the batch scenario: both in team tm, each may have its own quotas. */
+const NAMESPACES = ['ml', 'dev'];
+const batchQuota = fc.record({
+  scope: fc.constantFrom('namespace' as const, 'team' as const),
+  namespace: fc.constantFrom(...NAMESPACES),
+  gpuModel: fc.constantFrom('', 'A100', 'T4'),
+  coreLimit: fc.integer({ min: 0, max: 300 }),
+  memoryLimitMiB: fc.integer({ min: 0, max: 3_000 }),
+});
+const batchPod = fc.record({
+  namespace: fc.constantFrom(...NAMESPACES),
+  node: fc.constantFrom('n1', 'n1', 'n2'),
+  items: fc.uniqueArray(item, { minLength: 1, maxLength: 3, selector: (i) => `${i.container}/${i.cardUuid}` }),
+});
+const batchScenario = fc.record({
+  cards: fc.array(fc.record({ isPresent: fc.boolean(), node: fc.constantFrom('n1', 'n1', 'n1', 'n2') }), {
+    minLength: 3,
+    maxLength: 3,
+  }),
+  quotas: fc.array(batchQuota, { maxLength: 4 }),
+  first: fc.array(batchPod, { minLength: 1, maxLength: 8 }),
+  second: fc.array(batchPod, { maxLength: 8 }),
+  // Which pods of the first batch the second releases (by index, modulo its length).
+  releases: fc.uniqueArray(fc.integer({ min: 0, max: 7 }), { maxLength: 4 }),
+});
+
+type Pod = { uid: string; namespace: string; node: string; demand: CardDemand[]; rows: number };
+type Outcome = { reused: boolean } | { violations: Violation[] } | { released: number };
+
+/** The specification applied one operation after another: releases first, then reservations in order. */
+function specify(cards: CardCapacity[], quotas: QuotaCapacity[], releases: Pod[], reserves: Pod[]) {
+  const modelOf = (uuid: string) => cards.find((c) => c.uuid === uuid)?.model;
+  const applicable = (namespace: string) =>
+    quotas.filter((q) => (q.scope === 'team' ? q.team === 'tm' : q.namespace === namespace));
+  const apply = (pod: Pod, sign: 1 | -1) => {
+    for (const d of pod.demand) {
+      const card = cards.find((c) => c.uuid === d.cardUuid) as CardCapacity;
+      card.coreUsed += sign * d.core;
+      card.memoryUsedMiB += sign * d.memoryMiB;
+    }
+    for (const q of applicable(pod.namespace)) {
+      const add = demandForQuota(q, pod.demand, modelOf);
+      q.coreUsed += sign * add.core;
+      q.memoryUsedMiB += sign * add.memoryMiB;
+    }
+  };
+  const released = new Map<string, Outcome>();
+  for (const pod of releases) {
+    apply(pod, -1);
+    released.set(pod.uid, { released: pod.rows });
+  }
+  const reserved = new Map<string, Outcome>();
+  for (const pod of reserves) {
+    const cardViolations = checkCards({ cluster: 'c1', node: pod.node }, cards, pod.demand);
+    const violations =
+      cardViolations.length > 0 ? cardViolations : checkQuotas(applicable(pod.namespace), pod.demand, modelOf);
+    if (violations.length > 0) {
+      reserved.set(pod.uid, { violations });
+      continue;
+    }
+    apply(pod, 1);
+    reserved.set(pod.uid, { reused: false });
+  }
+  return { released, reserved };
+}
+
+type BatchScenario = typeof batchScenario extends fc.Arbitrary<infer T> ? T : never;
+type ScenarioPod = BatchScenario['first'][number];
+const AT = '2026-03-01T00:00:00.000Z';
+
+/** Cards (empty) and quotas (none used) of a scenario, as the specification sees them. */
+function startingState(s: BatchScenario): { cardRows: CardCapacity[]; quotaRows: QuotaCapacity[] } {
+  const cardRows: CardCapacity[] = s.cards.map((c, i) => ({
+    uuid: CARDS[i] as string,
+    cluster: 'c1',
+    model: MODEL[CARDS[i] as string] as string,
+    memoryMiB: 1_000,
+    coreUsed: 0,
+    memoryUsedMiB: 0,
+    ...c,
+  }));
+  const quotaRows: QuotaCapacity[] = s.quotas.map((q, i) => ({
+    name: `q${i}`,
+    scope: q.scope,
+    cluster: q.scope === 'namespace' ? 'c1' : null,
+    namespace: q.scope === 'namespace' ? q.namespace : null,
+    team: q.scope === 'team' ? 'tm' : null,
+    gpuModel: q.gpuModel,
+    coreLimit: q.coreLimit,
+    memoryLimitMiB: q.memoryLimitMiB,
+    coreUsed: 0,
+    memoryUsedMiB: 0,
+  }));
+  return { cardRows, quotaRows };
+}
+
+const podsOf = (list: readonly ScenarioPod[], prefix: string): (Pod & { items: ScenarioPod['items'] })[] =>
+  list.map((p, i) => ({
+    uid: `${prefix}-${i}`,
+    namespace: p.namespace,
+    node: p.node,
+    items: p.items,
+    demand: sumDemandByCard(p.items),
+    rows: p.items.length,
+  }));
+const reserveOp = (pod: Pod & { items: ScenarioPod['items'] }) => ({
+  op: 'reserve',
+  cluster: 'c1',
+  podUid: pod.uid,
+  namespace: pod.namespace,
+  pod: pod.uid,
+  node: pod.node,
+  at: AT,
+  items: pod.items,
+});
+const releaseOp = (pod: Pod) => ({ op: 'release', cluster: 'c1', podUid: pod.uid, at: AT, onlyState: null });
+
+describe.each(await testDbKinds())('vcuda_ledger_apply batches agree with capacity-check.ts on %s', (kind) => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase(kind);
+  });
+  afterAll(async () => {
+    await t?.drop();
+  });
+
+  async function apply(ops: unknown[]): Promise<Outcome[]> {
+    const [row] = rowsOf<{ r: unknown }>(
+      await t.db.execute(sql`select vcuda_ledger_apply(${JSON.stringify(ops)}::jsonb) as r`),
+    );
+    return (typeof row?.r === 'string' ? JSON.parse(row.r) : row?.r) as Outcome[];
+  }
+
+  async function seed(state: ReturnType<typeof startingState>): Promise<void> {
+    const now = new Date(AT);
+    await t.db.execute(sql`truncate allocations, pod_holds, cards, quotas, team_namespaces`);
+    await t.db.insert(cards).values(state.cardRows.map((c, i) => ({ ...c, index: i, updatedAt: now })));
+    await t.db.insert(teamNamespaces).values(NAMESPACES.map((namespace) => ({ team: 'tm', cluster: 'c1', namespace })));
+    if (state.quotaRows.length > 0) {
+      await t.db.insert(quotas).values(state.quotaRows.map((q) => ({ ...q, updatedAt: now })));
+    }
+  }
+
+  /** The running totals in the database equal the specification's. */
+  async function expectTotals(state: ReturnType<typeof startingState>): Promise<void> {
+    const cardTotals = rowsOf<{ uuid: string; core_used: number; memory_used_mib: number }>(
+      await t.db.execute(sql`select uuid, core_used, memory_used_mib from cards order by uuid`),
+    );
+    expect(cardTotals).toEqual(
+      state.cardRows.map((c) => ({ uuid: c.uuid, core_used: c.coreUsed, memory_used_mib: c.memoryUsedMiB })),
+    );
+    const quotaTotals = rowsOf<{ name: string; core_used: number; memory_used_mib: number }>(
+      await t.db.execute(sql`select name, core_used, memory_used_mib from quotas order by id`),
+    );
+    expect(quotaTotals).toEqual(
+      state.quotaRows.map((q) => ({ name: q.name, core_used: q.coreUsed, memory_used_mib: q.memoryUsedMiB })),
+    );
+  }
+
+  it('decides every operation of a batch as the rules do one after another, with the same messages', async () => {
+    let n = 0;
+    await fc.assert(
+      fc.asyncProperty(batchScenario, async (s) => {
+        n += 1;
+        const state = startingState(s);
+        await seed(state);
+        // The first batch: reservations only, against empty cards and quotas.
+        const first = podsOf(s.first, `a${n}`);
+        const firstSpec = specify(state.cardRows, state.quotaRows, [], first);
+        expect(await apply(first.map(reserveOp))).toEqual(first.map((pod) => firstSpec.reserved.get(pod.uid)));
+
+        // The second: releases of some of the first batch's pods (a refused one releases nothing)
+        // interleaved with new reservations.
+        const releasing = [...new Set(s.releases.map((r) => first[r % first.length] as Pod))];
+        const second = podsOf(s.second, `b${n}`);
+        const held = releasing.filter((pod) => 'reused' in (firstSpec.reserved.get(pod.uid) as Outcome));
+        const secondSpec = specify(state.cardRows, state.quotaRows, held, second);
+        const ops = second.map((pod) => ({ uid: pod.uid, op: reserveOp(pod) as unknown }));
+        releasing.forEach((pod, i) => {
+          ops.splice(Math.min(2 * i, ops.length), 0, { uid: pod.uid, op: releaseOp(pod) });
+        });
+        expect(await apply(ops.map((o) => o.op))).toEqual(
+          ops.map((o) => secondSpec.released.get(o.uid) ?? secondSpec.reserved.get(o.uid) ?? { released: 0 }),
+        );
+        await expectTotals(state);
+      }),
+      { numRuns: kind === 'pglite' ? 60 : 40, seed: 7 },
     );
   }, 120_000);
 });

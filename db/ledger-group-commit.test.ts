@@ -1,5 +1,5 @@
 /**
- * Group commit through `vcuda_ledger_batch`: operations that queue while one transaction commits
+ * Group commit through `vcuda_ledger_apply`: operations that queue while a batch is in flight
  * share the next one, and each keeps its own outcome, exactly as if it had gone alone.
  */
 import { sql } from 'drizzle-orm';
@@ -20,6 +20,13 @@ const pod = (uid: string, core: number, namespace = 'ml'): ReserveRequest => ({
   node: 'n1',
   items: [{ container: 'main', cardUuid: 'GPU-a', core, memoryMiB: 1_000 }],
 });
+
+/** The error's message and its causes' (drizzle wraps the driver's error). */
+function messagesOf(err: unknown): string {
+  const out: string[] = [];
+  for (let e = err; e instanceof Error; e = e.cause) out.push(e.message);
+  return out.join(' <- ');
+}
 
 const outcomeOf = (r: PromiseSettledResult<{ reused: boolean }>) =>
   r.status === 'fulfilled' ? (r.value.reused ? 'reused' : 'ok') : (r.reason as VcudaError).code;
@@ -44,7 +51,7 @@ describe.each(kinds)('ledger group commit on %s', (kind) => {
       coreLimit: 60,
       memoryLimitMiB: 100_000,
     });
-    // The first goes alone; the rest queue behind it and share one transaction.
+    // They share one batch; p1's second reservation waits for the next one and finds p1 held.
     const results = await Promise.allSettled([
       ledger.reserve(pod('p0', 30)),
       ledger.reserve(pod('p1', 20)),
@@ -77,29 +84,51 @@ describe.each(kinds)('ledger group commit on %s', (kind) => {
     expect(await findCardDrift(t.db)).toEqual([]);
   });
 
-  it('answers one result per operation from vcuda_ledger_batch itself, refusals included', async () => {
+  it('applies a batch in one call of vcuda_ledger_apply: releases first, then reservations in order', async () => {
     const at = new Date().toISOString();
-    const demand = [{ cardUuid: 'GPU-a', core: 50, memoryMiB: 1_000 }];
-    const ops = [
-      { op: 'reserve', request: { ...pod('b1', 50), demand }, at },
-      { op: 'reserve', request: { ...pod('b2', 50), demand }, at }, // q-ml allows 60
-      { op: 'release', cluster: 'c1', podUid: 'b1', at, onlyState: null },
-      { op: 'reserve', request: { ...pod('b2', 50), demand }, at },
-    ];
-    const [row] = rowsOf<{ r: unknown }>(
-      await t.db.execute(sql`select vcuda_ledger_batch(${JSON.stringify(ops)}::jsonb) as r`),
-    );
-    const results = (typeof row?.r === 'string' ? JSON.parse(row.r) : row?.r) as Record<string, unknown>[];
-    expect(results).toHaveLength(4);
-    expect(results[0]).toEqual({ reused: false });
-    expect(results[1]).toEqual({
-      violations: [{ code: 'quota-exceeded', message: expect.stringMatching(/quota q-ml .*over by 40/) }],
-    });
-    expect(results[2]).toEqual({ released: 1 });
-    expect(results[3]).toEqual({ reused: false });
+    const reserve = (uid: string, core: number) => ({ op: 'reserve', ...pod(uid, core), at });
+    const release = (uid: string) => ({ op: 'release', cluster: 'c1', podUid: uid, at, onlyState: null });
+    const apply = async (ops: unknown[]) => {
+      const [row] = rowsOf<{ r: unknown }>(
+        await t.db.execute(sql`select vcuda_ledger_apply(${JSON.stringify(ops)}::jsonb) as r`),
+      );
+      return (typeof row?.r === 'string' ? JSON.parse(row.r) : row?.r) as Record<string, unknown>[];
+    };
+    expect(await apply([reserve('b0', 40)])).toEqual([{ reused: false }]);
+    // q-ml allows 60: b0's 40 comes back before b1 and b2 take 30 each, and b3 finds it full.
+    const results = await apply([
+      reserve('b1', 30),
+      release('b0'),
+      reserve('b2', 30),
+      reserve('b3', 10),
+      release('nope'),
+    ]);
+    expect(results).toEqual([
+      { reused: false },
+      { released: 1 },
+      { reused: false },
+      {
+        violations: [
+          {
+            code: 'quota-exceeded',
+            message: expect.stringMatching(/quota q-ml .*in use 60, pod asks 10 \(over by 10\)/),
+          },
+        ],
+      },
+      { released: 0 },
+    ]);
     const ledger = createLedger(t.db, { clock: () => new Date() });
-    expect((await ledger.listQuotas())[0]).toMatchObject({ coreUsed: 50 });
-    await ledger.release('c1', 'b2');
+    expect((await ledger.listQuotas())[0]).toMatchObject({ coreUsed: 60 });
+    // One pod twice in one batch is refused as a whole (the ledger never sends it).
+    const twice = await apply([release('b1'), reserve('b1', 30)]).catch((err: unknown) => err);
+    expect(messagesOf(twice)).toMatch(/appears twice/);
+    expect(await apply([release('b1'), release('b2'), release('b3')])).toEqual([
+      { released: 1 },
+      { released: 1 },
+      { released: 0 },
+    ]);
+    expect((await ledger.listQuotas())[0]).toMatchObject({ coreUsed: 0 });
+    expect(await findCardDrift(t.db)).toEqual([]);
   });
 
   it('refuses a bad request before it reaches a batch', async () => {

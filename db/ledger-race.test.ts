@@ -1,13 +1,19 @@
 /**
- * Invariants 1 and 5 under a real race: 8 clients, each with its own pool, fight over the last
- * capacity of four cards and of namespace and team quotas on real PostgreSQL. A checker reads
- * the truth (sums of live allocations, not the running totals) throughout and at the end.
+ * Invariants 1 and 5 under a real race: 8 clients fight over the last capacity of four cards and
+ * of namespace and team quotas on real PostgreSQL: with a pool each, as 2 group-commit replicas,
+ * and beside a replica of the previous release (which calls vcuda_reserve and vcuda_release, as
+ * during a rolling upgrade). A checker reads the truth (sums of live allocations, not the running
+ * totals) throughout and at the end.
  */
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VcudaError } from '../contract/index.js';
 import { createTestDatabase, postgresForTests, type TestDatabase } from '../test/support/db/test-databases.js';
-import { createLedger, type Ledger } from './ledger.js';
+import { sumDemandByCard, type Violation } from './capacity-check.js';
+import { rowsOf, type VcudaDb } from './connect.js';
+import { createLedger, type Ledger, type ReserveRequest } from './ledger.js';
 import { findCardDrift, findOvercommit } from './ledger-audit.js';
+import { pgErrorCode, retryTransient } from './pg-errors.js';
 
 const CLIENTS = 8;
 const RESERVATIONS = 10_000;
@@ -23,6 +29,44 @@ function seeded(seed: number): () => number {
     t = Math.imul(t ^ (t >>> 15), t | 1);
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+type Racer = Pick<Ledger, 'reserve' | 'release'>;
+
+/** A replica of the previous release: one call of vcuda_reserve / vcuda_release per operation. */
+function previousRelease(db: VcudaDb): Racer {
+  const refuse = (violations: Violation[]) => {
+    const codes = violations.map((v) => v.code);
+    const code = (['invalid', 'not-found', 'capacity-conflict'] as const).find((c) => codes.includes(c));
+    return new VcudaError(code ?? 'quota-exceeded', violations.map((v) => v.message).join('; '));
+  };
+  return {
+    async reserve(req: ReserveRequest) {
+      const p = JSON.stringify({ ...req, demand: sumDemandByCard(req.items) });
+      try {
+        const [row] = await retryTransient(async () =>
+          rowsOf<{ r: unknown }>(await db.execute(sql`select vcuda_reserve(${p}::jsonb, now()) as r`)),
+        );
+        const r = (typeof row?.r === 'string' ? JSON.parse(row.r) : row?.r) as
+          | { reused: boolean }
+          | { violations: Violation[] };
+        if ('violations' in r) throw refuse(r.violations);
+        return { reused: r.reused };
+      } catch (err) {
+        if (pgErrorCode(err) === '23505') return { reused: true };
+        if (pgErrorCode(err) !== 'VC001') throw err;
+        let e: unknown = err;
+        while (e instanceof Error && (e as { code?: string }).code !== 'VC001') e = e.cause;
+        throw refuse(JSON.parse((e as Error).message) as Violation[]);
+      }
+    },
+    async release(cluster: string, podUid: string) {
+      const [row] = await retryTransient(async () =>
+        rowsOf<{ n: number }>(await db.execute(sql`select vcuda_release(${cluster}, ${podUid}, now(), null) as n`)),
+      );
+      return { released: Number(row?.n ?? 0) };
+    },
   };
 }
 
@@ -70,14 +114,16 @@ describe.skipIf(!reachable)('ledger race on PostgreSQL', () => {
     await t?.drop();
   });
 
-  // Group commit: 2 replicas, each one ledger shared by 4 clients whose reservations and releases
-  // go out in batches (one transaction, a subtransaction per pod), racing each other's batches.
+  // Group commit (the default): 2 replicas, each one ledger shared by 4 clients whose reservations
+  // and releases go out in batches (one call of vcuda_ledger_apply each), two batches in flight
+  // per replica, racing each other's batches.
   it.each([
-    { setup: 'one transaction per call', grouped: false },
-    { setup: 'group commit, 2 replicas', grouped: true },
+    { setup: 'one transaction per call', kind: 'per-call' },
+    { setup: 'group commit, 2 replicas', kind: 'grouped' },
+    { setup: 'a replica of the previous release beside a group-commit one', kind: 'upgrade' },
   ])(
     `never overcommits a card or a quota over ${RESERVATIONS} contended reservations ($setup)`,
-    async ({ grouped }) => {
+    async ({ kind }) => {
       let attempts = 0;
       const outcome = { ok: 0, reused: 0, 'capacity-conflict': 0, 'quota-exceeded': 0 } as Record<string, number>;
       const seenOvercommit: string[] = [];
@@ -90,13 +136,13 @@ describe.skipIf(!reachable)('ledger race on PostgreSQL', () => {
         }
       })();
 
-      async function client(id: number, ledger: Ledger): Promise<void> {
+      async function client(id: number, ledger: Racer): Promise<void> {
         const random = seeded(1000 + id);
         const held: string[] = [];
         let n = 0;
         while (attempts < RESERVATIONS) {
           attempts += 1;
-          const uid = `${grouped ? 'g' : ''}c${id}-p${n++}`;
+          const uid = `${kind}-c${id}-p${n++}`;
           const card = CARDS[Math.floor(random() * CARDS.length)] as string;
           const node = card === 'GPU-r0' || card === 'GPU-r1' ? 'n1' : 'n2';
           const sibling =
@@ -131,18 +177,22 @@ describe.skipIf(!reachable)('ledger race on PostgreSQL', () => {
         for (const uid of held) await ledger.release('c1', uid);
       }
 
-      const replicas = grouped
-        ? await Promise.all(
-            [0, 1].map(async () =>
-              createLedger(await t.open(2), { clock: () => new Date(), groupCommit: { maxBatch: 16 } }),
-            ),
-          )
-        : [];
-      const ledgers = grouped
-        ? Array.from({ length: CLIENTS }, (_, id) => replicas[id % 2] as Ledger)
-        : await Promise.all(
-            Array.from({ length: CLIENTS }, async () => createLedger(await t.open(1), { clock: () => new Date() })),
-          );
+      const grouped = async () =>
+        createLedger(await t.open(2), { clock: () => new Date(), groupCommit: { maxBatch: 16, maxInFlight: 2 } });
+      const replicas: Racer[] =
+        kind === 'grouped'
+          ? [await grouped(), await grouped()]
+          : kind === 'upgrade'
+            ? [previousRelease(await t.open(4)), await grouped()]
+            : [];
+      const ledgers: Racer[] =
+        replicas.length > 0
+          ? Array.from({ length: CLIENTS }, (_, id) => replicas[id % 2] as Racer)
+          : await Promise.all(
+              Array.from({ length: CLIENTS }, async () =>
+                createLedger(await t.open(1), { clock: () => new Date(), groupCommit: false }),
+              ),
+            );
       await Promise.all(ledgers.map((ledger, id) => client(id, ledger)));
       running = false;
       await checker;

@@ -2,22 +2,24 @@
  * The ledger: the single arbiter of GPU capacity and quota across every cluster sharing this
  * database.
  *
- * Concurrency: reserve and release each run as ONE call of a server-side function
- * (`vcuda_reserve`, `vcuda_release`, migration 0002) in its own transaction. It locks the rows it
- * will change with `SELECT ... FOR UPDATE`: the pod's hold row, then cards by uuid, then quotas
- * by id, so racing reservations queue on the first row they share instead of deadlocking, and
- * the loser re-reads the winner's totals before it decides. Row locks were chosen over
- * SERIALIZABLE because racing pods conflict on purpose (the last capacity of a card), where
- * SERIALIZABLE would abort and retry whole transactions. One round trip per operation keeps the
- * rows locked for microseconds, which is what bounds throughput on a hot card or team quota.
- * The rules and messages are specified and unit-tested in `capacity-check.ts`; the functions
- * follow them and `ledger-functions.test.ts` checks that they agree. Deadlocks (possible only
- * against administrative operations) are retried.
+ * Concurrency: reservations and releases go to the server-side function `vcuda_ledger_apply`
+ * (migration 0012), one call per batch: the ones made while a batch is in flight share the next
+ * one (group commit, `group-commit.ts`), one transaction and one WAL flush for all of them. The
+ * function locks the rows it will change with `SELECT ... FOR UPDATE`: the new pods' hold rows,
+ * then cards by uuid, then quotas by id, so racing batches (of other replicas too) queue on the
+ * first row they share instead of deadlocking, and the loser re-reads the winner's totals before
+ * it decides. Row locks were chosen over SERIALIZABLE because racing pods conflict on purpose
+ * (the last capacity of a card), where SERIALIZABLE would abort and retry whole transactions. A
+ * hot card or team quota stays locked until its transaction's commit has flushed, which is what
+ * bounds throughput on it; one batch pays that wait once for all its operations. The rules and
+ * messages are specified and unit-tested in `capacity-check.ts`; the function follows them and
+ * `ledger-functions.test.ts` checks that they agree. Deadlocks (possible only against
+ * administrative operations and other replicas' batches) are retried.
  */
 import { and, eq, lt, ne, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { fieldErrorsFromZod, ValidationError, VcudaError } from '../contract/index.js';
-import { checkQuotas, type QuotaCapacity, sumDemandByCard, type Violation } from './capacity-check.js';
+import { checkQuotas, type QuotaCapacity, type Violation } from './capacity-check.js';
 import { rawQueryOf, rowsOf, type VcudaDb } from './connect.js';
 import { createGroupCommit } from './group-commit.js';
 import { pgErrorCode, retryTransient, UNIQUE_VIOLATION } from './pg-errors.js';
@@ -39,12 +41,15 @@ export type LivePod = { uid: string; namespace: string; name: string };
 export type LedgerOptions = {
   clock: () => Date;
   /**
-   * Group commit (`vcuda_ledger_batch`, migration 0011): reservations and releases that arrive
-   * while one transaction commits go out together, up to `maxBatch` per transaction. Off when
-   * absent: every operation is its own transaction.
+   * Group commit (`vcuda_ledger_apply`, migration 0012): reservations and releases that arrive
+   * while a batch is in flight go out together as the next one, up to `maxBatch` per transaction
+   * and `maxInFlight` batches at once. On by default (`DEFAULT_GROUP_COMMIT`); `false`: every
+   * operation is its own transaction. Callers see the same results either way.
    */
-  groupCommit?: { maxBatch: number };
+  groupCommit?: { maxBatch: number; maxInFlight?: number } | false;
 };
+
+export const DEFAULT_GROUP_COMMIT = { maxBatch: 64, maxInFlight: 1 } as const;
 
 const name = z.string().min(1).max(253);
 const reserveRequestSchema = z.object({
@@ -89,26 +94,15 @@ function throwViolations(what: string, violations: readonly Violation[]): void {
   throw new VcudaError(code, `${what}: ${violations.map((v) => v.message).join('; ')}`);
 }
 
-/** The function's verdict: a JSON object, already parsed by postgres.js and PGlite alike. */
+/** A reservation's verdict from `vcuda_ledger_apply`: a JSON object, parsed by postgres.js and PGlite alike. */
 type ReserveVerdict = { reused: boolean } | { violations: Violation[] };
-/** One operation of `vcuda_ledger_batch` (migration 0011), or of its single-call counterpart. */
-type ReserveOp = { op: 'reserve'; request: ReserveRequest & { demand: unknown }; at: string };
+/** One operation of `vcuda_ledger_apply` (migration 0012). */
+type ReserveOp = { op: 'reserve'; at: string } & ReserveRequest;
 type ReleaseOp = { op: 'release'; cluster: string; podUid: string; at: string; onlyState: string | null };
 type LedgerOp = ReserveOp | ReleaseOp;
 type LedgerOpResult = ReserveVerdict | { released: number };
 
-const VIOLATIONS_SQLSTATE = 'VC001';
-
-/** `vcuda_reserve` raises VC001 with the violations as JSON when a quota is short. */
-function violationsOf(err: unknown): Violation[] | undefined {
-  if (pgErrorCode(err) !== VIOLATIONS_SQLSTATE) return undefined;
-  for (let e: unknown = err, depth = 0; e && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
-    if ((e as { code?: unknown }).code === VIOLATIONS_SQLSTATE) {
-      return JSON.parse((e as Error).message) as Violation[];
-    }
-  }
-  return undefined;
-}
+const APPLY_SQL = 'select vcuda_ledger_apply($1::jsonb) as r';
 
 // One prepared statement each, like reserve: the query builder cost more client CPU than the call.
 const CONFIRM_SQL = `with bound as (
@@ -148,45 +142,34 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
     return rowsOf<T>(await db.execute(built));
   }
 
-  async function reserveAlone(op: ReserveOp): Promise<ReserveVerdict> {
+  async function applyBatch(ops: readonly LedgerOp[]): Promise<LedgerOpResult[]> {
+    const rows = await query<{ r: unknown }>(APPLY_SQL, [JSON.stringify(ops)]);
+    const results = parseJson<LedgerOpResult[] | null>(rows[0]?.r);
+    if (!Array.isArray(results)) throw new Error(`vcuda_ledger_apply answered ${JSON.stringify(results)}`);
+    return results;
+  }
+
+  /** One operation in its own transaction, retried when it lost a deadlock or a race. */
+  async function runOne(op: LedgerOp): Promise<LedgerOpResult> {
     try {
-      const rows = await retryTransient(() =>
-        query<{ r: unknown }>('select vcuda_reserve($1::jsonb, $2::timestamptz) as r', [
-          JSON.stringify(op.request),
-          op.at,
-        ]),
-      );
-      return parseJson<ReserveVerdict>(rows[0]?.r);
+      const [result] = await retryTransient(() => applyBatch([op]));
+      if (!result) throw new Error(`vcuda_ledger_apply answered nothing for ${op.op} ${op.podUid}`);
+      return result;
     } catch (err) {
       // The same pod raced itself (two replicas binding it): the other one holds it.
-      if (pgErrorCode(err) === UNIQUE_VIOLATION) return { reused: true };
-      const violations = violationsOf(err);
-      if (!violations) throw err;
-      return { violations };
+      if (op.op === 'reserve' && pgErrorCode(err) === UNIQUE_VIOLATION) return { reused: true };
+      throw err;
     }
   }
 
-  async function releaseAlone(op: ReleaseOp): Promise<{ released: number }> {
-    const rows = await retryTransient(() =>
-      query<{ n: number }>('select vcuda_release($1, $2, $3::timestamptz, $4::text) as n', [
-        op.cluster,
-        op.podUid,
-        op.at,
-        op.onlyState,
-      ]),
-    );
-    return { released: Number(rows[0]?.n ?? 0) };
-  }
-
-  const runOne = (op: LedgerOp): Promise<LedgerOpResult> => (op.op === 'reserve' ? reserveAlone(op) : releaseAlone(op));
-  const submit = opts.groupCommit
+  const grouping = opts.groupCommit === undefined ? DEFAULT_GROUP_COMMIT : opts.groupCommit;
+  const submit = grouping
     ? createGroupCommit<LedgerOp, LedgerOpResult>({
-        maxBatch: opts.groupCommit.maxBatch,
+        maxBatch: grouping.maxBatch,
+        maxInFlight: grouping.maxInFlight ?? 1,
+        keyOf: (op) => `${op.cluster}\u0000${op.podUid}`,
         runOne,
-        runBatch: async (ops) => {
-          const rows = await query<{ r: unknown }>('select vcuda_ledger_batch($1::jsonb) as r', [JSON.stringify(ops)]);
-          return parseJson<LedgerOpResult[]>(rows[0]?.r);
-        },
+        runBatch: applyBatch,
       })
     : runOne;
 
@@ -222,7 +205,7 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
       const req = parse(reserveRequestSchema, request, 'reservation');
       const what = `reserve ${req.namespace}/${req.pod}`;
       const at = clock().toISOString();
-      const verdict = await submit({ op: 'reserve', request: { ...req, demand: sumDemandByCard(req.items) }, at });
+      const verdict = await submit({ op: 'reserve', ...req, at });
       if ('violations' in verdict) {
         throwViolations(what, verdict.violations);
         throw new VcudaError('capacity-conflict', `${what}: refused`);
@@ -274,11 +257,9 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
         .selectDistinct({ cluster: allocations.cluster, podUid: allocations.podUid })
         .from(allocations)
         .where(and(eq(allocations.state, 'reserved'), lt(allocations.reservedAt, cutoff)));
-      let expired = 0;
-      for (const pod of stale) {
-        if ((await releasePod(pod.cluster, pod.podUid, 'reserved')) > 0) expired += 1;
-      }
-      return expired;
+      // All at once: with group commit they share batches instead of a transaction each.
+      const released = await Promise.all(stale.map((pod) => releasePod(pod.cluster, pod.podUid, 'reserved')));
+      return released.filter((rows) => rows > 0).length;
     },
 
     /**
@@ -303,10 +284,8 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
           held.filter((h) => !liveUids.has(h.podUid) && h.reservedAt.getTime() <= listedAt).map((h) => h.podUid),
         ),
       ].sort();
-      const released: string[] = [];
-      for (const uid of gone) {
-        if ((await releasePod(cluster, uid)) > 0) released.push(uid);
-      }
+      const rows = await Promise.all(gone.map((uid) => releasePod(cluster, uid)));
+      const released = gone.filter((_, i) => (rows[i] ?? 0) > 0);
       return { released, missingFromLedger: livePods.filter((p) => !heldUids.has(p.uid)) };
     },
 

@@ -12,8 +12,8 @@ describe('migrate', () => {
   it('creates every table on PGlite and is a no-op the second time', { timeout: 120_000 }, async () => {
     const db = await connectDb({});
     try {
-      expect(await migrate(db)).toEqual({ applied: 12, total: 12 });
-      expect(await migrate(db)).toEqual({ applied: 0, total: 12 });
+      expect(await migrate(db)).toEqual({ applied: 13, total: 13 });
+      expect(await migrate(db)).toEqual({ applied: 0, total: 13 });
       const tables = rowsOf<{ t: string }>(
         await db.execute(sql`select tablename as t from pg_tables where schemaname = 'public' order by 1`),
       ).map((r) => r.t);
@@ -51,13 +51,13 @@ describe('migrate', () => {
       );
       try {
         const results = await Promise.all(replicas.map((db) => migrate(db)));
-        expect(results.map((r) => r.applied).sort()).toEqual([0, 0, 0, 12]);
+        expect(results.map((r) => r.applied).sort()).toEqual([0, 0, 0, 13]);
         const rows = rowsOf<{ n: number }>(
           await (replicas[0] as (typeof replicas)[number]).execute(
             sql`select count(*)::int as n from drizzle.__drizzle_migrations`,
           ),
         );
-        expect(rows[0]?.n).toBe(12);
+        expect(rows[0]?.n).toBe(13);
       } finally {
         for (const db of replicas) await closeDb(db);
       }

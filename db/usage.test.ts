@@ -194,7 +194,7 @@ describe.each(kinds)('migration 0009 on %s', (kind) => {
         values ('c1', 'ml', 'p', 'c', 'GPU-1', ${at(1).toISOString()}, 3600, 10, 1, 'hour')`);
       await t.db.execute(sql`insert into usage_days values ('c1', 'ml', ${DAY.toISOString()}, 14)`);
 
-      expect(await migrate(t.db)).toEqual({ applied: 3, total: 12 });
+      expect(await migrate(t.db)).toEqual({ applied: 4, total: 13 });
       const rows = rowsOf<{ resolution: string; n: number }>(
         await t.db.execute(sql`select resolution, count(*)::int as n from usage_samples group by 1 order by 1`),
       );

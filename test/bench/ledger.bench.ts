@@ -1,16 +1,19 @@
 /**
- * The ledger on local PostgreSQL: reserve+release pairs per second with 8 clients (each with its
- * own pool of one connection) over 64 cards, with namespace and team quotas in force; in the same
- * run, the database's own ceiling: one-row UPDATE transactions with the same clients through the
- * same driver, so `ledger_commit_efficiency` (2 commits per pair over that ceiling) says how much
- * of what this PostgreSQL can commit the ledger uses; then an audit for overcommit; then each
- * report over a table of generated allocation rows (`VCUDA_BENCH_LEDGER_ROWS`, default 10 million,
- * made with `generate_series`). `VCUDA_BENCH_LEDGER_SECONDS` (default 10) sets each timed phase.
+ * The ledger on local PostgreSQL: reserve+release pairs per second with 8 clients over 64 cards,
+ * with namespace and team quotas in force. The clients are one control plane's concurrent binds:
+ * they share one ledger (its default settings, so group commit) with a pool of 8 connections.
+ * In the same run, the database's own ceiling: one-row UPDATE transactions with the same number of
+ * clients through the same driver, measured before and after the pairs, so
+ * `ledger_commit_efficiency` (2 operations per pair over that ceiling) says how much of what this
+ * PostgreSQL can commit the ledger turns into operations. Then the same clients with a ledger each
+ * and one transaction per call (8 replicas), an audit for overcommit, and each report over a table
+ * of generated allocation rows (`VCUDA_BENCH_LEDGER_ROWS`, default 10 million, made with
+ * `generate_series`). `VCUDA_BENCH_LEDGER_SECONDS` (default 10) sets each timed phase.
  */
 import { sql } from 'drizzle-orm';
 import { VcudaError } from '../../contract/index.js';
-import { rawQueryOf, rowsOf } from '../../db/connect.js';
-import { createLedger } from '../../db/ledger.js';
+import { closeDb, rawQueryOf, rowsOf, type VcudaDb } from '../../db/connect.js';
+import { createLedger, type Ledger } from '../../db/ledger.js';
 import { findCardDrift, findOvercommit } from '../../db/ledger-audit.js';
 import { runReport } from '../../db/reports.js';
 import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../support/db/test-databases.js';
@@ -47,12 +50,26 @@ async function measureBaselineCommits(t: TestDatabase, log: (line: string) => vo
   return perSecond;
 }
 
-/**
- * `teamSize` namespaces share each team quota. Every reservation and release locks its team's
- * quota row until it commits (WAL flush included), so one team over all 8 clients serialises
- * them all: that is the worst case, measured separately.
- */
-async function measurePairs(t: TestDatabase, teamSize: number, log: (line: string) => void, grouped = false) {
+/** How the 8 clients reach the ledger. */
+type PairsMode =
+  | 'shared' // one ledger, its default settings (group commit), a pool of 8: one control plane
+  | 'per-call'; // a ledger each, one connection, one transaction per operation: 8 replicas
+
+/** Sessions opened from now on count their calls of plpgsql functions (needs a superuser). */
+async function countFunctionCalls(t: TestDatabase): Promise<void> {
+  const [row] = rowsOf<{ db: string }>(await t.db.execute(sql`select current_database() as db`));
+  await t.db.execute(sql.raw(`alter database "${row?.db}" set track_functions = 'pl'`));
+}
+
+/** Calls of vcuda_ledger_apply and the time spent in it, from pg_stat_user_functions. */
+async function applyStats(t: TestDatabase): Promise<{ calls: number; totalMs: number }> {
+  const rows = rowsOf<{ calls: number; total_time: number }>(
+    await t.db.execute(sql`select calls, total_time from pg_stat_user_functions where funcname = 'vcuda_ledger_apply'`),
+  );
+  return { calls: Number(rows[0]?.calls ?? 0), totalMs: Number(rows[0]?.total_time ?? 0) };
+}
+
+async function seedPairs(t: TestDatabase, teamSize: number): Promise<string[]> {
   const admin = createLedger(t.db, { clock: () => new Date() });
   await t.db.execute(sql`truncate allocations, pod_holds, cards, nodes, quotas, team_namespaces`);
   const namespaces = Array.from({ length: CLIENTS }, (_, i) => `ns${i}`);
@@ -82,19 +99,34 @@ async function measurePairs(t: TestDatabase, teamSize: number, log: (line: strin
     );
     await admin.setQuota({ name: team, scope: 'team', team, coreLimit: 6_400, memoryLimitMiB: 2_560_000 });
   }
+  return namespaces;
+}
 
-  // Grouped: the 8 clients are one control plane's concurrent binds, sharing one ledger whose
-  // reservations and releases go out in batches (group commit, migration 0011).
-  const shared = grouped
-    ? createLedger(await t.open(CLIENTS), { clock: () => new Date(), groupCommit: { maxBatch: 64 } })
-    : undefined;
+/**
+ * `teamSize` namespaces share each team quota. Every reservation and release locks its team's
+ * quota row until it commits (WAL flush included), so one team over all 8 clients serialises
+ * them all unless they share transactions: that is the worst case, measured separately.
+ */
+async function measurePairs(t: TestDatabase, teamSize: number, log: (line: string) => void, mode: PairsMode) {
+  const namespaces = await seedPairs(t, teamSize);
+  let sharedLedger: Ledger | undefined;
+  // Each run opens its own pools and closes them after: a closing session reports its function
+  // counters, which it otherwise does at most once a second.
+  const handles = mode === 'shared' ? [await t.open(CLIENTS)] : await Promise.all(namespaces.map(() => t.open(1)));
+  const ledgers = namespaces.map((_, c) =>
+    mode === 'shared'
+      ? (sharedLedger ??= createLedger(handles[0] as VcudaDb, { clock: () => new Date() }))
+      : createLedger(handles[c] as VcudaDb, { clock: () => new Date(), groupCommit: false }),
+  );
   let pairs = 0;
   let conflicts = 0;
+  const statsBefore = await applyStats(t);
   const deadline = Date.now() + PAIRS_DURATION_MS;
   const started = performance.now();
+  const cpuBefore = process.cpuUsage();
   await Promise.all(
     namespaces.map(async (namespace, c) => {
-      const ledger = shared ?? createLedger(await t.open(1), { clock: () => new Date() });
+      const ledger = ledgers[c] as Ledger;
       for (let i = 0; Date.now() < deadline; i++) {
         const uid = `${namespace}-${i}`;
         // Clients walk the cards at different strides, so they meet on the same cards often.
@@ -119,20 +151,35 @@ async function measurePairs(t: TestDatabase, teamSize: number, log: (line: strin
     }),
   );
   const seconds = (performance.now() - started) / 1000;
+  const cpu = process.cpuUsage(cpuBefore);
   const overcommit = (await findOvercommit(t.db)).length + (await findCardDrift(t.db)).length;
+  for (const handle of handles) await closeDb(handle);
+  await new Promise((r) => setTimeout(r, 300)); // the closed sessions' exit, which reports their counters
+  const statsAfter = await applyStats(t);
+  const operations = 2 * pairs + conflicts;
+  const calls = statsAfter.calls - statsBefore.calls;
   const perSecond = pairs / seconds;
+  const result = {
+    perSecond,
+    overcommit,
+    meanBatch: calls > 0 ? operations / calls : Number.NaN,
+    functionUsPerOp: operations > 0 ? ((statsAfter.totalMs - statsBefore.totalMs) * 1000) / operations : Number.NaN,
+    nodeUsPerOp: operations > 0 ? (cpu.user + cpu.system) / operations : Number.NaN,
+  };
   log(
-    `pairs (team of ${teamSize}${grouped ? ', group commit' : ''}): ${pairs} in ${seconds.toFixed(1)} s (${conflicts} refused), overcommit ${overcommit}`,
+    `pairs (team of ${teamSize}, ${mode}): ${pairs} in ${seconds.toFixed(1)} s (${conflicts} refused), overcommit ${overcommit}; ` +
+      `${result.meanBatch.toFixed(1)} operations per call, ${result.functionUsPerOp.toFixed(0)} us in the function and ` +
+      `${result.nodeUsPerOp.toFixed(0)} us of this process's CPU per operation`,
   );
-  return { perSecond, overcommit };
+  return result;
 }
 
 /**
- * Where one reserve and one release spend their time, one client alone (no lock waits): the
- * client's whole call, the server-side function's own run time (`pg_stat_user_functions`, with
- * `track_functions` on for this session: needs a superuser, as the local server's `postgres`
- * is), and an empty round trip (`select 1`). What is left of a call after the function and
- * the round trip is mostly its commit (the WAL flush).
+ * Where one reserve and one release spend their time, one client alone (no lock waits, so each
+ * goes alone as a batch of one): the client's whole call, the server-side function's own run time
+ * (`pg_stat_user_functions`, with `track_functions` on for this session: needs a superuser, as
+ * the local server's `postgres` is), and an empty round trip (`select 1`). What is left of a call
+ * after the function and the round trip is mostly its commit (the WAL flush).
  */
 async function measureCallBreakdown(t: TestDatabase, log: (line: string) => void): Promise<Figure[]> {
   const CALLS = 500;
@@ -166,11 +213,21 @@ async function measureCallBreakdown(t: TestDatabase, log: (line: string) => void
   if (!raw) throw new Error('the call breakdown needs the postgres.js driver');
   await raw("set track_functions = 'pl'", []);
   const ledger = createLedger(db, { clock: () => new Date() });
+  /** Function time per call since the last look: this session's counters, flushed on request. */
+  let seen = await applyStats(t);
+  const functionMsPerCall = async () => {
+    await raw('select pg_stat_force_next_flush()', []);
+    const now = await applyStats(t);
+    const perCall = now.calls > seen.calls ? (now.totalMs - seen.totalMs) / (now.calls - seen.calls) : Number.NaN;
+    seen = now;
+    return perCall;
+  };
   let reserveMs = 0;
   let releaseMs = 0;
   let emptyMs = 0;
+  // Every reservation first, then every release, so each kind's function time can be told apart.
   for (let i = 0; i < CALLS; i++) {
-    const item = { container: 'main', cardUuid: `GPU-t${i % 8}`, core: 10, memoryMiB: 100 };
+    const item = { container: 'main', cardUuid: `GPU-t${i % 8}`, core: 1, memoryMiB: 100 };
     let started = performance.now();
     await ledger.reserve({
       cluster: 'c1',
@@ -182,36 +239,29 @@ async function measureCallBreakdown(t: TestDatabase, log: (line: string) => void
     });
     reserveMs += performance.now() - started;
     started = performance.now();
-    await ledger.release('c1', `t${i}`);
-    releaseMs += performance.now() - started;
-    started = performance.now();
     await raw('select 1', []);
     emptyMs += performance.now() - started;
   }
-  // The backend reports its function counters to the statistics system about once a second.
-  await new Promise((r) => setTimeout(r, 1500));
-  const stats = rowsOf<{ funcname: string; calls: number; total_time: number }>(
-    await t.db.execute(
-      sql`select funcname, calls, total_time from pg_stat_user_functions where funcname in ('vcuda_reserve', 'vcuda_release')`,
-    ),
-  );
-  const fnMs = (name: string) => {
-    const row = stats.find((r) => r.funcname === name);
-    return row && Number(row.calls) > 0 ? Number(row.total_time) / Number(row.calls) : Number.NaN;
-  };
+  const reserveFunctionMs = await functionMsPerCall();
+  for (let i = 0; i < CALLS; i++) {
+    const started = performance.now();
+    await ledger.release('c1', `t${i}`);
+    releaseMs += performance.now() - started;
+  }
+  const releaseFunctionMs = await functionMsPerCall();
   const scenario = `one client alone, ${CALLS} pairs, 1 card per pod, namespace + team quota`;
   const figures: Figure[] = [
     { name: 'reserve_call_ms', value: round2(reserveMs / CALLS), unit: 'ms', scenario },
     {
       name: 'reserve_function_ms',
-      value: round2(fnMs('vcuda_reserve')),
+      value: round2(reserveFunctionMs),
       unit: 'ms',
       scenario: `${scenario}, server-side run time`,
     },
     { name: 'release_call_ms', value: round2(releaseMs / CALLS), unit: 'ms', scenario },
     {
       name: 'release_function_ms',
-      value: round2(fnMs('vcuda_release')),
+      value: round2(releaseFunctionMs),
       unit: 'ms',
       scenario: `${scenario}, server-side run time`,
     },
@@ -422,89 +472,141 @@ async function measureReports(t: TestDatabase, rows: number, log: (line: string)
   return figures;
 }
 
+type PairsResult = Awaited<ReturnType<typeof measurePairs>>;
+
+/** The pairs figures: one ledger shared by the clients (the headline), and one ledger each. */
+function pairFigures(
+  baseline: number,
+  runs: { spread: PairsResult; oneTeam: PairsResult; spreadPerCall: PairsResult; oneTeamPerCall: PairsResult },
+): Figure[] {
+  const { spread, oneTeam, spreadPerCall, oneTeamPerCall } = runs;
+  const efficiency = (2 * spread.perSecond) / baseline;
+  const hotQuotaRatio = oneTeam.perSecond / spread.perSecond;
+  const overcommit = spread.overcommit + oneTeam.overcommit + spreadPerCall.overcommit + oneTeamPerCall.overcommit;
+  const shared = '8 clients sharing one ledger (one control plane, default settings: group commit)';
+  const sameRun = 'group commit is the default now: the same run as';
+  return [
+    {
+      name: 'pairs_per_s',
+      value: Math.round(spread.perSecond),
+      unit: 'pairs/s',
+      scenario: `${shared}, 64 cards, namespace quotas + 4 team quotas`,
+      ...atLeast(spread.perSecond, 3_000),
+    },
+    {
+      name: 'pairs_per_s_one_team',
+      value: Math.round(oneTeam.perSecond),
+      unit: 'pairs/s',
+      scenario: 'same, all 8 clients under one team quota',
+    },
+    {
+      name: 'baseline_commits_per_s',
+      value: Math.round(baseline),
+      unit: 'tx/s',
+      scenario: `${CLIENTS} clients, one-row UPDATE per transaction, postgres.js, same run (mean of before and after)`,
+    },
+    {
+      name: 'ledger_commit_efficiency',
+      value: round2(efficiency),
+      unit: 'ratio',
+      scenario: '2 x pairs/s / baseline tx/s (spread case)',
+      ...atLeast(round2(efficiency), 0.5),
+    },
+    {
+      name: 'one_team_over_spread',
+      value: round2(hotQuotaRatio),
+      unit: 'ratio',
+      scenario: 'pairs/s, one team quota / spread',
+      ...atLeast(round2(hotQuotaRatio), 0.7),
+    },
+    {
+      name: 'ledger_operations_per_call',
+      value: round2(spread.meanBatch),
+      unit: 'ops',
+      scenario: 'spread case: reservations and releases per call of vcuda_ledger_apply (one transaction)',
+    },
+    {
+      name: 'ledger_function_us_per_op',
+      value: Math.round(spread.functionUsPerOp),
+      unit: 'us',
+      scenario: 'spread case: server-side run time of vcuda_ledger_apply per operation',
+    },
+    {
+      name: 'ledger_client_cpu_us_per_op',
+      value: Math.round(spread.nodeUsPerOp),
+      unit: 'us',
+      scenario: 'spread case: CPU of the benchmark process (ledger, driver, clients) per operation',
+    },
+    {
+      name: 'pairs_per_s_grouped',
+      value: Math.round(spread.perSecond),
+      unit: 'pairs/s',
+      scenario: `${sameRun} pairs_per_s`,
+    },
+    {
+      name: 'pairs_per_s_one_team_grouped',
+      value: Math.round(oneTeam.perSecond),
+      unit: 'pairs/s',
+      scenario: `${sameRun} pairs_per_s_one_team`,
+    },
+    {
+      name: 'ledger_commit_efficiency_grouped',
+      value: round2(efficiency),
+      unit: 'ratio',
+      scenario: `${sameRun} ledger_commit_efficiency`,
+    },
+    {
+      name: 'one_team_over_spread_grouped',
+      value: round2(hotQuotaRatio),
+      unit: 'ratio',
+      scenario: `${sameRun} one_team_over_spread`,
+    },
+    {
+      name: 'pairs_per_s_per_call',
+      value: Math.round(spreadPerCall.perSecond),
+      unit: 'pairs/s',
+      scenario: '8 clients with a ledger and a connection each (8 replicas), one transaction per operation',
+    },
+    {
+      name: 'pairs_per_s_one_team_per_call',
+      value: Math.round(oneTeamPerCall.perSecond),
+      unit: 'pairs/s',
+      scenario: 'same, all 8 clients under one team quota',
+    },
+    {
+      name: 'ledger_commit_efficiency_per_call',
+      value: round2((2 * spreadPerCall.perSecond) / baseline),
+      unit: 'ratio',
+      scenario: '2 x per-call pairs/s / baseline tx/s (spread case)',
+    },
+    {
+      name: 'overcommit',
+      value: overcommit,
+      unit: 'cards+quotas',
+      scenario: 'audit after all four runs',
+      ...atMost(overcommit, 0),
+    },
+  ];
+}
+
 const bench: Benchmark = {
   name: 'ledger',
   description:
-    'Quota ledger on local PostgreSQL: reserve+release pairs/s with 8 clients (one transaction per call, and with group commit), against a one-row-UPDATE baseline from the same run, overcommit audit, node registration and confirm (the bind path), and report latency (median of 3 warm runs) over generated allocation rows.',
+    'Quota ledger on local PostgreSQL: reserve+release pairs/s with 8 clients (sharing one ledger, so group commit; and with a ledger each, one transaction per call), against a one-row-UPDATE baseline from the same run, overcommit audit, node registration and confirm (the bind path), and report latency (median of 3 warm runs) over generated allocation rows.',
   async run({ log }) {
     if (!(await isPostgresReachable())) throw new Error('the ledger benchmark needs PostgreSQL at 127.0.0.1:5432');
     const rows = Number(process.env.VCUDA_BENCH_LEDGER_ROWS ?? 10_000_000);
     const t = await createTestDatabase('postgres');
     try {
-      const baseline = await measureBaselineCommits(t, log);
-      const spread = await measurePairs(t, 2, log);
-      const oneTeam = await measurePairs(t, CLIENTS, log);
-      const spreadGrouped = await measurePairs(t, 2, log, true);
-      const oneTeamGrouped = await measurePairs(t, CLIENTS, log, true);
-      const efficiency = (2 * spread.perSecond) / baseline;
-      const hotQuotaRatio = oneTeam.perSecond / spread.perSecond;
-      const overcommit = spread.overcommit + oneTeam.overcommit + spreadGrouped.overcommit + oneTeamGrouped.overcommit;
-      const figures: Figure[] = [
-        {
-          name: 'pairs_per_s',
-          value: Math.round(spread.perSecond),
-          unit: 'pairs/s',
-          scenario: '8 clients, 64 cards, namespace quotas + 4 team quotas',
-          ...atLeast(spread.perSecond, 3_000),
-        },
-        {
-          name: 'pairs_per_s_one_team',
-          value: Math.round(oneTeam.perSecond),
-          unit: 'pairs/s',
-          scenario: 'same, all 8 clients under one team quota',
-        },
-        {
-          name: 'baseline_commits_per_s',
-          value: Math.round(baseline),
-          unit: 'tx/s',
-          scenario: `${CLIENTS} clients, one-row UPDATE per transaction, postgres.js, same run`,
-        },
-        {
-          name: 'ledger_commit_efficiency',
-          value: round2(efficiency),
-          unit: 'ratio',
-          scenario: '2 x pairs/s / baseline tx/s (spread case)',
-          ...atLeast(round2(efficiency), 0.5),
-        },
-        {
-          name: 'one_team_over_spread',
-          value: round2(hotQuotaRatio),
-          unit: 'ratio',
-          scenario: 'pairs/s, one team quota / spread',
-          ...atLeast(round2(hotQuotaRatio), 0.7),
-        },
-        {
-          name: 'pairs_per_s_grouped',
-          value: Math.round(spreadGrouped.perSecond),
-          unit: 'pairs/s',
-          scenario: '8 clients sharing one ledger with group commit, 4 team quotas',
-        },
-        {
-          name: 'pairs_per_s_one_team_grouped',
-          value: Math.round(oneTeamGrouped.perSecond),
-          unit: 'pairs/s',
-          scenario: 'same, all 8 clients under one team quota',
-        },
-        {
-          name: 'ledger_commit_efficiency_grouped',
-          value: round2((2 * spreadGrouped.perSecond) / baseline),
-          unit: 'ratio',
-          scenario: '2 x grouped pairs/s / baseline tx/s (spread case)',
-        },
-        {
-          name: 'one_team_over_spread_grouped',
-          value: round2(oneTeamGrouped.perSecond / spreadGrouped.perSecond),
-          unit: 'ratio',
-          scenario: 'grouped pairs/s, one team quota / spread',
-        },
-        {
-          name: 'overcommit',
-          value: overcommit,
-          unit: 'cards+quotas',
-          scenario: 'audit after all four runs',
-          ...atMost(overcommit, 0),
-        },
-      ];
+      await countFunctionCalls(t);
+      // The baseline before and after the ledger's own runs: the machine's load drifts.
+      const baselineBefore = await measureBaselineCommits(t, log);
+      const spread = await measurePairs(t, 2, log, 'shared');
+      const oneTeam = await measurePairs(t, CLIENTS, log, 'shared');
+      const baseline = (baselineBefore + (await measureBaselineCommits(t, log))) / 2;
+      const spreadPerCall = await measurePairs(t, 2, log, 'per-call');
+      const oneTeamPerCall = await measurePairs(t, CLIENTS, log, 'per-call');
+      const figures = pairFigures(baseline, { spread, oneTeam, spreadPerCall, oneTeamPerCall });
       figures.push(...(await measureCallBreakdown(t, log)));
       figures.push(...(await measureBindCalls(t, log)));
       figures.push(...(await measureReports(t, rows, log)));
