@@ -12,11 +12,11 @@
 import type { ContainerAllocateResponse } from '../../node-agent/device-plugin/protocol.js';
 import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
 import {
+  ContainerRuntime,
   type ContainerSpec,
   type RunningContainer,
   type RuntimeConfig,
   rfc3339Now,
-  startContainer,
   stopContainer,
 } from './container-runtime.js';
 import type { DeviceManager, KubeletContainer } from './device-manager.js';
@@ -142,10 +142,12 @@ export class PodWorkers {
   /** Pod uid → the tail of that pod's worker: its events are handled in order. */
   private readonly workers = new Map<string, Promise<void>>();
   private readonly status: StatusManager;
+  private readonly runtime: ContainerRuntime;
   private closed = false;
 
   constructor(private readonly ctx: PodWorkerContext) {
     this.status = new StatusManager(ctx.client);
+    this.runtime = new ContainerRuntime(ctx.runtime);
   }
 
   /** A pod event from the watch (or the list after a resync): start, stop or delete it. */
@@ -182,8 +184,7 @@ export class PodWorkers {
     const out = new Map<string, Map<string, number>>();
     for (const [uid, rec] of this.pods) {
       const m = new Map<string, number>();
-      for (const [name, s] of rec.containers)
-        if (s.running?.process.pid && !s.terminated) m.set(name, s.running.process.pid);
+      for (const [name, s] of rec.containers) if (s.running?.pid && !s.terminated) m.set(name, s.running.pid);
       out.set(uid, m);
     }
     return out;
@@ -196,6 +197,7 @@ export class PodWorkers {
     while (this.workers.size > 0) await Promise.all(this.workers.values());
     for (const rec of this.pods.values())
       for (const s of rec.containers.values()) if (s.running) await stopContainer(s.running, 200);
+    await this.runtime.close();
     await this.status.idle();
   }
 
@@ -239,9 +241,11 @@ export class PodWorkers {
     this.ctx.log(`${this.ctx.nodeName}: pod ${rec.namespace}/${rec.name} ${rec.phase} (restartPolicy ${policy})`);
   }
 
-  private run(rec: PodRecord, c: ContainerSpec, spec: PodSpecLike): void {
+  /** Starts the container; one that comes up after its pod began stopping is stopped at once. */
+  private async run(rec: PodRecord, c: ContainerSpec, spec: PodSpecLike): Promise<void> {
     const state = rec.containers.get(c.name)!;
-    const running = startContainer(rec.uid, c, rec.responses.get(c.name) ?? [], this.ctx.runtime);
+    const running = await this.runtime.start(rec.uid, c, rec.responses.get(c.name) ?? []);
+    if (rec.stopping || this.closed) return stopContainer(running, 0);
     state.running = running;
     delete state.terminated;
     void running.exited.then(({ exitCode }) => this.exited(rec, c, spec, running, exitCode));
@@ -258,8 +262,10 @@ export class PodWorkers {
       this.reportStatus(rec);
       const restart = () => {
         if (rec.stopping || this.closed) return;
-        this.run(rec, c, spec);
-        this.reportStatus(rec);
+        this.run(rec, c, spec).then(
+          () => this.reportStatus(rec),
+          (e: Error) => this.ctx.log(`${this.ctx.nodeName}: restarting ${rec.name}/${c.name}: ${e.message}`),
+        );
       };
       setTimeout(restart, Math.min(10_000, 500 * 2 ** Math.min(state.restarts, 5))).unref();
       return;
@@ -296,7 +302,7 @@ export class PodWorkers {
   private async runInitContainers(rec: PodRecord, spec: PodSpecLike): Promise<boolean> {
     for (const c of spec.initContainers ?? []) {
       if (!(await this.preStart(rec, c.name))) return false;
-      const done = await startContainer(rec.uid, c, rec.responses.get(c.name) ?? [], this.ctx.runtime).exited;
+      const done = await (await this.runtime.start(rec.uid, c, rec.responses.get(c.name) ?? [])).exited;
       if (done.exitCode !== 0) {
         this.fail(rec, 'InitContainerFailed', `init container ${c.name} exited ${done.exitCode}`);
         return false;
@@ -311,7 +317,7 @@ export class PodWorkers {
     if (!(await this.runInitContainers(rec, spec))) return;
     for (const c of spec.containers ?? []) if (!(await this.preStart(rec, c.name))) return;
     rec.phase = 'Running';
-    for (const c of spec.containers ?? []) this.run(rec, c, spec);
+    for (const c of spec.containers ?? []) await this.run(rec, c, spec);
     this.reportStatus(rec);
   }
 
