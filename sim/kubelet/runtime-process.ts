@@ -126,7 +126,7 @@ export class RuntimeProcess {
     if (this.child && this.child.exitCode === null && this.child.signalCode === null) return this.child;
     const [cmd, ...args] = [...this.dieWith, process.execPath, '-e', RUNTIME_SOURCE];
     const child = spawn(cmd!, args, { stdio: ['pipe', 'pipe', 'inherit'], env: {} });
-    createInterface({ input: child.stdout as Readable }).on('line', (line) => this.report(JSON.parse(line) as Report));
+    createInterface({ input: child.stdout as Readable }).on('line', (line) => this.report(line));
     // A runtime that died took its containers with it (parent-death signal): they all exited.
     child.once('exit', () => {
       if (this.child === child) this.child = undefined;
@@ -140,7 +140,13 @@ export class RuntimeProcess {
     return child;
   }
 
-  private report(r: Report): void {
+  private report(line: string): void {
+    let r: Report;
+    try {
+      r = JSON.parse(line) as Report;
+    } catch {
+      return; // not a report: the runtime writes nothing else on stdout
+    }
     const entry = this.entries.get(r.id);
     if (!entry) return;
     if (r.pid !== undefined) entry.started(r.pid ?? undefined);
