@@ -34,6 +34,8 @@ export type RefusalObserver = (refusal: { status: 401 | 403; path: string; reaso
 /** 401 without a verified client certificate, 403 when it names none of `allowed`. */
 export function requireClientCertificate(allowed: readonly string[], onRefused?: RefusalObserver): MiddlewareHandler {
   const names = new Set(allowed);
+  // The scheduler keeps its connections alive: a connection's certificate is read once, not per verb.
+  const presentedOn = new WeakMap<TLSSocket, string[]>();
   return async (c, next) => {
     const socket = tlsSocketOf(c);
     if (!socket?.authorized) {
@@ -44,7 +46,11 @@ export function requireClientCertificate(allowed: readonly string[], onRefused?:
         401,
       );
     }
-    const presented = certificateNames(socket.getPeerCertificate());
+    let presented = presentedOn.get(socket);
+    if (!presented) {
+      presented = certificateNames(socket.getPeerCertificate());
+      presentedOn.set(socket, presented);
+    }
     if (!presented.some((n) => names.has(n))) {
       onRefused?.({ status: 403, path: c.req.path, reason: 'name not allowed', names: presented });
       return c.json(

@@ -4,29 +4,44 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { processAlive } from '../../test/support/process.js';
-import { startContainer, stopContainer } from './container-runtime.js';
+import { ContainerRuntime, stopContainer } from './container-runtime.js';
 
 describe('simulated container runtime', () => {
   it('says in the container log why a command it cannot run idles', async () => {
     const logDir = mkdtempSync(join(tmpdir(), 'vcuda-runtime-'));
-    const c = startContainer('pod-1', { name: 'app', command: ['python3', 'train.py'] }, [], {
-      baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
-      logDir,
-    });
+    const runtime = new ContainerRuntime({ baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' }, logDir });
+    const c = await runtime.start('pod-1', { name: 'app', command: ['python3', 'train.py'] }, []);
     await stopContainer(c, 1000);
+    await runtime.close();
     expect(readFileSync(c.logPath, 'utf8')).toMatch(
       /^vcuda sim: "python3" is neither a simulated workload \(none built\) nor an allowed host command \(sleep, sh,/,
     );
+  });
+
+  it("forks containers in its runtime process, never in the kubelet's own", async () => {
+    const logDir = mkdtempSync(join(tmpdir(), 'vcuda-runtime-'));
+    const runtime = new ContainerRuntime({ baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' }, logDir });
+    try {
+      const c = await runtime.start('pod-3', { name: 'app', command: ['sleep', '300'] }, []);
+      // /proc/PID/stat: "pid (comm) state ppid ...".
+      const ppid = Number(readFileSync(`/proc/${c.pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+      expect(ppid).not.toBe(process.pid);
+      expect(processAlive(ppid)).toBe(true);
+      await stopContainer(c, 1000);
+      expect((await c.exited).signal).toBe('SIGTERM');
+    } finally {
+      await runtime.close();
+    }
   });
 
   it('kills its containers when the kubelet process is killed with SIGKILL', async () => {
     const logDir = mkdtempSync(join(tmpdir(), 'vcuda-runtime-'));
     // A stand-in kubelet process that starts one container and prints its pid.
     const script = `
-      const { startContainer } = await import(${JSON.stringify(join(import.meta.dirname, 'container-runtime.ts'))});
-      const c = startContainer('pod-2', { name: 'app', command: ['sleep', '300'] }, [], {
-        baseEnv: { PATH: process.env.PATH }, logDir: ${JSON.stringify(logDir)} });
-      console.log(c.process.pid);
+      const { ContainerRuntime } = await import(${JSON.stringify(join(import.meta.dirname, 'container-runtime.ts'))});
+      const runtime = new ContainerRuntime({ baseEnv: { PATH: process.env.PATH }, logDir: ${JSON.stringify(logDir)} });
+      const c = await runtime.start('pod-2', { name: 'app', command: ['sleep', '300'] }, []);
+      console.log(c.pid);
       setInterval(() => {}, 1000);`;
     const kubelet = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
       stdio: ['ignore', 'pipe', 'inherit'],

@@ -2,16 +2,17 @@
  * The simulated container runtime: a container is a host process started with the env the
  * device plugin returned, its mounts translated to host paths (the limit file, libvcuda.so named
  * by /etc/ld.so.preload becomes LD_PRELOAD) and the fake driver on LD_LIBRARY_PATH, so a
- * simulated pod's CUDA program really runs through libvcuda.so.
+ * simulated pod's CUDA program really runs through libvcuda.so. The node's runtime process
+ * (`runtime-process.ts`, as containerd) forks them.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
+import { appendFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ContainerAllocateResponse, Mount } from '../../node-agent/device-plugin/protocol.js';
 import { cdiEnv } from './cdi.js';
 import { publishContainerProc } from './container-cgroup.js';
 import { type Mirror, mirrorLimitFile } from './limit-file-mirror.js';
+import { type Exit, RuntimeProcess } from './runtime-process.js';
 
 export type RuntimeConfig = {
   /** Directory of the sim's workload binaries (`cuda-workload`); commands named after them run from there. */
@@ -102,63 +103,82 @@ export type RunningContainer = {
   readonly id: string;
   /** RFC 3339, second precision, as the kubelet reports it. */
   readonly startedAt: string;
-  readonly process: ChildProcess;
+  /** Host pid; undefined when the command could not be started (it then exits 127). */
+  readonly pid: number | undefined;
   readonly mirror?: Mirror;
-  readonly exited: Promise<{ exitCode: number; signal: string | null }>;
+  readonly exited: Promise<Exit>;
   readonly logPath: string;
+  hasExited(): boolean;
+  kill(signal: NodeJS.Signals): void;
 };
 
-export function startContainer(
-  podUid: string,
-  spec: ContainerSpec,
-  responses: readonly ContainerAllocateResponse[],
-  cfg: RuntimeConfig,
-): RunningContainer {
-  const argv = resolveCommand(spec, cfg.workloadDir);
-  const logPath = join(cfg.logDir, `${podUid}-${spec.name}.log`);
-  const env = containerEnv(spec, responses, cfg.baseEnv);
-  const cdiDevices = responses.flatMap((r) => (r.cdi_devices ?? []).map((d) => d.name));
-  Object.assign(env, cdiEnv(cdiDevices, cfg.cdiSpecDirs ?? []));
-  if (cfg.deviceEnv) Object.assign(env, cfg.deviceEnv(visibleDevicesOf(env)));
-  const mounts = responses.flatMap((r) => r.mounts ?? []);
-  const mirror = env['VCUDA_CONFIG']
-    ? mirrorLimitFile(
-        env['VCUDA_CONFIG'],
-        join(cfg.logDir, `${podUid}-${spec.name}.vcuda-config`),
-        (p) => hostPathOf(p, mounts) ?? p,
-      )
-    : undefined;
-  if (mirror) env['VCUDA_CONFIG'] = mirror.path;
-  const fd = openSync(logPath, 'a');
-  const requested = [...(spec.command ?? []), ...(spec.args ?? [])];
-  if (argv === IDLE && requested.length > 0) writeSync(fd, idleNote(requested[0]!, cfg.workloadDir));
-  const [file, ...rest] = [...DIE_WITH_KUBELET, ...argv];
-  const child = spawn(file!, rest, { env, stdio: ['ignore', fd, fd] });
-  closeSync(fd);
-  const id = randomBytes(32).toString('hex');
-  const unpublish = cfg.procDir && child.pid ? publishContainerProc(cfg.procDir, child.pid, podUid, id) : undefined;
-  const exited = new Promise<{ exitCode: number; signal: string | null }>((resolve) => {
-    child.on('error', () => resolve({ exitCode: 127, signal: null }));
-    child.on('exit', (code, signal) => resolve({ exitCode: code ?? 128 + 9, signal }));
-  });
-  void exited.then(() => {
-    mirror?.stop();
-    unpublish?.();
-  });
-  return { id, startedAt: rfc3339Now(), process: child, exited, logPath, ...(mirror ? { mirror } : {}) };
+/**
+ * Containers die with the simulated kubelet's process, even when it is killed with SIGKILL, as a
+ * real node's containers stop with their node: the kernel's parent-death signal, set by setpriv
+ * (util-linux), which then execs the command in place (same pid, same env), on the runtime
+ * process (the kubelet's child) and on each container (the runtime's child).
+ */
+const DIE_WITH_KUBELET = existsSync('/usr/bin/setpriv') ? ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--'] : [];
+
+/** A node's containers: prepared here (env, CDI devices, limit-file mirror, log), forked by the runtime process. */
+export class ContainerRuntime {
+  private readonly process = new RuntimeProcess(DIE_WITH_KUBELET);
+
+  constructor(private readonly cfg: RuntimeConfig) {}
+
+  async start(
+    podUid: string,
+    spec: ContainerSpec,
+    responses: readonly ContainerAllocateResponse[],
+  ): Promise<RunningContainer> {
+    const { cfg } = this;
+    const argv = resolveCommand(spec, cfg.workloadDir);
+    const logPath = join(cfg.logDir, `${podUid}-${spec.name}.log`);
+    const env = containerEnv(spec, responses, cfg.baseEnv);
+    const cdiDevices = responses.flatMap((r) => (r.cdi_devices ?? []).map((d) => d.name));
+    Object.assign(env, cdiEnv(cdiDevices, cfg.cdiSpecDirs ?? []));
+    if (cfg.deviceEnv) Object.assign(env, cfg.deviceEnv(visibleDevicesOf(env)));
+    const mounts = responses.flatMap((r) => r.mounts ?? []);
+    const mirror = env['VCUDA_CONFIG']
+      ? mirrorLimitFile(
+          env['VCUDA_CONFIG'],
+          join(cfg.logDir, `${podUid}-${spec.name}.vcuda-config`),
+          (p) => hostPathOf(p, mounts) ?? p,
+        )
+      : undefined;
+    if (mirror) env['VCUDA_CONFIG'] = mirror.path;
+    const requested = [...(spec.command ?? []), ...(spec.args ?? [])];
+    appendFileSync(logPath, argv === IDLE && requested.length > 0 ? idleNote(requested[0]!, cfg.workloadDir) : '');
+    const [file, ...rest] = argv;
+    const child = await this.process.start(file!, rest, env, logPath);
+    const id = randomBytes(32).toString('hex');
+    const unpublish = cfg.procDir && child.pid ? publishContainerProc(cfg.procDir, child.pid, podUid, id) : undefined;
+    void child.exited.then(() => {
+      mirror?.stop();
+      unpublish?.();
+    });
+    return {
+      id,
+      startedAt: rfc3339Now(),
+      pid: child.pid,
+      exited: child.exited,
+      logPath,
+      hasExited: () => child.hasExited(),
+      kill: (signal) => child.kill(signal),
+      ...(mirror ? { mirror } : {}),
+    };
+  }
+
+  /** Stops the runtime process; containers still running die with it. */
+  close(): Promise<void> {
+    return this.process.close();
+  }
 }
 
 /** The kubelet's time format: RFC 3339 in UTC, whole seconds. */
 export function rfc3339Now(): string {
   return `${new Date().toISOString().slice(0, 19)}Z`;
 }
-
-/**
- * Containers die with the simulated kubelet's process, even when it is killed with SIGKILL, as a
- * real node's containers stop with their node: the kernel's parent-death signal, set by setpriv
- * (util-linux), which then execs the command in place (same pid, same env).
- */
-const DIE_WITH_KUBELET = existsSync('/usr/bin/setpriv') ? ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--'] : [];
 
 /** Written to a container's log when its command is not something the simulator can run. */
 function idleNote(command: string, workloadDir: string | undefined): string {
@@ -171,9 +191,9 @@ function idleNote(command: string, workloadDir: string | undefined): string {
 
 /** SIGTERM, then SIGKILL after the grace period (the sim caps it so tests stay fast). */
 export async function stopContainer(c: RunningContainer, graceMs: number): Promise<void> {
-  if (c.process.exitCode !== null || c.process.signalCode !== null) return;
-  c.process.kill('SIGTERM');
-  const timer = setTimeout(() => c.process.kill('SIGKILL'), graceMs);
+  if (c.hasExited()) return;
+  c.kill('SIGTERM');
+  const timer = setTimeout(() => c.kill('SIGKILL'), graceMs);
   await c.exited;
   clearTimeout(timer);
 }

@@ -1,21 +1,26 @@
 /**
  * The simulated kubelet's pod workers: admit a pod bound to the node through the device manager
  * (Allocate at admission, PreStartContainer as each container starts), run its containers as host
- * processes with the restart policy's backoff, report status in order, and on deletion stop the
- * processes, free the devices and remove the pod with the kubelet's final DELETE. Pod events are
- * handled one at a time, in arrival order.
+ * processes with the restart policy's backoff, report status through the status manager, and on
+ * deletion stop the processes, free the devices and remove the pod with the kubelet's final DELETE.
+ *
+ * As in the kubelet: admission is one pod at a time, in arrival order (its sync loop admits, and
+ * the device manager's Allocate is part of admission); each admitted pod then has its own worker,
+ * which handles that pod's events in order while other pods start and stop beside it; a worker sets
+ * the pod's status and goes on, and one writer per node sends it (`StatusManager`).
  */
 import type { ContainerAllocateResponse } from '../../node-agent/device-plugin/protocol.js';
 import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
 import {
+  ContainerRuntime,
   type ContainerSpec,
   type RunningContainer,
   type RuntimeConfig,
   rfc3339Now,
-  startContainer,
   stopContainer,
 } from './container-runtime.js';
 import type { DeviceManager, KubeletContainer } from './device-manager.js';
+import { StatusManager } from './status-manager.js';
 
 type Resources = { limits?: Record<string, string | number>; requests?: Record<string, string | number> };
 
@@ -116,39 +121,61 @@ function podStatus(rec: PodRecord, extra: Record<string, unknown>): Record<strin
   };
 }
 
+function newRecord(pod: KubeObj, spec: PodSpecLike): PodRecord {
+  return {
+    uid: pod.metadata.uid!,
+    namespace: pod.metadata.namespace!,
+    name: pod.metadata.name,
+    phase: 'Pending',
+    containers: new Map((spec.containers ?? []).map((c) => [c.name, { restarts: 0 }])),
+    responses: new Map(),
+    stopping: false,
+    startTime: rfc3339Now(),
+  };
+}
+
 /** The pods of one node and the workers that start and stop them. */
 export class PodWorkers {
   private readonly pods = new Map<string, PodRecord>();
-  private readonly statusChains = new Map<string, Promise<void>>();
-  private queue = Promise.resolve();
+  /** Admissions run one at a time, in the order the pods arrived. */
+  private admissions: Promise<unknown> = Promise.resolve();
+  /** Pod uid → the tail of that pod's worker: its events are handled in order. */
+  private readonly workers = new Map<string, Promise<void>>();
+  private readonly status: StatusManager;
+  private readonly runtime: ContainerRuntime;
   private closed = false;
 
-  constructor(private readonly ctx: PodWorkerContext) {}
+  constructor(private readonly ctx: PodWorkerContext) {
+    this.status = new StatusManager(ctx.client);
+    this.runtime = new ContainerRuntime(ctx.runtime);
+  }
 
-  /** A pod event from the watch (or the list after a resync): start, stop or delete it, one at a time. */
+  /** A pod event from the watch (or the list after a resync): start, stop or delete it. */
   onPod(pod: KubeObj, deleted: boolean): void {
     const uid = pod.metadata.uid!;
     if (deleted) {
-      this.serial(() => this.stopPod(uid));
+      this.work(uid, () => this.stopPod(uid));
       return;
     }
     if (pod.metadata.deletionTimestamp) {
       const graceSeconds = Number(pod.metadata['deletionGracePeriodSeconds'] ?? 0);
       const target = { namespace: pod.metadata.namespace!, name: pod.metadata.name, graceSeconds };
-      this.serial(() => this.stopPod(uid, target));
+      this.work(uid, () => this.stopPod(uid, target));
       return;
     }
     const phase = (pod.status as { phase?: string } | undefined)?.phase;
-    if (!this.pods.has(uid) && phase !== 'Succeeded' && phase !== 'Failed') {
-      this.pods.set(uid, { uid } as PodRecord); // claimed, so a second event does not start it twice
-      this.serial(() => this.startPod(pod));
-    }
+    if (this.pods.has(uid) || phase === 'Succeeded' || phase === 'Failed') return;
+    const spec = (pod.spec ?? {}) as PodSpecLike;
+    const rec = newRecord(pod, spec);
+    this.pods.set(rec.uid, rec); // claimed, so a second event does not start it twice
+    const admitted = this.admitInTurn(rec, spec);
+    this.work(uid, () => this.startPod(rec, spec, admitted));
   }
 
   /** A full list: pods no longer there are stopped, the rest handled as events. */
   onSync(items: KubeObj[]): void {
     const live = new Set(items.map((p) => p.metadata.uid));
-    for (const uid of this.pods.keys()) if (!live.has(uid)) this.serial(() => this.stopPod(uid));
+    for (const uid of this.pods.keys()) if (!live.has(uid)) this.work(uid, () => this.stopPod(uid));
     for (const p of items) this.onPod(p, false);
   }
 
@@ -157,8 +184,7 @@ export class PodWorkers {
     const out = new Map<string, Map<string, number>>();
     for (const [uid, rec] of this.pods) {
       const m = new Map<string, number>();
-      for (const [name, s] of rec.containers ?? [])
-        if (s.running?.process.pid && !s.terminated) m.set(name, s.running.process.pid);
+      for (const [name, s] of rec.containers) if (s.running?.pid && !s.terminated) m.set(name, s.running.pid);
       out.set(uid, m);
     }
     return out;
@@ -167,32 +193,40 @@ export class PodWorkers {
   /** Waits for the queued work, then stops every container still running. */
   async close(): Promise<void> {
     this.closed = true;
-    await this.queue;
+    await this.admissions;
+    while (this.workers.size > 0) await Promise.all(this.workers.values());
     for (const rec of this.pods.values())
-      for (const s of rec.containers?.values() ?? []) if (s.running) await stopContainer(s.running, 200);
+      for (const s of rec.containers.values()) if (s.running) await stopContainer(s.running, 200);
+    await this.runtime.close();
+    await this.status.idle();
   }
 
-  private serial(fn: () => Promise<void>): void {
-    this.queue = this.queue.then(fn).catch((e: Error) => this.ctx.log(`${this.ctx.nodeName}: ${e.message}`));
+  /** Queues `fn` on the pod's own worker. */
+  private work(uid: string, fn: () => Promise<void>): void {
+    const next = (this.workers.get(uid) ?? Promise.resolve())
+      .then(fn)
+      .catch((e: Error) => this.ctx.log(`${this.ctx.nodeName}: ${e.message}`));
+    this.workers.set(uid, next);
+    void next.then(() => {
+      if (this.workers.get(uid) === next) this.workers.delete(uid);
+    });
   }
 
-  /** Reports of one pod go out in the order they were made, so a late "Running" never lands after "Failed". */
-  private async reportStatus(rec: PodRecord, extra: Record<string, unknown> = {}): Promise<void> {
-    const body = { status: podStatus(rec, extra) };
-    const previous = this.statusChains.get(rec.uid) ?? Promise.resolve();
-    const next = previous
-      .then(() => this.ctx.client.mergePatch(`${podPath(rec.namespace, rec.name)}/status`, body))
-      .then(
-        () => undefined,
-        () => undefined,
-      );
-    this.statusChains.set(rec.uid, next);
-    await next;
+  /** The pod's admission, after every pod that arrived before it. */
+  private admitInTurn(rec: PodRecord, spec: PodSpecLike): Promise<boolean> {
+    const turn = this.admissions.then(() => (rec.stopping || this.closed ? false : this.admit(rec, spec)));
+    this.admissions = turn.catch(() => undefined);
+    return turn;
   }
 
-  private async fail(rec: PodRecord, reason: string, message: string): Promise<void> {
+  /** The status manager writes the pod's status soon, after earlier reports of it; nothing waits for it. */
+  private reportStatus(rec: PodRecord, extra: Record<string, unknown> = {}): void {
+    this.status.set(rec, { status: podStatus(rec, extra) });
+  }
+
+  private fail(rec: PodRecord, reason: string, message: string): void {
     rec.phase = 'Failed';
-    await this.reportStatus(rec, { reason, message });
+    this.reportStatus(rec, { reason, message });
     this.ctx.devices.releasePod(rec.uid);
     this.ctx.log(`${this.ctx.nodeName}: pod ${rec.namespace}/${rec.name} ${reason}: ${message}`);
   }
@@ -202,14 +236,16 @@ export class PodWorkers {
     if (!states.every((s) => s.terminated)) return;
     rec.phase = states.every((s) => s.terminated!.exitCode === 0) ? 'Succeeded' : 'Failed';
     this.ctx.devices.releasePod(rec.uid);
-    void this.reportStatus(rec);
+    this.reportStatus(rec);
     const policy = spec.restartPolicy ?? 'Always';
     this.ctx.log(`${this.ctx.nodeName}: pod ${rec.namespace}/${rec.name} ${rec.phase} (restartPolicy ${policy})`);
   }
 
-  private run(rec: PodRecord, c: ContainerSpec, spec: PodSpecLike): void {
+  /** Starts the container; one that comes up after its pod began stopping is stopped at once. */
+  private async run(rec: PodRecord, c: ContainerSpec, spec: PodSpecLike): Promise<void> {
     const state = rec.containers.get(c.name)!;
-    const running = startContainer(rec.uid, c, rec.responses.get(c.name) ?? [], this.ctx.runtime);
+    const running = await this.runtime.start(rec.uid, c, rec.responses.get(c.name) ?? []);
+    if (rec.stopping || this.closed) return stopContainer(running, 0);
     state.running = running;
     delete state.terminated;
     void running.exited.then(({ exitCode }) => this.exited(rec, c, spec, running, exitCode));
@@ -223,11 +259,13 @@ export class PodWorkers {
     state.terminated = terminatedOf(ran, exitCode);
     if (policy === 'Always' || (policy === 'OnFailure' && exitCode !== 0)) {
       state.restarts++;
-      void this.reportStatus(rec);
+      this.reportStatus(rec);
       const restart = () => {
         if (rec.stopping || this.closed) return;
-        this.run(rec, c, spec);
-        void this.reportStatus(rec);
+        this.run(rec, c, spec).then(
+          () => this.reportStatus(rec),
+          (e: Error) => this.ctx.log(`${this.ctx.nodeName}: restarting ${rec.name}/${c.name}: ${e.message}`),
+        );
       };
       setTimeout(restart, Math.min(10_000, 500 * 2 ** Math.min(state.restarts, 5))).unref();
       return;
@@ -244,7 +282,7 @@ export class PodWorkers {
       rec.responses = new Map(admitted.map((a) => [a.container, Object.values(a.responses)]));
       return true;
     } catch (e) {
-      await this.fail(rec, 'UnexpectedAdmissionError', `Pod was rejected: ${(e as Error).message}`);
+      this.fail(rec, 'UnexpectedAdmissionError', `Pod was rejected: ${(e as Error).message}`);
       return false;
     }
   }
@@ -255,7 +293,7 @@ export class PodWorkers {
       await this.ctx.devices.preStart(rec.uid, container);
       return true;
     } catch (e) {
-      await this.fail(rec, 'PreStartContainerFailed', (e as Error).message);
+      this.fail(rec, 'PreStartContainerFailed', (e as Error).message);
       return false;
     }
   }
@@ -264,34 +302,23 @@ export class PodWorkers {
   private async runInitContainers(rec: PodRecord, spec: PodSpecLike): Promise<boolean> {
     for (const c of spec.initContainers ?? []) {
       if (!(await this.preStart(rec, c.name))) return false;
-      const done = await startContainer(rec.uid, c, rec.responses.get(c.name) ?? [], this.ctx.runtime).exited;
+      const done = await (await this.runtime.start(rec.uid, c, rec.responses.get(c.name) ?? [])).exited;
       if (done.exitCode !== 0) {
-        await this.fail(rec, 'InitContainerFailed', `init container ${c.name} exited ${done.exitCode}`);
+        this.fail(rec, 'InitContainerFailed', `init container ${c.name} exited ${done.exitCode}`);
         return false;
       }
     }
     return true;
   }
 
-  private async startPod(pod: KubeObj): Promise<void> {
-    const spec = (pod.spec ?? {}) as PodSpecLike;
-    const rec: PodRecord = {
-      uid: pod.metadata.uid!,
-      namespace: pod.metadata.namespace!,
-      name: pod.metadata.name,
-      phase: 'Pending',
-      containers: new Map((spec.containers ?? []).map((c) => [c.name, { restarts: 0 }])),
-      responses: new Map(),
-      stopping: false,
-      startTime: rfc3339Now(),
-    };
-    this.pods.set(rec.uid, rec);
-    if (!(await this.admit(rec, spec)) || rec.stopping) return;
+  /** The pod's worker after admission: init containers, PreStart of each container, then all start. */
+  private async startPod(rec: PodRecord, spec: PodSpecLike, admitted: Promise<boolean>): Promise<void> {
+    if (!(await admitted) || rec.stopping) return;
     if (!(await this.runInitContainers(rec, spec))) return;
     for (const c of spec.containers ?? []) if (!(await this.preStart(rec, c.name))) return;
     rec.phase = 'Running';
-    for (const c of spec.containers ?? []) this.run(rec, c, spec);
-    await this.reportStatus(rec);
+    for (const c of spec.containers ?? []) await this.run(rec, c, spec);
+    this.reportStatus(rec);
   }
 
   private async stopPod(uid: string, andDelete?: { namespace: string; name: string; graceSeconds: number }) {
@@ -302,7 +329,6 @@ export class PodWorkers {
       await Promise.all([...rec.containers.values()].map((s) => s.running && stopContainer(s.running, grace)));
       this.ctx.devices.releasePod(uid);
       this.pods.delete(uid);
-      this.statusChains.delete(uid);
     }
     if (!andDelete) return;
     // The kubelet's status manager: DeleteOptions in the body (kube-apiserver ignores query

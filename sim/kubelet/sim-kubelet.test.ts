@@ -20,13 +20,16 @@ import { type SimKubelet, startKubelet } from './sim-kubelet.js';
 const RESOURCE = 'example.com/widget';
 const hasKubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
 
-/** A minimal device plugin: 4 widgets; Allocate hands out env naming the IDs and a mounted file path. */
-async function startPlugin(pluginDir: string, hostDir: string) {
+/**
+ * A minimal device plugin: 4 widgets; Allocate hands out env naming the IDs and a mounted file
+ * path. With `preStart`, it asks for PreStartContainer and answers each call when that resolves.
+ */
+async function startPlugin(pluginDir: string, hostDir: string, preStart?: (ids: string[]) => Promise<void>) {
   const allocations: string[][] = [];
   const server = new grpc.Server();
   server.addService(DevicePluginService.service, {
     GetDevicePluginOptions: (_c: unknown, cb: grpc.sendUnaryData<object>) =>
-      cb(null, { pre_start_required: false, get_preferred_allocation_available: false }),
+      cb(null, { pre_start_required: Boolean(preStart), get_preferred_allocation_available: false }),
     ListAndWatch: (call: grpc.ServerWritableStream<object, object>) => {
       call.write({ devices: ['w0', 'w1', 'w2', 'w3'].map((ID) => ({ ID, health: 'Healthy' })) });
     },
@@ -48,7 +51,8 @@ async function startPlugin(pluginDir: string, hostDir: string) {
       });
     },
     GetPreferredAllocation: (_c: unknown, cb: grpc.sendUnaryData<object>) => cb(null, { container_responses: [] }),
-    PreStartContainer: (_c: unknown, cb: grpc.sendUnaryData<object>) => cb(null, {}),
+    PreStartContainer: (c: grpc.ServerUnaryCall<{ devices_ids: string[] }, object>, cb: grpc.sendUnaryData<object>) =>
+      void (preStart ?? (async () => {}))(c.request.devices_ids).then(() => cb(null, {})),
   });
   await new Promise<void>((res, rej) =>
     server.bindAsync(unixTarget(join(pluginDir, 'widget.sock')), grpc.ServerCredentials.createInsecure(), (e) =>
@@ -189,6 +193,49 @@ describe('simulated kubelet', () => {
 
   it.skipIf(hasKubectl)('describes a failed container with kubectl (skipped: no kubectl on PATH)', () => {});
 
+  it('starts pods side by side: one whose PreStartContainer hangs does not hold back the next', async () => {
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    const k3 = await startKubelet({
+      client,
+      nodeName: 'n3',
+      root: join(dir, 'kubelet3'),
+      runtime: { baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' } },
+      maxGraceMs: 200,
+    });
+    // The first widget's PreStart waits for the test; the others answer at once.
+    const gated = await startPlugin(k3.pluginDir, join(dir, 'host3'), (ids) =>
+      ids.includes('w0') ? held : Promise.resolve(),
+    );
+    try {
+      const onN3 = (name: string) => ({
+        ...pod(name, 1, ['sleep', '30']),
+        spec: { ...pod(name, 1, ['sleep', '30']).spec, nodeName: 'n3' },
+      });
+      await expect
+        .poll(
+          async () =>
+            ((await client.get('/api/v1/nodes/n3')).status as { allocatable?: Record<string, string> }).allocatable?.[
+              RESOURCE
+            ],
+        )
+        .toBe('4');
+      await client.create(podPath('default'), onN3('slow'));
+      await expect.poll(() => gated.allocations.length).toBe(1);
+      await client.create(podPath('default'), onN3('quick'));
+      await expect.poll(() => phase('quick')).toBe('Running');
+      expect(await phase('slow')).toBe('Pending');
+      release();
+      await expect.poll(() => phase('slow')).toBe('Running');
+    } finally {
+      release();
+      await k3.close();
+      gated.close();
+    }
+  });
+
   it('publishes each running container in its cgroup view of /proc and removes it on exit', async () => {
     const procDir = join(dir, 'proc');
     const k2 = await startKubelet({
@@ -205,10 +252,15 @@ describe('simulated kubelet', () => {
       });
       await expect.poll(() => k2.processes().get(created.metadata.uid!)?.get('main')).toBeDefined();
       const pid = k2.processes().get(created.metadata.uid!)!.get('main')!;
-      const status = (await client.get(podPath('default', 'viewed'))).status as {
-        containerStatuses: { containerID: string }[];
-      };
-      const id = status.containerStatuses[0]!.containerID.replace('containerd://', '');
+      // The status manager reports the container's id a moment after it starts, as the kubelet's does.
+      const containerId = async () =>
+        (
+          (await client.get(podPath('default', 'viewed'))).status as {
+            containerStatuses?: { containerID?: string }[];
+          }
+        ).containerStatuses?.[0]?.containerID;
+      await expect.poll(containerId).toMatch(/^containerd:\/\//);
+      const id = (await containerId())!.replace('containerd://', '');
       const identity = parseProcCgroup(readFileSync(join(procDir, String(pid), 'cgroup'), 'utf8'));
       expect(identity).toEqual({ podUid: created.metadata.uid, containerId: id });
       expect(readFileSync(join(procDir, String(pid), 'status'), 'utf8')).toContain(`Pid:\t${pid}`);

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueCertificateAuthority, issueLeafCertificate, serviceDnsNames } from '../../webhooks/certificates.js';
-import { callBind } from './extender-client.js';
+import { callBind, ExtenderTransport } from './extender-client.js';
 import { type ExtenderConfig, loadSchedulerConfig } from './scheduler-config.js';
 
 const now = new Date();
@@ -19,6 +19,7 @@ let server: Server;
 let port: number;
 let mountDir: string;
 const seen: string[] = [];
+let handshakes = 0;
 
 beforeAll(async () => {
   const ca = await issueCertificateAuthority('test extender CA', now, until);
@@ -53,6 +54,9 @@ beforeAll(async () => {
       res.end('{"Error":""}');
     },
   );
+  server.on('secureConnection', () => {
+    handshakes += 1;
+  });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   port = (server.address() as { port: number }).port;
 });
@@ -85,5 +89,20 @@ describe('extender calls over TLS', () => {
       callBind({ ...ext, tlsConfig: { ...tls, serverName: 'elsewhere.example' } }, pod, 'n1'),
     ).rejects.toThrow(/elsewhere\.example/);
     expect(seen).toHaveLength(1);
+  });
+
+  it('keeps its connection alive across calls, as the transport of kube-scheduler does', async () => {
+    const cfg = await loadSchedulerConfig(SHIPPED, `https://127.0.0.1:${port}`, {
+      '/etc/vcuda-scheduler-tls': mountDir,
+    });
+    const ext = cfg.extenders[0] as ExtenderConfig;
+    const transport = new ExtenderTransport();
+    try {
+      const before = handshakes;
+      for (let i = 0; i < 3; i++) await callBind(ext, pod, 'n1', transport);
+      expect(handshakes - before).toBe(1);
+    } finally {
+      transport.close();
+    }
   });
 });

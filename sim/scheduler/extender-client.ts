@@ -35,11 +35,28 @@ function tlsOptions(ext: ExtenderConfig): https.RequestOptions {
 }
 
 /**
- * One POST on a fresh connection: behind the sim's Service proxy (which balances connections, as
- * kube-proxy does) consecutive verbs of one pod may reach different replicas, which a stateless
- * control plane must handle.
+ * kube-scheduler's extender transport (a Go `http.Transport`): connections are kept alive and
+ * reused, at most 2 idle per host (Go's `DefaultMaxIdleConnsPerHost`), and calls that overlap (the
+ * binds in flight) open more. Behind the sim's Service proxy, which balances connections as
+ * kube-proxy does, a pod's verbs may still reach different replicas. The TLS options are part of
+ * the pool's key, so a renewed client certificate is used on new connections.
  */
-function postJson(ext: ExtenderConfig, verb: string, body: unknown): Promise<unknown> {
+export class ExtenderTransport {
+  private readonly plain = new http.Agent({ keepAlive: true, maxFreeSockets: 2 });
+  private readonly secure = new https.Agent({ keepAlive: true, maxFreeSockets: 2 });
+
+  agentFor(url: URL): http.Agent {
+    return url.protocol === 'https:' ? this.secure : this.plain;
+  }
+
+  close(): void {
+    this.plain.destroy();
+    this.secure.destroy();
+  }
+}
+
+/** One POST, over `transport`'s kept-alive connections, or on a fresh connection without one. */
+function postJson(ext: ExtenderConfig, verb: string, body: unknown, transport?: ExtenderTransport): Promise<unknown> {
   const url = new URL(`${ext.urlPrefix.replace(/\/$/, '')}/${verb}`);
   const payload = Buffer.from(JSON.stringify(body));
   const lib = url.protocol === 'https:' ? https : http;
@@ -48,7 +65,7 @@ function postJson(ext: ExtenderConfig, verb: string, body: unknown): Promise<unk
       url,
       {
         method: 'POST',
-        agent: false,
+        agent: transport?.agentFor(url) ?? false,
         timeout: ext.httpTimeoutMs,
         headers: { 'content-type': 'application/json', 'content-length': payload.length },
         ...(url.protocol === 'https:' ? tlsOptions(ext) : {}),
@@ -99,8 +116,13 @@ type FilterResult = {
   Error?: string;
 };
 
-export async function callFilter(ext: ExtenderConfig, pod: SchedPod, nodes: SchedNode[]): Promise<FilterOutcome> {
-  const r = (await postJson(ext, ext.filterVerb, args(ext, pod, nodes))) as FilterResult;
+export async function callFilter(
+  ext: ExtenderConfig,
+  pod: SchedPod,
+  nodes: SchedNode[],
+  transport?: ExtenderTransport,
+): Promise<FilterOutcome> {
+  const r = (await postJson(ext, ext.filterVerb, args(ext, pod, nodes), transport)) as FilterResult;
   if (r.Error) throw new Error(r.Error);
   const input = new Set(nodes.map((n) => n.metadata.name));
   const names = ext.nodeCacheCapable && r.NodeNames ? r.NodeNames : (r.Nodes?.items ?? []).map((n) => n.metadata.name);
@@ -115,9 +137,10 @@ export async function callPrioritize(
   ext: ExtenderConfig,
   pod: SchedPod,
   nodes: SchedNode[],
+  transport?: ExtenderTransport,
 ): Promise<Map<string, number>> {
   try {
-    const r = (await postJson(ext, ext.prioritizeVerb, args(ext, pod, nodes))) as
+    const r = (await postJson(ext, ext.prioritizeVerb, args(ext, pod, nodes), transport)) as
       | { Host: string; Score: number }[]
       | null;
     return new Map((r ?? []).map((h) => [h.Host, h.Score]));
@@ -126,12 +149,18 @@ export async function callPrioritize(
   }
 }
 
-export async function callBind(ext: ExtenderConfig, pod: SchedPod, node: string): Promise<void> {
-  const r = (await postJson(ext, ext.bindVerb, {
+export async function callBind(
+  ext: ExtenderConfig,
+  pod: SchedPod,
+  node: string,
+  transport?: ExtenderTransport,
+): Promise<void> {
+  const binding = {
     PodName: pod.metadata.name,
     PodNamespace: pod.metadata.namespace ?? 'default',
     PodUID: pod.metadata.uid ?? '',
     Node: node,
-  })) as { Error?: string };
+  };
+  const r = (await postJson(ext, ext.bindVerb, binding, transport)) as { Error?: string };
   if (r.Error) throw new Error(r.Error);
 }

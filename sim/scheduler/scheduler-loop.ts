@@ -16,7 +16,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
-import { callBind, callFilter, callPrioritize, isInterested } from './extender-client.js';
+import { callBind, callFilter, callPrioritize, ExtenderTransport, isInterested } from './extender-client.js';
 import { filterNode, type SchedNode, type SchedPod, summarizeFailures } from './node-filters.js';
 import { ClusterCache, keyOf, SchedulingQueue } from './scheduler-cache.js';
 import type { SchedulerConfig } from './scheduler-config.js';
@@ -63,6 +63,8 @@ type LoopContext = {
   poke: () => void;
   /** Binds in flight; its size is what `maxInFlightBinds` bounds. */
   bindings: Set<Promise<void>>;
+  /** The extenders' kept-alive connections. */
+  transport: ExtenderTransport;
 };
 
 /** The node and pod watches feed the cache; cluster events unpark waiting pods. */
@@ -155,7 +157,7 @@ async function feasibleNodes(ctx: LoopContext, pod: SchedPod, all: SchedNode[]) 
     if (ext.bindVerb) binder = ext;
     if (!ext.filterVerb || feasible.length === 0) continue;
     try {
-      const out = await callFilter(ext, pod, feasible);
+      const out = await callFilter(ext, pod, feasible, ctx.transport);
       for (const [n, why] of out.failed) reasons.set(n, why);
       const keep = new Set(out.nodeNames);
       feasible = feasible.filter((n) => keep.has(n.metadata.name));
@@ -172,7 +174,7 @@ async function pickNode(ctx: LoopContext, pod: SchedPod, feasible: SchedNode[]):
   const scores = new Map<string, number>(feasible.map((n) => [n.metadata.name, 0]));
   for (const ext of ctx.config.extenders) {
     if (!ext.prioritizeVerb || !isInterested(ext, pod) || feasible.length < 2) continue;
-    for (const [host, s] of await callPrioritize(ext, pod, feasible)) {
+    for (const [host, s] of await callPrioritize(ext, pod, feasible, ctx.transport)) {
       // kube-scheduler scales extender scores to its 0..100 range: score x weight x 100/10.
       if (scores.has(host)) scores.set(host, scores.get(host)! + s * ext.weight * 10);
     }
@@ -189,7 +191,7 @@ async function pickNode(ctx: LoopContext, pod: SchedPod, feasible: SchedNode[]):
 function bindInBackground(ctx: LoopContext, pod: KubeObj, chosen: string, binder: Extender | undefined): void {
   ctx.cache.assume(pod, chosen);
   const bind = async () => {
-    if (binder) return callBind(binder, pod as unknown as SchedPod, chosen);
+    if (binder) return callBind(binder, pod as unknown as SchedPod, chosen, ctx.transport);
     await ctx.client.create(`${podPath(pod.metadata.namespace ?? 'default', pod.metadata.name)}/binding`, {
       apiVersion: 'v1',
       kind: 'Binding',
@@ -299,6 +301,7 @@ export function startScheduler(opts: SchedulerOptions): SimScheduler {
     log: opts.log ?? (() => {}),
     poke: () => loop?.poke(),
     bindings: new Set(),
+    transport: new ExtenderTransport(),
   };
   /** A cluster event: every parked pod may fit now (after its backoff). */
   const nudge = () => {
@@ -314,6 +317,7 @@ export function startScheduler(opts: SchedulerOptions): SimScheduler {
     close: async () => {
       await stopWatches();
       await running.stop();
+      ctx.transport.close();
     },
   };
 }

@@ -207,12 +207,18 @@ export async function startRealCluster(spec: ClusterSpec): Promise<RealCluster> 
     await startCp();
     closers.push(killCp);
 
+    // The agents read the ConfigMap as a mounted file would show it: fresh within a second, not
+    // one API round trip per PreStart (as the simulator's local cluster reads it).
+    let jwksCache: { at: number; jwks: JSONWebKeySet } | undefined;
     const jwks = async (): Promise<JSONWebKeySet> => {
+      if (jwksCache && Date.now() - jwksCache.at < 1000) return jwksCache.jwks;
       const cm = await client
         .get(`/api/v1/namespaces/vcuda-system/configmaps/${JWKS_CONFIGMAP_NAME}`)
         .catch(() => undefined);
       const text = (cm?.['data'] as Record<string, string> | undefined)?.[JWKS_CONFIGMAP_KEY];
-      return text ? (JSON.parse(text) as JSONWebKeySet) : { keys: [] };
+      if (!text) return { keys: [] };
+      jwksCache = { at: Date.now(), jwks: JSON.parse(text) as JSONWebKeySet };
+      return jwksCache.jwks;
     };
     const nodes: RunningSimNode[] = [];
     closers.push(async () => {
