@@ -197,6 +197,26 @@ export type PodHold = Readonly<{
   pending?: PendingAssignment;
 }>;
 
+/** Whether two holds count the same on their node (so a pod update carrying either changes no snapshot). */
+export function isSameHold(a: PodHold | undefined, b: PodHold | undefined): boolean {
+  if (a === b) return true;
+  if (!a || !b || a.node !== b.node || a.cardUse.size !== b.cardUse.size) return false;
+  for (const [uuid, u] of a.cardUse) {
+    const v = b.cardUse.get(uuid);
+    if (!v || v.core !== u.core || v.memoryMiB !== u.memoryMiB) return false;
+  }
+  const p = a.pending;
+  const q = b.pending;
+  if (!p || !q) return p === q;
+  return (
+    p.podUid === q.podUid &&
+    p.pod === q.pod &&
+    p.assignedAtMs === q.assignedAtMs &&
+    p.coreAmounts.length === q.coreAmounts.length &&
+    p.coreAmounts.every((c, i) => c === q.coreAmounts[i])
+  );
+}
+
 /** The per-container core amounts an assignment waits to be allocated with (see coreAmountsOf). */
 export function pendingCoreAmountsOf(assignment: Assignment): number[] {
   return coreAmountsOf(assignment.containers.map((c) => c.cards.reduce((s, g) => s + g.core, 0)));
