@@ -236,6 +236,9 @@ describe('extender routes on the real 1.26 payloads', () => {
     const { status, json } = await post(ext.app, '/bind', { PodName: 'x' });
     expect(status).toBe(400);
     expect(String(json.Error)).toContain('PodNamespace');
+    const names = await post(ext.app, '/filter', { ...filterArgs, NodeNames: ['gpu-node-a', 7] });
+    expect(names.status).toBe(400);
+    expect(String(names.json.Error)).toContain('NodeNames: entry [1] is not a string');
   });
 
   it('lets pods without GPU requests through untouched', async () => {

@@ -177,6 +177,12 @@ export function extenderRoutes(deps: ExtenderDeps): Hono {
       const names = offeredNodeNames(args);
       const pod = podOf(args);
       if (!requestsGpu(pod, quantity.names)) return c.json(names.map((Host) => ({ Host, Score: 0 })));
+      const snapshot = state.snapshot();
+      // The cycle's filter judged this pod on this very snapshot (memo is only set for a readable request).
+      const uid = pod.metadata?.uid ?? '';
+      if (memo && memo.uid === uid && memo.outcome.version === snapshot.version && coversNodes(memo.outcome, names)) {
+        return c.json(prioritizeNodes(names, memo.outcome));
+      }
       let req: PlacementRequest;
       try {
         req = readPlacementRequest(pod, quantity, config.defaultPlacement);
@@ -184,12 +190,7 @@ export function extenderRoutes(deps: ExtenderDeps): Hono {
         if (err instanceof ValidationError) return c.json(names.map((Host) => ({ Host, Score: 0 })));
         throw err;
       }
-      const snapshot = state.snapshot();
-      const outcome =
-        memo && memo.uid === req.podUid && memo.outcome.version === snapshot.version && coversNodes(memo.outcome, names)
-          ? memo.outcome
-          : filterNodes(req, snapshot, names, fitContext());
-      return c.json(prioritizeNodes(names, outcome));
+      return c.json(prioritizeNodes(names, filterNodes(req, snapshot, names, fitContext())));
     }),
   );
 
