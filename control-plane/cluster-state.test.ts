@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { vcudaAnnotations } from '../contract/index.js';
+import { type Assignment, peekAssignment, vcudaAnnotations } from '../contract/index.js';
 import { assignedPod, assignmentFor, cardUuid, gpuNode, testState } from '../test/support/control-plane/builders.js';
 import type { ClusterState } from './cluster-state.js';
 import { holdOfAssignment } from './placement/cluster-snapshot.js';
@@ -81,6 +81,25 @@ describe('ClusterState', () => {
     expect(cardOf(s, 'n1', 0)).toMatchObject({ usedCore: 30 });
     s.upsertPod({ ...pod, status: { phase: 'Succeeded' } });
     expect(s.snapshot()).not.toBe(before);
+    expect(cardOf(s, 'n1', 0)).toMatchObject({ usedCore: 0 });
+  });
+
+  it("holds a bind's own signed assignment at once, and never brings back a pod deleted meanwhile", () => {
+    const s = testState();
+    s.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
+    const pod = assignedPod('a', 'n1', [{ core: 30, memoryMiB: 1000, cards: [0] }]);
+    const token = pod.metadata?.annotations?.[vcudaAnnotations.assignment] as string;
+    const assignment = peekAssignment(token) as Assignment;
+    const unassigned = { ...pod, metadata: { ...pod.metadata, annotations: {} } };
+    s.upsertPod(unassigned);
+    s.recordSigned(unassigned, token, assignment);
+    // No verification to wait for: the binder signed it (upsertPod would otherwise hold nothing yet).
+    s.upsertPod(pod);
+    expect(cardOf(s, 'n1', 0)).toMatchObject({ usedCore: 30 });
+    expect(s.heldAssignment('default', 'a')).toEqual(assignment);
+    s.removePod(pod);
+    s.recordSigned(unassigned, token, assignment);
+    expect(s.pod('default', 'a')).toBeUndefined();
     expect(cardOf(s, 'n1', 0)).toMatchObject({ usedCore: 0 });
   });
 

@@ -190,6 +190,17 @@ export class ClusterState {
   }
 
   /**
+   * The binder signed `token` for the pod it assumed: later copies of the pod carrying that token
+   * (the bind's own writes, their watch events) are judged without looking the token up again.
+   * Nothing happens when the pod held now is another (deleted or recreated meanwhile).
+   */
+  recordSigned(pod: PodWithStatus, token: string, assignment: Assignment): void {
+    const entry = this.pods.get(podKey(pod));
+    if (!entry || entry.pod.metadata?.uid !== pod.metadata?.uid) return;
+    entry.held = { token, assignment, generation: this.opts.trust.generation() };
+  }
+
+  /**
    * Undoes a failed bind's assume: puts the pod back as the cluster has it. Unlike upsertPod this
    * reports no ended pod: the pod did not end, and its ledger rows (another attempt's, another
    * replica's) must not be released on the strength of this replica's rollback.

@@ -183,7 +183,7 @@ export class Binder {
     const assignedAt = now.toISOString();
     state.assumePod(pod, holdOfAssignment(assignment, { [vcudaAnnotations.assignedAt]: assignedAt }));
     try {
-      return await this.reserveAndBind(args, assignment, items, isExisting, assignedAt, now);
+      return await this.reserveAndBind(pod, args, assignment, items, isExisting, assignedAt, now);
     } catch (err) {
       // Back to what the cluster says, unless the watch has reported a newer pod meanwhile.
       if (state.pod(args.PodNamespace, args.PodName) === pod) state.restorePod(pod);
@@ -192,6 +192,7 @@ export class Binder {
   }
 
   private async reserveAndBind(
+    pod: PodWithStatus,
     args: BindingArgs,
     assignment: Assignment,
     items: LedgerItem[],
@@ -220,6 +221,7 @@ export class Binder {
       const token = await signer.sign(assignment, now);
       // Ours: it holds in this replica's view the moment the pod carries it, before any watch event.
       state.trust.vouch(token, assignment);
+      state.recordSigned(pod, token, assignment);
       const patched = await kube.patchPodAnnotations(args.PodNamespace, args.PodName, {
         [vcudaAnnotations.assignment]: token,
         [vcudaAnnotations.assignedNode]: args.Node,
