@@ -32,6 +32,7 @@ import type { ExtenderMetrics } from './extender-metrics.js';
 import { coversNodes, type FilterOutcome, filterNodes, prioritizeNodes, summarizeRefusals } from './filter-decision.js';
 import type { LedgerNodes } from './ledger-nodes.js';
 import type { Nudger } from './nudger.js';
+import type { PodWriteBatcher } from './pod-write-batcher.js';
 
 export const EXTENDER_COMPONENT = 'vcuda-scheduler-extender';
 
@@ -51,6 +52,8 @@ export type ExtenderDeps = {
   nudger?: Nudger;
   /** Nodes the ledger knows, shared with the background registration (server.ts). */
   ledgerNodes?: LedgerNodes;
+  /** Binds' confirms, drained at shutdown (server.ts); the binder makes its own otherwise. */
+  confirms?: PodWriteBatcher;
   log?: (msg: string, fields?: Record<string, unknown>) => void;
 };
 
