@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { vcudaAnnotations } from '../contract/index.js';
+import { type Assignment, peekAssignment, vcudaAnnotations } from '../contract/index.js';
 import { assignedPod, assignmentFor, cardUuid, gpuNode, testState } from '../test/support/control-plane/builders.js';
 import type { ClusterState } from './cluster-state.js';
 import { holdOfAssignment } from './placement/cluster-snapshot.js';
@@ -41,6 +41,66 @@ describe('ClusterState', () => {
     expect(after.version).toBeGreaterThan(before.version);
     expect(before.nodes.get('n1')?.cards[0]?.usedCore).toBe(0);
     expect(after.nodes.get('n1')?.cards[0]?.usedCore).toBe(30);
+  });
+
+  it('keeps every old snapshot as it was through many changes, node additions and removals', async () => {
+    const s = testState();
+    s.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
+    s.upsertNode(gpuNode({ name: 'n2', cards: 1 }));
+    const first = s.snapshot();
+    s.upsertPod(assignedPod('a', 'n1', [{ core: 30, memoryMiB: 1000, cards: [0] }]));
+    await s.settled();
+    const second = s.snapshot();
+    s.upsertNode(gpuNode({ name: 'n3', cards: 1 }));
+    s.removeNode('n2');
+    s.upsertPod(assignedPod('b', 'n1', [{ core: 20, memoryMiB: 500, cards: [0] }]));
+    await s.settled();
+    const third = s.snapshot();
+    const used = (snap: typeof first) =>
+      [...snap.nodes.values()].map((n) => `${n.name}:${n.cards[0]?.usedCore}`).sort();
+    expect(used(first)).toEqual(['n1:0', 'n2:0']);
+    expect(used(second)).toEqual(['n1:30', 'n2:0']);
+    expect(used(third)).toEqual(['n1:50', 'n3:0']);
+    expect([first.nodes.size, second.nodes.size, third.nodes.size]).toEqual([2, 2, 2]);
+    expect(first.nodes.get('n3')).toBeUndefined();
+    expect(second.nodes.has('n2')).toBe(true);
+    expect(third.nodes.has('n2')).toBe(false);
+    expect(first.nodes.get('n1')?.cards[0]?.usedCore).toBe(0);
+  });
+
+  it('leaves the snapshot alone when a pod update changes nothing it holds', async () => {
+    const s = testState();
+    s.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
+    const pod = assignedPod('a', 'n1', [{ core: 30, memoryMiB: 1000, cards: [0] }]);
+    s.upsertPod(pod);
+    await s.settled();
+    const before = s.snapshot();
+    // A status update, as the watch reports many: same assignment, same cards.
+    s.upsertPod({ ...pod, status: { phase: 'Running' } });
+    expect(s.snapshot()).toBe(before);
+    expect(cardOf(s, 'n1', 0)).toMatchObject({ usedCore: 30 });
+    s.upsertPod({ ...pod, status: { phase: 'Succeeded' } });
+    expect(s.snapshot()).not.toBe(before);
+    expect(cardOf(s, 'n1', 0)).toMatchObject({ usedCore: 0 });
+  });
+
+  it("holds a bind's own signed assignment at once, and never brings back a pod deleted meanwhile", () => {
+    const s = testState();
+    s.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
+    const pod = assignedPod('a', 'n1', [{ core: 30, memoryMiB: 1000, cards: [0] }]);
+    const token = pod.metadata?.annotations?.[vcudaAnnotations.assignment] as string;
+    const assignment = peekAssignment(token) as Assignment;
+    const unassigned = { ...pod, metadata: { ...pod.metadata, annotations: {} } };
+    s.upsertPod(unassigned);
+    s.recordSigned(unassigned, token, assignment);
+    // No verification to wait for: the binder signed it (upsertPod would otherwise hold nothing yet).
+    s.upsertPod(pod);
+    expect(cardOf(s, 'n1', 0)).toMatchObject({ usedCore: 30 });
+    expect(s.heldAssignment('default', 'a')).toEqual(assignment);
+    s.removePod(pod);
+    s.recordSigned(unassigned, token, assignment);
+    expect(s.pod('default', 'a')).toBeUndefined();
+    expect(cardOf(s, 'n1', 0)).toMatchObject({ usedCore: 0 });
   });
 
   it('reports capacity freed when a pod ends, is deleted, or gets allocated', async () => {

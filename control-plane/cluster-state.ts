@@ -13,6 +13,7 @@ import {
   composeNodeSnapshot,
   holdOfAssignment,
   isPodHoldingCards,
+  isSameHold,
   type NodeInventoryRead,
   type NodeLike,
   type NodeSnapshot,
@@ -20,6 +21,7 @@ import {
   type PodWithStatus,
   readNodeInventory,
 } from './placement/cluster-snapshot.js';
+import { SnapshotNodes } from './snapshot-nodes.js';
 
 /** Why capacity may have freed on a node: pending pods refused for capacity should be retried. */
 export type CapacityFreed = {
@@ -81,6 +83,8 @@ export class ClusterState {
   private readonly nodeSnapshots = new Map<string, NodeSnapshot>();
   private version = 0;
   private current: ClusterSnapshot | undefined;
+  /** The nodes of the snapshot handed out last, told of every node change so it stays as it was. */
+  private published: SnapshotNodes | undefined;
   private readonly listeners = new Set<(e: CapacityFreed) => void>();
   /** Verifications under way, each settling once its pod has been judged again. */
   private readonly verifying = new Set<Promise<void>>();
@@ -111,10 +115,13 @@ export class ClusterState {
     return () => this.listeners.delete(listener);
   }
 
-  /** The latest immutable view; the same object until something changes. */
+  /** The latest immutable view; the same object until something changes. O(1), however many nodes. */
   snapshot(): ClusterSnapshot {
     if (!this.current) {
-      this.current = Object.freeze({ version: this.version, nodes: new Map(this.nodeSnapshots) });
+      const nodes = new SnapshotNodes(this.nodeSnapshots);
+      this.published?.succeededBy(nodes);
+      this.published = nodes;
+      this.current = Object.freeze({ version: this.version, nodes });
     }
     return this.current;
   }
@@ -142,6 +149,7 @@ export class ClusterState {
 
   removeNode(name: string): void {
     this.inventories.delete(name);
+    this.published?.recordBefore(name);
     this.nodeSnapshots.delete(name);
     this.touch();
   }
@@ -179,6 +187,17 @@ export class ClusterState {
    */
   assumePod(pod: PodWithStatus, hold: PodHold): void {
     this.setPod(pod, hold);
+  }
+
+  /**
+   * The binder signed `token` for the pod it assumed: later copies of the pod carrying that token
+   * (the bind's own writes, their watch events) are judged without looking the token up again.
+   * Nothing happens when the pod held now is another (deleted or recreated meanwhile).
+   */
+  recordSigned(pod: PodWithStatus, token: string, assignment: Assignment): void {
+    const entry = this.pods.get(podKey(pod));
+    if (!entry || entry.pod.metadata?.uid !== pod.metadata?.uid) return;
+    entry.held = { token, assignment, generation: this.opts.trust.generation() };
   }
 
   /**
@@ -256,7 +275,8 @@ export class ClusterState {
   }
 
   private moveHold(key: string, from: PodHold | undefined, to: PodHold | undefined): void {
-    if (!from && !to) return;
+    // Most pod updates (status, a bind's own write seen again) leave what it holds as it was.
+    if (isSameHold(from, to)) return;
     if (from) this.holdsByNode.get(from.node)?.delete(key);
     if (to) {
       const set = this.holdsByNode.get(to.node) ?? new Set<string>();
@@ -275,7 +295,9 @@ export class ClusterState {
       const h = this.pods.get(key)?.hold;
       if (h) holds.push(h);
     }
-    this.nodeSnapshots.set(node, composeNodeSnapshot(inv, holds));
+    const next = composeNodeSnapshot(inv, holds);
+    this.published?.recordBefore(node);
+    this.nodeSnapshots.set(node, next);
     this.touch();
   }
 

@@ -16,6 +16,7 @@ import type { ClusterState } from './cluster-state.js';
 import type { ControlPlaneConfig } from './config.js';
 import { createExtenderMetrics } from './extender/extender-metrics.js';
 import type { ExtenderClientCredentials } from './extender/extender-tls.js';
+import { PodWriteBatcher } from './extender/pod-write-batcher.js';
 import type { KeySet } from './signing-keys.js';
 import { admissionApps, plainApp, schedulerApp, webhookConfigOf } from './starters/apps.js';
 import { connectCluster, startSigningKeys } from './starters/cluster.js';
@@ -83,7 +84,11 @@ export async function startControlPlane(
     const admission = admissionApps(ctx, { webhook, cluster, store, registry });
     const { nudger } = capacity;
     const { ledgerNodes, registerNodes } = housekeeping;
-    const scheduler = schedulerApp(ctx, { cluster, store, keys, metrics, nudger, ledgerNodes });
+    // Binds answer before their confirm commits: the confirms still queued are waited for at
+    // shutdown, once every listener has closed and before the ledger does.
+    const confirms = new PodWriteBatcher((uids) => store.boundedLedger.confirmMany(config.clusterName, uids));
+    closers.push(() => confirms.drain());
+    const scheduler = schedulerApp(ctx, { cluster, store, keys, metrics, nudger, ledgerNodes, confirms });
     const usage = startUsageStore(ctx, store.db);
     closers.push(usage.close);
     const app = plainApp(ctx, { cluster, store, usage: usage.usage, registry, scheduler });

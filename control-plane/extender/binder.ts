@@ -66,6 +66,11 @@ export type BinderDeps = {
   clock: () => Date;
   /** Shared with whoever registers nodes in the background; the binder makes its own otherwise. */
   ledgerNodes?: LedgerNodes;
+  /**
+   * Where binds confirm their reservations (reserved -> bound), shared with whoever drains it at
+   * shutdown; the binder makes its own otherwise.
+   */
+  confirms?: PodWriteBatcher;
   /** Told of a step that failed after the bind's outcome was decided (the reconcile mends it). */
   log?: (msg: string, fields?: Record<string, unknown>) => void;
 };
@@ -78,7 +83,7 @@ export class Binder {
 
   constructor(private readonly deps: BinderDeps) {
     this.ledgerNodes = deps.ledgerNodes ?? new LedgerNodes(deps.ledger, deps.config.cluster);
-    this.confirms = new PodWriteBatcher((uids) => deps.ledger.confirmMany(deps.config.cluster, uids));
+    this.confirms = deps.confirms ?? new PodWriteBatcher((uids) => deps.ledger.confirmMany(deps.config.cluster, uids));
   }
 
   private async readPod(args: BindingArgs): Promise<PodWithStatus> {
@@ -183,7 +188,7 @@ export class Binder {
     const assignedAt = now.toISOString();
     state.assumePod(pod, holdOfAssignment(assignment, { [vcudaAnnotations.assignedAt]: assignedAt }));
     try {
-      return await this.reserveAndBind(args, assignment, items, isExisting, assignedAt, now);
+      return await this.reserveAndBind(pod, args, assignment, items, isExisting, assignedAt, now);
     } catch (err) {
       // Back to what the cluster says, unless the watch has reported a newer pod meanwhile.
       if (state.pod(args.PodNamespace, args.PodName) === pod) state.restorePod(pod);
@@ -192,6 +197,7 @@ export class Binder {
   }
 
   private async reserveAndBind(
+    pod: PodWithStatus,
     args: BindingArgs,
     assignment: Assignment,
     items: LedgerItem[],
@@ -220,6 +226,7 @@ export class Binder {
       const token = await signer.sign(assignment, now);
       // Ours: it holds in this replica's view the moment the pod carries it, before any watch event.
       state.trust.vouch(token, assignment);
+      state.recordSigned(pod, token, assignment);
       const patched = await kube.patchPodAnnotations(args.PodNamespace, args.PodName, {
         [vcudaAnnotations.assignment]: token,
         [vcudaAnnotations.assignedNode]: args.Node,
@@ -233,7 +240,10 @@ export class Binder {
       throw err;
     }
     // The Binding exists: from here the pod runs on these cards, so a failed confirm must not release.
-    await this.confirm(args.PodUID);
+    // Nor does the answer wait for it: the reservation already holds the cards, and whatever the
+    // confirm's outcome the bind has succeeded. Waiting would add a second ledger commit to every
+    // bind's latency, which with kube-scheduler's bounded binds in flight bounds binds per second.
+    void this.confirm(args.PodUID);
     return {
       pod: podRef,
       node: args.Node,
@@ -245,7 +255,7 @@ export class Binder {
   /**
    * reserved -> bound, batched with the binds finishing at the same time (PodWriteBatcher retries).
    * A confirm that still fails leaves the rows reserved for the reconcile to mend; it must not
-   * fail the bind, whose Binding already exists.
+   * fail the bind, whose Binding already exists. Never rejects.
    */
   private async confirm(podUid: string): Promise<void> {
     await this.confirms

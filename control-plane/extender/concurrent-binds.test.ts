@@ -64,6 +64,8 @@ describe.each(await testDbKinds())('concurrent binds on %s', (kind) => {
         ),
       );
       expect(results.every((r) => r.status === 200)).toBe(true);
+      // A bind answers before its confirm commits.
+      for (const r of replicas) await r.confirmed();
 
       const live = (await tdb.db.select().from(allocations)).filter((r) => r.state !== 'released');
       const perCard = new Map<string, { core: number; mem: number }>();

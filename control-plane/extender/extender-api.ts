@@ -9,6 +9,24 @@ const nodeList = z
   .object({ items: z.array(z.object({ metadata: z.object({ name: z.string() }).loose() }).loose()).nullish() })
   .loose();
 
+/** The index of the first entry that is not a string; -1 when every entry is one. */
+function firstNonString(list: readonly unknown[]): number {
+  for (let i = 0; i < list.length; i++) if (typeof list[i] !== 'string') return i;
+  return -1;
+}
+
+/**
+ * A call can name 5,000 nodes: they are checked where they lie, not copied entry by entry as
+ * `z.array(z.string())` would (a parse result per entry, on every filter and prioritize).
+ */
+const nodeNames = z.custom<string[]>((v) => Array.isArray(v) && firstNonString(v) < 0, {
+  error: (issue) => {
+    const list = issue.input;
+    if (!Array.isArray(list)) return 'expected an array of node names';
+    return `entry [${firstNonString(list)}] is not a string; expected node names`;
+  },
+});
+
 export const extenderArgsSchema = z
   .object({
     Pod: z
@@ -22,7 +40,7 @@ export const extenderArgsSchema = z
     /** Only when nodeCacheCapable is false. */
     Nodes: nodeList.nullish(),
     /** Only when nodeCacheCapable is true. */
-    NodeNames: z.array(z.string()).nullish(),
+    NodeNames: nodeNames.nullish(),
   })
   .loose();
 

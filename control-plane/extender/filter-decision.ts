@@ -5,7 +5,7 @@
  */
 import type { ClusterSnapshot } from '../placement/cluster-snapshot.js';
 import type { FitContext, Refusal } from '../placement/fit.js';
-import { judgeNode } from '../placement/judge.js';
+import { scoreOrRefuseNode } from '../placement/judge.js';
 import type { PlacementRequest } from '../placement/placement-request.js';
 import type { HostPriority } from './extender-api.js';
 
@@ -24,15 +24,23 @@ export function filterNodes(
   nodeNames: readonly string[],
   ctx: FitContext,
 ): FilterOutcome {
-  const out: FilterOutcome = { version: snapshot.version, feasible: [], feasibleScores: [], refused: new Map() };
+  // Sized once for the offer and trimmed after: growing them entry by entry reallocates each several times.
+  const feasible: string[] = new Array(nodeNames.length);
+  const feasibleScores: number[] = new Array(nodeNames.length);
+  const refused = new Map<string, Refusal>();
+  const nodes = snapshot.nodes;
+  let n = 0;
   for (const name of nodeNames) {
-    const r = judgeNode(req, snapshot.nodes.get(name), ctx);
-    if (r.ok) {
-      out.feasible.push(name);
-      out.feasibleScores.push(r.score);
-    } else out.refused.set(name, r.refusal);
+    const v = scoreOrRefuseNode(req, nodes.get(name), ctx);
+    if (typeof v === 'number') {
+      feasible[n] = name;
+      feasibleScores[n] = v;
+      n += 1;
+    } else refused.set(name, v);
   }
-  return out;
+  feasible.length = n;
+  feasibleScores.length = n;
+  return { version: snapshot.version, feasible, feasibleScores, refused };
 }
 
 /** Whether two name lists are equal, element by element. */

@@ -56,8 +56,14 @@ describe('LedgerNodes', () => {
     const second = nodes.ensure(node('n1', 4));
     await l.releaseAll();
     await second;
+    // The same cards on a rebuilt snapshot cost nothing; other memory on the same cards registers again.
+    await nodes.ensure(node('n1', 4));
+    const third = nodes.ensure(buildNodeSnapshot(gpuNode({ name: 'n1', cards: 4, card: { memoryMiB: 40960 } }), []));
+    await l.releaseAll();
+    await third;
     expect(l.calls).toEqual([
       { node: 'n1', cards: 2 },
+      { node: 'n1', cards: 4 },
       { node: 'n1', cards: 4 },
     ]);
   });

@@ -15,8 +15,8 @@ export type NodeRegistrationLedger = {
 };
 
 export class LedgerNodes {
-  /** Per node: the card list last sent (as JSON) and that registration's outcome. */
-  private readonly known = new Map<string, { sig: string; done: Promise<void> }>();
+  /** Per node: the card list last sent (and as JSON) and that registration's outcome. */
+  private readonly known = new Map<string, { cards: readonly LedgerCard[]; sig: string; done: Promise<void> }>();
   private readonly cardsOf = new WeakMap<NodeSnapshot['cards'], { cards: LedgerCard[]; sig: string }>();
 
   constructor(
@@ -26,15 +26,18 @@ export class LedgerNodes {
 
   /** Resolves once the ledger knows this node's current cards. */
   ensure(node: NodeSnapshot): Promise<void> {
-    const { cards, sig } = this.describe(node);
     const entry = this.known.get(node.name);
+    // Every bind asks, on a snapshot rebuilt since the last (its card objects are new): compare
+    // the cards, not their JSON.
+    if (entry && isSameCardList(entry.cards, node.cards)) return entry.done;
+    const { cards, sig } = this.describe(node);
     if (entry && entry.sig === sig) return entry.done;
     const done = this.ledger.upsertNode(this.cluster, node.name, cards).catch((err: unknown) => {
       // Forget a failed registration so the next bind or tick tries again.
       if (this.known.get(node.name)?.done === done) this.known.delete(node.name);
       throw err;
     });
-    this.known.set(node.name, { sig, done });
+    this.known.set(node.name, { cards, sig, done });
     return done;
   }
 
@@ -71,4 +74,15 @@ export class LedgerNodes {
     }
     return d;
   }
+}
+
+/** Whether the node's cards are the ones registered: same uuid, index, model and memory, in order. */
+function isSameCardList(known: readonly LedgerCard[], cards: NodeSnapshot['cards']): boolean {
+  if (known.length !== cards.length) return false;
+  for (let i = 0; i < cards.length; i++) {
+    const a = known[i] as LedgerCard;
+    const b = cards[i] as NodeSnapshot['cards'][number];
+    if (a.uuid !== b.uuid || a.index !== b.index || a.model !== b.model || a.memoryMiB !== b.memoryMiB) return false;
+  }
+  return true;
 }

@@ -68,4 +68,21 @@ describe('PodWriteBatcher', () => {
     await Promise.all(Array.from({ length: 11 }, (_, i) => batcher.write(`p${i}`)));
     expect(sizes).toEqual([1, 4, 4, 2]);
   });
+
+  it('drains: resolves only once every write queued so far has committed', async () => {
+    const ledger = gatedLedger(new Set(['a', 'b', 'c']));
+    const batcher = new PodWriteBatcher(ledger.writeMany);
+    await batcher.drain(); // nothing queued: at once
+    const writes = ['a', 'b', 'c'].map((u) => batcher.write(u));
+    let drained = false;
+    const drain = batcher.drain().then(() => {
+      drained = true;
+    });
+    await ledger.openNext();
+    await new Promise((r) => setTimeout(r, 5));
+    expect(drained).toBe(false); // b and c, queued behind a, are still out
+    await ledger.openNext();
+    await drain;
+    expect(await Promise.all(writes)).toEqual(['written', 'written', 'written']);
+  });
 });

@@ -26,6 +26,8 @@ const DEFAULTS: PodWriteBatcherOptions = { attempts: 3, backoffMs: 50, maxBatch:
 export class PodWriteBatcher {
   private queue: Waiter[] = [];
   private flushing = false;
+  /** The flush under way (resolved when none). */
+  private flushed: Promise<void> = Promise.resolve();
   private readonly options: PodWriteBatcherOptions;
 
   constructor(
@@ -38,8 +40,13 @@ export class PodWriteBatcher {
   write(podUid: string): Promise<WriteOutcome> {
     return new Promise((resolve, reject) => {
       this.queue.push({ podUid, resolve, reject });
-      if (!this.flushing) void this.flush();
+      if (!this.flushing) this.flushed = this.flush();
     });
+  }
+
+  /** Resolves once every write queued so far has been committed or has failed (for shutdown). */
+  async drain(): Promise<void> {
+    while (this.flushing) await this.flushed;
   }
 
   private async flush(): Promise<void> {

@@ -23,6 +23,8 @@ import {
 } from '../../test/support/control-plane/extender-harness.js';
 import { type FakeKubeApi, startFakeKubeApi } from '../../test/support/control-plane/fake-kube-api.js';
 import type { KeySet } from '../signing-keys.js';
+import { PodWriteBatcher } from './pod-write-batcher.js';
+import { extenderRoutes } from './routes.js';
 
 const fixture = (name: string) => JSON.parse(readFileSync(new URL(`./testdata/${name}`, import.meta.url), 'utf8'));
 const filterArgs = fixture('extender-filter.json');
@@ -133,6 +135,8 @@ describe('extender routes on the real 1.26 payloads', () => {
     ]);
     expect(pod.metadata.annotations[vcudaAnnotations.assignedNode]).toBe('gpu-node-b');
     expect(pod.metadata.annotations[vcudaAnnotations.assignedAt]).toBe(TEST_NOW.toISOString());
+    // The answer does not wait for the confirm (reserved -> bound); it follows at once.
+    await ext.confirmed();
     const rows = await db.select().from(allocations);
     expect(rows.map((r) => [r.state, r.core, r.memoryMiB, r.cardUuid])).toEqual([
       ['bound', 30, 8192, a.containers[0]?.cards[0]?.uuid],
@@ -144,6 +148,29 @@ describe('extender routes on the real 1.26 payloads', () => {
     await until(() => api.events.some((e) => (e as { reason?: string }).reason === 'VcudaBound'), 'bound event');
     const metrics = await ext.registry.metrics();
     expect(metrics).toContain('vcuda_extender_binds_total{result="bound"} 2');
+  });
+
+  it('bind answers without waiting for its confirm, which lands after', async () => {
+    let openConfirm = () => {};
+    const gate = new Promise<void>((open) => {
+      openConfirm = open;
+    });
+    const ledger = ext.deps.ledger;
+    const confirms = new PodWriteBatcher(async (uids) => {
+      await gate;
+      return ledger.confirmMany('test', uids);
+    });
+    const app = extenderRoutes({ ...ext.deps, confirms });
+    // With the confirm held back, an answer that waited for it would never come.
+    const answer = await Promise.race([
+      post(app, '/bind', bindArgs).then((r) => r.json),
+      new Promise((r) => setTimeout(() => r('timed out'), 5000)),
+    ]);
+    expect(answer).toEqual({ Error: '' });
+    expect((await liveRows()).map((r) => r.state)).toEqual(['reserved']);
+    openConfirm();
+    await confirms.drain();
+    expect((await liveRows()).map((r) => r.state)).toEqual(['bound']);
   });
 
   it('a failed Binding releases the reservation and removes the annotations', async () => {
@@ -236,6 +263,9 @@ describe('extender routes on the real 1.26 payloads', () => {
     const { status, json } = await post(ext.app, '/bind', { PodName: 'x' });
     expect(status).toBe(400);
     expect(String(json.Error)).toContain('PodNamespace');
+    const names = await post(ext.app, '/filter', { ...filterArgs, NodeNames: ['gpu-node-a', 7] });
+    expect(names.status).toBe(400);
+    expect(String(names.json.Error)).toContain('NodeNames: entry [1] is not a string');
   });
 
   it('lets pods without GPU requests through untouched', async () => {

@@ -36,6 +36,7 @@ import type { ExtenderMetrics } from './extender-metrics.js';
 import { coversNodes, type FilterOutcome, filterNodes, prioritizeNodes, summarizeRefusals } from './filter-decision.js';
 import type { LedgerNodes } from './ledger-nodes.js';
 import type { Nudger } from './nudger.js';
+import type { PodWriteBatcher } from './pod-write-batcher.js';
 
 export const EXTENDER_COMPONENT = 'vcuda-scheduler-extender';
 
@@ -55,6 +56,8 @@ export type ExtenderDeps = {
   nudger?: Nudger;
   /** Nodes the ledger knows, shared with the background registration (server.ts). */
   ledgerNodes?: LedgerNodes;
+  /** Binds' confirms, drained at shutdown (server.ts); the binder makes its own otherwise. */
+  confirms?: PodWriteBatcher;
   log?: (msg: string, fields?: Record<string, unknown>) => void;
 };
 
@@ -159,15 +162,15 @@ class ExtenderVerbs {
   prioritize(args: ExtenderArgs): HostPriority[] {
     const names = offeredNodeNames(args);
     const pod = podOf(args);
-    const req = requestsGpu(pod, this.deps.config.quantity.names) ? this.readRequest(pod) : undefined;
-    if (!req || req instanceof ValidationError) return names.map((Host) => ({ Host, Score: 0 }));
+    if (!requestsGpu(pod, this.deps.config.quantity.names)) return names.map((Host) => ({ Host, Score: 0 }));
     const snapshot = this.deps.state.snapshot();
+    // The cycle's filter judged this pod on this very snapshot (memo is only set for a readable request).
     const memo = this.memo;
-    const outcome =
-      memo && memo.uid === req.podUid && memo.outcome.version === snapshot.version && coversNodes(memo.outcome, names)
-        ? memo.outcome
-        : filterNodes(req, snapshot, names, this.fitContext());
-    return prioritizeNodes(names, outcome);
+    const fresh = memo && memo.uid === (pod.metadata?.uid ?? '') && memo.outcome.version === snapshot.version;
+    if (fresh && coversNodes(memo.outcome, names)) return prioritizeNodes(names, memo.outcome);
+    const req = this.readRequest(pod);
+    if (req instanceof ValidationError) return names.map((Host) => ({ Host, Score: 0 }));
+    return prioritizeNodes(names, filterNodes(req, snapshot, names, this.fitContext()));
   }
 
   async bind(args: BindingArgs): Promise<ExtenderBindingResult> {

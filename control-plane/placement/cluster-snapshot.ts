@@ -61,8 +61,14 @@ export type NodeSnapshot = Readonly<{
   }>;
   /** Indexes of the healthy cards, in card order. */
   healthyIndexes: readonly number[];
+  /**
+   * The healthy cards' free core and free memory (MiB), flat and in card order: core, memory,
+   * core, memory... Filter asks every offered node whether one card has room for a share; this
+   * answers it from one array instead of a card object per card.
+   */
+  healthyFree: readonly number[];
   /** Over all cards, for scoring without walking them. */
-  totals: Readonly<{ usedCore: number; usedMemoryMiB: number; memoryMiB: number }>;
+  totals: Readonly<{ cards: number; usedCore: number; usedMemoryMiB: number; memoryMiB: number }>;
 }>;
 
 export type ClusterSnapshot = Readonly<{
@@ -197,6 +203,26 @@ export type PodHold = Readonly<{
   pending?: PendingAssignment;
 }>;
 
+/** Whether two holds count the same on their node (so a pod update carrying either changes no snapshot). */
+export function isSameHold(a: PodHold | undefined, b: PodHold | undefined): boolean {
+  if (a === b) return true;
+  if (!a || !b || a.node !== b.node || a.cardUse.size !== b.cardUse.size) return false;
+  for (const [uuid, u] of a.cardUse) {
+    const v = b.cardUse.get(uuid);
+    if (!v || v.core !== u.core || v.memoryMiB !== u.memoryMiB) return false;
+  }
+  const p = a.pending;
+  const q = b.pending;
+  if (!p || !q) return p === q;
+  return (
+    p.podUid === q.podUid &&
+    p.pod === q.pod &&
+    p.assignedAtMs === q.assignedAtMs &&
+    p.coreAmounts.length === q.coreAmounts.length &&
+    p.coreAmounts.every((c, i) => c === q.coreAmounts[i])
+  );
+}
+
 /** The per-container core amounts an assignment waits to be allocated with (see coreAmountsOf). */
 export function pendingCoreAmountsOf(assignment: Assignment): number[] {
   return coreAmountsOf(assignment.containers.map((c) => c.cards.reduce((s, g) => s + g.core, 0)));
@@ -238,7 +264,8 @@ export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<PodH
   }
   const free = { healthyCards: 0, maxCore: 0, maxMemoryMiB: 0, wholeCards: 0, uniformMemoryMiB: -1 };
   const healthyIndexes: number[] = [];
-  const totals = { usedCore: 0, usedMemoryMiB: 0, memoryMiB: 0 };
+  const healthyFree: number[] = [];
+  const totals = { cards: inv.cards.length, usedCore: 0, usedMemoryMiB: 0, memoryMiB: 0 };
   const cards = inv.cards.map((c, i): CardSnapshot => {
     const u = used.get(c.uuid);
     const card: CardSnapshot = {
@@ -257,6 +284,7 @@ export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<PodH
     totals.memoryMiB += card.memoryMiB;
     if (card.healthy) {
       healthyIndexes.push(i);
+      healthyFree.push(Math.max(0, 100 - card.usedCore), Math.max(0, card.memoryMiB - card.usedMemoryMiB));
       free.healthyCards += 1;
       free.maxCore = Math.max(free.maxCore, 100 - card.usedCore);
       free.maxMemoryMiB = Math.max(free.maxMemoryMiB, card.memoryMiB - card.usedMemoryMiB);
@@ -277,6 +305,7 @@ export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<PodH
     pending,
     free,
     healthyIndexes,
+    healthyFree,
     totals,
   };
 }

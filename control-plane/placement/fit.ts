@@ -289,11 +289,17 @@ function placeOnOneNuma(node: NodeSnapshot, pool: readonly number[], req: Placem
   return refuse('single-numa', `no single NUMA node can hold the pod (${misses.join('; ')})`);
 }
 
+/** Whether every card of the node is smaller than `memoryMiB`. */
+function isEveryCardSmaller(node: NodeSnapshot, memoryMiB: number): boolean {
+  for (const card of node.cards) if (card.memoryMiB >= memoryMiB) return false;
+  return true;
+}
+
 /**
  * Most offered nodes are refused for plain lack of room; the node's free summary says so without
  * walking its cards. Only for the common pod: one container, no card filters.
  */
-function rejectQuickly(req: PlacementRequest, node: NodeSnapshot): (FitResult & { ok: false }) | undefined {
+function rejectQuickly(req: PlacementRequest, node: NodeSnapshot): Refusal | undefined {
   if (req.containers.length !== 1) return undefined;
   const c = req.constraints;
   if (c.modelInclude.length + c.modelExclude.length + c.uuidInclude.length + c.uuidExclude.length > 0) return undefined;
@@ -303,15 +309,10 @@ function rejectQuickly(req: PlacementRequest, node: NodeSnapshot): (FitResult & 
   if (free.healthyCards === 0) return undefined;
   if (only.cards > 1 || only.corePerCard === 100) {
     if (free.wholeCards >= only.cards) return undefined;
-    if (
-      only.memoryMiBPerCard !== undefined &&
-      node.cards.every((card) => card.memoryMiB < (only.memoryMiBPerCard as number))
-    )
-      return undefined;
-    return { ok: false, refusal: tooFewWholeCards(only.cards, free.wholeCards) };
+    if (only.memoryMiBPerCard !== undefined && isEveryCardSmaller(node, only.memoryMiBPerCard)) return undefined;
+    return tooFewWholeCards(only.cards, free.wholeCards);
   }
-  const short = shareShortfall(only.corePerCard, only.memoryMiBPerCard ?? 0, free.maxCore, free.maxMemoryMiB);
-  return short && { ok: false, refusal: short };
+  return shareShortfall(only.corePerCard, only.memoryMiBPerCard ?? 0, free.maxCore, free.maxMemoryMiB);
 }
 
 /**
@@ -324,22 +325,33 @@ export function screenNode(
   node: NodeSnapshot | undefined,
   ctx: FitContext,
 ): (FitResult & { ok: false }) | undefined {
-  if (!node) return refuse('unknown-node', 'node is not known to vcuda yet');
-  if (node.inventoryError) return refuse('no-inventory', node.inventoryError);
+  const refusal = screenRefusal(req, node, ctx);
+  return refusal && { ok: false, refusal };
+}
+
+/** screenNode's refusal, unwrapped (filter asks it of every offered node). */
+export function screenRefusal(
+  req: PlacementRequest,
+  node: NodeSnapshot | undefined,
+  ctx: FitContext,
+): Refusal | undefined {
+  if (!node) return { reason: 'unknown-node', message: 'node is not known to vcuda yet' };
+  if (node.inventoryError) return { reason: 'no-inventory', message: node.inventoryError };
   const ageMs = ctx.nowMs - node.heartbeatMs;
   if (ageMs > ctx.heartbeatStaleMs) {
-    return refuse(
-      'stale-heartbeat',
-      node.heartbeatMs === 0
-        ? 'node agent never reported a heartbeat'
-        : `node agent heartbeat is ${seconds(ageMs)} old (limit ${seconds(ctx.heartbeatStaleMs)})`,
-    );
+    return {
+      reason: 'stale-heartbeat',
+      message:
+        node.heartbeatMs === 0
+          ? 'node agent never reported a heartbeat'
+          : `node agent heartbeat is ${seconds(ageMs)} old (limit ${seconds(ctx.heartbeatStaleMs)})`,
+    };
   }
   if (ctx.memoryUnitMiB !== undefined && node.memoryUnitMiB !== ctx.memoryUnitMiB) {
-    return refuse(
-      'memory-unit-mismatch',
-      `node agent counts vcuda-memory in ${node.memoryUnitMiB} MiB units, the control plane in ${ctx.memoryUnitMiB} MiB; set the same memoryUnitMiB on both`,
-    );
+    return {
+      reason: 'memory-unit-mismatch',
+      message: `node agent counts vcuda-memory in ${node.memoryUnitMiB} MiB units, the control plane in ${ctx.memoryUnitMiB} MiB; set the same memoryUnitMiB on both`,
+    };
   }
   return rejectQuickly(req, node);
 }

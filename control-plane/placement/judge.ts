@@ -7,7 +7,7 @@
  */
 import type { ContainerGpuRequest } from '../../contract/index.js';
 import type { CardSnapshot, NodeSnapshot } from './cluster-snapshot.js';
-import { type FitContext, fitPod, type Refusal, screenNode } from './fit.js';
+import { type FitContext, fitPod, type Refusal, screenRefusal } from './fit.js';
 import type { PlacementRequest } from './placement-request.js';
 import { scoreNode, scoreOf, utilizationWith } from './score.js';
 import { chooseCardSet } from './topology.js';
@@ -25,11 +25,9 @@ function simpleContainer(req: PlacementRequest): ContainerGpuRequest | undefined
 
 /** Whether one healthy card has `core` and `memoryMiB` free at once. */
 function hasShareRoom(node: NodeSnapshot, core: number, memoryMiB: number): boolean {
-  const cards = node.cards;
-  for (const i of node.healthyIndexes) {
-    const card = cards[i] as CardSnapshot;
-    if (Math.max(0, 100 - card.usedCore) >= core && Math.max(0, card.memoryMiB - card.usedMemoryMiB) >= memoryMiB)
-      return true;
+  const free = node.healthyFree;
+  for (let i = 0; i < free.length; i += 2) {
+    if ((free[i] as number) >= core && (free[i + 1] as number) >= memoryMiB) return true;
   }
   return false;
 }
@@ -55,14 +53,27 @@ function bestFreeLinkQuality(node: NodeSnapshot, k: number): number | undefined 
 }
 
 export function judgeNode(req: PlacementRequest, node: NodeSnapshot | undefined, ctx: FitContext): NodeVerdict {
-  const screened = screenNode(req, node, ctx);
+  const v = scoreOrRefuseNode(req, node, ctx);
+  return typeof v === 'number' ? { ok: true, score: v } : { ok: false, refusal: v };
+}
+
+/**
+ * judgeNode's verdict unwrapped: the node's score when it can hold the pod, else the refusal.
+ * Filter runs it on every offered node, so a feasible node on the shortcuts allocates nothing.
+ */
+export function scoreOrRefuseNode(
+  req: PlacementRequest,
+  node: NodeSnapshot | undefined,
+  ctx: FitContext,
+): number | Refusal {
+  const screened = screenRefusal(req, node, ctx);
   if (screened) return screened;
   const n = node as NodeSnapshot;
   const only = simpleContainer(req);
   if (only && only.cards === 1 && only.corePerCard < 100) {
     const memoryMiB = only.memoryMiBPerCard ?? 0;
     if (hasShareRoom(n, only.corePerCard, memoryMiB)) {
-      return { ok: true, score: scoreOf(utilizationWith(n, only.corePerCard, memoryMiB), req.policy) };
+      return scoreOf(utilizationWith(n, only.corePerCard, memoryMiB), req.policy);
     }
   } else if (only && !only.isInit && n.free.uniformMemoryMiB > 0 && n.free.wholeCards >= only.cards) {
     // Whole cards on a node whose healthy cards all have the same memory: any free ones add the
@@ -70,12 +81,12 @@ export function judgeNode(req: PlacementRequest, node: NodeSnapshot | undefined,
     const memoryMiB = n.free.uniformMemoryMiB;
     if ((only.memoryMiBPerCard ?? 0) <= memoryMiB) {
       const util = utilizationWith(n, 100 * only.cards, memoryMiB * only.cards);
-      if (only.cards === 1) return { ok: true, score: scoreOf(util, req.policy) };
+      if (only.cards === 1) return scoreOf(util, req.policy);
       const quality = bestFreeLinkQuality(n, only.cards);
-      if (quality !== undefined) return { ok: true, score: scoreOf(util, req.policy, Math.min(1, quality)) };
+      if (quality !== undefined) return scoreOf(util, req.policy, Math.min(1, quality));
     }
   }
   // Refusals keep the full path's exact wording; other pods need the real card choice for their score.
   const fit = fitPod(req, n, ctx);
-  return fit.ok ? { ok: true, score: scoreNode(n, fit.placement, req.policy) } : fit;
+  return fit.ok ? scoreNode(n, fit.placement, req.policy) : fit.refusal;
 }

@@ -58,8 +58,18 @@ export function shareShortfall(
 
 /** A request for `wanted` whole cards on a node with only `free` entirely free ones. */
 export function tooFewWholeCards(wanted: number, free: number): Refusal {
+  // Filter says this of many nodes per call, always among a few values: shared, not rebuilt.
+  return TOO_FEW_WHOLE_CARDS[wanted]?.[free] ?? tooFewWholeCardsAnew(wanted, free);
+}
+
+function tooFewWholeCardsAnew(wanted: number, free: number): Refusal {
   return {
     reason: 'insufficient-cards',
     message: `needs ${wanted} entirely free card${wanted > 1 ? 's' : ''}; ${free} free`,
   };
 }
+
+/** [wanted][free] for nodes of up to 16 cards; frozen, since every caller shares them. */
+const TOO_FEW_WHOLE_CARDS: readonly (readonly Refusal[])[] = Array.from({ length: 17 }, (_, wanted) =>
+  Array.from({ length: wanted }, (_, free) => Object.freeze(tooFewWholeCardsAnew(wanted, free))),
+);

@@ -22,7 +22,7 @@ export function utilizationAfter(node: NodeSnapshot, placement: NodePlacement): 
 
 /** utilizationAfter from what the pod adds in all, wherever on the node it lands. */
 export function utilizationWith(node: NodeSnapshot, addCore: number, addMemoryMiB: number): number {
-  const totalCore = node.cards.length * 100;
+  const totalCore = node.totals.cards * 100;
   const totalMem = node.totals.memoryMiB;
   if (totalCore === 0 || totalMem === 0) return 0;
   return Math.min(

@@ -24,6 +24,7 @@ import { guardedExtender } from '../extender/client-certificate.js';
 import type { ExtenderMetrics } from '../extender/extender-metrics.js';
 import type { LedgerNodes } from '../extender/ledger-nodes.js';
 import type { Nudger } from '../extender/nudger.js';
+import type { PodWriteBatcher } from '../extender/pod-write-batcher.js';
 import { extenderRoutes } from '../extender/routes.js';
 import { createAssignmentSigner, type KeySet } from '../signing-keys.js';
 import type { ClusterView } from './cluster.js';
@@ -98,6 +99,7 @@ export function schedulerApp(
     metrics: ExtenderMetrics;
     nudger: Nudger;
     ledgerNodes: LedgerNodes;
+    confirms: PodWriteBatcher;
   },
 ): Hono {
   const { cluster } = deps;
@@ -118,6 +120,7 @@ export function schedulerApp(
     metrics: deps.metrics,
     nudger: deps.nudger,
     ledgerNodes: deps.ledgerNodes,
+    confirms: deps.confirms,
     log: (msg, fields) => log.info(fields ?? {}, msg),
   });
   return guardedExtender(verbs, {

@@ -16,12 +16,19 @@
  * server answers; the scenario says which). The nodes are registered in the ledger first, as the
  * control plane does when its watch cache syncs; that one-time cost is its own figure. The Kubernetes calls are answered in memory
  * (kube.mode none), so the figure is the extender's and the ledger's cost, not the API server's.
+ * A bind answers once its Binding exists; its confirm commits after (batched), and the ledger
+ * calls per bind are counted once the last one has.
+ *
+ * VCUDA_BENCH_EXTENDER_PARTS=filter,bind,grouped picks the parts to run (all three by default),
+ * e.g. to profile one: `VCUDA_BENCH_EXTENDER_PARTS=bind node --cpu-prof --cpu-prof-dir=/tmp/prof
+ * --import tsx test/bench/main.ts extender`, then test/bench/cpu-profile-summary.ts.
  */
 import { cpus, loadavg } from 'node:os';
 import { Registry } from 'prom-client';
 import type { ClusterState } from '../../control-plane/cluster-state.js';
 import { createExtenderMetrics } from '../../control-plane/extender/extender-metrics.js';
 import { LedgerNodes } from '../../control-plane/extender/ledger-nodes.js';
+import { PodWriteBatcher } from '../../control-plane/extender/pod-write-batcher.js';
 import { extenderRoutes } from '../../control-plane/extender/routes.js';
 import { createLocalKube } from '../../control-plane/local-kube.js';
 import { createAssignmentSigner } from '../../control-plane/signing-keys.js';
@@ -76,7 +83,7 @@ function makeApp(
   state: ClusterState,
   ledger: Parameters<typeof extenderRoutes>[0]['ledger'],
   signer: Parameters<typeof extenderRoutes>[0]['signer'],
-  ledgerNodes?: LedgerNodes,
+  shared: { ledgerNodes?: LedgerNodes; confirms?: PodWriteBatcher } = {},
 ) {
   return extenderRoutes({
     config: {
@@ -94,7 +101,7 @@ function makeApp(
     signer,
     clock: () => TEST_NOW,
     metrics: createExtenderMetrics(new Registry()),
-    ...(ledgerNodes ? { ledgerNodes } : {}),
+    ...shared,
   });
 }
 
@@ -144,6 +151,8 @@ async function measureFilterPrioritize(log: (s: string) => void): Promise<Figure
   const offers = Array.from({ length: 16 }, () => sample(names, OFFERED, rand));
   const cpuMs: number[] = [];
   let fresh = 0;
+  // Bytes of JSON each cycle carries, summed over a run: filter's request and answer, prioritize's answer.
+  const bytes = { filterArgs: 0, filterAnswer: 0, prioritizeAnswer: 0 };
   // `unique`: every pod asks something no earlier pod asked (another memory size), so no node can
   // reuse a card choice made for an earlier pod: the worst case, and the figure with the target.
   const run = async (iterations: number, nameSets: string[][], unique = true): Promise<number[]> => {
@@ -173,18 +182,26 @@ async function measureFilterPrioritize(log: (s: string) => void): Promise<Figure
       const next = JSON.stringify({ Pod: pod, Nodes: null, NodeNames: filtered.NodeNames });
       cpu = process.cpuUsage();
       start = performance.now();
-      await callText(app, '/prioritize', next);
+      const prioritizeText = await callText(app, '/prioritize', next);
       elapsed += performance.now() - start;
       used = process.cpuUsage(cpu);
       cpuUs += used.user + used.system;
       out.push(elapsed);
       cpuMs.push(cpuUs / 1000);
+      bytes.filterArgs += body.length;
+      bytes.filterAnswer += filterText.length;
+      bytes.prioritizeAnswer += prioritizeText.length;
     }
     cpuMs.sort((a, b) => a - b);
     return out.sort((a, b) => a - b);
   };
   await run(200, offers); // warm up the JIT
+  bytes.filterArgs = bytes.filterAnswer = bytes.prioritizeAnswer = 0;
   const offered = await run(ITERATIONS, offers);
+  const kb = (n: number) => `${(n / ITERATIONS / 1024).toFixed(1)} KiB`;
+  log(
+    `JSON per cycle: filter args ${kb(bytes.filterArgs)}, filter answer ${kb(bytes.filterAnswer)}, prioritize answer ${kb(bytes.prioritizeAnswer)}`,
+  );
   const offeredCpuP99 = percentile(cpuMs, 99);
   const offeredCpuP50 = percentile(cpuMs, 50);
   await run(300, offers, false); // the repeated requests' first visits
@@ -268,7 +285,20 @@ async function measureBinds(log: (s: string) => void, grouped = false): Promise<
     const registrationMs = performance.now() - r0;
     if (registered.failed > 0) throw new Error(`node registration failed: ${String(registered.firstError)}`);
     log(`${registered.registered} nodes registered in the ledger in ${registrationMs.toFixed(0)} ms`);
-    const app = makeApp(state, ledger, createAssignmentSigner(await testKeys(), 600), ledgerNodes);
+    // Counted from here: the binds' own ledger calls, each one round trip (and one commit).
+    const calls = { reserve: 0, confirmMany: 0, other: 0 };
+    const counting = <T>(kind: keyof typeof calls, call: () => T): T => {
+      calls[kind] += 1;
+      return call();
+    };
+    const counted: Parameters<typeof extenderRoutes>[0]['ledger'] = {
+      reserve: (r) => counting('reserve', () => ledger.reserve(r)),
+      confirmMany: (c, uids) => counting('confirmMany', () => ledger.confirmMany(c, uids)),
+      release: (c, uid) => counting('other', () => ledger.release(c, uid)),
+      upsertNode: (c, n, cards) => counting('other', () => ledger.upsertNode(c, n, cards)),
+    };
+    const confirms = new PodWriteBatcher((uids) => counted.confirmMany('bench', uids));
+    const app = makeApp(state, counted, createAssignmentSigner(await testKeys(), 600), { ledgerNodes, confirms });
     const names = [...state.snapshot().nodes.keys()];
     let failed = 0;
     const errorSamples = new Set<string>();
@@ -311,6 +341,10 @@ async function measureBinds(log: (s: string) => void, grouped = false): Promise<
     }
     await Promise.all(inFlight);
     const seconds = (performance.now() - t0) / 1000;
+    // A bind answers before its confirm commits: the few confirms still queued are not in the rate.
+    await confirms.drain();
+    const roundTrips = (calls.reserve + calls.confirmMany + calls.other) / BIND_PODS;
+    log(`ledger calls: ${calls.reserve} reserve, ${calls.confirmMany} confirmMany, ${calls.other} other`);
     const rate = (BIND_PODS - failed) / seconds;
     latencies.sort((a, b) => a - b);
     for (const e of errorSamples) log(`  bind error (kube-scheduler would retry): ${e}`);
@@ -327,6 +361,12 @@ async function measureBinds(log: (s: string) => void, grouped = false): Promise<
           scenario: `same, the ledger with group commit, on ${ledgerKind}`,
         },
         { name: 'bind_errors_grouped', value: failed, unit: 'pods', scenario: `of ${BIND_PODS}, group commit` },
+        {
+          name: 'ledger_calls_per_bind_grouped',
+          value: Number(roundTrips.toFixed(2)),
+          unit: 'calls',
+          scenario: 'reserve + confirm statements per bind (group commit batches reserves inside the ledger)',
+        },
       ];
     }
     return [
@@ -339,6 +379,12 @@ async function measureBinds(log: (s: string) => void, grouped = false): Promise<
       },
       { name: 'bind_cycle_p99_ms', value: percentile(latencies, 99), unit: 'ms', scenario: 'one pod, filter to bound' },
       { name: 'bind_errors', value: failed, unit: 'pods', scenario: `of ${BIND_PODS}` },
+      {
+        name: 'ledger_calls_per_bind',
+        value: Number(roundTrips.toFixed(2)),
+        unit: 'calls',
+        scenario: 'ledger round trips per bind: one reserve, and confirms batched with the binds finishing meanwhile',
+      },
       {
         name: 'ledger_node_registration_ms',
         value: Math.round(registrationMs),
@@ -356,7 +402,13 @@ const bench: Benchmark = {
   description:
     'Scheduler extender: filter+prioritize latency on 5,000 nodes x 8 GPUs, and pods/s through filter->prioritize->bind with the ledger on PostgreSQL.',
   async run({ log }) {
-    return [...(await measureFilterPrioritize(log)), ...(await measureBinds(log)), ...(await measureBinds(log, true))];
+    // VCUDA_BENCH_EXTENDER_PARTS=filter,bind,grouped (default: all three) runs a part alone, e.g. to profile it.
+    const parts = new Set((process.env.VCUDA_BENCH_EXTENDER_PARTS ?? 'filter,bind,grouped').split(','));
+    return [
+      ...(parts.has('filter') ? await measureFilterPrioritize(log) : []),
+      ...(parts.has('bind') ? await measureBinds(log) : []),
+      ...(parts.has('grouped') ? await measureBinds(log, true) : []),
+    ];
   },
 };
 

@@ -6,6 +6,7 @@ import { Registry } from 'prom-client';
 import type { ClusterState } from '../../../control-plane/cluster-state.js';
 import { createExtenderMetrics } from '../../../control-plane/extender/extender-metrics.js';
 import { Nudger } from '../../../control-plane/extender/nudger.js';
+import { PodWriteBatcher } from '../../../control-plane/extender/pod-write-batcher.js';
 import { type ExtenderDeps, extenderRoutes } from '../../../control-plane/extender/routes.js';
 import { createKubeClient } from '../../../control-plane/kube-client.js';
 import { createAssignmentSigner, type KeySet } from '../../../control-plane/signing-keys.js';
@@ -27,6 +28,8 @@ export type ExtenderHarness = {
   deps: ExtenderDeps;
   registry: Registry;
   cache?: WatchCache;
+  /** Resolves once the binds answered so far have confirmed their reservations (reserved -> bound). */
+  confirmed(): Promise<void>;
   close(): Promise<void>;
 };
 
@@ -60,6 +63,8 @@ export async function startExtender(opts: {
     onNudged: () => metrics.nudges.inc(),
   });
   state.onCapacityFreed((e) => nudger.capacityFreed(e));
+  const ledger = createLedger(opts.db, { clock });
+  const confirms = new PodWriteBatcher((uids) => ledger.confirmMany('test', uids));
   const deps: ExtenderDeps = {
     config: {
       cluster: 'test',
@@ -71,18 +76,21 @@ export async function startExtender(opts: {
     },
     state,
     kube,
-    ledger: createLedger(opts.db, { clock }),
+    ledger,
     signer: createAssignmentSigner(opts.keys, 600),
     clock,
     metrics,
     nudger,
+    confirms,
   };
   return {
     app: extenderRoutes(deps),
     deps,
     registry,
     ...(cache ? { cache } : {}),
+    confirmed: () => confirms.drain(),
     async close() {
+      await confirms.drain();
       await nudger.close();
       await cache?.stop();
     },
