@@ -376,8 +376,13 @@ static void fold_into_window(vc_limiter_state *s, const vc_limiter_sample *sampl
     return;
   }
   uint64_t window_waited = waited - atomic_load_explicit(&s->seen_waited_ns, memory_order_relaxed);
-  /* Throttled: launches were held for at least 1 % of the window. */
-  int was_throttled = window_waited * 100 >= acc_elapsed * NS_PER_MS;
+  /* Throttled: the bucket was the bottleneck. Launches were held for at least 1 % of the window,
+   * and what was released kept up with the refills (90 %): a tenant that got no CPU for part of
+   * the window also waited, but its shortfall says nothing about the rate, and integrating it
+   * would overshoot the limit once it runs again. */
+  uint64_t refilled = (uint64_t)atomic_load_explicit(&s->rate_bp, memory_order_relaxed) * acc_elapsed *
+                      (NS_PER_MS / VC_LIMITER_FULL_BP);
+  int was_throttled = window_waited * 100 >= acc_elapsed * NS_PER_MS && window_released * 10 >= refilled * 9;
   /* Nothing measured although the bucket held launches: kernels far cheaper than the estimate
    * (NVML rounds a share under 1 % to 0); the snap's rounding bound still moves the cost. Nothing
    * measured and nothing held: an idle tenant, which says nothing about its kernels. */
