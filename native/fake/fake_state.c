@@ -48,6 +48,13 @@ static void init_fresh(struct fg_state *s, const struct fg_env *e) {
   s->sample_ns = e->sample_ns;
   s->nvml_sample_ns = e->nvml_sample_ns;
   s->nvml_delay_ns = e->nvml_delay_ns;
+  /* Half of NVML's ring is its sample buffer: a delay past it would never publish anything. */
+  uint64_t max_delay = (FG_NVML_BUCKETS / 2 - 2) * e->nvml_sample_ns;
+  if (s->nvml_delay_ns > max_delay) {
+    fprintf(stderr, "fakegpu: FAKEGPU_NVML_DELAY_MS is over %llu intervals of FAKEGPU_NVML_SAMPLE_MS; using %llu ms\n",
+            (unsigned long long)(FG_NVML_BUCKETS / 2 - 2), (unsigned long long)(max_delay / 1000000u));
+    s->nvml_delay_ns = max_delay;
+  }
   s->nvml_stamp_published = (uint32_t)e->nvml_stamp_published;
   struct timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);

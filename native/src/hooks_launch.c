@@ -80,10 +80,11 @@ static uint64_t monotonic_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The wall clock NVML stamps its samples with (unix ms): the controller pairs charges with them. */
+/* The wall clock NVML stamps its samples with (unix ms): the controller pairs releases with
+ * them. 0 when the clock cannot be read (the controller then times the fold by the sample). */
 static uint64_t unix_ms(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
   return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
 }
 

@@ -404,6 +404,8 @@ static void fold_into_window(vc_limiter_state *s, const vc_limiter_sample *sampl
 void vc_limiter_observe(vc_limiter_state *s, const vc_limiter_sample *sample, const vc_limiter_limits *lim,
                         uint64_t now_unix_ms) {
   if (!claim(s, sample)) return;
+  /* No wall clock: the fold is timed as the sample, which pairs from fold to fold. */
+  if (now_unix_ms == 0) now_unix_ms = sample->time_ms;
   uint64_t released = released_total_ns(s);
   uint64_t waited = atomic_load_explicit(&s->waited_ns, memory_order_relaxed);
   note_fold(s, now_unix_ms, released);
