@@ -62,6 +62,12 @@ static void load(void) {
   env.wave_ns = env_u64("FAKEGPU_KERNEL_US", 10, 0, 3600000000ull) * 1000u;
   env.sample_ns = env_u64("FAKEGPU_SAMPLE_MS", 100, 1, 60000) * 1000000u;
   env.util_window_ns = env_u64("FAKEGPU_UTIL_WINDOW_MS", 1000, 1, 600000) * 1000000u;
+  env.nvml_sample_ns = env_u64("FAKEGPU_NVML_SAMPLE_MS", 167, 1, 60000) * 1000000u;
+  env.nvml_delay_ns = env_u64("FAKEGPU_NVML_DELAY_MS", 100, 0, 60000) * 1000000u;
+  const char *stamp = getenv("FAKEGPU_NVML_STAMP");
+  env.nvml_stamp_published = stamp && strcmp(stamp, "published") == 0;
+  if (stamp && *stamp && !env.nvml_stamp_published && strcmp(stamp, "end") != 0)
+    fprintf(stderr, "fakegpu: FAKEGPU_NVML_STAMP=%s is not \"end\" or \"published\"; using end\n", stamp);
   env.context_bytes = env_u64("FAKEGPU_CONTEXT_MIB", 0, 0, 1u << 20) << 20;
   env.uuid_seed = (uint32_t)env_u64("FAKEGPU_UUID_SEED", 0, 0, 0xFFFFFFFFu);
   env.nvlink = (int)env_u64("FAKEGPU_NVLINK", env.device_count > 1, 0, 1);

@@ -3,7 +3,11 @@
  *   FAKEGPU_SMS       SMs per device (default 132)
  *   FAKEGPU_STATE     host-wide shared state file (default /tmp/fakegpu-<uid>.state)
  *   FAKEGPU_KERNEL_US cost of one wave of a kernel, microseconds (default 10)
- *   FAKEGPU_SAMPLE_MS utilization sampling period, ms (default 100)
+ *   FAKEGPU_SAMPLE_MS busy-time accounting period, ms (default 100): the driver's exact figures
+ *   FAKEGPU_NVML_SAMPLE_MS NVML's sampling interval, ms (default 167, about 1/6 s)
+ *   FAKEGPU_NVML_DELAY_MS  how long after an interval ends NVML publishes its samples (default 100)
+ *   FAKEGPU_NVML_STAMP     what a sample's timeStamp marks: "end" of its interval (default) or when
+ *                     it was "published" (late by the delay)
  *   FAKEGPU_UTIL_WINDOW_MS window of nvmlDeviceGetUtilizationRates, ms (default 1000)
  *   FAKEGPU_CONTEXT_MIB device memory a context takes (default 0)
  *   FAKEGPU_NAME      device name (default "NVIDIA H100 80GB HBM3")
@@ -29,6 +33,9 @@ struct fg_env {
   uint64_t wave_ns;
   uint64_t sample_ns;
   uint64_t util_window_ns;
+  uint64_t nvml_sample_ns;
+  uint64_t nvml_delay_ns;
+  int nvml_stamp_published; /* FAKEGPU_NVML_STAMP=published */
   uint64_t context_bytes;
   char name[96];
   uint32_t uuid_seed;

@@ -1,6 +1,8 @@
 /* Fake NVML over the shared fake state: what any process allocated or ran shows up here.
- * Utilization is the simulated busy time of the device timeline; per-process samples are one per
- * (process, sampling period) with busy time, newer than lastSeenTimeStamp. Topology: devices
+ * Utilization is sampled the way NVML samples it (native/COMPUTE.md, "The sensor"): per NVML
+ * interval (FAKEGPU_NVML_SAMPLE_MS), in whole percent rounded down, published
+ * FAKEGPU_NVML_DELAY_MS after the interval ends and stamped with its end (FAKEGPU_NVML_STAMP);
+ * one sample per (process, interval) in which the process ran, newer than lastSeenTimeStamp. Topology: devices
  * 2k and 2k+1 share a PCIe switch (SINGLE), devices in the same half share a NUMA node (NODE),
  * others are SYSTEM; with NVLink on, every device has 18 active links to its peers.
  * Enumeration (count, handle by index/UUID/PCI id, nvmlDeviceGetIndex) covers the devices of
@@ -200,13 +202,61 @@ FG_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
   return NVML_SUCCESS;
 }
 
+/* NVML's view of the timeline: interval j covers [j Q, (j+1) Q) of monotonic time; its samples
+ * appear D after it ends, stamped (CPU µs) with its end, or with the moment they appear when the
+ * node was made with FAKEGPU_NVML_STAMP=published (a timestamp late by D for the activity it
+ * describes). The newest published interval is -1 before the first one. */
+struct nvml_view {
+  uint64_t interval_ns; /* Q */
+  uint64_t delay_ns;    /* D */
+  uint64_t stamp_late_ns; /* 0, or D */
+  int64_t newest;       /* newest published interval */
+  int64_t oldest;       /* oldest interval still in the sample buffer */
+};
+
+static struct nvml_view nvml_view(const struct fg_state *s) {
+  struct nvml_view v = {.interval_ns = s->nvml_sample_ns,
+                        .delay_ns = s->nvml_delay_ns,
+                        .stamp_late_ns = s->nvml_stamp_published ? s->nvml_delay_ns : 0,
+                        .newest = -1};
+  uint64_t now = fg_now_ns();
+  if (now >= v.delay_ns + v.interval_ns) v.newest = (int64_t)((now - v.delay_ns) / v.interval_ns) - 1;
+  /* The other half of the ring takes work queued ahead (fg_schedule), so it is not the buffer. */
+  int64_t kept = (int64_t)(now / v.interval_ns) - (FG_NVML_BUCKETS / 2 - 1);
+  v.oldest = kept > 0 ? kept : 0;
+  return v;
+}
+
+/* The bucket of interval j, or NULL when nothing ran in it (or it left the buffer). Lock held. */
+static const struct fg_bucket *nvml_bucket(const struct fg_device *d, int64_t j) {
+  const struct fg_bucket *b = &d->nvml_buckets[(uint64_t)j % FG_NVML_BUCKETS];
+  return b->period == (uint64_t)j ? b : NULL;
+}
+
+/* Whole percent of `span` that was busy, rounded down as an integer ratio is. */
+static unsigned int floor_percent(uint64_t busy, uint64_t span) {
+  unsigned int pct = span ? (unsigned int)(busy * 100 / span) : 0;
+  return pct > 100 ? 100 : pct;
+}
+
+/* The card's busy share over the published intervals that make up the last
+ * FAKEGPU_UTIL_WINDOW_MS (at least one), as late as the process samples. */
 FG_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *u) {
   DEV_OR_FAIL(device);
   if (!u) return NVML_ERROR_INVALID_ARGUMENT;
-  uint64_t covered = 0;
-  uint64_t busy = fg_busy_in_window(idx, fg_env()->util_window_ns, &covered);
-  unsigned int pct = covered ? (unsigned int)((busy * 100 + covered / 2) / covered) : 0;
-  u->gpu = pct > 100 ? 100 : pct;
+  struct fg_state *s = fg_state();
+  struct nvml_view v = nvml_view(s);
+  uint64_t want = (fg_env()->util_window_ns + v.interval_ns / 2) / v.interval_ns;
+  int64_t from = v.newest + 1 - (int64_t)(want ? want : 1);
+  if (from < v.oldest) from = v.oldest;
+  uint64_t busy = 0;
+  fg_lock();
+  for (int64_t j = from; j <= v.newest; j++) {
+    const struct fg_bucket *b = nvml_bucket(&s->devices[idx], j);
+    if (b) busy += b->busy_ns;
+  }
+  fg_unlock();
+  u->gpu = v.newest >= from ? floor_percent(busy, (uint64_t)(v.newest - from + 1) * v.interval_ns) : 0;
   u->memory = u->gpu / 2;
   return NVML_SUCCESS;
 }
@@ -219,23 +269,22 @@ static nvmlReturn_t process_samples(nvmlDevice_t device, nvmlProcessUtilizationS
   if (!count) return NVML_ERROR_INVALID_ARGUMENT;
   struct fg_state *s = fg_state();
   struct fg_device *d = &s->devices[idx];
-  uint64_t sample = s->sample_ns;
-  uint64_t current = fg_now_ns() / sample;
+  struct nvml_view v = nvml_view(s);
   unsigned int n = 0, cap = out ? *count : 0;
   int short_buffer = 0;
   fg_lock();
   fg_reclaim_dead_locked();
-  for (uint64_t p = current >= FG_BUCKETS - 1 ? current - (FG_BUCKETS - 1) : 0; p < current; p++) {
-    struct fg_bucket *b = &d->buckets[p % FG_BUCKETS];
-    if (b->period != p || b->busy_ns == 0) continue;
-    unsigned long long ts = (unsigned long long)(((int64_t)((p + 1) * sample) + s->realtime_offset_ns) / 1000);
+  for (int64_t j = v.oldest; j <= v.newest; j++) {
+    const struct fg_bucket *b = nvml_bucket(d, j);
+    if (!b || b->busy_ns == 0) continue;
+    uint64_t stamp = ((uint64_t)j + 1) * v.interval_ns + v.stamp_late_ns;
+    unsigned long long ts = (unsigned long long)(((int64_t)stamp + s->realtime_offset_ns) / 1000);
     if (ts <= lastSeen) continue;
     for (int k = 0; k < FG_MAX_PROCS; k++) {
       if (!s->procs[k].live || b->proc_busy_ns[k] == 0) continue;
       if (n < cap) {
-        unsigned int pct = (unsigned int)((b->proc_busy_ns[k] * 100 + sample / 2) / sample);
-        out[n] = (nvmlProcessUtilizationSample_t){
-            .pid = s->procs[k].pid, .timeStamp = ts, .smUtil = pct > 100 ? 100 : pct, .memUtil = pct / 2};
+        unsigned int pct = floor_percent(b->proc_busy_ns[k], v.interval_ns);
+        out[n] = (nvmlProcessUtilizationSample_t){.pid = s->procs[k].pid, .timeStamp = ts, .smUtil = pct, .memUtil = pct / 2};
       } else {
         short_buffer = 1;
       }

@@ -42,10 +42,20 @@ void fg_sleep_until(uint64_t t) {
 
 static void init_fresh(struct fg_state *s, const struct fg_env *e) {
   memcpy(s->magic, "FAKEGPU1", 8);
-  s->version = 1;
+  s->version = FG_STATE_VERSION;
   s->device_count = (uint32_t)e->device_count;
   s->sms = e->sms;
   s->sample_ns = e->sample_ns;
+  s->nvml_sample_ns = e->nvml_sample_ns;
+  s->nvml_delay_ns = e->nvml_delay_ns;
+  /* Half of NVML's ring is its sample buffer: a delay past it would never publish anything. */
+  uint64_t max_delay = (FG_NVML_BUCKETS / 2 - 2) * e->nvml_sample_ns;
+  if (s->nvml_delay_ns > max_delay) {
+    fprintf(stderr, "fakegpu: FAKEGPU_NVML_DELAY_MS is over %llu intervals of FAKEGPU_NVML_SAMPLE_MS; using %llu ms\n",
+            (unsigned long long)(FG_NVML_BUCKETS / 2 - 2), (unsigned long long)(max_delay / 1000000u));
+    s->nvml_delay_ns = max_delay;
+  }
+  s->nvml_stamp_published = (uint32_t)e->nvml_stamp_published;
   struct timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
   s->realtime_offset_ns = (int64_t)((uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec) - (int64_t)fg_now_ns();
@@ -84,6 +94,31 @@ int fg_ordinal(int node) {
   return -1;
 }
 
+/* A file another build of the fake created with a different layout is refused before it is resized:
+ * reinterpreting it would corrupt both builds' view. Says why on stderr when it refuses. */
+static int layout_matches(int fd, const char *path) {
+  struct {
+    char magic[8];
+    uint32_t version;
+  } head;
+  struct stat st;
+  ssize_t n = fstat(fd, &st) == 0 ? pread(fd, &head, sizeof head, 0) : -1;
+  if (n < 0) {
+    fprintf(stderr, "fakegpu: reading %s: %s\n", path, strerror(errno));
+    return 0;
+  }
+  static const char never[8] = {0};
+  /* Empty, or never initialised (its creator died before writing the header): start afresh. */
+  if (n < (ssize_t)sizeof head || memcmp(head.magic, never, 8) == 0) return 1;
+  if (memcmp(head.magic, "FAKEGPU1", 8) == 0 && head.version == FG_STATE_VERSION &&
+      st.st_size == (off_t)sizeof(struct fg_state))
+    return 1;
+  fprintf(stderr, "fakegpu: %s was made by a fake driver of another layout (want version %d, %zu bytes); "
+                  "use another FAKEGPU_STATE or remove it\n",
+          path, FG_STATE_VERSION, sizeof(struct fg_state));
+  return 0;
+}
+
 static void open_state(void) {
   const struct fg_env *e = fg_env();
   int fd = open(e->state_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
@@ -91,7 +126,16 @@ static void open_state(void) {
     fprintf(stderr, "fakegpu: open %s: %s\n", e->state_path, strerror(errno));
     return;
   }
-  if (flock(fd, LOCK_EX) != 0 || ftruncate(fd, sizeof(struct fg_state)) != 0) {
+  if (flock(fd, LOCK_EX) != 0) {
+    fprintf(stderr, "fakegpu: locking %s: %s\n", e->state_path, strerror(errno));
+    close(fd);
+    return;
+  }
+  if (!layout_matches(fd, e->state_path)) {
+    close(fd); /* drops the lock: no mapping holds the file open */
+    return;
+  }
+  if (ftruncate(fd, sizeof(struct fg_state)) != 0) {
     fprintf(stderr, "fakegpu: preparing %s: %s\n", e->state_path, strerror(errno));
     close(fd);
     return;
@@ -156,6 +200,7 @@ static void free_proc_locked(int k) {
     struct fg_device *dev = &state->devices[d];
     dev->memory_used = dev->memory_used > p->used[d] ? dev->memory_used - p->used[d] : 0;
     for (int b = 0; b < FG_BUCKETS; b++) dev->buckets[b].proc_busy_ns[k] = 0;
+    for (int b = 0; b < FG_NVML_BUCKETS; b++) dev->nvml_buckets[b].proc_busy_ns[k] = 0;
   }
   memset(p, 0, sizeof *p);
 }
@@ -198,13 +243,31 @@ int fg_own_proc_locked(void) {
   return -1;
 }
 
-static struct fg_bucket *bucket_for(struct fg_device *d, uint64_t period) {
-  struct fg_bucket *b = &d->buckets[period % FG_BUCKETS];
+static struct fg_bucket *bucket_for(struct fg_bucket *ring, uint64_t slots, uint64_t period) {
+  struct fg_bucket *b = &ring[period % slots];
   if (b->period == period) return b;
   if (b->period > period) return NULL; /* older than the history we keep */
   memset(b, 0, sizeof *b);
   b->period = period;
   return b;
+}
+
+/* Credits [start, end) of process slot k (-1: none) to the periods of length `len` it overlaps, in
+ * a ring of `slots` periods. Work queued `ahead` periods or more beyond now is not credited. */
+static void credit(struct fg_bucket *ring, uint64_t slots, uint64_t ahead, uint64_t len, uint64_t now, int k,
+                   uint64_t start, uint64_t end) {
+  for (uint64_t t = start; t < end;) {
+    uint64_t period = t / len;
+    uint64_t period_end = (period + 1) * len;
+    uint64_t slice_end = end < period_end ? end : period_end;
+    if (period >= now / len + ahead) break;
+    struct fg_bucket *b = bucket_for(ring, slots, period);
+    if (b) {
+      b->busy_ns += slice_end - t;
+      if (k >= 0) b->proc_busy_ns[k] += slice_end - t;
+    }
+    t = slice_end;
+  }
 }
 
 uint64_t fg_schedule(int dev, uint64_t not_before_ns, uint64_t duration_ns) {
@@ -218,20 +281,11 @@ uint64_t fg_schedule(int dev, uint64_t not_before_ns, uint64_t duration_ns) {
   uint64_t end = start + duration_ns;
   d->busy_until_ns = end;
   d->busy_total_ns += duration_ns;
-  /* Credit the busy interval to the sampling periods it overlaps. */
-  uint64_t sample = state->sample_ns;
-  for (uint64_t t = start; t < end;) {
-    uint64_t period = t / sample;
-    uint64_t period_end = (period + 1) * sample;
-    uint64_t slice_end = end < period_end ? end : period_end;
-    if (period >= now / sample + FG_BUCKETS) break; /* beyond the kept horizon */
-    struct fg_bucket *b = bucket_for(d, period);
-    if (b) {
-      b->busy_ns += slice_end - t;
-      if (k >= 0) b->proc_busy_ns[k] += slice_end - t;
-    }
-    t = slice_end;
-  }
+  /* The timeline runs one kernel at a time, so a slot's busy time is the time a kernel of that
+   * process was executing, whatever share of the SMs its grid filled: what NVML reports too. */
+  credit(d->buckets, FG_BUCKETS, FG_BUCKETS, state->sample_ns, now, k, start, end);
+  /* Half of NVML's ring is its sample buffer, the other half work queued ahead. */
+  credit(d->nvml_buckets, FG_NVML_BUCKETS, FG_NVML_BUCKETS / 2, state->nvml_sample_ns, now, k, start, end);
   fg_unlock();
   return end;
 }
@@ -268,23 +322,6 @@ void fg_mark_context(int dev) {
   int k = fg_own_proc_locked();
   if (k >= 0) state->procs[k].context_mask |= 1u << dev;
   fg_unlock();
-}
-
-uint64_t fg_busy_in_window(int dev, uint64_t window_ns, uint64_t *covered_ns) {
-  struct fg_device *d = &state->devices[dev];
-  uint64_t sample = state->sample_ns;
-  uint64_t current = fg_now_ns() / sample;
-  uint64_t periods = window_ns / sample ? window_ns / sample : 1;
-  if (periods > FG_BUCKETS - 1) periods = FG_BUCKETS - 1;
-  uint64_t busy = 0;
-  fg_lock();
-  for (uint64_t p = current - periods; p < current; p++) {
-    struct fg_bucket *b = &d->buckets[p % FG_BUCKETS];
-    if (b->period == p) busy += b->busy_ns;
-  }
-  fg_unlock();
-  *covered_ns = periods * sample;
-  return busy;
 }
 
 int fg_inject_xid(int dev, uint64_t xid) {

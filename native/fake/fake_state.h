@@ -1,7 +1,8 @@
 /* Host-wide state of the simulated GPUs, in a shared file (FAKEGPU_STATE) mapped by every process
  * using the fake driver or fake NVML: device memory, per-process usage, the per-device kernel
  * timeline (kernels of ALL processes serialize per device, like time-slicing), busy-time buckets
- * for utilization, and injected Xid events. One robust process-shared mutex guards it. */
+ * (the driver's exact accounting, and NVML's own sampling intervals), and injected Xid events.
+ * One robust process-shared mutex guards it. */
 #ifndef FAKEGPU_STATE_H
 #define FAKEGPU_STATE_H
 
@@ -13,6 +14,8 @@
 
 #define FG_MAX_PROCS 256
 #define FG_BUCKETS 64
+#define FG_NVML_BUCKETS 64 /* NVML intervals: half its sample buffer (~5 s at 1/6 s), half work queued ahead */
+#define FG_STATE_VERSION 2 /* layout; a file of another layout is refused, never reinterpreted */
 #define FG_XID_RING 64
 
 struct fg_proc {
@@ -24,9 +27,10 @@ struct fg_proc {
   uint32_t reserved;
 };
 
-/* Busy time of one sampling period, in total and per process slot. */
+/* Busy time of one period (an accounting period, or an NVML sampling interval), in total and per
+ * process slot. */
 struct fg_bucket {
-  uint64_t period; /* absolute period number (monotonic ns / sample ns) */
+  uint64_t period; /* absolute period number (monotonic ns / period length) */
   uint64_t busy_ns;
   uint64_t proc_busy_ns[FG_MAX_PROCS];
 };
@@ -39,7 +43,8 @@ struct fg_device {
   uint64_t next_va;
   uint64_t xid_seq; /* events injected so far; entry i at xid[i % FG_XID_RING] */
   uint64_t xid[FG_XID_RING];
-  struct fg_bucket buckets[FG_BUCKETS];
+  struct fg_bucket buckets[FG_BUCKETS];          /* FAKEGPU_SAMPLE_MS periods: ground truth */
+  struct fg_bucket nvml_buckets[FG_NVML_BUCKETS]; /* FAKEGPU_NVML_SAMPLE_MS intervals: what NVML reports */
 };
 
 struct fg_state {
@@ -50,6 +55,10 @@ struct fg_state {
   _Atomic uint32_t ready;
   int64_t realtime_offset_ns; /* CLOCK_REALTIME - CLOCK_MONOTONIC at creation: NVML timestamps */
   uint64_t sample_ns;
+  uint64_t nvml_sample_ns; /* NVML's sampling interval; the creator's FAKEGPU_NVML_SAMPLE_MS */
+  uint64_t nvml_delay_ns;  /* how long after an interval ends NVML publishes it */
+  uint32_t nvml_stamp_published; /* samples stamped when published, not with their interval's end */
+  uint32_t reserved;
   pthread_mutex_t lock;
   struct fg_proc procs[FG_MAX_PROCS];
   struct fg_device devices[FG_MAX_DEVICES];
@@ -82,16 +91,13 @@ int fg_own_proc_locked(void);
 void fg_reclaim_dead_locked(void);
 
 /* Schedules `duration_ns` of work on device `dev` no earlier than `not_before_ns`; returns its end.
- * Busy time is credited to this process's slot in the sampling buckets. */
+ * Busy time is credited to this process's slot in the accounting and the NVML buckets. */
 uint64_t fg_schedule(int dev, uint64_t not_before_ns, uint64_t duration_ns);
 
 /* Device memory of node device `dev`: 0, or -1 when the device is full or dev is negative. */
 int fg_mem_charge(int dev, uint64_t bytes);
 void fg_mem_uncharge(int dev, uint64_t bytes);
 void fg_mark_context(int dev);
-
-/* Busy ns of `dev` in completed periods of the last `window_ns`, and the window actually covered. */
-uint64_t fg_busy_in_window(int dev, uint64_t window_ns, uint64_t *covered_ns);
 
 /* Appends an Xid event for `dev`. 0, or -1 when dev is out of range. */
 int fg_inject_xid(int dev, uint64_t xid);

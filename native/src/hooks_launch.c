@@ -80,6 +80,14 @@ static uint64_t monotonic_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The wall clock NVML stamps its samples with (unix ms): the controller pairs releases with
+ * them. 0 when the clock cannot be read (the controller then times the fold by the sample). */
+static uint64_t unix_ms(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
+}
+
 /* Re-reads the limit file (it is re-mapped only when its seq moved) and re-steers every device
  * whose limits changed. A corrupt file keeps the last good limits: memory fails closed in its own
  * hooks, and compute keeps enforcing what it knew. */
@@ -131,7 +139,7 @@ static inline int current_record(void) {
 /* Folds a new node-agent sample into the controller (one process wins per sample). */
 static void observe(struct vc_device_block *block, vc_limiter_state *s, const vc_limiter_limits *lim) {
   vc_limiter_sample smp;
-  if (vc_limiter_read_sample(block, &smp) == 0) vc_limiter_observe(s, &smp, lim, monotonic_ns());
+  if (vc_limiter_read_sample(block, &smp) == 0) vc_limiter_observe(s, &smp, lim, unix_ms());
 }
 
 /* Slow path: the launch is in debt; sleep in short steps until refills cover it, folding in any

@@ -1,6 +1,9 @@
 /* Compute limiter: bucket refill, tickets, and the controller that steers the refill rate and
  * the per-launch cost estimate from the node agent's measurements. The control law and the
  * reasons for each constant are in native/COMPUTE.md. */
+#ifdef VC_LIMITER_TRACE
+#define _POSIX_C_SOURCE 200809L /* getpid under -std=c11, for the trace */
+#endif
 #include "limiter.h"
 
 #include <errno.h>
@@ -8,6 +11,7 @@
 #include <stddef.h>
 #ifdef VC_LIMITER_TRACE
 #include <stdio.h>
+#include <unistd.h>
 #endif
 
 #define NS_PER_MS 1000000ull
@@ -18,10 +22,22 @@
 #define COST_STEP_MAX 64.0       /* one estimate moves the cost by at most 64x either way */
 #define TRIM_GAIN 0.25           /* integral trim: fraction of the share error added per estimate */
 #define TRIM_UP_MAX_BP 300       /* the trim may lift the rate at most 3 points above the target */
-#define MIN_WINDOW_LAUNCHES 4    /* an estimate needs at least this many launches' worth of charge */
-#define MIN_WINDOW_NS 200000ull  /* ... and at least 200 µs of charged GPU time */
+#define MIN_WINDOW_LAUNCHES 8    /* an estimate needs at least this many launches released */
+#define MIN_WINDOW_NS 200000ull  /* ... and at least 200 µs of estimated GPU time */
 #define MIN_RATE_BP 10u
 #define CONTENDED_WINDOW_MS 500u /* estimation window while neighbours keep the card busy */
+/* The sensor is late (COMPUTE.md, "The sensor"): a sample describes an interval that ended up to
+ * one interval before it was published. After a change made at a sample (a new cost, a new
+ * target) the next sample may still describe the old behaviour; after one made between samples
+ * (a new limit, a tenant starting, the card idle until now) the next two may. */
+#define SETTLE_AT_SAMPLE 1u
+#define SETTLE_BETWEEN_SAMPLES 2u
+#define SETTLE_COST_STEP 32 /* a cost step of more than 1/32 counts as a change */
+/* A rate moved by more than 1/8 counts as a change. Coarser than the cost: a soft tenant's target
+ * follows its own measured share, which moves by a point or two from sample to sample; skipping a
+ * sample at each of those would never let its window close. */
+#define SETTLE_RATE_STEP 8
+#define QUANTUM_BP 100u /* the sensor's resolution: NVML reports whole percent */
 
 static uint32_t clamp_u32(int64_t v, uint32_t lo, uint32_t hi) {
   if (v < (int64_t)lo) return lo;
@@ -132,43 +148,112 @@ static void publish_rate(vc_limiter_state *s, uint32_t target) {
                         memory_order_relaxed);
 }
 
+/* The next `samples` samples restart the window instead of closing it (never fewer than already
+ * pending). */
+static void settle(vc_limiter_state *s, uint32_t samples) {
+  uint32_t pending = atomic_load_explicit(&s->settle_samples, memory_order_relaxed);
+  if (samples > pending) atomic_store_explicit(&s->settle_samples, samples, memory_order_relaxed);
+}
+
+/* True when `to` differs from `from` by more than 1/`parts` of `from`. */
+static int moved(double from, double to, double parts) {
+  double step = to > from ? to - from : from - to;
+  return step * parts > from;
+}
+
 void vc_limiter_set_limits(vc_limiter_state *s, const vc_limiter_limits *lim, const vc_limiter_sample *last) {
   uint64_t key = limits_key_of(lim);
-  /* A new limit invalidates the trim learned for the old one; the cost estimate stays valid. */
-  if (atomic_exchange_explicit(&s->limits_key, key, memory_order_relaxed) != key) {
+  /* A new limit invalidates the trim learned for the old one; the cost estimate stays valid. The
+   * rate changes now, between samples, and the sensor shows it late. */
+  uint64_t old_key = atomic_exchange_explicit(&s->limits_key, key, memory_order_relaxed);
+  if (old_key != key) {
     atomic_store_explicit(&s->trim_bp, 0, memory_order_relaxed);
+    if (old_key != 0) settle(s, SETTLE_BETWEEN_SAMPLES);
   }
   publish_rate(s, vc_limiter_target_bp(lim, last));
 }
 
-static uint64_t charged_total_ns(const vc_limiter_state *s) {
-  /* Everything ever charged = everything refilled minus what is left (tokens start at 0). */
+/* Estimated GPU time of every launch released to the driver so far. Charged = refilled minus
+ * what is left (tokens start at 0); while the bucket is in debt, the launches behind the debt are
+ * charged but still waiting (tickets are served in order), so released = refilled. Pairing the
+ * sensor with releases rather than charges keeps a throttled launch's wait out of the window it
+ * does not run in. */
+static uint64_t released_total_ns(const vc_limiter_state *s) {
   uint64_t refilled = atomic_load_explicit(&s->refilled_ns, memory_order_acquire);
   int64_t tokens = atomic_load_explicit(&s->tokens_ns, memory_order_relaxed);
-  return refilled - (uint64_t)tokens;
+  return tokens > 0 ? refilled - (uint64_t)tokens : refilled;
 }
 
-/* Starts a new estimation window at the current totals. */
-static void restart_window(vc_limiter_state *s, uint64_t charged, uint64_t waited, uint64_t now_ns) {
-  atomic_store_explicit(&s->window_start_ns, now_ns, memory_order_relaxed);
-  atomic_store_explicit(&s->seen_charged_ns, charged, memory_order_relaxed);
+/* Records the released total at this fold, timed by the sensor's clock. */
+static void note_fold(vc_limiter_state *s, uint64_t now_unix_ms, uint64_t released) {
+  uint32_t n = atomic_load_explicit(&s->folds, memory_order_relaxed);
+  atomic_store_explicit(&s->fold_released_ns[n % VC_LIMITER_FOLDS], released, memory_order_relaxed);
+  atomic_store_explicit(&s->fold_ms[n % VC_LIMITER_FOLDS], (uint32_t)now_unix_ms, memory_order_relaxed);
+  atomic_store_explicit(&s->folds, n + 1, memory_order_relaxed);
+}
+
+/* The released total at wall time `t_ms` (unix ms), interpolated between the recorded folds
+ * around it: releases run steadily between folds, which come at every sample. 0 and *out set, or
+ * -1 when `t_ms` is older than every recorded fold. A time after the newest fold (clock skew
+ * between the sensor and this host) gets the newest total. */
+static int released_at(const vc_limiter_state *s, uint64_t t_ms, uint64_t *out) {
+  uint32_t n = atomic_load_explicit(&s->folds, memory_order_relaxed);
+  uint32_t t = (uint32_t)t_ms;
+  uint32_t newer_ms = 0;
+  uint64_t newer_released = 0;
+  for (uint32_t k = 1; k <= VC_LIMITER_FOLDS && k <= n; k++) {
+    uint32_t at_ms = atomic_load_explicit(&s->fold_ms[(n - k) % VC_LIMITER_FOLDS], memory_order_relaxed);
+    uint64_t released = atomic_load_explicit(&s->fold_released_ns[(n - k) % VC_LIMITER_FOLDS], memory_order_relaxed);
+    int32_t after = (int32_t)(t - at_ms); /* wraps with the 32-bit clock */
+    if (after >= 0) {
+      uint32_t span = k == 1 ? 0 : newer_ms - at_ms;
+      /* The total only grows; a torn read of refilled and tokens must not make it run backwards. */
+      uint64_t grew = k == 1 || newer_released < released ? 0 : newer_released - released;
+      *out = span == 0 || (uint32_t)after >= span ? released + grew
+                                                   : released + (uint64_t)((double)grew * after / span);
+      return 0;
+    }
+    newer_ms = at_ms;
+    newer_released = released;
+  }
+  return -1;
+}
+
+/* Starts a new estimation window at sample time `t_ms`: the released total then (the current one
+ * when no fold is old enough, as at a tenant's first sample). */
+static void restart_window(vc_limiter_state *s, uint64_t t_ms, uint64_t released_now, uint64_t waited) {
+  uint64_t released = released_now;
+  if (released_at(s, t_ms, &released) != 0) released = released_now;
+  atomic_store_explicit(&s->seen_released_ns, released, memory_order_relaxed);
   atomic_store_explicit(&s->seen_waited_ns, waited, memory_order_relaxed);
   atomic_store_explicit(&s->acc_measured_ns, 0, memory_order_relaxed);
   atomic_store_explicit(&s->acc_elapsed_ms, 0, memory_order_relaxed);
 }
 
-/* Closes an estimation window: corrects the per-launch cost by the measured/charged ratio
- * (feed-forward) and, when the bucket was the bottleneck, integrates the share error (trim). */
-static void estimate(vc_limiter_state *s, uint32_t target, uint64_t measured_ns, uint64_t charged_ns,
-                     uint64_t elapsed_ms, uint64_t observed_ns, int was_throttled, int contended) {
-  /* Rates, not totals: GPU time per sampled ns against estimated time charged per observed ns. */
-  double ratio = ((double)measured_ns / ((double)elapsed_ms * (double)NS_PER_MS)) /
-                 ((double)charged_ns / (double)observed_ns);
+/* One closed estimation window: what the card measured and what was released, over the same wall
+ * time. */
+typedef struct window {
+  uint64_t measured_ns; /* GPU time the sensor reported */
+  uint64_t quantum_ns;  /* the sensor's resolution over that time: one whole percent */
+  uint64_t released_ns; /* estimated GPU time released to the driver */
+  uint64_t elapsed_ms;  /* the wall time both cover */
+} window;
+
+/* What a window says the per-launch cost should be multiplied by: real GPU ns per estimated ns.
+ * `extra_ns` is added to the measurement. */
+static double window_ratio(const window *w, uint64_t extra_ns) {
+  return (double)(w->measured_ns + extra_ns) / (double)w->released_ns;
+}
+
+/* What a window did to the cost estimate. */
+typedef enum { COST_DROPPED, COST_SNAPPED, COST_MOVED, COST_STEADY } cost_step;
+
+/* Feed-forward: corrects the per-launch cost by the window's measured/released ratio: snaps to it
+ * (the first estimate, or a second window off by 2x the same way), steps halfway in log, or drops
+ * a lone window off by 2x. A step of more than 1/SETTLE_COST_STEP is a change the sensor shows late. */
+static cost_step estimate_cost(vc_limiter_state *s, const window *w) {
+  double ratio = window_ratio(w, 0);
   int first = atomic_load_explicit(&s->cost_q8, memory_order_relaxed) == 0;
-  /* The first estimate replaces the default guess whole; later ones move it boundedly. */
-  double step_max = first ? 4096.0 : COST_STEP_MAX;
-  if (ratio < 1.0 / step_max) ratio = 1.0 / step_max;
-  if (ratio > step_max) ratio = step_max;
   /* A window off by more than 2x is believed at once for the first estimate (anything beats the
    * default guess) and when the next window agrees (the kernel mix really changed); a lone one
    * is a pause of the process or of the sampler and is dropped, trim included. */
@@ -176,18 +261,40 @@ static void estimate(vc_limiter_state *s, uint32_t target, uint64_t measured_ns,
   int32_t streak = atomic_load_explicit(&s->outlier_streak, memory_order_relaxed);
   if (direction != 0 && !first && streak * direction <= 0) {
     atomic_store_explicit(&s->outlier_streak, direction, memory_order_relaxed);
-    return;
+    return COST_DROPPED;
   }
   atomic_store_explicit(&s->outlier_streak, 0, memory_order_relaxed);
-  double gain = direction != 0 ? 1.0 : COST_GAIN;
-  double cost = (double)current_cost_ns(s) * pow(ratio, gain);
+  int snap = first || direction != 0;
+  double gain = snap ? 1.0 : COST_GAIN;
+  /* A snap trusts one window whole, so it takes the top of the sensor's rounding: a share read as
+   * 1 % may be 1.99 %, and the low end would set the cost up to 2x short and overshoot the limit.
+   * The next windows, at a larger share, refine it. This also moves a tenant whose kernels are
+   * so cheap that NVML reads 0 %. */
+  if (snap) ratio = window_ratio(w, w->quantum_ns);
+  /* The first estimate replaces the default guess whole; later ones move it boundedly. */
+  double step_max = first ? 4096.0 : COST_STEP_MAX;
+  if (ratio < 1.0 / step_max) ratio = 1.0 / step_max;
+  if (ratio > step_max) ratio = step_max;
+  double old_cost = (double)current_cost_ns(s);
+  double cost = old_cost * pow(ratio, gain);
   if (cost < 100.0) cost = 100.0;
   if (cost > 1e9) cost = 1e9;
   atomic_store_explicit(&s->cost_q8, (uint64_t)(cost * 256.0), memory_order_relaxed);
+#ifdef VC_LIMITER_TRACE
+  fprintf(stderr, "[%d] estimate: measured %llu released %llu elapsed %llu gain %.1f cost %.0f\n",
+          (int)getpid(), (unsigned long long)w->measured_ns, (unsigned long long)w->released_ns, (unsigned long long)w->elapsed_ms,
+          gain, cost);
+#endif
+  if (!snap && !moved(old_cost, cost, SETTLE_COST_STEP)) return COST_STEADY;
+  settle(s, SETTLE_AT_SAMPLE);
+  return snap ? COST_SNAPPED : COST_MOVED;
+}
 
+/* Feedback: the integral trim on the share error, when the bucket was the bottleneck. */
+static void integrate_trim(vc_limiter_state *s, uint32_t target, const window *w, int was_throttled, int contended) {
   int32_t trim = atomic_load_explicit(&s->trim_bp, memory_order_relaxed);
   if (was_throttled) {
-    double achieved_bp = (double)measured_ns * 1e4 / ((double)elapsed_ms * (double)NS_PER_MS);
+    double achieved_bp = (double)w->measured_ns * 1e4 / ((double)w->elapsed_ms * (double)NS_PER_MS);
     double step = TRIM_GAIN * ((double)target - achieved_bp);
     /* Contended: a small shortfall is queueing behind neighbours, and pushing harder only builds
      * a backlog that later overshoots the limit; only a shortfall beyond the headroom (a
@@ -207,74 +314,127 @@ static void estimate(vc_limiter_state *s, uint32_t target, uint64_t measured_ns,
     trim /= 2; /* demand-limited: the error says nothing about the rate; let the trim fade */
   }
   atomic_store_explicit(&s->trim_bp, trim, memory_order_relaxed);
-#ifdef VC_LIMITER_TRACE
-  fprintf(stderr, "estimate: measured %llu charged %llu elapsed %llu throttled %d cost %.0f trim %d\n",
-          (unsigned long long)measured_ns, (unsigned long long)charged_ns, (unsigned long long)elapsed_ms,
-          was_throttled, cost, trim);
-#endif
 }
 
-void vc_limiter_observe(vc_limiter_state *s, const vc_limiter_sample *sample, const vc_limiter_limits *lim,
-                        uint64_t now_ns) {
-  if (sample->seq == 0 || (sample->seq & 1)) return;
+/* Closes an estimation window: the cost step, then the trim once the cost has settled. While the
+ * cost still moves, it is correcting the error the trim would see, and the sensor shows both
+ * corrections late: integrating as well would correct twice and overshoot the limit. */
+static void estimate(vc_limiter_state *s, uint32_t target, const window *w, int was_throttled, int contended) {
+  if (estimate_cost(s, w) == COST_STEADY) integrate_trim(s, target, w, was_throttled, contended);
+}
+
+/* Claims `sample` for this process: 1 when it is new and no other process folds it. */
+static int claim(vc_limiter_state *s, const vc_limiter_sample *sample) {
+  if (sample->seq == 0 || (sample->seq & 1)) return 0;
   uint64_t seen = atomic_load_explicit(&s->seen_seq, memory_order_acquire);
-  if (seen == sample->seq) return;
+  if (seen == sample->seq) return 0;
   /* acq_rel: exactly one process folds each sample in, and it sees the previous one's stores. */
   if (!atomic_compare_exchange_strong_explicit(&s->seen_seq, &seen, sample->seq, memory_order_acq_rel,
                                                memory_order_acquire)) {
-    return;
+    return 0;
   }
   atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
-  uint64_t charged = charged_total_ns(s);
-  uint64_t waited = atomic_load_explicit(&s->waited_ns, memory_order_relaxed);
-  uint64_t prev_time = atomic_exchange_explicit(&s->seen_time_ms, sample->time_ms, memory_order_relaxed);
-  uint64_t elapsed = sample->time_ms > prev_time ? sample->time_ms - prev_time : 0;
-  uint32_t period = sample->period_ms;
-  uint32_t target = vc_limiter_target_bp(lim, sample);
-  vc_limiter_set_limits(s, lim, sample);
+  return 1;
+}
 
-  /* Samples must tile time: a gap (missed samples, node-agent restart) or the first sample
-   * restarts the window instead of pairing charges with the wrong measurements. */
-  int contiguous = prev_time != 0 && period != 0 && elapsed * 2 >= period && elapsed * 2 <= 3ull * period;
-  if (!contiguous) {
-    restart_window(s, charged, waited, now_ns);
-    return;
-  }
+/* Skips this sample when a change is still settling (it may describe time before the change). */
+static int settling(vc_limiter_state *s) {
+  uint32_t pending = atomic_load_explicit(&s->settle_samples, memory_order_relaxed);
+  if (pending == 0) return 0;
+  atomic_store_explicit(&s->settle_samples, pending - 1, memory_order_relaxed);
+  return 1;
+}
+
+/* Adds a contiguous sample (`elapsed` ms after the previous one) to the estimation window, and
+ * closes the window once it holds enough: the cost step and the trim, then a new window. */
+static void fold_into_window(vc_limiter_state *s, const vc_limiter_sample *sample, uint32_t target, uint64_t elapsed,
+                             uint64_t released, uint64_t waited) {
   uint64_t acc_measured = atomic_load_explicit(&s->acc_measured_ns, memory_order_relaxed) +
                           (uint64_t)sample->measured_bp * elapsed * (NS_PER_MS / VC_LIMITER_FULL_BP);
   uint64_t acc_elapsed = atomic_load_explicit(&s->acc_elapsed_ms, memory_order_relaxed) + elapsed;
-  uint64_t window_charged = charged - atomic_load_explicit(&s->seen_charged_ns, memory_order_relaxed);
-  uint64_t min_charge = MIN_WINDOW_LAUNCHES * current_cost_ns(s);
-  if (min_charge < MIN_WINDOW_NS) min_charge = MIN_WINDOW_NS;
+  /* What was released over the wall time the samples describe, however late they arrived. */
+  uint64_t released_then = 0;
+  if (released_at(s, sample->time_ms, &released_then) != 0) {
+    restart_window(s, sample->time_ms, released, waited); /* older than every fold we know */
+    return;
+  }
+  uint64_t seen_released = atomic_load_explicit(&s->seen_released_ns, memory_order_relaxed);
+  uint64_t window_released = released_then > seen_released ? released_then - seen_released : 0;
+  uint64_t min_released = MIN_WINDOW_LAUNCHES * current_cost_ns(s);
+  if (min_released < MIN_WINDOW_NS) min_released = MIN_WINDOW_NS;
   /* Contended, our kernels queue behind the neighbours' and drain later: a short window pairs
-   * charges with the wrong executions. Half a second averages the backlog out. */
-  /* The very first estimate is taken at once: anything beats the default guess. */
+   * releases with the wrong executions. Half a second averages the backlog out. The very first
+   * estimate is taken at once: anything beats the default guess. */
   int has_estimate = atomic_load_explicit(&s->cost_q8, memory_order_relaxed) != 0;
   uint64_t min_elapsed_ms = is_contended(sample) && has_estimate ? CONTENDED_WINDOW_MS : 0;
-  if (window_charged < min_charge || acc_elapsed < min_elapsed_ms) {
+  if (window_released < min_released || acc_elapsed < min_elapsed_ms) {
     /* Too few launches for a ratio worth trusting (big kernels, idle tenant), or a contended
      * window still short: keep summing. */
     atomic_store_explicit(&s->acc_measured_ns, acc_measured, memory_order_relaxed);
     atomic_store_explicit(&s->acc_elapsed_ms, acc_elapsed, memory_order_relaxed);
-    if (acc_elapsed > 10000) restart_window(s, charged, waited, now_ns); /* idle for 10 s: forget */
+    if (acc_elapsed > 10000) restart_window(s, sample->time_ms, released, waited); /* idle for 10 s: forget */
     return;
   }
   uint64_t window_waited = waited - atomic_load_explicit(&s->seen_waited_ns, memory_order_relaxed);
-  /* Throttled: launches were held for at least 1 % of the window. */
-  int was_throttled = window_waited * 100 >= acc_elapsed * NS_PER_MS;
-  uint64_t observed_ns = now_ns - atomic_load_explicit(&s->window_start_ns, memory_order_relaxed);
-  /* The charges were observed over about the time the samples cover, or the pairing is off
-   * (a stalled sampler, a stopped process): then start over rather than trust the ratio. */
-  int paired = observed_ns * 2 >= acc_elapsed * NS_PER_MS && observed_ns <= 2 * acc_elapsed * NS_PER_MS;
+  /* Throttled: the bucket was the bottleneck. Launches were held for at least 1 % of the window,
+   * and what was released kept up with the refills (90 %): a tenant that got no CPU for part of
+   * the window also waited, but its shortfall says nothing about the rate, and integrating it
+   * would overshoot the limit once it runs again. */
+  uint64_t refilled = (uint64_t)atomic_load_explicit(&s->rate_bp, memory_order_relaxed) * acc_elapsed *
+                      (NS_PER_MS / VC_LIMITER_FULL_BP);
+  int was_throttled = window_waited * 100 >= acc_elapsed * NS_PER_MS && window_released * 10 >= refilled * 9;
   /* Nothing measured although the bucket held launches: kernels far cheaper than the estimate
-   * (NVML rounds a share under 1 % to 0). Treated as the largest step down, so the estimator
-   * cannot stay stuck at a guess that keeps the tenant near zero. */
-  if (acc_measured == 0 && was_throttled && paired) acc_measured = window_charged / (uint64_t)64 + 1;
-  if (acc_measured > 0 && paired) {
-    estimate(s, target, acc_measured, window_charged, acc_elapsed, observed_ns, was_throttled, is_contended(sample));
+   * (NVML rounds a share under 1 % to 0); the snap's rounding bound still moves the cost. Nothing
+   * measured and nothing held: an idle tenant, which says nothing about its kernels. */
+  if (window_released > 0 && (acc_measured > 0 || was_throttled)) {
+    window w = {.measured_ns = acc_measured,
+                .quantum_ns = QUANTUM_BP * acc_elapsed * (NS_PER_MS / VC_LIMITER_FULL_BP),
+                .released_ns = window_released,
+                .elapsed_ms = acc_elapsed};
+    estimate(s, target, &w, was_throttled, is_contended(sample));
   }
-  restart_window(s, charged, waited, now_ns);
+  restart_window(s, sample->time_ms, released, waited);
+  uint32_t before = atomic_load_explicit(&s->rate_bp, memory_order_relaxed);
   publish_rate(s, target);
+  if (moved(before, atomic_load_explicit(&s->rate_bp, memory_order_relaxed), SETTLE_RATE_STEP)) {
+    settle(s, SETTLE_AT_SAMPLE);
+  }
+}
+
+void vc_limiter_observe(vc_limiter_state *s, const vc_limiter_sample *sample, const vc_limiter_limits *lim,
+                        uint64_t now_unix_ms) {
+  if (!claim(s, sample)) return;
+  /* No wall clock: the fold is timed as the sample, which pairs from fold to fold. */
+  if (now_unix_ms == 0) now_unix_ms = sample->time_ms;
+  uint64_t released = released_total_ns(s);
+  uint64_t waited = atomic_load_explicit(&s->waited_ns, memory_order_relaxed);
+  note_fold(s, now_unix_ms, released);
+#ifdef VC_LIMITER_TRACE
+  fprintf(stderr, "[%d] observe: t %llu now %llu period %u measured %u busy %u settle %u rate %u trim %d cost %llu\n",
+          (int)getpid(), (unsigned long long)sample->time_ms, (unsigned long long)now_unix_ms, sample->period_ms, sample->measured_bp,
+          sample->card_busy_bp, atomic_load(&s->settle_samples), atomic_load(&s->rate_bp), atomic_load(&s->trim_bp),
+          (unsigned long long)current_cost_ns(s));
+#endif
+  uint64_t prev_time = atomic_exchange_explicit(&s->seen_time_ms, sample->time_ms, memory_order_relaxed);
+  uint64_t elapsed = sample->time_ms > prev_time ? sample->time_ms - prev_time : 0;
+  uint32_t period = sample->period_ms;
+  uint32_t target = vc_limiter_target_bp(lim, sample);
+  uint32_t old_rate = atomic_load_explicit(&s->rate_bp, memory_order_relaxed);
+  vc_limiter_set_limits(s, lim, sample);
+  /* A target that moved far (a soft tenant bursting or yielding) changes the rate at this sample. */
+  if (old_rate != 0 && moved(old_rate, atomic_load_explicit(&s->rate_bp, memory_order_relaxed), SETTLE_RATE_STEP)) {
+    settle(s, SETTLE_AT_SAMPLE);
+  }
+  /* Samples must tile time: a gap (missed samples, node-agent restart), an idle card (period 0)
+   * or the first sample restarts the window instead of pairing releases with the wrong
+   * measurements, and the samples right after it may describe time before the tenant ran. */
+  int contiguous = prev_time != 0 && period != 0 && elapsed * 2 >= period && elapsed * 2 <= 3ull * period;
+  if (!contiguous) settle(s, SETTLE_BETWEEN_SAMPLES);
+  if (!contiguous || settling(s)) {
+    restart_window(s, sample->time_ms, released, waited);
+    return;
+  }
+  fold_into_window(s, sample, target, elapsed, released, waited);
 }
 
 int vc_limiter_read_sample(const void *device_block, vc_limiter_sample *out) {

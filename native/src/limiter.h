@@ -25,6 +25,8 @@
 #define VC_LIMITER_STATE_BYTES sizeof(((struct vc_device_block *)0)->limiter_state) /* bytes 96..255 */
 #define VC_LIMITER_FULL_BP 10000u    /* 100 % in basis points */
 
+#define VC_LIMITER_FOLDS 3 /* a sample describes time up to two folds back (late publication) */
+
 /* Per-device state in shared memory. Every field is a lock-free 32/64-bit atomic, so processes
  * of the container may race on it; the comments say who writes each. */
 typedef struct vc_limiter_state {
@@ -34,7 +36,7 @@ typedef struct vc_limiter_state {
   _Atomic uint64_t cost_q8;        /* +24 feed-forward estimate: GPU ns per launch << 8 (0 = default) */
   _Atomic uint64_t seen_seq;       /* +32 last node-agent sample folded in (controller claim) */
   _Atomic uint64_t seen_time_ms;   /* +40 that sample's time */
-  _Atomic uint64_t seen_charged_ns;/* +48 charged total when that sample was folded in */
+  _Atomic uint64_t seen_released_ns;/* +48 released total at the start of the estimation window */
   _Atomic uint64_t waited_ns;      /* +56 total time launches were held (metrics, anti-windup) */
   _Atomic uint64_t seen_waited_ns; /* +64 waited total when the last sample was folded in */
   _Atomic uint32_t rate_bp;        /* +72 refill rate (controller output); 0 = not yet set */
@@ -44,11 +46,22 @@ typedef struct vc_limiter_state {
   _Atomic uint64_t limits_key;     /* +88 request/limit/mode the state was steered for; a change resets trim */
   _Atomic uint64_t acc_measured_ns;/* +96 measured GPU time summed since the estimate last moved */
   _Atomic uint64_t acc_elapsed_ms; /* +104 wall time those samples cover */
-  _Atomic uint64_t window_start_ns;/* +112 monotonic time the estimation window opened (charges are timed by it) */
-  _Atomic int32_t outlier_streak;  /* +120 consecutive windows whose ratio was off by 2x (sign = direction) */
+  /* The released total (estimated GPU time of launches handed to the driver) at the last
+   * VC_LIMITER_FOLDS folds and when (unix ms mod 2^32), so releases can be taken over exactly the
+   * wall time a sample describes (COMPUTE.md, "The sensor"). */
+  _Atomic uint64_t fold_released_ns[VC_LIMITER_FOLDS]; /* +112 */
+  _Atomic uint32_t fold_ms[VC_LIMITER_FOLDS];         /* +136 */
+  _Atomic uint32_t folds;          /* +148 folds so far; the next goes to folds % VC_LIMITER_FOLDS */
+  _Atomic int32_t outlier_streak;  /* +152 consecutive windows whose ratio was off by 2x (sign = direction) */
+  _Atomic uint32_t settle_samples; /* +156 samples still to skip after a change: they may describe time before it */
 } vc_limiter_state;
 
 _Static_assert(sizeof(vc_limiter_state) <= VC_LIMITER_STATE_BYTES, "limiter state must fit bytes 96..255");
+_Static_assert(offsetof(vc_limiter_state, tokens_ns) == 0 && offsetof(vc_limiter_state, cost_q8) == 24 &&
+                   offsetof(vc_limiter_state, waited_ns) == 56 && offsetof(vc_limiter_state, rate_bp) == 72 &&
+                   offsetof(vc_limiter_state, target_bp) == 76 && offsetof(vc_limiter_state, trim_bp) == 80 &&
+                   offsetof(vc_limiter_state, samples) == 84,
+               "node-agent/compute/limiter-state.ts reads these offsets");
 
 /* The container's limits on one device, from the limit file. Hard mode: request == limit. */
 typedef struct vc_limiter_limits {
@@ -130,11 +143,11 @@ void vc_limiter_note_wait(vc_limiter_state *s, uint64_t waited_ns);
 
 /* Controller step: folds a new node-agent sample (or a limits change) into the rate and the
  * per-launch cost estimate. Idempotent per sample; when several processes call it with the same
- * sample, exactly one applies it. `now_ns` (monotonic) times the charges: the estimate compares
- * rates (measured GPU time per sampled time vs charged time per observed time), so a sample
- * that arrives late does not pair a short measurement with a long run of charges. */
+ * sample, exactly one applies it. `now_unix_ms` (the wall clock the sensor stamps samples with)
+ * times the charges: the estimate pairs what the card measured over a sample's wall time with
+ * what was charged over that same time, however late the sample arrives. */
 void vc_limiter_observe(vc_limiter_state *s, const vc_limiter_sample *sample, const vc_limiter_limits *lim,
-                        uint64_t now_ns);
+                        uint64_t now_unix_ms);
 
 /* Applies limits without a new sample (start-up and live limit changes): sets target and rate. */
 void vc_limiter_set_limits(vc_limiter_state *s, const vc_limiter_limits *lim, const vc_limiter_sample *last);

@@ -1,7 +1,7 @@
 /* The fake driver's contract, which the compute limiter and the node agent build on: launch
  * timeline (waves from grid and SMs, serialization across processes, bounded stream queue,
- * events and graphs), NVML utilization from simulated busy time, per-process samples honouring
- * lastSeenTimeStamp, process lists with memory, dead-process reclaim, Xid injection, identity and
+ * events and graphs), NVML utilization sampled as NVML does (own interval, whole percent rounded
+ * down, published late), per-process samples honouring lastSeenTimeStamp, process lists with memory, dead-process reclaim, Xid injection, identity and
  * topology, and cuGetProcAddress variant selection. Assertions are on simulated time (event
  * timestamps), not on how long the test took. */
 #define _GNU_SOURCE
@@ -139,37 +139,81 @@ static void test_serialization_across_processes(void) {
   close(go[1]);
 }
 
+static unsigned long long realtime_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000u;
+}
+
+/* This process's samples newer than `since`: their summed busy time (smUtil x interval) and the
+ * newest and oldest timestamps; returns how many there were. Every sample is checked to be a
+ * percentage stamped on NVML's interval grid. */
+static int own_samples(nvmlDevice_t d, unsigned long long since, uint64_t interval_us, uint64_t *busy_us,
+                       unsigned long long *newest, unsigned long long *oldest) {
+  nvmlProcessUtilizationSample_t samples[256];
+  unsigned int n = 256;
+  nvmlReturn_t rc = nvmlDeviceGetProcessUtilization(d, samples, &n, since);
+  CHECK(rc == NVML_SUCCESS || (rc == NVML_ERROR_NOT_FOUND && n == 0), "samples newer than %llu: rc %d", since, rc);
+  int mine = 0;
+  *busy_us = 0;
+  *newest = since;
+  *oldest = ~0ull;
+  for (unsigned int i = 0; rc == NVML_SUCCESS && i < n; i++) {
+    CHECK(samples[i].timeStamp > since, "only samples newer than lastSeenTimeStamp");
+    CHECK(samples[i].smUtil <= 100, "smUtil is a percentage");
+    if (samples[i].pid != (unsigned int)getpid()) continue;
+    mine++;
+    *busy_us += samples[i].smUtil * interval_us / 100;
+    if (samples[i].timeStamp > *newest) *newest = samples[i].timeStamp;
+    if (samples[i].timeStamp < *oldest) *oldest = samples[i].timeStamp;
+  }
+  for (unsigned int i = 0; mine && rc == NVML_SUCCESS && i < n; i++) {
+    unsigned long long off = (samples[i].timeStamp - *oldest) % interval_us;
+    CHECK(off <= 1 || off >= interval_us - 1, "timestamps are %llu µs apart", (unsigned long long)interval_us);
+  }
+  return mine;
+}
+
 static void test_nvml_utilization(nvmlDevice_t d) {
-  /* FAKEGPU_SAMPLE_MS=10, window 500 ms: one 100 ms kernel is 20 % of any window that holds it,
-   * which it does for ~400 ms after it ends, so a slow machine does not change the answer. */
+  /* FAKEGPU_NVML_SAMPLE_MS=50, FAKEGPU_NVML_DELAY_MS=300, window 500 ms (10 intervals). One
+   * 1-block kernel of 130 ms on a 16-SM card: NVML counts time, not SMs, so it is busy time. */
+  const uint64_t interval_us = 50000, delay_us = 300000, kernel_us = 130000;
   cuCtxSynchronize();
-  struct timespec ts = {0, 520 * 1000000L};
-  nanosleep(&ts, NULL); /* earlier tests' busy time leaves the window */
+  struct timespec ts = {0, 900 * 1000000L};
+  nanosleep(&ts, NULL); /* earlier tests' busy time is published and leaves the window */
   nvmlUtilization_t u;
   CHECK(nvmlDeviceGetUtilizationRates(d, &u) == NVML_SUCCESS && u.gpu == 0, "idle window: 0%%, got %u", u.gpu);
-  CUfunction f = kernel("util", 100 * MS);
+  uint64_t busy = 0;
+  unsigned long long last = 0, newest = 0, oldest = 0;
+  own_samples(d, 0, interval_us, &busy, &last, &oldest);
+
+  unsigned long long launched = realtime_us();
+  CUfunction f = kernel("util", kernel_us * 1000);
   cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
   cuCtxSynchronize();
-  ts.tv_nsec = 20 * 1000000L; /* let the last partial period complete */
+  /* Late: nothing of it is published until 300 ms after the interval it ended in (robust to this
+   * process being descheduled for up to 170 ms here). */
+  CHECK(own_samples(d, last, interval_us, &busy, &newest, &oldest) == 0, "no sample yet right after the kernel");
+  ts.tv_nsec = (long)(interval_us + delay_us + 50000) * 1000L;
   nanosleep(&ts, NULL);
+  int n = own_samples(d, last, interval_us, &busy, &newest, &oldest);
+  CHECK(n >= 3 && n <= 4, "a 130 ms kernel spans 3 or 4 intervals of 50 ms, got %d samples", n);
+  /* Whole percent rounded down: never more than ran, less by under 1 % of an interval each. */
+  CHECK(busy <= kernel_us && busy + (uint64_t)n * interval_us / 100 >= kernel_us,
+        "samples add up to the kernel, rounded down: %llu µs of %llu", (unsigned long long)busy,
+        (unsigned long long)kernel_us);
+  /* Stamped with the end of the interval it describes, which was published 300 ms later. */
+  CHECK(newest >= launched + kernel_us && newest + delay_us <= realtime_us(),
+        "newest stamp %llu is its interval's end (launch %llu)", newest, launched);
   CHECK(nvmlDeviceGetUtilizationRates(d, &u) == NVML_SUCCESS, "utilization");
-  CHECK(u.gpu >= 18 && u.gpu <= 22, "100 ms busy in a 500 ms window = 20%%, got %u", u.gpu);
+  CHECK(u.gpu >= 25 && u.gpu <= 26, "130 ms busy in a 500 ms window = 26%%, got %u", u.gpu);
 
-  unsigned int n = 0;
-  CHECK(nvmlDeviceGetProcessUtilization(d, NULL, &n, 0) == NVML_ERROR_INSUFFICIENT_SIZE && n > 0, "sizing call");
+  unsigned int count = 0;
+  CHECK(nvmlDeviceGetProcessUtilization(d, NULL, &count, 0) == NVML_ERROR_INSUFFICIENT_SIZE && count > 0,
+        "sizing call");
   nvmlProcessUtilizationSample_t samples[256];
-  n = 256;
-  CHECK(nvmlDeviceGetProcessUtilization(d, samples, &n, 0) == NVML_SUCCESS, "samples");
-  unsigned long long last = 0;
-  int mine = 0;
-  for (unsigned int i = 0; i < n; i++) {
-    if (samples[i].pid == (unsigned int)getpid()) mine = 1;
-    if (samples[i].timeStamp > last) last = samples[i].timeStamp;
-    CHECK(samples[i].smUtil <= 100, "smUtil is a percentage");
-  }
-  CHECK(mine, "own pid has samples");
-  n = 256;
-  CHECK(nvmlDeviceGetProcessUtilization(d, samples, &n, last) == NVML_ERROR_NOT_FOUND && n == 0,
+  count = 256;
+  CHECK(nvmlDeviceGetProcessUtilization(d, samples, &count, newest) == NVML_ERROR_NOT_FOUND && count == 0,
         "nothing newer than lastSeenTimeStamp");
 }
 
@@ -274,6 +318,8 @@ int main(void) {
   setenv("FAKEGPU_SMS", "16", 1);
   setenv("FAKEGPU_SAMPLE_MS", "10", 1);
   setenv("FAKEGPU_UTIL_WINDOW_MS", "500", 1);
+  setenv("FAKEGPU_NVML_SAMPLE_MS", "50", 1);
+  setenv("FAKEGPU_NVML_DELAY_MS", "300", 1);
   char state[] = "/tmp/fakegpu-test-XXXXXX";
   int fd = mkstemp(state);
   if (fd < 0) return 1;

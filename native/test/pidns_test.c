@@ -108,6 +108,8 @@ static void set_env(const char *name) {
   setenv("FAKEGPU_STATE", v, 1);
   setenv("FAKEGPU_DEVICES", "1x1024", 1);
   setenv("FAKEGPU_SAMPLE_MS", "20", 1);
+  setenv("FAKEGPU_NVML_SAMPLE_MS", "20", 1); /* samples published as soon as their 20 ms end */
+  setenv("FAKEGPU_NVML_DELAY_MS", "0", 1);
   setenv("VCUDA_CONTEXT_OVERHEAD_MIB", "0", 1);
   snprintf(v, sizeof v, "%s/%s.conf", dir, name);
   setenv("VCUDA_CONFIG", v, 1);

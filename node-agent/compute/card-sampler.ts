@@ -42,6 +42,12 @@ export type CardSamplerOptions = {
   placement: ContainerPlacement;
   write: FeedbackWriter;
   nowMs: () => number;
+  /**
+   * How long NVML must stay silent before the card counts as idle (default 2000 ms). NVML samples
+   * every 1/6 s to 1 s and publishes late, so most ticks find nothing new on a busy card; and its
+   * whole-percent figures round a light card down to 0, so "utilization 0" alone is not idle.
+   */
+  idleAfterMs?: number;
   /** Called with each period's result (metrics). */
   onSample?: (shares: ContainerShares, written: number) => void;
   /**
@@ -59,10 +65,15 @@ export type CardSampler = {
   stop(): void;
 };
 
+const DEFAULT_IDLE_AFTER_MS = 2000;
+
 export function createCardSampler(opts: CardSamplerOptions): CardSampler {
   // NVML timestamps are host µs; start from "now" so the first period is not the whole buffer.
   let lastMs = opts.nowMs();
   let sinceUs = Math.floor(lastMs) * 1000;
+  // When NVML last had process samples for this card (local ms); none yet: the card is idle.
+  let lastActiveMs = Number.NEGATIVE_INFINITY;
+  const idleAfterMs = opts.idleAfterMs ?? DEFAULT_IDLE_AFTER_MS;
 
   function sampleOnce(): ContainerShares {
     const samples = opts.source.processUtilization(opts.cardIndex, sinceUs);
@@ -72,22 +83,30 @@ export function createCardSampler(opts: CardSamplerOptions): CardSampler {
       opts.source.utilizationRates(opts.cardIndex).gpuPercent,
       sinceUs,
     );
-    // Nothing new from the driver while the card is busy: publish nothing rather than a false 0.
-    // The next sample then spans both ticks, and its time and period still tile time for the
-    // limiter. A card that is idle as a whole (NVML has no process samples because nothing ran)
-    // is measured: every container on it used 0, which is what the idle report looks for.
-    if (shares.intervals === 0 && shares.cardBusyBp > 0) return shares;
-    // The sample is stamped with the driver's own timestamps, so time and period describe exactly
-    // the intervals measured, whenever this tick ran; an idle card's with this tick's time.
-    const timeMs = shares.intervals === 0 ? Math.floor(opts.nowMs()) : shares.newestUs / 1000;
-    if (timeMs <= lastMs) return shares;
+    // Nothing new from the driver while the card is busy, or was until recently: publish nothing
+    // rather than a false 0. The next sample then spans both ticks, and its time and period still
+    // tile time for the limiter. A card that is idle as a whole (NVML has had no process samples
+    // for idleAfterMs because nothing ran) is measured: every container on it used 0, which is
+    // what the idle report looks for.
+    const nowMs = opts.nowMs();
+    const idle = shares.intervals === 0;
+    if (!idle) lastActiveMs = nowMs;
+    if (idle && (shares.cardBusyBp > 0 || nowMs - lastActiveMs < idleAfterMs)) return shares;
+    // The sample is stamped with the driver's own timestamps, so time and period tile time as NVML
+    // stamps its intervals, whenever this tick ran; an idle card's with this tick's time.
+    const timeMs = idle ? Math.floor(nowMs) : shares.newestUs / 1000;
+    if (idle && timeMs <= lastMs) return shares;
     // An idle card's sample carries no period: the limiter (native/src/limiter.c) then restarts its
     // measuring window instead of folding a 0 into it. NVML publishes a period late, so a tenant
     // that just began launching can look idle for a tick; learning its cost from that 0 would let
     // it run far past its limit. The usage report still reads the 0 (the container used nothing).
-    const periodMs = shares.intervals === 0 ? 0 : Math.max(1, Math.round(timeMs - lastMs));
+    // NVML stamps an interval with its end and publishes it later, so the first samples after an
+    // idle tick can be stamped before it: they carry no period either (nothing to tile with).
+    const periodMs = idle || timeMs <= lastMs ? 0 : Math.max(1, Math.round(timeMs - lastMs));
     lastMs = timeMs;
-    sinceUs = Math.max(shares.newestUs, timeMs * 1000);
+    // Only NVML's own stamps move the cursor: an idle tick's time must not hide samples stamped
+    // before it that NVML has yet to publish.
+    if (!idle) sinceUs = shares.newestUs;
     let written = 0;
     for (const c of opts.placement.containersOn(opts.cardIndex)) {
       const sample: ShareSample = {

@@ -55,7 +55,7 @@ describe('createCardSampler', () => {
     expect(written).toBe(0);
   });
 
-  it('measures every container on an idle card at 0, once per tick, and asks only for newer samples', () => {
+  it('measures every container on an idle card at 0, once per tick, without moving its NVML cursor', () => {
     let now = 5_000;
     const asked: number[] = [];
     const writes: { measured: number; busy: number; time: number; period: number }[] = [];
@@ -86,7 +86,86 @@ describe('createCardSampler', () => {
       { measured: 0, busy: 0, time: 5_100, period: 0 },
       { measured: 0, busy: 0, time: 5_350, period: 0 },
     ]);
-    expect(asked).toEqual([5_000_000, 5_100_000, 5_100_000]);
+    // NVML had nothing newer than the start: an idle tick's own time is not an NVML stamp.
+    expect(asked).toEqual([5_000_000, 5_000_000, 5_000_000]);
+  });
+
+  it('counts a card idle only after NVML stayed silent for idleAfterMs, not when a light tenant rounds to 0', () => {
+    let now = 5_000;
+    let next: { pid: number; timestampUs: number; smPercent: number }[] = [];
+    const writes: { measured: number; time: number; period: number }[] = [];
+    const sampler = createCardSampler({
+      cardIndex: 0,
+      periodMs: 50,
+      nowMs: () => now,
+      idleAfterMs: 500,
+      source: {
+        processUtilization: () => {
+          const out = next;
+          next = [];
+          return out;
+        },
+        // A tenant under 1 % of the card: NVML's whole percent rounds the card down to 0 as well.
+        utilizationRates: () => ({ gpuPercent: 0 }),
+      },
+      placement: { containersOn: () => [{ key: 'k', regionPath: '/r', deviceIndex: 0 }], containerOfPid: () => 'k' },
+      write: (_path, _index, s) => {
+        writes.push({ measured: s.measuredShareBp, time: s.timeMs, period: s.periodMs });
+        return true;
+      },
+    });
+    now += 50;
+    next = [{ pid: 9, timestampUs: 5_040_000, smPercent: 0 }];
+    sampler.sampleOnce();
+    for (let tick = 0; tick < 9; tick++) {
+      now += 50; // between NVML's intervals: nothing new, card at "0 %"
+      sampler.sampleOnce();
+    }
+    expect(writes).toEqual([{ measured: 0, time: 5_040, period: 40 }]);
+    now += 50; // 500 ms without a process sample: idle
+    sampler.sampleOnce();
+    expect(writes.at(-1)).toEqual({ measured: 0, time: 5_550, period: 0 });
+  });
+
+  it('keeps asking NVML from its own newest stamp, so samples stamped before an idle tick still arrive', () => {
+    let now = 5_000;
+    const asked: number[] = [];
+    let next: { pid: number; timestampUs: number; smPercent: number }[] = [];
+    const writes: { measured: number; time: number; period: number }[] = [];
+    const sampler = createCardSampler({
+      cardIndex: 0,
+      periodMs: 50,
+      nowMs: () => now,
+      source: {
+        processUtilization: (_card, since) => {
+          asked.push(since);
+          const out = next.filter((s) => s.timestampUs > since);
+          next = [];
+          return out;
+        },
+        utilizationRates: () => ({ gpuPercent: 0 }),
+      },
+      placement: { containersOn: () => [{ key: 'k', regionPath: '/r', deviceIndex: 0 }], containerOfPid: () => 'k' },
+      write: (_path, _index, s) => {
+        writes.push({ measured: s.measuredShareBp, time: s.timeMs, period: s.periodMs });
+        return true;
+      },
+    });
+    now += 100;
+    sampler.sampleOnce(); // idle card: published at this tick's time
+    now += 50;
+    // A tenant started at 5 060; NVML publishes its interval ending at 5 080 late, at 5 150.
+    next = [{ pid: 9, timestampUs: 5_080_000, smPercent: 40 }];
+    sampler.sampleOnce();
+    now += 50;
+    next = [{ pid: 9, timestampUs: 5_180_000, smPercent: 70 }];
+    sampler.sampleOnce();
+    expect(asked).toEqual([5_000_000, 5_000_000, 5_080_000]);
+    expect(writes).toEqual([
+      { measured: 0, time: 5_100, period: 0 },
+      { measured: 4000, time: 5_080, period: 0 }, // stamped before the idle tick: nothing to tile with
+      { measured: 7000, time: 5_180, period: 100 },
+    ]);
   });
 
   it('writes every placed container once per period, idle ones with 0, and asks only for newer samples', () => {

@@ -30,6 +30,9 @@ export type ScenarioSpec = {
   tenants: TenantSpec[];
   /** FAKEGPU_KERNEL_US: time of one wave (default 10 µs). */
   waveUs?: number;
+  /** What NVML's sample timestamps mark (FAKEGPU_NVML_STAMP): their interval's end (default) or
+   * when they were published, late by the delay. */
+  nvmlStamp?: 'end' | 'published';
   /** Live limit changes: at `atMs` after the tenants start. */
   changes?: { atMs: number; tenant: string; change: DeviceLimitChange }[];
 };
@@ -72,6 +75,11 @@ export async function runScenario(root: string, spec: ScenarioSpec): Promise<Sce
     FAKEGPU_SMS: String(spec.sms),
     FAKEGPU_SAMPLE_MS: '100',
     FAKEGPU_UTIL_WINDOW_MS: '200',
+    // NVML's own sampling, as on a recent GPU (native/COMPUTE.md, "The sensor"): 1/6 s intervals,
+    // published 100 ms late, whole percent rounded down. The ground truth stays the 100 ms accounting.
+    FAKEGPU_NVML_SAMPLE_MS: '167',
+    FAKEGPU_NVML_DELAY_MS: '100',
+    FAKEGPU_NVML_STAMP: spec.nvmlStamp ?? 'end',
     FAKEGPU_KERNEL_US: String(spec.waveUs ?? 10),
     LD_LIBRARY_PATH: join(build, 'fake'),
   };
