@@ -49,6 +49,8 @@ export type LocalClusterOptions = {
   databaseUrl?: string;
   logLevel?: 'silent' | 'error' | 'warn' | 'info' | 'debug';
   schedulerBackoffMs?: { initial: number; max: number };
+  /** false: the scheduler opens a connection per extender call, so the Service spreads them over replicas. */
+  schedulerExtenderKeepAlive?: boolean;
   /** Told when each start-up step is done (for progress lines and timing). */
   onProgress?: (step: string) => void;
   /** Resource domain of every component (`tencent.com` to try a gpu-manager migration); default nvidia.com. */
@@ -160,7 +162,7 @@ async function bootCluster(
 
   // 5. The scheduler, pointed at the Service's extender port.
   const extenderUrl = `https://127.0.0.1:${service.extender.port}`;
-  const scheduler = await startClusterScheduler(client, workDir, extenderUrl, domain, opts.schedulerBackoffMs);
+  const scheduler = await startClusterScheduler(client, workDir, extenderUrl, domain, opts);
   closers.push(() => scheduler.close());
   const { list, stop, start } = replicas;
   return {
@@ -332,8 +334,9 @@ async function startClusterScheduler(
   workDir: string,
   extenderUrl: string,
   domain: string,
-  backoffMs: LocalClusterOptions['schedulerBackoffMs'],
+  opts: Pick<LocalClusterOptions, 'schedulerBackoffMs' | 'schedulerExtenderKeepAlive'>,
 ): Promise<SimScheduler> {
+  const backoffMs = opts.schedulerBackoffMs;
   const tlsDir = await mountExtenderSecret(client, join(workDir, 'scheduler', 'extender-tls'));
   const config = withResourceDomain(
     await loadSchedulerConfig(SCHEDULER_CONFIG, extenderUrl, { [SCHEDULER_TLS_MOUNT]: tlsDir }),
@@ -345,6 +348,7 @@ async function startClusterScheduler(
     extraSchedulerNames: ['default-scheduler'],
     // The configuration's podInitialBackoffSeconds / podMaxBackoffSeconds unless a test shortens them.
     ...(backoffMs ? { initialBackoffMs: backoffMs.initial, maxBackoffMs: backoffMs.max } : {}),
+    ...(opts.schedulerExtenderKeepAlive === false ? { extenderKeepAlive: false } : {}),
   });
 }
 

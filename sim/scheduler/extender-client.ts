@@ -42,8 +42,14 @@ function tlsOptions(ext: ExtenderConfig): https.RequestOptions {
  * the pool's key, so a renewed client certificate is used on new connections.
  */
 export class ExtenderTransport {
-  private readonly plain = new http.Agent({ keepAlive: true, maxFreeSockets: 2 });
-  private readonly secure = new https.Agent({ keepAlive: true, maxFreeSockets: 2 });
+  private readonly plain: http.Agent;
+  private readonly secure: https.Agent;
+
+  /** `keepAlive: false` is Go's `DisableKeepAlives`: a fresh connection per call. */
+  constructor(opts: { keepAlive: boolean } = { keepAlive: true }) {
+    this.plain = new http.Agent({ keepAlive: opts.keepAlive, maxFreeSockets: 2 });
+    this.secure = new https.Agent({ keepAlive: opts.keepAlive, maxFreeSockets: 2 });
+  }
 
   agentFor(url: URL): http.Agent {
     return url.protocol === 'https:' ? this.secure : this.plain;

@@ -35,6 +35,8 @@ export type SchedulerOptions = {
   log?: (msg: string) => void;
   /** Binds running at once (kube-scheduler binds asynchronously too). */
   maxInFlightBinds?: number;
+  /** false: a fresh extender connection per call, so a Service spreads calls over replicas (tests). */
+  extenderKeepAlive?: boolean;
 };
 
 export type SchedulerStats = { attempts: number; bound: number; unschedulable: number; errors: number };
@@ -301,7 +303,7 @@ export function startScheduler(opts: SchedulerOptions): SimScheduler {
     log: opts.log ?? (() => {}),
     poke: () => loop?.poke(),
     bindings: new Set(),
-    transport: new ExtenderTransport(),
+    transport: new ExtenderTransport({ keepAlive: opts.extenderKeepAlive ?? true }),
   };
   /** A cluster event: every parked pod may fit now (after its backoff). */
   const nudge = () => {

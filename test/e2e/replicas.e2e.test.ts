@@ -30,6 +30,8 @@ describe('control-plane replicas', () => {
       replicas: 2,
       logLevel: (process.env.VCUDA_TEST_LOG_LEVEL as 'info' | undefined) ?? 'silent',
       schedulerBackoffMs: { initial: 100, max: 1000 },
+      // A kept-alive connection pins every call to one replica; these tests are about two binding at once.
+      schedulerExtenderKeepAlive: false,
     });
     await lc.client.create('/api/v1/namespaces', { metadata: { name: NS } });
   }, 120_000);
