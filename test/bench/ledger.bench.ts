@@ -112,10 +112,11 @@ async function measurePairs(t: TestDatabase, teamSize: number, log: (line: strin
   // Each run opens its own pools and closes them after: a closing session reports its function
   // counters, which it otherwise does at most once a second.
   const handles = mode === 'shared' ? [await t.open(CLIENTS)] : await Promise.all(namespaces.map(() => t.open(1)));
-  const sharedLedger = mode === 'shared' ? createLedger(handles[0] as VcudaDb, { clock: () => new Date() }) : undefined;
+  const shared = mode === 'shared' ? createLedger(handles[0] as VcudaDb, { clock: () => new Date() }) : undefined;
   const ledgers = namespaces.map(
-    (_, c) => sharedLedger ?? createLedger(handles[c] as VcudaDb, { clock: () => new Date(), groupCommit: false }),
+    (_, c) => shared ?? createLedger(handles[c] as VcudaDb, { clock: () => new Date(), groupCommit: false }),
   );
+
   let pairs = 0;
   let conflicts = 0;
   const statsBefore = await applyStats(t);
