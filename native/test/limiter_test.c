@@ -625,17 +625,22 @@ static void test_live_limit_change(void) {
         "a new limit resets the trim and skips the next two samples");
 }
 
-/* NVML stamping samples when it publishes them rather than with the end of the interval they
- * describe (FAKEGPU_NVML_STAMP=published): the controller pairs releases with a window 100 ms off
- * and must still hold every target. */
-static void test_late_stamps(void) {
-  stamp_published = 1;
+/* The scenarios every sensor model must hold (run with interval-end and with late stamps). */
+static void run_sensor_scenarios(void) {
   test_lone_hard();
   test_two_hard_tenants();
   test_soft();
   test_big_kernel_sync_loop();
   test_tiny_kernel_storm();
   test_live_limit_change();
+}
+
+/* NVML stamping samples when it publishes them rather than with the end of the interval they
+ * describe (FAKEGPU_NVML_STAMP=published): the controller pairs releases with a window 100 ms off
+ * and must still hold every target. */
+static void test_late_stamps(void) {
+  stamp_published = 1;
+  run_sensor_scenarios();
   stamp_published = 0;
 }
 
@@ -671,12 +676,7 @@ int main(void) {
   test_pairing_by_wall_time();
   test_soft_target();
   test_seqlock_readers();
-  test_lone_hard();
-  test_two_hard_tenants();
-  test_soft();
-  test_big_kernel_sync_loop();
-  test_tiny_kernel_storm();
-  test_live_limit_change();
+  run_sensor_scenarios();
   test_inflight_cap();
   test_deep_queue_with_inflight_bound();
   test_late_stamps();

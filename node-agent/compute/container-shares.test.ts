@@ -37,6 +37,34 @@ describe('computeContainerShares', () => {
   });
 });
 
+type ProcessSample = { pid: number; timestampUs: number; smPercent: number };
+
+/** A sampler of card 0 with one container `k`, its NVML answers from `samples`, its writes recorded. */
+function recordingSampler(opts: {
+  nowMs: () => number;
+  samples: (since: number) => ProcessSample[];
+  idleAfterMs?: number;
+}) {
+  const writes: { measured: number; time: number; period: number }[] = [];
+  const sampler = createCardSampler({
+    cardIndex: 0,
+    periodMs: 50,
+    nowMs: opts.nowMs,
+    ...(opts.idleAfterMs === undefined ? {} : { idleAfterMs: opts.idleAfterMs }),
+    source: {
+      processUtilization: (_card, since) => opts.samples(since),
+      // A tenant under 1 % of the card: NVML's whole percent rounds the card down to 0 as well.
+      utilizationRates: () => ({ gpuPercent: 0 }),
+    },
+    placement: { containersOn: () => [{ key: 'k', regionPath: '/r', deviceIndex: 0 }], containerOfPid: () => 'k' },
+    write: (_path, _index, s) => {
+      writes.push({ measured: s.measuredShareBp, time: s.timeMs, period: s.periodMs });
+      return true;
+    },
+  });
+  return { sampler, writes };
+}
+
 describe('createCardSampler', () => {
   it('publishes nothing while the driver has no new interval', () => {
     let written = 0;
@@ -92,26 +120,14 @@ describe('createCardSampler', () => {
 
   it('counts a card idle only after NVML stayed silent for idleAfterMs, not when a light tenant rounds to 0', () => {
     let now = 5_000;
-    let next: { pid: number; timestampUs: number; smPercent: number }[] = [];
-    const writes: { measured: number; time: number; period: number }[] = [];
-    const sampler = createCardSampler({
-      cardIndex: 0,
-      periodMs: 50,
+    let next: ProcessSample[] = [];
+    const { sampler, writes } = recordingSampler({
       nowMs: () => now,
       idleAfterMs: 500,
-      source: {
-        processUtilization: () => {
-          const out = next;
-          next = [];
-          return out;
-        },
-        // A tenant under 1 % of the card: NVML's whole percent rounds the card down to 0 as well.
-        utilizationRates: () => ({ gpuPercent: 0 }),
-      },
-      placement: { containersOn: () => [{ key: 'k', regionPath: '/r', deviceIndex: 0 }], containerOfPid: () => 'k' },
-      write: (_path, _index, s) => {
-        writes.push({ measured: s.measuredShareBp, time: s.timeMs, period: s.periodMs });
-        return true;
+      samples: () => {
+        const out = next;
+        next = [];
+        return out;
       },
     });
     now += 50;
@@ -130,25 +146,14 @@ describe('createCardSampler', () => {
   it('keeps asking NVML from its own newest stamp, so samples stamped before an idle tick still arrive', () => {
     let now = 5_000;
     const asked: number[] = [];
-    let next: { pid: number; timestampUs: number; smPercent: number }[] = [];
-    const writes: { measured: number; time: number; period: number }[] = [];
-    const sampler = createCardSampler({
-      cardIndex: 0,
-      periodMs: 50,
+    let next: ProcessSample[] = [];
+    const { sampler, writes } = recordingSampler({
       nowMs: () => now,
-      source: {
-        processUtilization: (_card, since) => {
-          asked.push(since);
-          const out = next.filter((s) => s.timestampUs > since);
-          next = [];
-          return out;
-        },
-        utilizationRates: () => ({ gpuPercent: 0 }),
-      },
-      placement: { containersOn: () => [{ key: 'k', regionPath: '/r', deviceIndex: 0 }], containerOfPid: () => 'k' },
-      write: (_path, _index, s) => {
-        writes.push({ measured: s.measuredShareBp, time: s.timeMs, period: s.periodMs });
-        return true;
+      samples: (since) => {
+        asked.push(since);
+        const out = next.filter((s) => s.timestampUs > since);
+        next = [];
+        return out;
       },
     });
     now += 100;
