@@ -15,9 +15,8 @@ export type NodeRegistrationLedger = {
 };
 
 export class LedgerNodes {
-  /** Per node: the card list last sent (and as JSON) and that registration's outcome. */
-  private readonly known = new Map<string, { cards: readonly LedgerCard[]; sig: string; done: Promise<void> }>();
-  private readonly cardsOf = new WeakMap<NodeSnapshot['cards'], { cards: LedgerCard[]; sig: string }>();
+  /** Per node: the card list last sent and that registration's outcome. */
+  private readonly known = new Map<string, { cards: readonly LedgerCard[]; done: Promise<void> }>();
 
   constructor(
     private readonly ledger: NodeRegistrationLedger,
@@ -28,16 +27,15 @@ export class LedgerNodes {
   ensure(node: NodeSnapshot): Promise<void> {
     const entry = this.known.get(node.name);
     // Every bind asks, on a snapshot rebuilt since the last (its card objects are new): compare
-    // the cards, not their JSON.
+    // the cards' fields, nothing serialised.
     if (entry && isSameCardList(entry.cards, node.cards)) return entry.done;
-    const { cards, sig } = this.describe(node);
-    if (entry && entry.sig === sig) return entry.done;
+    const cards = node.cards.map((c) => ({ uuid: c.uuid, index: c.index, model: c.model, memoryMiB: c.memoryMiB }));
     const done = this.ledger.upsertNode(this.cluster, node.name, cards).catch((err: unknown) => {
       // Forget a failed registration so the next bind or tick tries again.
       if (this.known.get(node.name)?.done === done) this.known.delete(node.name);
       throw err;
     });
-    this.known.set(node.name, { cards, sig, done });
+    this.known.set(node.name, { cards, done });
     return done;
   }
 
@@ -46,7 +44,7 @@ export class LedgerNodes {
     nodes: Iterable<NodeSnapshot>,
     concurrency = 4,
   ): Promise<{ registered: number; failed: number; firstError?: unknown }> {
-    const todo = [...nodes].filter((n) => !n.inventoryError && this.known.get(n.name)?.sig !== this.describe(n).sig);
+    const todo = [...nodes].filter((n) => !n.inventoryError && !this.isKnown(n));
     let next = 0;
     let failed = 0;
     let firstError: unknown;
@@ -65,14 +63,10 @@ export class LedgerNodes {
     return { registered: todo.length - failed, failed, ...(failed > 0 ? { firstError } : {}) };
   }
 
-  private describe(node: NodeSnapshot): { cards: LedgerCard[]; sig: string } {
-    let d = this.cardsOf.get(node.cards);
-    if (!d) {
-      const cards = node.cards.map((c) => ({ uuid: c.uuid, index: c.index, model: c.model, memoryMiB: c.memoryMiB }));
-      d = { cards, sig: JSON.stringify(cards) };
-      this.cardsOf.set(node.cards, d);
-    }
-    return d;
+  /** Whether the ledger has (or is being sent) exactly this node's cards. */
+  private isKnown(node: NodeSnapshot): boolean {
+    const entry = this.known.get(node.name);
+    return entry !== undefined && isSameCardList(entry.cards, node.cards);
   }
 }
 
