@@ -16,7 +16,7 @@ describe('node agent config', () => {
         devicePluginDir: '/var/lib/kubelet/device-plugins',
         podResourcesSocket: '/var/lib/kubelet/pod-resources/kubelet.sock',
       },
-      paths: { containersDir: '/var/lib/vcuda/containers', jwksPath: '/etc/vcuda/jwks/jwks.json' },
+      paths: { containersDir: '/run/vcuda/containers', jwksPath: '/etc/vcuda/jwks/jwks.json' },
       heartbeatPeriodMs: 30_000,
     });
     expect(Object.isFrozen(c.paths)).toBe(true);
@@ -61,6 +61,7 @@ describe('node agent config', () => {
         c.kubelet.devicePluginDir,
         '/var/lib/kubelet/pod-resources',
         '/var/lib/vcuda',
+        '/run/vcuda',
         '/etc/vcuda/jwks',
       ]),
     );

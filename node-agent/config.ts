@@ -34,8 +34,12 @@ export const configSchema = z.object({
     .prefault({}),
   paths: z
     .object({
-      /** Host dir holding one subdir per allocation, named by its device IDs: `<key>/{etc,run}/`. */
-      containersDir: z.string().default('/var/lib/vcuda/containers'),
+      /**
+       * Host dir holding one subdir per allocation, named by its device IDs: `<key>/{etc,run}/`.
+       * Under `/run` (tmpfs): the regions are shared memory the containers map, written at every
+       * container start and never needed across a reboot (PreStartContainer writes them again).
+       */
+      containersDir: z.string().default('/run/vcuda/containers'),
       /** Where the container runtime reads CDI specs; PreStart writes each container's cards there. */
       cdiSpecDir: z.string().default('/var/run/cdi'),
       /** Host path of libvcuda.so, mounted read-only into every GPU container. */
