@@ -16,9 +16,13 @@ const mergePatch = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergeP
 
 type Log = { warn: (m: string) => void };
 
-/** Pods with `spec.nodeName` = this node: listed once, then kept current by a watch that relists on end. */
+/**
+ * Pods with `spec.nodeName` = this node: listed once, then kept current by a watch that relists on
+ * end. Each pod is translated to its view once, when it arrives: the allocator reads every pod of
+ * the node at each steering hint and PreStart, which must not translate them all again each time.
+ */
 export class PodWatchCache implements PodSource {
-  private readonly byUid = new Map<string, PodObject>();
+  private readonly byUid = new Map<string, PodView>();
   private abort: AbortController | undefined;
   private stopped = false;
   private readonly api: k8s.CoreV1Api;
@@ -37,14 +41,14 @@ export class PodWatchCache implements PodSource {
   }
 
   pods(): PodView[] {
-    return [...this.byUid.values()].map((p) => toPodView(p, this.names));
+    return [...this.byUid.values()];
   }
 
   /** Lists and returns the list's resourceVersion, replacing the cache. */
   private async list(): Promise<string> {
     const res = await this.api.listPodForAllNamespaces({ fieldSelector: this.fieldSelector });
     this.byUid.clear();
-    for (const p of res.items) if (p.metadata?.uid) this.byUid.set(p.metadata.uid, p as PodObject);
+    for (const p of res.items) if (p.metadata?.uid) this.byUid.set(p.metadata.uid, toPodView(p as PodObject, this.names));
     return res.metadata?.resourceVersion ?? '';
   }
 
@@ -67,7 +71,7 @@ export class PodWatchCache implements PodSource {
         const uid = obj.metadata?.uid;
         if (!uid) return;
         if (phase === 'DELETED') this.byUid.delete(uid);
-        else if (phase === 'ADDED' || phase === 'MODIFIED') this.byUid.set(uid, obj);
+        else if (phase === 'ADDED' || phase === 'MODIFIED') this.byUid.set(uid, toPodView(obj, this.names));
       },
       (err) => {
         if (this.stopped) return;

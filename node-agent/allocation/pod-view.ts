@@ -7,17 +7,18 @@ import { parseWholeQuantity, type ResourceNames, vcudaAnnotations } from '../../
 
 export type GpuContainerView = { name: string; isInit: boolean; core: number };
 
+/** One pod as the agent reads it; shared by every reader of the watch cache, so never mutated. */
 export type PodView = {
-  uid: string;
-  namespace: string;
-  name: string;
-  nodeName: string;
-  annotations: Readonly<Record<string, string>>;
-  gpuContainers: readonly GpuContainerView[];
+  readonly uid: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly nodeName: string;
+  readonly annotations: Readonly<Record<string, string>>;
+  readonly gpuContainers: readonly GpuContainerView[];
   /** Runtime container id (without the `containerd://` prefix) by container name, once running. */
-  containerIds: Readonly<Record<string, string>>;
+  readonly containerIds: Readonly<Record<string, string>>;
   /** Succeeded/Failed pods or pods being deleted start nothing more. */
-  isFinished: boolean;
+  readonly isFinished: boolean;
 };
 
 type ContainerSpec = {
