@@ -3,8 +3,8 @@
  * sockets, the API server), start the agent and its HTTP server, stop cleanly on SIGTERM.
  */
 import { serve } from '@hono/node-server';
-import * as k8s from '@kubernetes/client-node';
 import pino from 'pino';
+import { PooledKubeConfig } from '../kube/pooled-kube-config.js';
 import { parseConfig, readConfigFile } from './config.js';
 import { createAgentHttp } from './http.js';
 import { jwksFromFile } from './kube-adapters.js';
@@ -26,7 +26,7 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
   });
   const logger = pino({ name: 'vcuda-node-agent', level: config.logLevel });
   const log = agentLogOf(logger);
-  const kc = new k8s.KubeConfig();
+  const kc = new PooledKubeConfig();
   kc.loadFromDefault();
   const gpu = new NvmlGpuSource({ libraryPath: config.paths.nvmlLibrary, sysfsRoot: config.paths.sysfsRoot });
   log.info(`NVML: ${gpu.listCards().length} card(s)`);

@@ -4,8 +4,9 @@
  * webhooks it calls) see who is asking, as with service accounts in a real cluster.
  */
 import { writeFileSync } from 'node:fs';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
+import { PooledKubeConfig } from '../kube/pooled-kube-config.js';
 
 export function kubeconfigDocument(server: string, token?: string, namespace = 'default') {
   return {
@@ -24,7 +25,7 @@ export function writeKubeconfig(path: string, server: string, token?: string): v
 }
 
 export function kubeConfigFor(server: string, token?: string): KubeConfig {
-  const kc = new KubeConfig();
+  const kc = new PooledKubeConfig();
   kc.loadFromOptions({
     clusters: [{ name: 'vcuda-sim', server, skipTLSVerify: true }],
     users: [{ name: 'vcuda-sim-user', ...(token ? { token } : {}) }],

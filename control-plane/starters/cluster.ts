@@ -2,11 +2,12 @@
  * The cluster connection and view: the kube config, the watch cache's state, the assignment trust
  * that judges every assignment annotation against the signing keys, and the signing keys themselves.
  */
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type * as jose from 'jose';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { eventReasons, podEvent, type ResourceNames, resourceNames } from '../../contract/index.js';
+import { PooledKubeConfig } from '../../kube/pooled-kube-config.js';
 import { AssignmentTrust, createAssignmentTrustMetrics, type UnverifiedAssignment } from '../assignment-trust.js';
 import { ClusterState } from '../cluster-state.js';
 import type { ControlPlaneConfig } from '../config.js';
@@ -81,7 +82,7 @@ export function connectCluster(ctx: StartContext, registry: Registry, given?: Ku
 function loadKubeConfig(config: ControlPlaneConfig, given: KubeConfig | undefined): KubeConfig | undefined {
   if (given) return given;
   if (config.kube.mode === 'none') return undefined;
-  const kc = new KubeConfig();
+  const kc = new PooledKubeConfig();
   if (config.kube.mode === 'in-cluster') kc.loadFromCluster();
   else if (config.kube.kubeconfig) kc.loadFromFile(config.kube.kubeconfig);
   else kc.loadFromDefault();

@@ -1,0 +1,115 @@
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { afterEach, describe, expect, it } from 'vitest';
+import { issueCertificateAuthority, issueLeafCertificate } from '../webhooks/certificates.js';
+import { PooledKubeConfig } from './pooled-kube-config.js';
+
+const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'default', uid: 'u' } };
+
+type Counted = { url: string; connections: number; clientNames: string[]; close: () => Promise<void> };
+const servers: Counted[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) await s.close();
+});
+
+/** An API server stand-in answering every GET with one pod, counting connections (TLS: handshakes and client CNs). */
+async function countingServer(tls?: https.ServerOptions): Promise<Counted> {
+  const answer: http.RequestListener = (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(pod));
+  };
+  const server = tls ? https.createServer(tls, answer) : http.createServer(answer);
+  const counted: Counted = { url: '', connections: 0, clientNames: [], close: async () => {} };
+  server.on(tls ? 'secureConnection' : 'connection', (socket) => {
+    counted.connections++;
+    if (tls) counted.clientNames.push(String((socket as TLSSocket).getPeerCertificate().subject?.CN));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  counted.url = `${tls ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  counted.close = () =>
+    new Promise<void>((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    });
+  servers.push(counted);
+  return counted;
+}
+
+function plainConfig(kc: KubeConfig, server: string): KubeConfig {
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  return kc;
+}
+
+async function readPodTimes(kc: KubeConfig, times: number): Promise<void> {
+  const api = kc.makeApiClient(CoreV1Api);
+  for (let i = 0; i < times; i++)
+    expect((await api.readNamespacedPod({ name: 'p', namespace: 'default' })).metadata?.uid).toBe('u');
+}
+
+describe('PooledKubeConfig', () => {
+  it('sends successive API calls over one connection, where the stock config opens one per call', async () => {
+    const stock = await countingServer();
+    await readPodTimes(plainConfig(new KubeConfig(), stock.url), 5);
+    expect(stock.connections).toBe(5);
+
+    const pooled = await countingServer();
+    const kc = plainConfig(new PooledKubeConfig(), pooled.url) as PooledKubeConfig;
+    await readPodTimes(kc, 5);
+    expect(pooled.connections).toBe(1);
+    kc.closeIdleConnections();
+  });
+
+  it('keeps one TLS session per client certificate: a rotated certificate opens a new one that presents it', async () => {
+    const now = new Date();
+    const until = new Date(now.getTime() + 86_400_000);
+    const ca = await issueCertificateAuthority('test-ca', now, until);
+    const serving = await issueLeafCertificate(
+      ca,
+      { dnsNames: [], ipAddresses: ['127.0.0.1'], usage: 'server' },
+      now,
+      until,
+    );
+    const server = await countingServer({
+      cert: serving.certPem,
+      key: serving.keyPem,
+      ca: ca.certPem,
+      requestCert: true,
+      rejectUnauthorized: true,
+    });
+    const kc = new PooledKubeConfig();
+    const useClient = async (commonName: string) => {
+      const client = await issueLeafCertificate(
+        ca,
+        { commonName, dnsNames: [], ipAddresses: [], usage: 'client' },
+        now,
+        until,
+      );
+      kc.loadFromOptions({
+        clusters: [{ name: 'c', server: server.url, caData: Buffer.from(ca.certPem).toString('base64') }],
+        users: [
+          {
+            name: 'u',
+            certData: Buffer.from(client.certPem).toString('base64'),
+            keyData: Buffer.from(client.keyPem).toString('base64'),
+          },
+        ],
+        contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+        currentContext: 'x',
+      });
+    };
+    await useClient('first');
+    await readPodTimes(kc, 4);
+    expect(server.clientNames).toEqual(['first']);
+    await useClient('second');
+    await readPodTimes(kc, 4);
+    expect(server.clientNames).toEqual(['first', 'second']);
+    kc.closeIdleConnections();
+  });
+});
