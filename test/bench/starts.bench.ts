@@ -3,14 +3,22 @@
  * N pods of N distinct sizes on the same node in the same run, and 200 pods on 4 nodes, each
  * cluster after one unmeasured warm-up round. On the simulator (its scheduler backs off as the
  * shipped kube-scheduler configuration says) and, where `../shared/kubernetes-1.32/` exists, on a
- * real kube-apiserver + kube-scheduler 1.32.
+ * real kube-apiserver + kube-scheduler 1.32. The ledger is local PostgreSQL when it is reachable
+ * (as in production), embedded PGlite otherwise.
+ *
+ * The 200-pod figure has its ceiling beside it, from the same cluster in the same run: 200 plain
+ * pods (no vcuda resources, so no webhook patch, extender, ledger or device plugin) through the
+ * same API server, scheduler and kubelets. Every component of the cluster shares this machine's
+ * cores, so the ceiling says what the machine allows and the ratio what vcuda costs on top.
  */
+import { readFileSync } from 'node:fs';
 import { parseClusterSpec } from '../../sim/cluster-spec.js';
 import { type KubeClient, type KubeObj, podPath } from '../../sim/kube-client.js';
 import { startLocalCluster } from '../../sim/local-cluster.js';
 import { liveRows } from '../e2e/e2e-helpers.js';
 import { realTierSkipReason, startRealCluster } from '../e2e/real-cluster.js';
 import { createNamespace, localClusterRig, type Rig, sharePod } from '../e2e/scheduling-scenarios.js';
+import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../support/db/test-databases.js';
 import { atLeast, atMost, type Benchmark, type Figure } from './harness.js';
 
 const NS = 'starts';
@@ -58,9 +66,20 @@ function allRunning(client: KubeClient, count: number, abort: AbortController, t
   });
 }
 
-/** Creates the pods at once and returns the seconds until every one runs. */
-async function startAll(client: KubeClient, pods: object[]): Promise<number> {
+/** Busy and total jiffies of the whole machine (/proc/stat): every process of the cluster counts. */
+function machineJiffies(): { busy: number; all: number } {
+  const f = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+  const at = (i: number) => f[i] ?? 0;
+  // user nice system idle iowait irq softirq steal
+  return { busy: at(0) + at(1) + at(2) + at(5) + at(6) + at(7), all: f.reduce((a, b) => a + b, 0) };
+}
+
+type Timing = { seconds: number; cpuMsPerPod: number };
+
+/** Creates the pods at once and returns the seconds until every one runs, and the machine's CPU per pod. */
+async function startAll(client: KubeClient, pods: object[]): Promise<Timing> {
   const start = performance.now();
+  const before = machineJiffies();
   const abort = new AbortController();
   const running = allRunning(client, pods.length, abort);
   try {
@@ -69,7 +88,9 @@ async function startAll(client: KubeClient, pods: object[]): Promise<number> {
   } finally {
     abort.abort();
   }
-  return (performance.now() - start) / 1000;
+  const seconds = (performance.now() - start) / 1000;
+  const jiffyMs = 10; // USER_HZ is 100 on Linux
+  return { seconds, cpuMsPerPod: ((machineJiffies().busy - before.busy) * jiffyMs) / pods.length };
 }
 
 /** Deletes every pod and waits until they are gone and the ledger holds nothing. */
@@ -80,7 +101,7 @@ async function emptyAll(rig: Rig): Promise<void> {
   await until('ledger empty', async () => (await liveRows(rig.db)).length === 0, 120_000);
 }
 
-type Timed = (what: string, pods: object[]) => Promise<number>;
+type Timed = (what: string, pods: object[]) => Promise<Timing>;
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
@@ -90,10 +111,10 @@ async function identicalAgainstDistinct(timed: Timed, node: string, tier: string
   const distinctPods = () => Array.from({ length: ONE_NODE_PODS }, (_, i) => sharePod(`size-${i}`, i + 1, 1024, node));
   const identical: number[] = [];
   const distinct: number[] = [];
-  identical.push(await timed('identical, one node', identicalPods()));
-  distinct.push(await timed('distinct, one node', distinctPods()));
-  distinct.push(await timed('distinct, one node', distinctPods()));
-  identical.push(await timed('identical, one node', identicalPods()));
+  identical.push((await timed('identical, one node', identicalPods())).seconds);
+  distinct.push((await timed('distinct, one node', distinctPods())).seconds);
+  distinct.push((await timed('distinct, one node', distinctPods())).seconds);
+  identical.push((await timed('identical, one node', identicalPods())).seconds);
   const scenario = `${tier} · ${ONE_NODE_PODS} pods, 1 node`;
   const ratio = mean(identical) / mean(distinct);
   return [
@@ -103,27 +124,53 @@ async function identicalAgainstDistinct(timed: Timed, node: string, tier: string
   ];
 }
 
-/** (b) 200 identical pods over the nodes. */
+/** A pod the same as a share pod but without vcuda resources: no webhook patch, extender, ledger or device plugin. */
+function plainPod(name: string): object {
+  const pod = sharePod(name, 10, 512);
+  return { ...pod, spec: { ...pod.spec, containers: pod.spec.containers.map(({ resources: _, ...c }) => c) } };
+}
+
+/**
+ * (b) 200 identical share pods over the nodes, beside 200 plain pods on the same cluster: plain,
+ * vcuda, vcuda, plain, so what drifts during the run weighs on both alike.
+ */
 async function manyPods(timed: Timed, tier: string): Promise<Figure[]> {
-  const seconds = await timed(
-    'identical, 4 nodes',
-    Array.from({ length: MANY_PODS }, (_, i) => sharePod(`many-${i}`, 10, 512)),
-  );
+  const sharePods = () => Array.from({ length: MANY_PODS }, (_, i) => sharePod(`many-${i}`, 10, 512));
+  const plainPods = () => Array.from({ length: MANY_PODS }, (_, i) => plainPod(`plain-${i}`));
+  const plain: Timing[] = [];
+  const vcuda: Timing[] = [];
+  plain.push(await timed('plain (ceiling), 4 nodes', plainPods()));
+  vcuda.push(await timed('identical, 4 nodes', sharePods()));
+  vcuda.push(await timed('identical, 4 nodes', sharePods()));
+  plain.push(await timed('plain (ceiling), 4 nodes', plainPods()));
+  const seconds = mean(vcuda.map((t) => t.seconds));
   const rate = MANY_PODS / seconds;
+  const plainRate = MANY_PODS / mean(plain.map((t) => t.seconds));
   const scenario = `${tier} · ${MANY_PODS} identical pods, 4 nodes`;
+  const ceiling = `${tier} · ${MANY_PODS} plain pods (no vcuda resources), 4 nodes, same run`;
   return [
     { name: 'all_running_seconds', value: seconds, unit: 's', scenario },
     { name: 'pods_per_second', value: rate, unit: 'pods/s', scenario, ...atLeast(rate, 100) },
+    { name: 'machine_cpu_ms_per_pod', value: mean(vcuda.map((t) => t.cpuMsPerPod)), unit: 'ms', scenario },
+    { name: 'plain_pods_per_second', value: plainRate, unit: 'pods/s', scenario: ceiling },
+    {
+      name: 'plain_machine_cpu_ms_per_pod',
+      value: mean(plain.map((t) => t.cpuMsPerPod)),
+      unit: 'ms',
+      scenario: ceiling,
+    },
+    { name: 'share_over_plain_rate', value: rate / plainRate, unit: 'ratio', scenario },
   ];
 }
 
 async function measure(rig: Rig, tier: string, log: (l: string) => void): Promise<Figure[]> {
   await createNamespace(rig, NS);
   const timed: Timed = async (what, pods) => {
-    const seconds = await startAll(rig.client, pods);
-    log(`${tier}: ${what}: ${pods.length} pods running in ${seconds.toFixed(2)} s`);
+    const timing = await startAll(rig.client, pods);
+    const cpu = `${timing.cpuMsPerPod.toFixed(1)} ms of machine CPU per pod`;
+    log(`${tier}: ${what}: ${pods.length} pods running in ${timing.seconds.toFixed(2)} s, ${cpu}`);
     await emptyAll(rig);
-    return seconds;
+    return timing;
   };
   // A fresh cluster's first pods pay for compiling its code paths and opening its connections
   // (twice the CPU of later rounds): one round, not measured, takes that from whichever runs first.
@@ -138,28 +185,48 @@ const oneNode = () =>
 const fourNodes = () =>
   parseClusterSpec({ name: 'starts', nodes: [{ namePrefix: 'node', count: 4, cards: 8, memoryMiB: 81920 }] });
 
+/** The production ledger (local PostgreSQL, a fresh database) when reachable, else embedded PGlite. */
+async function benchLedger(): Promise<{ label: string; database?: TestDatabase }> {
+  if (!(await isPostgresReachable())) return { label: 'PGlite ledger' };
+  return { label: 'PostgreSQL ledger', database: await createTestDatabase('postgres') };
+}
+
 async function onSimulator(spec: ReturnType<typeof oneNode>, log: (l: string) => void): Promise<Figure[]> {
-  const lc = await startLocalCluster({ cluster: spec, logLevel: 'silent' });
+  const { label, database } = await benchLedger();
   try {
-    return await measure(localClusterRig(lc), 'simulator', log);
+    const lc = await startLocalCluster({
+      cluster: spec,
+      logLevel: 'silent',
+      ...(database?.url ? { databaseUrl: database.url } : {}),
+    });
+    try {
+      return await measure(localClusterRig(lc), `simulator, ${label}`, log);
+    } finally {
+      await lc.close();
+    }
   } finally {
-    await lc.close();
+    await database?.drop();
   }
 }
 
 async function onRealServers(spec: ReturnType<typeof oneNode>, log: (l: string) => void): Promise<Figure[]> {
-  const rc = await startRealCluster(spec);
+  const { label, database } = await benchLedger();
   try {
-    return await measure(rc, 'kube 1.32', log);
+    const rc = await startRealCluster(spec, database?.url ? { databaseUrl: database.url } : {});
+    try {
+      return await measure(rc, `kube 1.32, ${label}`, log);
+    } finally {
+      await rc.close();
+    }
   } finally {
-    await rc.close();
+    await database?.drop();
   }
 }
 
 const bench: Benchmark = {
   name: 'starts',
   description:
-    'Pod starts from creation to all Running, after one unmeasured warm-up round per cluster: identical share pods on one node against as many distinct sizes, each run twice in the order identical, distinct, distinct, identical (target ratio of the means <= 1.2), and 200 identical pods on 4 nodes (target >= 100 pods/s), on the simulator (scheduler backoff as the shipped configuration sets) and on a real kube-apiserver + kube-scheduler 1.32 with the simulated kubelets.',
+    'Pod starts from creation to all Running, after one unmeasured warm-up round per cluster: identical share pods on one node against as many distinct sizes, each run twice in the order identical, distinct, distinct, identical (target ratio of the means <= 1.2), and 200 identical pods on 4 nodes (target >= 100 pods/s) beside 200 plain pods on the same cluster (the ceiling of this machine, same run), with the CPU per pod of the whole machine, on the simulator (scheduler backoff as the shipped configuration sets) and on a real kube-apiserver + kube-scheduler 1.32 with the simulated kubelets.',
   async run({ log }) {
     const figures = [...(await onSimulator(oneNode(), log)), ...(await onSimulator(fourNodes(), log))];
     const skip = realTierSkipReason();

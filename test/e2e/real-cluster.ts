@@ -19,7 +19,6 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { KubeConfig } from '@kubernetes/client-node';
 import type { JSONWebKeySet } from 'jose';
 import { pino } from 'pino';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
@@ -29,12 +28,14 @@ import { type RunningControlPlane, startControlPlane } from '../../control-plane
 import { JWKS_CONFIGMAP_KEY, JWKS_CONFIGMAP_NAME } from '../../control-plane/signing-keys.js';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
+import { PooledKubeConfig } from '../../kube/pooled-kube-config.js';
 import { agentLogOf } from '../../node-agent/wiring.js';
 import { type ClusterSpec, expandNodes } from '../../sim/cluster-spec.js';
 import { KubeClient } from '../../sim/kube-client.js';
 import { mountExtenderSecret, NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/local-cluster.js';
 import { type RunningSimNode, startSimNode } from '../../sim/node/sim-node.js';
 import { findFreePort } from '../../sim/service-proxy.js';
+import { workDirParent } from '../../sim/work-dir.js';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const REAL_K8S_DIR = join(repoRoot, '..', 'shared', 'kubernetes-1.32');
@@ -152,9 +153,17 @@ async function removeNotReadyTaint(client: KubeClient, name: string): Promise<vo
   await client.mergePatch(`/api/v1/nodes/${name}`, { spec: { taints } });
 }
 
+export type RealClusterOptions = {
+  /** postgres://… for the ledger; absent = embedded PGlite in memory. */
+  databaseUrl?: string;
+};
+
 /** Starts etcd, kube-apiserver, the control plane, the nodes and kube-scheduler; ~15 s. */
-export async function startRealCluster(spec: ClusterSpec): Promise<RealCluster> {
+export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptions = {}): Promise<RealCluster> {
+  // etcd and the API server keep their state on disk, as they do in a cluster; the simulated
+  // nodes' state (their /run, /proc) goes where the simulator keeps it, on tmpfs when there is one.
   const dir = mkdtempSync(join(tmpdir(), 'vcuda-k8s-'));
+  const nodesDir = mkdtempSync(join(workDirParent(), 'vcuda-k8s-nodes-'));
   const logger = pino({ level: (process.env['VCUDA_TEST_LOG_LEVEL'] as 'info' | undefined) ?? 'silent' });
   const log = agentLogOf(logger);
   const closers: (() => Promise<unknown>)[] = [];
@@ -162,6 +171,7 @@ export async function startRealCluster(spec: ClusterSpec): Promise<RealCluster> 
     for (const c of closers.reverse()) await c().catch(() => undefined);
     closers.length = 0;
     rmSync(dir, { recursive: true, force: true });
+    rmSync(nodesDir, { recursive: true, force: true });
   };
   try {
     closers.push(() => run(CLUSTER_SH, ['stop', dir]));
@@ -173,10 +183,10 @@ export async function startRealCluster(spec: ClusterSpec): Promise<RealCluster> 
     const client = new KubeClient(front.url);
     for (const ns of ['vcuda-system']) await client.create('/api/v1/namespaces', { metadata: { name: ns } });
 
-    const db = await connectDb({});
+    const db = await connectDb(opts.databaseUrl ? { url: opts.databaseUrl } : {});
     closers.push(() => closeDb(db));
     await migrate(db);
-    const kc = new KubeConfig();
+    const kc = new PooledKubeConfig();
     kc.loadFromFile(join(dir, 'admin.kubeconfig'));
     const port = await findFreePort();
     const extenderPort = await findFreePort();
@@ -230,7 +240,7 @@ export async function startRealCluster(spec: ClusterSpec): Promise<RealCluster> 
           client,
           apiUrl: front.url,
           node,
-          root: join(dir, 'nodes', node.name),
+          root: join(nodesDir, node.name),
           domain: resourceNames().domain,
           memoryUnitMiB: spec.memoryUnitMiB,
           nativeBuildDir: NATIVE_BUILD_DIR,
