@@ -17,8 +17,17 @@ export type ControlPlaneKube = {
     name: string,
     annotations: Record<string, string | null>,
   ): Promise<PodWithStatus>;
-  /** Creates the pod's Binding (pods/binding). */
-  bindPod(namespace: string, name: string, uid: string, node: string): Promise<void>;
+  /**
+   * Creates the pod's Binding (pods/binding). The API server merges the Binding's annotations
+   * into the pod in the same write that sets its node, so a pod never carries one without the other.
+   */
+  bindPod(
+    namespace: string,
+    name: string,
+    uid: string,
+    node: string,
+    annotations: Record<string, string>,
+  ): Promise<void>;
   createEvent(namespace: string, event: object): Promise<void>;
   readSecret(namespace: string, name: string): Promise<ConfigMapData | undefined>;
   /** Creates a Secret; throws VcudaError 'conflict' when it already exists. */
@@ -79,7 +88,7 @@ export function createKubeClient(kc: KubeConfig): ControlPlaneKube {
         throw toVcudaError(err, `patch pod ${namespace}/${name}`);
       }
     },
-    async bindPod(namespace, name, uid, node) {
+    async bindPod(namespace, name, uid, node, annotations) {
       try {
         await core.createNamespacedPodBinding({
           namespace,
@@ -87,7 +96,7 @@ export function createKubeClient(kc: KubeConfig): ControlPlaneKube {
           body: {
             apiVersion: 'v1',
             kind: 'Binding',
-            metadata: { name, namespace, uid },
+            metadata: { name, namespace, uid, annotations },
             target: { apiVersion: 'v1', kind: 'Node', name: node },
           },
         });

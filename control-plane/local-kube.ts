@@ -35,12 +35,17 @@ export function createLocalKube(
       state.upsertPod(patched);
       return patched;
     },
-    async bindPod(namespace, name, uid, node) {
+    async bindPod(namespace, name, uid, node, annotations) {
       const pod = mustPod(namespace, name);
       if (pod.metadata?.uid !== uid) throw new VcudaError('conflict', `pod ${namespace}/${name} has another uid`);
       if (pod.spec?.nodeName)
         throw new VcudaError('conflict', `pod ${namespace}/${name} is already bound to ${pod.spec.nodeName}`);
-      state.upsertPod({ ...pod, spec: { ...(pod.spec ?? {}), nodeName: node } } as PodWithStatus);
+      const merged = { ...(pod.metadata?.annotations ?? {}), ...annotations };
+      state.upsertPod({
+        ...pod,
+        metadata: { ...pod.metadata, annotations: merged },
+        spec: { ...(pod.spec ?? {}), nodeName: node },
+      } as PodWithStatus);
     },
     async createEvent(namespace, event) {
       onEvent?.(namespace, event);

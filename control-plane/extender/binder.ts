@@ -227,14 +227,14 @@ export class Binder {
       // Ours: it holds in this replica's view the moment the pod carries it, before any watch event.
       state.trust.vouch(token, assignment);
       state.recordSigned(pod, token, assignment);
-      const patched = await kube.patchPodAnnotations(args.PodNamespace, args.PodName, {
+      // One write: the Binding carries the assignment, so the pod gets its node and its cards together.
+      const bound = await this.createBinding(pod, args, {
         [vcudaAnnotations.assignment]: token,
         [vcudaAnnotations.assignedNode]: args.Node,
         [vcudaAnnotations.assignedAt]: assignedAt,
       });
-      await this.createBinding(args);
       // Count it here at once rather than when the watch reports it, so the next pod sees these cards taken.
-      state.upsertPod({ ...patched, spec: { ...(patched.spec ?? {}), nodeName: args.Node } } as PodWithStatus);
+      state.upsertPod(bound);
     } catch (err) {
       await this.undo(args);
       throw err;
@@ -263,15 +263,32 @@ export class Binder {
       .catch((err: unknown) => this.deps.log?.('confirm failed; the reconcile confirms it later', { err, podUid }));
   }
 
-  private async createBinding(args: BindingArgs): Promise<void> {
+  /** Binds the pod with `annotations` on it; returns the pod as it now stands. */
+  private async createBinding(
+    pod: PodWithStatus,
+    args: BindingArgs,
+    annotations: Record<string, string>,
+  ): Promise<PodWithStatus> {
+    const { kube } = this.deps;
     try {
-      await this.deps.kube.bindPod(args.PodNamespace, args.PodName, args.PodUID, args.Node);
+      await kube.bindPod(args.PodNamespace, args.PodName, args.PodUID, args.Node, annotations);
+      return {
+        ...pod,
+        metadata: { ...pod.metadata, annotations: { ...(pod.metadata?.annotations ?? {}), ...annotations } },
+        spec: { ...(pod.spec ?? {}), nodeName: args.Node },
+      } as PodWithStatus;
     } catch (err) {
-      // A Binding from an earlier attempt that timed out on our side counts as done.
+      // A Binding from an earlier attempt that timed out on our side counts as done, once the pod
+      // carries this attempt's assignment (the earlier one's undo may have taken its own away).
       if (err instanceof VcudaError && err.code === 'conflict') {
         // Unreadable now: the conflict stands and is reported as it came.
-        const now = await this.deps.kube.readPod(args.PodNamespace, args.PodName).catch(() => undefined);
-        if (now?.spec?.nodeName === args.Node && now.metadata?.uid === args.PodUID) return;
+        const now = await kube.readPod(args.PodNamespace, args.PodName).catch(() => undefined);
+        if (now?.spec?.nodeName === args.Node && now.metadata?.uid === args.PodUID) {
+          const carries = Object.entries(annotations).every(([k, v]) => now.metadata?.annotations?.[k] === v);
+          if (carries) return now;
+          const patched = await kube.patchPodAnnotations(args.PodNamespace, args.PodName, annotations);
+          return { ...patched, spec: { ...(patched.spec ?? {}), nodeName: args.Node } } as PodWithStatus;
+        }
       }
       throw err;
     }

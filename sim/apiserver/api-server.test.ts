@@ -117,6 +117,20 @@ describe('simulated API server', () => {
     expect(again.body.message).toContain('already assigned to node "n1"');
   });
 
+  it("merges the Binding's annotations into the pod in the same write that sets its node", async () => {
+    await client.create(podPath('team-a'), pod('p', { metadata: { name: 'p', annotations: { kept: 'yes', over: 'old' } } }));
+    const binding = {
+      apiVersion: 'v1',
+      kind: 'Binding',
+      metadata: { name: 'p', annotations: { over: 'new', added: 'x' } },
+      target: { kind: 'Node', name: 'n1' },
+    };
+    expect((await raw(api.url, 'POST', `${podPath('team-a', 'p')}/binding`, binding)).status).toBe(201);
+    const bound = await client.get(podPath('team-a', 'p'));
+    expect(bound.metadata.annotations).toEqual({ kept: 'yes', over: 'new', added: 'x' });
+    expect((bound['spec'] as { nodeName?: string }).nodeName).toBe('n1');
+  });
+
   it('keeps a bound pod Terminating until deleted with grace 0; an unbound pod goes at once', async () => {
     await client.create(
       podPath('team-a'),

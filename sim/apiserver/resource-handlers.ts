@@ -319,7 +319,11 @@ export class ResourceHandlers {
     }
   }
 
-  /** `POST pods/{name}/binding`: sets spec.nodeName once, as the scheduler (or extender) decides. */
+  /**
+   * `POST pods/{name}/binding`: sets spec.nodeName once, as the scheduler (or extender) decides,
+   * and merges the Binding's annotations into the pod in the same write (kube-apiserver's
+   * setPodHostAndAnnotations).
+   */
   bind(type: ResourceType, namespace: string, name: string, body: KubeObject, opts: WriteOptions) {
     const target = (body as { target?: { kind?: string; name?: string } }).target;
     if (!target?.name) throw invalid('Binding', name, ['target.name: Required value']);
@@ -345,7 +349,11 @@ export class ResourceHandlers {
     const status = (pod['status'] ?? {}) as { conditions?: { type: string }[] };
     const conditions = (status.conditions ?? []).filter((c) => c.type !== 'PodScheduled');
     conditions.push({ type: 'PodScheduled', status: 'True', lastProbeTime: null, lastTransitionTime: now } as never);
-    const next = { ...pod, spec: { ...spec, nodeName: target.name }, status: { ...status, conditions } };
+    const annotations = (body.metadata?.['annotations'] ?? {}) as Record<string, string>;
+    const metadata = Object.keys(annotations).length
+      ? { ...pod.metadata, annotations: { ...((pod.metadata['annotations'] ?? {}) as object), ...annotations } }
+      : pod.metadata;
+    const next = { ...pod, metadata, spec: { ...spec, nodeName: target.name }, status: { ...status, conditions } };
     this.store.update(typeKey(type), next);
   }
 }

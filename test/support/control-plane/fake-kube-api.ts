@@ -129,11 +129,20 @@ export async function startFakeKubeApi(): Promise<FakeKubeApi> {
         const pod = pods.get(key);
         if (!pod) return status(res, 404, `pods "${name}" not found`);
         if (parts[6] === 'binding' && method === 'POST') {
-          const body = (await readBody(req)) as { target: { name: string }; metadata?: { uid?: string } };
+          const body = (await readBody(req)) as {
+            target: { name: string };
+            metadata?: { uid?: string; annotations?: Record<string, string> };
+          };
           const spec = (pod.spec ?? {}) as { nodeName?: string };
           if (body.metadata?.uid && body.metadata.uid !== pod.metadata.uid) return status(res, 409, 'uid mismatch');
           if (spec.nodeName) return status(res, 409, `pod ${name} is already assigned to node "${spec.nodeName}"`);
-          const next = stamp({ ...pod, spec: { ...spec, nodeName: body.target.name } });
+          // kube-apiserver merges the Binding's annotations into the pod in the same write.
+          const annotations = { ...(pod.metadata.annotations ?? {}), ...(body.metadata?.annotations ?? {}) };
+          const next = stamp({
+            ...pod,
+            metadata: { ...pod.metadata, annotations },
+            spec: { ...spec, nodeName: body.target.name },
+          });
           pods.set(key, next);
           notify('pods', 'MODIFIED', next);
           return send(res, 201, { kind: 'Status', status: 'Success' });
