@@ -14,7 +14,6 @@ import type { EventRecorder, JwksSource, PodAnnotator, PodResourcesLister, PodSo
 import { type CardSampler, createCardSampler } from './compute/card-sampler.js';
 import { createHostPidPublisher, type HostPidPublisher, procSource } from './compute/host-pids.js';
 import { createMemoryDriftMonitor, type MemoryDriftMonitor } from './compute/memory-drift.js';
-import { writeShareSample } from './compute/region-feedback.js';
 import { containerKey, driftTargetsOn, placementOf, procCgroupReader, regionCharge } from './compute-wiring.js';
 import type { NodeAgentConfig } from './config.js';
 import { type MemoryAdvertisePlan, planMemoryAdvertise } from './device-plugin/device-list.js';
@@ -401,7 +400,6 @@ function startCompute(
       periodMs: Math.max(1, config.computePeriodMs),
       source: deps.gpu,
       placement,
-      write: writeShareSample,
       nowMs,
       alsoEachPeriod: drift.tick,
       onError: (err) => log.warn(`compute sampler card ${card.index}: ${(err as Error).message}`),

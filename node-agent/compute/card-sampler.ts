@@ -7,7 +7,8 @@
  */
 import { type ContainerShares, computeContainerShares, type ProcessUtilizationSample } from './container-shares.js';
 import { periodicTask } from './periodic-task.js';
-import type { ShareSample } from './region-feedback.js';
+import { type ShareSample, writeShareSample } from './region-feedback.js';
+import { createRegionHandles } from './region-handles.js';
 
 /** The two NVML reads the sampler needs; node-agent/nvml's GpuSource (NVML or fake) fits it as is. */
 export interface ProcessUtilizationSource {
@@ -40,7 +41,11 @@ export type CardSamplerOptions = {
   periodMs: number;
   source: ProcessUtilizationSource;
   placement: ContainerPlacement;
-  write: FeedbackWriter;
+  /**
+   * Default: `writeShareSample` through the sampler's own region handles, kept open from one
+   * period to the next and closed when their container leaves the card or the sampler stops.
+   */
+  write?: FeedbackWriter;
   nowMs: () => number;
   /**
    * How long NVML must stay silent before the card counts as idle (default 2000 ms). NVML samples
@@ -62,6 +67,7 @@ export type CardSampler = {
   /** One period's work; returns the shares it wrote. */
   sampleOnce(): ContainerShares;
   start(): void;
+  /** Stops the period and closes the regions the sampler holds open. */
   stop(): void;
 };
 
@@ -74,6 +80,9 @@ export function createCardSampler(opts: CardSamplerOptions): CardSampler {
   // When NVML last had process samples for this card (local ms); none yet: the card is idle.
   let lastActiveMs = Number.NEGATIVE_INFINITY;
   const idleAfterMs = opts.idleAfterMs ?? DEFAULT_IDLE_AFTER_MS;
+  const regions = createRegionHandles();
+  const write: FeedbackWriter =
+    opts.write ?? ((path, deviceIndex, sample) => writeShareSample(path, deviceIndex, sample, regions.withRegion));
 
   function sampleOnce(): ContainerShares {
     const samples = opts.source.processUtilization(opts.cardIndex, sinceUs);
@@ -115,8 +124,9 @@ export function createCardSampler(opts: CardSamplerOptions): CardSampler {
         cardBusyBp: shares.cardBusyBp,
         periodMs,
       };
-      if (opts.write(c.regionPath, c.deviceIndex, sample)) written++;
+      if (write(c.regionPath, c.deviceIndex, sample)) written++;
     }
+    regions.closeUnused();
     opts.onSample?.(shares, written);
     return shares;
   }
@@ -129,5 +139,13 @@ export function createCardSampler(opts: CardSamplerOptions): CardSampler {
     }
   }
 
-  return { sampleOnce, ...periodicTask(tick, opts.periodMs, opts.onError) };
+  const task = periodicTask(tick, opts.periodMs, opts.onError);
+  return {
+    sampleOnce,
+    start: task.start,
+    stop() {
+      task.stop();
+      regions.closeAll();
+    },
+  };
 }

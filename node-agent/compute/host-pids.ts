@@ -16,7 +16,8 @@ import { join } from 'node:path';
 import { REGION_FILE_SIZE, regionPidMap } from '../../contract/region-layout.js';
 import { parseProcCgroup } from './cgroup-identity.js';
 import { periodicTask } from './periodic-task.js';
-import { publishSeqlocked, withRegion } from './region-seqlock.js';
+import { createRegionHandles } from './region-handles.js';
+import { publishSeqlocked, type RegionAccess, withRegion } from './region-seqlock.js';
 
 /** How often the maps are rewritten; libvcuda trusts a map for `HOST_PID_VALID_PERIODS` periods. */
 export const HOST_PID_PERIOD_MS = 1000;
@@ -102,8 +103,14 @@ export function writeHostPidMapFd(fd: number, map: HostPidMap, publishedAtMs: nu
  * region yet, not a region, or a region no libvcuda with the map has sized (no process of the
  * container started, or an older library that would not read it; the file is not grown here).
  */
-export function writeHostPidMap(path: string, map: HostPidMap, publishedAtMs: number, validForMs: number): boolean {
-  return withRegion(path, REGION_FILE_SIZE, (fd) => void writeHostPidMapFd(fd, map, publishedAtMs, validForMs));
+export function writeHostPidMap(
+  path: string,
+  map: HostPidMap,
+  publishedAtMs: number,
+  validForMs: number,
+  access: RegionAccess = withRegion,
+): boolean {
+  return access(path, REGION_FILE_SIZE, (fd) => void writeHostPidMapFd(fd, map, publishedAtMs, validForMs));
 }
 
 /** What the publisher reads from `/proc`; texts are undefined when the process is gone. */
@@ -229,6 +236,7 @@ export type HostPidPublisherOptions = {
   /** Wall clock: libvcuda compares the publication time with CLOCK_REALTIME. */
   nowMs: () => number;
   periodMs?: number;
+  /** Default: `writeHostPidMap` through the publisher's own kept region handles. */
   write?: (path: string, map: HostPidMap, publishedAtMs: number, validForMs: number) => boolean;
   onError?: (err: unknown) => void;
 };
@@ -237,18 +245,27 @@ export type HostPidPublisher = {
   /** One scan and publication; returns how many regions were written. */
   publishOnce(): number;
   start(): void;
+  /** Stops the period and closes the regions the publisher holds open. */
   stop(): void;
 };
 
 export function createHostPidPublisher(opts: HostPidPublisherOptions): HostPidPublisher {
   const periodMs = opts.periodMs ?? HOST_PID_PERIOD_MS;
   const validForMs = periodMs * HOST_PID_VALID_PERIODS;
-  const write = opts.write ?? writeHostPidMap;
+  // Held from one publication to the next; a container gone since closes at the end of a pass.
+  const regions = createRegionHandles();
+  const write =
+    opts.write ??
+    ((path: string, map: HostPidMap, at: number, valid: number) =>
+      writeHostPidMap(path, map, at, valid, regions.withRegion));
   const facts = cachedPidFacts(podOfPidReader(opts.proc), entryOfPidReader(opts.proc));
 
   function publishOnce(): number {
     const targets = opts.targets();
-    if (targets.length === 0) return 0;
+    if (targets.length === 0) {
+      regions.closeUnused();
+      return 0;
+    }
     const pids = opts.proc.pids();
     facts.nextScan(pids);
     const maps = collectHostPids(opts.proc, targets, opts.containerOfPid, facts.podOf, facts.entryOf, pids);
@@ -262,8 +279,17 @@ export function createHostPidPublisher(opts: HostPidPublisherOptions): HostPidPu
         opts.onError?.(err);
       }
     }
+    regions.closeUnused();
     return written;
   }
 
-  return { publishOnce, ...periodicTask(publishOnce, periodMs, opts.onError) };
+  const task = periodicTask(publishOnce, periodMs, opts.onError);
+  return {
+    publishOnce,
+    start: task.start,
+    stop() {
+      task.stop();
+      regions.closeAll();
+    },
+  };
 }

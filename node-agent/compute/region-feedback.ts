@@ -6,7 +6,7 @@
  * (the card's sampler), so the seq needs no compare-and-swap.
  */
 import { regionDeviceOffset, regionOffsets } from '../../contract/region-layout.js';
-import { publishSeqlocked, withRegion } from './region-seqlock.js';
+import { publishSeqlocked, type RegionAccess, withRegion } from './region-seqlock.js';
 
 export type ShareSample = {
   /** Unix ms at the end of the measured period. */
@@ -46,7 +46,13 @@ export function writeShareSampleFd(fd: number, deviceIndex: number, sample: Shar
 /**
  * Publishes one sample into the region file at `path`. Returns false when the region does not
  * exist yet or is not a region (no process of the container has started): nothing to steer.
+ * `access` opens the region: for this one write by default, or through a writer's kept handles.
  */
-export function writeShareSample(path: string, deviceIndex: number, sample: ShareSample): boolean {
-  return withRegion(path, 0, (fd) => void writeShareSampleFd(fd, deviceIndex, sample));
+export function writeShareSample(
+  path: string,
+  deviceIndex: number,
+  sample: ShareSample,
+  access: RegionAccess = withRegion,
+): boolean {
+  return access(path, 0, (fd) => void writeShareSampleFd(fd, deviceIndex, sample));
 }

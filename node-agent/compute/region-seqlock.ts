@@ -28,26 +28,46 @@ export function publishSeqlocked(fd: number, seqAt: number, payloadAt: number, p
   return seq + 2n;
 }
 
+/** What runs one write on a region: `withRegion` below, or a `RegionHandles`' own. */
+export type RegionAccess = (path: string, minSize: number, write: (fd: number) => void) => boolean;
+
 /**
- * Runs `write` on the region at `path` opened for writing. False when there is nothing to write
- * into: no file yet (no process of the container has started), not a region, or a region
- * smaller than `minSize` (the file is never grown here; libvcuda sizes it).
+ * Opens the region at `path` for writing and checks its magic. Undefined when there is nothing
+ * to write into: no file yet (no process of the container has started), or not a region.
  */
-export function withRegion(path: string, minSize: number, write: (fd: number) => void): boolean {
+export function openRegion(path: string): number | undefined {
   let fd: number;
   try {
     fd = openSync(path, 'r+');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
   }
   try {
     const magic = Buffer.alloc(8);
-    if (readSync(fd, magic, 0, 8, 0) !== 8 || magic.toString('latin1') !== REGION_MAGIC) return false;
+    if (readSync(fd, magic, 0, 8, 0) === 8 && magic.toString('latin1') === REGION_MAGIC) return fd;
+  } catch (err) {
+    closeSync(fd);
+    throw err;
+  }
+  closeSync(fd);
+  return undefined;
+}
+
+/**
+ * Runs `write` on the region at `path`, opened for this one write and closed after it. False
+ * when there is nothing to write into: no file yet, not a region, or a region smaller than
+ * `minSize` (the file is never grown here; libvcuda sizes it). Writers that come back every
+ * period keep their regions open instead (region-handles.ts).
+ */
+export const withRegion: RegionAccess = (path, minSize, write) => {
+  const fd = openRegion(path);
+  if (fd === undefined) return false;
+  try {
     if (fstatSync(fd).size < minSize) return false;
     write(fd);
     return true;
   } finally {
     closeSync(fd);
   }
-}
+};

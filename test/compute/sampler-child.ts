@@ -6,7 +6,6 @@
  */
 import { createInterface } from 'node:readline';
 import { type ContainerOnCard, createCardSampler } from '../../node-agent/compute/card-sampler.js';
-import { writeShareSample } from '../../node-agent/compute/region-feedback.js';
 import { NvmlGpuSource } from '../../node-agent/nvml/nvml-gpu-source.js';
 
 type Settings = {
@@ -26,7 +25,6 @@ const sampler = createCardSampler({
   source,
   nowMs: Date.now,
   placement: { containersOn: () => settings.containers, containerOfPid: (pid) => owners.get(pid) ?? null },
-  write: writeShareSample,
   onError: (err) => process.stderr.write(`sampler: ${String(err)}\n`),
 });
 
