@@ -10,7 +10,7 @@ import { appendFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ContainerAllocateResponse, Mount } from '../../node-agent/device-plugin/protocol.js';
 import { cdiEnv } from './cdi.js';
-import { publishContainerProc } from './container-cgroup.js';
+import { containerCgroupText } from './container-cgroup.js';
 import { type Mirror, mirrorLimitFile } from './limit-file-mirror.js';
 import { type Exit, RuntimeProcess } from './runtime-process.js';
 
@@ -150,13 +150,10 @@ export class ContainerRuntime {
     const requested = [...(spec.command ?? []), ...(spec.args ?? [])];
     appendFileSync(logPath, argv === IDLE && requested.length > 0 ? idleNote(requested[0]!, cfg.workloadDir) : '');
     const [file, ...rest] = argv;
-    const child = await this.process.start(file!, rest, env, logPath);
     const id = randomBytes(32).toString('hex');
-    const unpublish = cfg.procDir && child.pid ? publishContainerProc(cfg.procDir, child.pid, podUid, id) : undefined;
-    void child.exited.then(() => {
-      mirror?.stop();
-      unpublish?.();
-    });
+    const proc = cfg.procDir ? { procDir: cfg.procDir, cgroup: containerCgroupText(podUid, id) } : undefined;
+    const child = await this.process.start(file!, rest, env, logPath, proc);
+    void child.exited.then(() => mirror?.stop());
     return {
       id,
       startedAt: rfc3339Now(),
