@@ -5,8 +5,12 @@
  * driver does (`kubepods-besteffort-pod<uid>.slice/cri-containerd-<id>.scope`), with `status` and
  * `stat` linked to the process's own `/proc` entries. The agent then maps NVML's host pids to
  * containers and publishes host-pid maps exactly as it does on a real node.
+ *
+ * As containerd creates a container's cgroup, the runtime process (`runtime-process.ts`) writes
+ * the entry, right after it forks the container and before it reports the pid, and removes it
+ * before it reports the exit; the kubelet's process does no file work per container for it.
  */
-import { mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** `/proc/PID/cgroup` of a container process (cgroup v2, containerd, systemd cgroup driver). */
@@ -18,12 +22,27 @@ export function containerCgroupText(podUid: string, containerId: string): string
   );
 }
 
-/** Publishes the process's entry; returns what removes it (when the process has exited). */
-export function publishContainerProc(procDir: string, pid: number, podUid: string, containerId: string): () => void {
-  const dir = join(procDir, String(pid));
-  rmSync(dir, { recursive: true, force: true }); // a pid reused since a crash left its entry
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'cgroup'), containerCgroupText(podUid, containerId));
-  for (const f of ['status', 'stat']) symlinkSync(`/proc/${pid}/${f}`, join(dir, f));
-  return () => rmSync(dir, { recursive: true, force: true });
+/** What the runtime publishes for one container: where, and the cgroup text. */
+export type ProcEntry = { procDir: string; cgroup: string };
+
+/** Removes a container's entry (the runtime process died before it could). */
+export function removeContainerProc(procDir: string, pid: number): void {
+  rmSync(join(procDir, String(pid)), { recursive: true, force: true });
 }
+
+/**
+ * The runtime process's side (plain CommonJS spliced into its source; it needs `fs` and `path`
+ * in scope): `publishProc` once the container is forked, `unpublishProc` once it has exited.
+ */
+export const PROC_ENTRY_SOURCE = `
+function publishProc(entry, pid) {
+  const dir = path.join(entry.procDir, String(pid));
+  fs.rmSync(dir, { recursive: true, force: true }); // a pid reused since a crash left its entry
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, 'cgroup'), entry.cgroup);
+  for (const f of ['status', 'stat']) fs.symlinkSync('/proc/' + pid + '/' + f, path.join(dir, f));
+}
+function unpublishProc(entry, pid) {
+  fs.rmSync(path.join(entry.procDir, String(pid)), { recursive: true, force: true });
+}
+`;

@@ -1,8 +1,9 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parseProcCgroup } from '../../node-agent/compute/cgroup-identity.js';
 import { processAlive } from '../../test/support/process.js';
 import { ContainerRuntime, stopContainer } from './container-runtime.js';
 
@@ -29,6 +30,57 @@ describe('simulated container runtime', () => {
       expect(processAlive(ppid)).toBe(true);
       await stopContainer(c, 1000);
       expect((await c.exited).signal).toBe('SIGTERM');
+    } finally {
+      await runtime.close();
+    }
+  });
+
+  it("has the container's cgroup entry in place once its start resolves, and gone once its exit does", async () => {
+    const logDir = mkdtempSync(join(tmpdir(), 'vcuda-runtime-'));
+    const procDir = join(logDir, 'proc');
+    const runtime = new ContainerRuntime({
+      baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
+      logDir,
+      procDir,
+    });
+    try {
+      const uid = '0b5c9d4e-1f2a-4b3c-8d7e-6f5a4b3c2d1e';
+      const c = await runtime.start(uid, { name: 'app', command: ['sleep', '300'] }, []);
+      const entry = join(procDir, String(c.pid));
+      expect(parseProcCgroup(readFileSync(join(entry, 'cgroup'), 'utf8'))).toEqual({
+        podUid: uid,
+        containerId: c.id,
+      });
+      expect(readlinkSync(join(entry, 'stat'))).toBe(`/proc/${c.pid}/stat`);
+      expect(readFileSync(join(entry, 'status'), 'utf8')).toContain(`Pid:\t${c.pid}`);
+      c.kill('SIGTERM');
+      await c.exited;
+      expect(existsSync(entry)).toBe(false);
+      // A runtime that goes away with containers still running leaves none of their entries.
+      const left = await runtime.start(uid, { name: 'app', command: ['sleep', '300'] }, []);
+      expect(existsSync(join(procDir, String(left.pid)))).toBe(true);
+      await runtime.close();
+      await left.exited;
+      expect(existsSync(join(procDir, String(left.pid)))).toBe(false);
+    } finally {
+      await runtime.close();
+    }
+  });
+
+  it('fails a container whose cgroup entry it cannot write, saying why in its log', async () => {
+    const logDir = mkdtempSync(join(tmpdir(), 'vcuda-runtime-'));
+    const procDir = join(logDir, 'not-a-dir');
+    writeFileSync(procDir, '');
+    const runtime = new ContainerRuntime({
+      baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
+      logDir,
+      procDir,
+    });
+    try {
+      const c = await runtime.start('pod-6', { name: 'app', command: ['sleep', '300'] }, []);
+      expect(c.pid).toBeUndefined();
+      expect(await c.exited).toEqual({ exitCode: 127, signal: null });
+      expect(readFileSync(c.logPath, 'utf8')).toMatch(/^vcuda sim runtime: ENOTDIR/);
     } finally {
       await runtime.close();
     }

@@ -9,8 +9,8 @@ import { randomBytes } from 'node:crypto';
 import { appendFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ContainerAllocateResponse, Mount } from '../../node-agent/device-plugin/protocol.js';
-import { cdiEnv } from './cdi.js';
-import { publishContainerProc } from './container-cgroup.js';
+import { CdiCache } from './cdi.js';
+import { containerCgroupText } from './container-cgroup.js';
 import { type Mirror, mirrorLimitFile } from './limit-file-mirror.js';
 import { type Exit, RuntimeProcess } from './runtime-process.js';
 
@@ -123,8 +123,11 @@ const DIE_WITH_KUBELET = existsSync('/usr/bin/setpriv') ? ['/usr/bin/setpriv', '
 /** A node's containers: prepared here (env, CDI devices, limit-file mirror, log), forked by the runtime process. */
 export class ContainerRuntime {
   private readonly process = new RuntimeProcess(DIE_WITH_KUBELET);
+  private readonly cdi: CdiCache;
 
-  constructor(private readonly cfg: RuntimeConfig) {}
+  constructor(private readonly cfg: RuntimeConfig) {
+    this.cdi = new CdiCache(cfg.cdiSpecDirs ?? []);
+  }
 
   async start(
     podUid: string,
@@ -136,7 +139,7 @@ export class ContainerRuntime {
     const logPath = join(cfg.logDir, `${podUid}-${spec.name}.log`);
     const env = containerEnv(spec, responses, cfg.baseEnv);
     const cdiDevices = responses.flatMap((r) => (r.cdi_devices ?? []).map((d) => d.name));
-    Object.assign(env, cdiEnv(cdiDevices, cfg.cdiSpecDirs ?? []));
+    Object.assign(env, this.cdi.env(cdiDevices));
     if (cfg.deviceEnv) Object.assign(env, cfg.deviceEnv(visibleDevicesOf(env)));
     const mounts = responses.flatMap((r) => r.mounts ?? []);
     const mirror = env['VCUDA_CONFIG']
@@ -150,13 +153,10 @@ export class ContainerRuntime {
     const requested = [...(spec.command ?? []), ...(spec.args ?? [])];
     appendFileSync(logPath, argv === IDLE && requested.length > 0 ? idleNote(requested[0]!, cfg.workloadDir) : '');
     const [file, ...rest] = argv;
-    const child = await this.process.start(file!, rest, env, logPath);
     const id = randomBytes(32).toString('hex');
-    const unpublish = cfg.procDir && child.pid ? publishContainerProc(cfg.procDir, child.pid, podUid, id) : undefined;
-    void child.exited.then(() => {
-      mirror?.stop();
-      unpublish?.();
-    });
+    const proc = cfg.procDir ? { procDir: cfg.procDir, cgroup: containerCgroupText(podUid, id) } : undefined;
+    const child = await this.process.start(file!, rest, env, logPath, proc);
+    void child.exited.then(() => mirror?.stop());
     return {
       id,
       startedAt: rfc3339Now(),

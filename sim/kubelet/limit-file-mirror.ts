@@ -4,8 +4,13 @@
  * its container path. The sim runtime gives the process a mirror of the limit file with that path
  * translated to the host, and re-mirrors it whenever the node agent changes the original (live
  * limit updates), writing in place so a reader that mapped it sees the change.
+ *
+ * The change is seen through inotify on the original's directory, as a runtime's file watch
+ * would: the agent replaces the file by rename, so a watch on the file itself would stay on the
+ * replaced inode, and a stat poll per container costs thousands of stats a second on a busy node.
  */
-import { closeSync, existsSync, openSync, readFileSync, unwatchFile, watchFile, writeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, watch, writeSync } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import { decodeLimitConfig, encodeLimitConfig, LIMIT_CONFIG_MAGIC } from '../../contract/index.js';
 
 export type Mirror = { readonly path: string; stop(): void };
@@ -37,14 +42,26 @@ export function mirrorLimitFile(
   translate: (containerPath: string) => string,
 ): Mirror | undefined {
   if (!isLimitFile(source)) return undefined;
-  mirrorOnce(source, target, translate);
+  const name = basename(source);
   const onChange = () => {
     try {
       mirrorOnce(source, target, translate);
     } catch {
-      // A half-written original (odd seq, bad crc) is retried on the next change.
+      // A half-written original (odd seq, bad crc), or none between a removal and its
+      // replacement, is retried on the next change.
     }
   };
-  watchFile(source, { interval: 200, persistent: false }, onChange);
-  return { path: target, stop: () => unwatchFile(source, onChange) };
+  const watcher = watch(dirname(source), { persistent: false }, (_event, changed) => {
+    if (changed === null || changed === name) onChange();
+  });
+  // The directory going away (the allocation's end) ends the watch; there is nothing left to follow.
+  watcher.on('error', () => watcher.close());
+  // Armed first, mirrored second: a change made in between is in the mirror or raises an event.
+  try {
+    mirrorOnce(source, target, translate);
+  } catch (err) {
+    watcher.close();
+    throw err;
+  }
+  return { path: target, stop: () => watcher.close() };
 }

@@ -11,6 +11,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
+import { PROC_ENTRY_SOURCE, type ProcEntry, removeContainerProc } from './container-cgroup.js';
 
 export type Exit = { exitCode: number; signal: string | null };
 
@@ -28,25 +29,42 @@ export type RuntimeChild = {
  */
 const RUNTIME_SOURCE = `
 const { spawn } = require('node:child_process');
-const { openSync, closeSync } = require('node:fs');
+const fs = require('node:fs');
+const path = require('node:path');
+${PROC_ENTRY_SOURCE}
 const kids = new Map();
 const send = (m) => process.stdout.write(JSON.stringify(m) + '\\n');
 function start(m) {
   let fd;
+  let child;
+  let done = false;
+  const exit = (exit, signal) => {
+    if (done) return;
+    done = true;
+    kids.delete(m.id);
+    try {
+      if (m.proc && child && child.pid) unpublishProc(m.proc, child.pid);
+    } catch (e) {
+      process.stderr.write('vcuda sim runtime: ' + e.message + '\\n'); // the exit is reported all the same
+    }
+    send({ id: m.id, exit, signal });
+  };
   try {
-    fd = openSync(m.log, 'a');
-    const child = spawn(m.file, m.args, { env: m.env, stdio: ['ignore', fd, fd] });
-    let done = false;
-    const exit = (exit, signal) => { if (done) return; done = true; kids.delete(m.id); send({ id: m.id, exit, signal }); };
+    fd = fs.openSync(m.log, 'a');
+    child = spawn(m.file, m.args, { env: m.env, stdio: ['ignore', fd, fd] });
     kids.set(m.id, child);
     child.on('error', () => exit(127, null));
     child.on('exit', (code, signal) => exit(code ?? 137, signal));
+    if (m.proc && child.pid) publishProc(m.proc, child.pid);
     send({ id: m.id, pid: child.pid ?? null });
   } catch (e) {
+    // Not started, or started without its cgroup entry (containerd fails such a container too).
+    if (fd !== undefined) fs.writeSync(fd, 'vcuda sim runtime: ' + e.message + '\\n');
+    child?.kill('SIGKILL');
     send({ id: m.id, pid: null });
-    send({ id: m.id, exit: 127, signal: null });
+    exit(127, null);
   } finally {
-    if (fd !== undefined) closeSync(fd);
+    if (fd !== undefined) fs.closeSync(fd);
   }
 }
 require('node:readline').createInterface({ input: process.stdin })
@@ -64,6 +82,8 @@ type Entry = {
   started: (pid: number | undefined) => void;
   exited: (e: Exit) => void;
   done: boolean;
+  /** The container's cgroup entry, once its pid is known: the runtime removes it when the container exits. */
+  proc?: { entry: ProcEntry; pid: number };
 };
 
 export class RuntimeProcess {
@@ -74,8 +94,17 @@ export class RuntimeProcess {
   /** `dieWith` prefixes every command (and the runtime's own) so it dies with its parent. */
   constructor(private readonly dieWith: readonly string[]) {}
 
-  /** Starts `file args` with exactly `env`, stdout and stderr appended to `logPath`. */
-  start(file: string, args: readonly string[], env: Record<string, string>, logPath: string): Promise<RuntimeChild> {
+  /**
+   * Starts `file args` with exactly `env`, stdout and stderr appended to `logPath`; with `proc`,
+   * the container's cgroup entry exists by the time its pid is reported, until its exit is.
+   */
+  start(
+    file: string,
+    args: readonly string[],
+    env: Record<string, string>,
+    logPath: string,
+    proc?: ProcEntry,
+  ): Promise<RuntimeChild> {
     const child = this.process();
     const id = this.nextId++;
     let exited: (e: Exit) => void = () => {};
@@ -84,7 +113,8 @@ export class RuntimeProcess {
     });
     return new Promise<RuntimeChild>((resolve) => {
       const entry: Entry = {
-        started: (pid) =>
+        started: (pid) => {
+          if (proc && pid !== undefined) entry.proc = { entry: proc, pid };
           resolve({
             pid,
             exited: exit,
@@ -92,7 +122,8 @@ export class RuntimeProcess {
             kill: (signal) => {
               if (!entry.done) this.send({ op: 'kill', id, signal });
             },
-          }),
+          });
+        },
         exited: (e) => {
           entry.done = true;
           this.entries.delete(id);
@@ -104,7 +135,7 @@ export class RuntimeProcess {
       this.entries.set(id, entry);
       this.holdWhileRunning();
       const [cmd, ...rest] = [...this.dieWith, file, ...args];
-      this.send({ op: 'start', id, file: cmd, args: rest, env, log: logPath }, child);
+      this.send({ op: 'start', id, file: cmd, args: rest, env, log: logPath, ...(proc ? { proc } : {}) }, child);
     });
   }
 
@@ -127,10 +158,12 @@ export class RuntimeProcess {
     const [cmd, ...args] = [...this.dieWith, process.execPath, '-e', RUNTIME_SOURCE];
     const child = spawn(cmd!, args, { stdio: ['pipe', 'pipe', 'inherit'], env: {} });
     createInterface({ input: child.stdout as Readable }).on('line', (line) => this.report(line));
-    // A runtime that died took its containers with it (parent-death signal): they all exited.
+    // A runtime that died took its containers with it (parent-death signal): they all exited,
+    // and the cgroup entries it had no time to remove go here.
     child.once('exit', () => {
       if (this.child === child) this.child = undefined;
       for (const e of [...this.entries.values()]) {
+        if (e.proc) removeContainerProc(e.proc.entry.procDir, e.proc.pid);
         e.started(undefined);
         e.exited({ exitCode: 128 + 9, signal: 'SIGKILL' });
       }
