@@ -46,8 +46,13 @@ export function addWarning(res: ServerResponse, text: string): void {
 }
 
 export function sendJson(res: ServerResponse, code: number, body: unknown): void {
-  const payload = JSON.stringify(body);
-  res.writeHead(code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
+  // Encoded once: its length and its bytes are the same buffer.
+  sendJsonBytes(res, code, Buffer.from(JSON.stringify(body), 'utf8'));
+}
+
+/** A body already encoded as JSON (a stored object's shared encoding). */
+export function sendJsonBytes(res: ServerResponse, code: number, payload: Buffer): void {
+  res.writeHead(code, { 'content-type': 'application/json', 'content-length': payload.length });
   res.end(payload);
 }
 

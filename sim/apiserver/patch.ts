@@ -54,7 +54,8 @@ const MERGE_KEYS: Record<string, string> = {
 function mergeList(key: string, target: unknown, patch: Json[]): unknown {
   const mergeKey = MERGE_KEYS[key];
   if (!mergeKey || !Array.isArray(target)) return patch.map((p) => (isObject(p) ? stripDirectives(p) : p));
-  const out = target.map((x) => structuredClone(x)) as unknown[];
+  // A new list: its elements are replaced, never changed in place, so unchanged ones are shared.
+  const out = [...target] as unknown[];
   for (const item of patch) {
     if (!isObject(item)) continue;
     const id = item[mergeKey];
