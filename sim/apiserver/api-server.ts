@@ -11,6 +11,7 @@ import { ADMIN, type PodLogReader, requestListener, type ServerContext } from '.
 import { parseRoute } from './request-route.js';
 import { ResourceHandlers, type UserInfo } from './resource-handlers.js';
 import type { ResourceType } from './resource-registry.js';
+import { SharedEventLines } from './watch-stream.js';
 
 export type ApiServerOptions = {
   host?: string;
@@ -49,6 +50,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<SimAp
   let serverAddress = '127.0.0.1:0';
   const ctx: ServerContext = {
     store,
+    watchLines: new SharedEventLines(store),
     handlers,
     now,
     tokens: opts.tokens,

@@ -54,7 +54,8 @@ const MERGE_KEYS: Record<string, string> = {
 function mergeList(key: string, target: unknown, patch: Json[]): unknown {
   const mergeKey = MERGE_KEYS[key];
   if (!mergeKey || !Array.isArray(target)) return patch.map((p) => (isObject(p) ? stripDirectives(p) : p));
-  const out = target.map((x) => structuredClone(x)) as unknown[];
+  // A new list: its elements are replaced, never changed in place, so unchanged ones are shared.
+  const out = [...target] as unknown[];
   for (const item of patch) {
     if (!isObject(item)) continue;
     const id = item[mergeKey];
@@ -88,12 +89,12 @@ export function applyStrategicMergePatch(target: unknown, patch: unknown): unkno
 
 export function applyJsonPatch(target: unknown, ops: unknown): unknown {
   if (!Array.isArray(ops)) throw badRequest('json patch must be an array of operations');
-  const err = jsonPatch.validate(ops as jsonPatch.Operation[], target);
-  if (err) throw patchFailure(err.message);
+  // One copy, validated operation by operation as it is patched (what `validate` would try on a copy of its own).
   try {
-    return jsonPatch.applyPatch(structuredClone(target), ops as jsonPatch.Operation[], false, false).newDocument;
+    return jsonPatch.applyPatch(structuredClone(target), ops as jsonPatch.Operation[], true, true).newDocument;
   } catch (e) {
-    throw patchFailure((e as Error).message);
+    if (e instanceof jsonPatch.JsonPatchError) throw patchFailure(e.message);
+    throw e;
   }
 }
 

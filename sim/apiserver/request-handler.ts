@@ -7,14 +7,14 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import { ApiError, badRequest, internal, methodNotAllowed, notFound, successStatus } from './api-status.js';
 import { readDeleteOptions } from './delete-options.js';
 import { discoveryDocument } from './discovery.js';
-import { addWarning, readBody, sendJson, sendText } from './http-exchange.js';
+import { addWarning, readBody, sendJson, sendJsonBytes, sendText } from './http-exchange.js';
 import type { ObjectStore } from './object-store.js';
 import { patchTypeOf } from './patch.js';
 import { parseRoute, type Route } from './request-route.js';
 import type { ResourceHandlers, UserInfo, WriteOptions } from './resource-handlers.js';
 import { type KubeObject, type Matcher, parseFieldSelector, parseLabelSelector } from './selectors.js';
 import { toTable, wantsTable } from './table-view.js';
-import { serveWatch } from './watch-stream.js';
+import { type SharedEventLines, serveWatch } from './watch-stream.js';
 
 /** What `pods/{name}/log` shows of a container; undefined: its logs are not available. */
 export type PodLogReader = (pod: KubeObject, container: string | undefined) => string | undefined;
@@ -22,6 +22,8 @@ export type PodLogReader = (pod: KubeObject, container: string | undefined) => s
 /** What every request reads besides itself: the server's state and settings. */
 export type ServerContext = {
   store: ObjectStore;
+  /** The encoded lines of the change the watches are being sent. */
+  watchLines: SharedEventLines;
   handlers: ResourceHandlers;
   now: () => Date;
   tokens?: Record<string, UserInfo>;
@@ -163,18 +165,41 @@ function serveGet(ctx: ServerContext, call: ResourceCall): void {
   else serveList(ctx, call);
 }
 
+/** An object as JSON: a stored object's shared encoding, anything else encoded now. */
+function sendObject(ctx: ServerContext, res: ServerResponse, code: number, obj: unknown): void {
+  sendJsonBytes(res, code, ctx.store.jsonBytes(obj));
+}
+
+type ObjectList = ReturnType<ResourceHandlers['list']>;
+
+const COMMA = Buffer.from(',');
+const LIST_END = Buffer.from(']}');
+
+/** A list as JSON.stringify writes it (`items` last), its items' encodings shared. */
+function sendList(ctx: ServerContext, res: ServerResponse, list: ObjectList): void {
+  const { items, ...head } = list;
+  const parts: Buffer[] = [Buffer.from(`${JSON.stringify(head).slice(0, -1)},"items":[`, 'utf8')];
+  items.forEach((o, i) => {
+    if (i > 0) parts.push(COMMA);
+    parts.push(ctx.store.jsonBytes(o));
+  });
+  parts.push(LIST_END);
+  sendJsonBytes(res, 200, Buffer.concat(parts));
+}
+
 function serveObject(ctx: ServerContext, call: ResourceCall, name: string): void {
   const { type, namespace } = call.route;
   const obj = ctx.handlers.get(type, namespace, name);
-  const shown = call.table ? toTable(type.resource, [obj], obj.metadata.resourceVersion as string, ctx.now()) : obj;
-  sendJson(call.res, 200, shown);
+  if (call.table)
+    sendJson(call.res, 200, toTable(type.resource, [obj], obj.metadata.resourceVersion as string, ctx.now()));
+  else sendObject(ctx, call.res, 200, obj);
 }
 
 function serveList(ctx: ServerContext, call: ResourceCall): void {
   const { type, namespace } = call.route;
   const list = ctx.handlers.list(type, namespace, selectorsOf(call.query));
-  const shown = call.table ? toTable(type.resource, list.items, list.metadata.resourceVersion, ctx.now()) : list;
-  sendJson(call.res, 200, shown);
+  if (call.table) sendJson(call.res, 200, toTable(type.resource, list.items, list.metadata.resourceVersion, ctx.now()));
+  else sendList(ctx, call.res, list);
 }
 
 /** `pods/{name}/log`, with `?container=` and `?tailLines=`. */
@@ -211,7 +236,7 @@ function startWatch(ctx: ServerContext, call: ResourceCall, match: Matcher): voi
       ? { render: (o: KubeObject) => toTable(type.resource, [o], o.metadata.resourceVersion as string, ctx.now()) }
       : {}),
   };
-  serveWatch(ctx.store, request, call.res, (finish) => {
+  serveWatch(ctx.store, ctx.watchLines, request, call.res, (finish) => {
     ctx.watches.add(finish);
     call.res.on('close', () => ctx.watches.delete(finish));
   });
@@ -225,14 +250,14 @@ async function servePost(ctx: ServerContext, call: ResourceCall): Promise<void> 
     return sendJson(call.res, 201, successStatus(undefined));
   }
   if (name) throw notSupported(call);
-  sendJson(call.res, 201, await ctx.handlers.create(type, namespace, body, call.write));
+  sendObject(ctx, call.res, 201, await ctx.handlers.create(type, namespace, body, call.write));
 }
 
 async function servePut(ctx: ServerContext, call: ResourceCall): Promise<void> {
   const { type, namespace, name, subresource } = call.route;
   if (!name) throw notSupported(call);
   const body = (await readBody(call.req)) as KubeObject;
-  sendJson(call.res, 200, await ctx.handlers.update(type, namespace, name, body, subresource, call.write));
+  sendObject(ctx, call.res, 200, await ctx.handlers.update(type, namespace, name, body, subresource, call.write));
 }
 
 async function servePatch(ctx: ServerContext, call: ResourceCall): Promise<void> {
@@ -240,18 +265,19 @@ async function servePatch(ctx: ServerContext, call: ResourceCall): Promise<void>
   if (!name) throw notSupported(call);
   const patchType = patchTypeOf(call.req.headers['content-type']);
   const body = await readBody(call.req);
-  sendJson(call.res, 200, await ctx.handlers.patch(type, namespace, name, subresource, patchType, body, call.write));
+  const patched = await ctx.handlers.patch(type, namespace, name, subresource, patchType, body, call.write);
+  sendObject(ctx, call.res, 200, patched);
 }
 
 /** One object, or every object of a collection that matches the selectors (each on its own). */
 async function serveDelete(ctx: ServerContext, call: ResourceCall): Promise<void> {
   const { type, namespace, name } = call.route;
   const options = readDeleteOptions(call.query, await readBody(call.req), call.user);
-  if (name) return sendJson(call.res, 200, await ctx.handlers.delete(type, namespace, name, options));
+  if (name) return sendObject(ctx, call.res, 200, await ctx.handlers.delete(type, namespace, name, options));
   const list = ctx.handlers.list(type, namespace, selectorsOf(call.query));
   for (const o of list.items) {
     // An object that cannot be deleted (gone meanwhile, refused) does not stop the rest.
     await ctx.handlers.delete(type, o.metadata.namespace, o.metadata.name, options).catch(() => undefined);
   }
-  sendJson(call.res, 200, list);
+  sendList(ctx, call.res, list);
 }

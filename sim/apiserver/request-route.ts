@@ -10,7 +10,9 @@ export type Route =
   | { kind: 'unknown' };
 
 export function parseRoute(pathname: string): Route {
-  const parts = pathname.split('/').filter(Boolean).map(decodeURIComponent);
+  const raw = pathname.split('/').filter(Boolean);
+  // Decoding is the identity on a path without escapes, which nearly every request has.
+  const parts = pathname.includes('%') ? raw.map(decodeURIComponent) : raw;
   let group: string;
   let version: string;
   let rest: string[];

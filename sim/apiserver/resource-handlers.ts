@@ -58,8 +58,11 @@ export class ResourceHandlers {
     private readonly now: Now = () => new Date(),
   ) {}
 
+  /** `obj` with its type's apiVersion and kind; itself when it has them (stored objects do), so its JSON is shared. */
   private stamp(type: ResourceType, obj: KubeObject): KubeObject {
-    return { ...obj, apiVersion: apiVersionOf(type), kind: type.kind };
+    const apiVersion = apiVersionOf(type);
+    if (obj.apiVersion === apiVersion && obj.kind === type.kind) return obj;
+    return { ...obj, apiVersion, kind: type.kind };
   }
 
   private async runAdmission(
@@ -216,11 +219,21 @@ export class ResourceHandlers {
   }
 
   private checkPodSpecUpdate(old: KubeObject, next: KubeObject): void {
+    // A patch that leaves the spec alone shares the stored spec object.
+    if (old['spec'] === next['spec']) return;
     const comparable = (o: KubeObject) => {
-      const spec = structuredClone((o['spec'] ?? {}) as Record<string, unknown>);
-      for (const c of (spec['containers'] ?? []) as Record<string, unknown>[]) delete c['image'];
-      delete spec['activeDeadlineSeconds'];
-      delete spec['tolerations'];
+      const {
+        activeDeadlineSeconds: _deadline,
+        tolerations: _tolerations,
+        ...spec
+      } = (o['spec'] ?? {}) as Record<string, unknown>;
+      const containers = spec['containers'];
+      if (Array.isArray(containers)) {
+        // `image: undefined` leaves the JSON as deleting it would, without copying the stored spec deeply.
+        spec['containers'] = containers.map((c: unknown) =>
+          c !== null && typeof c === 'object' ? { ...c, image: undefined } : c,
+        );
+      }
       return JSON.stringify(spec);
     };
     if (comparable(old) !== comparable(next)) {
@@ -246,7 +259,6 @@ export class ResourceHandlers {
       Object.assign(e, { retryPatch: true });
       throw e;
     }
-    admitted.metadata.resourceVersion = current.metadata.resourceVersion;
     if (this.isReadyToVanish(admitted)) {
       return this.stamp(type, this.store.remove(typeKey(type), old.metadata.namespace, old.metadata.name)!);
     }
@@ -289,7 +301,7 @@ export class ResourceHandlers {
     }
     const current = old.metadata['deletionGracePeriodSeconds'] as number | undefined;
     if (old.metadata['deletionTimestamp'] && current !== undefined && current <= grace) return old;
-    const marked = structuredClone(old);
+    const marked = { ...old, metadata: { ...old.metadata } };
     marked.metadata['deletionTimestamp'] ??= new Date(this.now().getTime() + grace * 1000)
       .toISOString()
       .replace(/\.\d+Z$/, 'Z');

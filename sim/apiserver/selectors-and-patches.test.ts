@@ -100,4 +100,26 @@ describe('patches', () => {
     );
     expect(pod.metadata.annotations).toEqual({ a: '1', b: '2' });
   });
+
+  it('patches a frozen stored object into a new one; a half-applied JSON patch leaves nothing behind', () => {
+    const stored = structuredClone(pod);
+    for (const o of [stored, stored.metadata, stored.metadata.annotations]) Object.freeze(o);
+    const out = applyJsonPatch(stored, [{ op: 'replace', path: '/metadata/annotations/a', value: 'x' }]) as typeof pod;
+    expect(out.metadata.annotations).toEqual({ a: 'x', b: '2' });
+    const failing = [
+      { op: 'add', path: '/metadata/annotations/c', value: '3' },
+      { op: 'remove', path: '/metadata/missing' },
+    ];
+    expect(() => applyJsonPatch(stored, failing)).toThrow(
+      expect.objectContaining({
+        status: expect.objectContaining({
+          code: 422,
+          message: expect.stringContaining('Cannot perform the operation'),
+        }),
+      }),
+    );
+    expect(stored.metadata.annotations).toEqual({ a: '1', b: '2' });
+    const merged = applyMergePatch(stored, { metadata: { annotations: { b: null } } }) as typeof pod;
+    expect(merged.metadata.annotations).toEqual({ a: '1' });
+  });
 });

@@ -69,7 +69,10 @@ function matchRequirement(labels: Record<string, string>, r: Requirement): boole
 export function parseLabelSelector(selector: string | null | undefined): Matcher {
   if (!selector) return () => true;
   const reqs = splitTerms(selector).map(parseLabelTerm);
-  return (obj) => reqs.every((r) => matchRequirement(obj.metadata.labels ?? {}, r));
+  return (obj) => {
+    const labels = obj.metadata.labels ?? {};
+    return reqs.every((r) => matchRequirement(labels, r));
+  };
 }
 
 export type LabelSelector = {
@@ -94,9 +97,10 @@ export function matchLabelSelector(
   return true;
 }
 
-function readField(obj: KubeObject, path: string): string {
+/** The value at a dotted path (split once, when the selector is parsed) as a selector compares it. */
+function readField(obj: KubeObject, path: readonly string[]): string {
   let cur: unknown = obj;
-  for (const part of path.split('.')) {
+  for (const part of path) {
     if (cur === null || typeof cur !== 'object') return '';
     cur = (cur as Record<string, unknown>)[part];
   }
@@ -109,7 +113,7 @@ export function parseFieldSelector(selector: string | null | undefined): Matcher
   const terms = splitTerms(selector).map((term) => {
     const m = /^([A-Za-z0-9_.]+)\s*(==|=|!=)\s*(.*)$/.exec(term);
     if (!m) throw badRequest(`invalid field selector: ${JSON.stringify(term)}`);
-    return { path: m[1]!, negate: m[2] === '!=', value: m[3]!.trim() };
+    return { path: m[1]!.split('.'), negate: m[2] === '!=', value: m[3]!.trim() };
   });
   return (obj) => terms.every((t) => (readField(obj, t.path) === t.value) !== t.negate);
 }
