@@ -1,14 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { storedPod } from '../../test/support/sim/pod-object.js';
 import { ObjectStore } from './object-store.js';
 
-const pod = (namespace: string, name: string, extra: Record<string, unknown> = {}) => ({
-  apiVersion: 'v1',
-  kind: 'Pod',
-  metadata: { name, namespace, labels: { app: 'demo' } },
-  spec: { nodeName: 'n1' },
-  status: { phase: 'Pending' },
-  ...extra,
-});
+const pod = storedPod;
 
 describe('object store', () => {
   it('lists by namespace and name, one namespace without the others, as etcd orders keys', () => {

@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
+import { storedPod } from '../../test/support/sim/pod-object.js';
 import { type Change, ObjectStore } from './object-store.js';
 import { findResourceType } from './resource-registry.js';
 import { parseFieldSelector, parseLabelSelector } from './selectors.js';
@@ -7,14 +8,7 @@ import { SharedEventLines, serveWatch, type WatchRequest } from './watch-stream.
 
 const POD = findResourceType('', 'v1', 'pods')!;
 
-const pod = (namespace: string, name: string, extra: Record<string, unknown> = {}) => ({
-  apiVersion: 'v1',
-  kind: 'Pod',
-  metadata: { name, namespace, labels: { app: 'demo' } },
-  spec: { nodeName: 'n1' },
-  status: { phase: 'Pending' },
-  ...extra,
-});
+const pod = storedPod;
 
 /** A watch response that keeps every chunk it is given, as the socket would queue it. */
 function recordingResponse() {
