@@ -217,6 +217,8 @@ function dialTls(url: URL, material: TlsMaterial | undefined, alpn: string[], ti
     ...(servername ? { servername } : {}),
     ALPNProtocols: alpn,
   });
+  // Go sets TCP_NODELAY on every connection; node's http client does, its tls and http2 do not.
+  socket.setNoDelay(true);
   return new Promise((resolve, reject) => settle(socket, timeoutMs, (err, s) => (err ? reject(err) : resolve(s!))));
 }
 
