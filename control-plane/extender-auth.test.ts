@@ -15,7 +15,13 @@ import { migrate } from '../db/migrate.js';
 import { allocations } from '../db/schema.js';
 import { gpuNode, gpuPod } from '../test/support/control-plane/builders.js';
 import { extenderFilesConfig } from '../test/support/control-plane/extender-config.js';
-import { postTls, type TlsClient, tlsPostOptions } from '../test/support/control-plane/tls-request.js';
+import {
+  connectH2,
+  postH2,
+  postTls,
+  type TlsClient,
+  tlsPostOptions,
+} from '../test/support/control-plane/tls-request.js';
 import {
   type IssuedCertificate,
   issueCertificateAuthority,
@@ -186,6 +192,21 @@ describe('who may call the extender', () => {
     expect(bind.json()).toEqual({ Error: '' });
     expect(state.pod('default', 'p')?.spec?.nodeName).toBe('n1');
     expect((await db.select().from(allocations)).map((a) => a.podUid)).toContain('uid-p');
+  });
+
+  it('speaks HTTP/2 to a client that offers it, as kube-scheduler does: one session for concurrent verbs, the same gate', async () => {
+    const good = await connectH2(cp.extenderUrl, clients.good);
+    const other = await connectH2(cp.extenderUrl, clients.otherName);
+    const anonymous = await connectH2(cp.extenderUrl, { caPem });
+    try {
+      expect(good.alpnProtocol).toBe('h2');
+      const filters = await Promise.all(Array.from({ length: 8 }, () => postH2(good, '/scheduler/filter', filterArgs)));
+      expect(filters.map((f) => f.status)).toEqual(filters.map(() => 200));
+      expect((await postH2(other, '/scheduler/bind', bindArgs)).status).toBe(403);
+      expect((await postH2(anonymous, '/scheduler/bind', bindArgs)).status).toBe(401);
+    } finally {
+      for (const s of [good, other, anonymous]) s.destroy();
+    }
   });
 });
 

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { migrate } from '../db/migrate.js';
+import { connectH2, postH2 } from '../test/support/control-plane/tls-request.js';
 import { issueServingCertificate } from '../webhooks/certificates.js';
 import { loadControlPlaneConfig } from './config.js';
 import { type RunningControlPlane, startControlPlane } from './server.js';
@@ -96,6 +97,25 @@ it('answers a real 1.26 AdmissionReview over HTTPS, trusted through the supplied
   expect(answer.response).toMatchObject({ uid: '438597a4-63b4-4da0-9522-ce423b151589', allowed: true });
   const metrics = await (await fetch(`${cp.url}/metrics`)).text();
   expect(metrics).toMatch(/vcuda_admission_reviews_total\{[^}]*hook="mutate"[^}]*\} 1/);
+});
+
+it('answers reviews over HTTP/2, as kube-apiserver sends them to a listener that offers it, on one session', async () => {
+  const review = readFileSync(
+    new URL('../webhooks/testdata/kubernetes-1.26/admission-mutate-create-share.json', import.meta.url),
+    'utf8',
+  );
+  const session = await connectH2(cp.httpsUrl as string, { caPem });
+  try {
+    expect(session.alpnProtocol).toBe('h2');
+    const answers = await Promise.all([1, 2, 3].map(() => postH2(session, '/admission/mutate?timeout=10s', review)));
+    for (const a of answers) {
+      expect(a.status).toBe(200);
+      expect((a.json() as { response: { allowed: boolean } }).response.allowed).toBe(true);
+    }
+    expect((await postH2(session, '/scheduler/bind', {})).status).toBe(401);
+  } finally {
+    session.destroy();
+  }
 });
 
 it('answers reviews with the admission listener in front of the app, and everything else with the app', async () => {

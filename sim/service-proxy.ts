@@ -25,7 +25,9 @@ export async function startServiceProxy(opts: { port?: number; host?: string } =
     // Random choice, as kube-proxy's iptables mode does; retries walk on from there.
     if (tried === 0) next = Math.floor(Math.random() * backends.length);
     const port = backends[next++ % backends.length]!;
-    const upstream = net.connect({ port, host: '127.0.0.1' });
+    // kube-proxy forwards packets as they come; a userspace proxy with Nagle would hold a
+    // connection's second small write (an h2 DATA frame after its HEADERS) for the peer's delayed ACK.
+    const upstream = net.connect({ port, host: '127.0.0.1', noDelay: true });
     sockets.add(upstream);
     let connected = false;
     upstream.once('connect', () => {
@@ -46,7 +48,7 @@ export async function startServiceProxy(opts: { port?: number; host?: string } =
     client.on('error', () => upstream.destroy());
   }
 
-  const server = net.createServer({ pauseOnConnect: true }, (client) => {
+  const server = net.createServer({ pauseOnConnect: true, noDelay: true }, (client) => {
     sockets.add(client);
     client.on('close', () => sockets.delete(client));
     connect(client, 0);

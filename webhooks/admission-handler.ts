@@ -6,9 +6,10 @@
  * hono routes (admission-routes.ts), so both give byte-identical answers.
  *
  * Mount it in front of the control plane's other routes:
- *   https.createServer(tls, (req, res) => admission(req, res) || honoListener(req, res))
+ *   http2.createSecureServer({ ...tls, allowHTTP1: true }, (req, res) => admission(req, res) || honoListener(req, res))
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import {
   type AdmissionReply,
   type AdmissionRoutesDeps,
@@ -16,8 +17,14 @@ import {
   type Hook,
 } from './admission-routes.js';
 
-/** Handles the request and returns true when it is for a hook; false leaves it to the caller. */
-export type AdmissionListener = (req: IncomingMessage, res: ServerResponse) => boolean;
+type HookRequest = IncomingMessage | Http2ServerRequest;
+type HookResponse = ServerResponse | Http2ServerResponse;
+
+/**
+ * Handles the request and returns true when it is for a hook; false leaves it to the caller. Over
+ * HTTP/1.1 or HTTP/2 (the API server offers h2 and multiplexes its reviews when the listener does).
+ */
+export type AdmissionListener = (req: HookRequest, res: HookResponse) => boolean;
 
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;
 
@@ -29,14 +36,14 @@ export function readHookPath(url: string | undefined, prefix: string): Hook | un
   return rest === 'mutate' || rest === 'validate' ? rest : undefined;
 }
 
-function send(res: ServerResponse, status: number, text: string): void {
+function send(res: HookResponse, status: number, text: string): void {
   // A string body with its exact length: node prepends the header block to it and writes both
   // as one TLS record (a Buffer body would go out as a writev of two chunks).
   res.writeHead(status, { ...JSON_HEADERS, 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }
 
-function sendInvalid(res: ServerResponse, status: 400 | 405, message: string): void {
+function sendInvalid(res: HookResponse, status: 400 | 405, message: string): void {
   if (status === 405) res.setHeader('allow', 'POST');
   send(res, status, JSON.stringify({ error: { code: 'invalid', message } }));
 }
@@ -51,7 +58,7 @@ export function createAdmissionListener(deps: AdmissionRoutesDeps, prefix = '/ad
   const limit = deps.maxBodyBytes;
   const tooLarge = `request body exceeds ${limit} bytes`;
 
-  function reply(hook: Hook, res: ServerResponse, text: string): void {
+  function reply(hook: Hook, res: HookResponse, text: string): void {
     // The answerer never rejects (malformed input is a 400 reply); a bug still must not hang the API server.
     answer(hook, text).then(
       (r: AdmissionReply) => send(res, r.status, r.body),

@@ -7,6 +7,7 @@
  * to another party: 403). Nothing of the body is read before both hold; bodies past the limit then
  * get 413 as they stream in.
  */
+import type { Http2ServerRequest } from 'node:http2';
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import type { HttpBindings } from '@hono/node-server';
 import { Hono, type MiddlewareHandler } from 'hono';
@@ -23,9 +24,17 @@ export function certificateNames(cert: Pick<PeerCertificate, 'subject' | 'subjec
   return [...new Set([...cns, ...dns])];
 }
 
-function tlsSocketOf(c: { env: unknown }): TLSSocket | undefined {
-  const socket = (c.env as Partial<HttpBindings> | undefined)?.incoming?.socket as Partial<TLSSocket> | undefined;
-  return socket && typeof socket.getPeerCertificate === 'function' ? (socket as TLSSocket) : undefined;
+/**
+ * The request's TLS socket and the connection it came over. Over HTTP/2, `incoming.socket` is a
+ * proxy made per stream (reading through to the session's TLS socket), so the connection is the
+ * h2 session, one per TLS connection; over HTTP/1.1 it is the socket itself.
+ */
+function tlsConnectionOf(c: { env: unknown }): { socket: TLSSocket; connection: object } | undefined {
+  const incoming = (c.env as { incoming?: HttpBindings['incoming'] | Http2ServerRequest } | undefined)?.incoming;
+  const socket = incoming?.socket as Partial<TLSSocket> | undefined;
+  if (!socket || typeof socket.getPeerCertificate !== 'function') return undefined;
+  const session = (incoming as Partial<Http2ServerRequest>).stream?.session;
+  return { socket: socket as TLSSocket, connection: session ?? socket };
 }
 
 /** Told of each refusal: `status` 401 (no verified certificate) or 403 (a trusted one naming someone else). */
@@ -34,11 +43,13 @@ export type RefusalObserver = (refusal: { status: 401 | 403; path: string; reaso
 /** 401 without a verified client certificate, 403 when it names none of `allowed`. */
 export function requireClientCertificate(allowed: readonly string[], onRefused?: RefusalObserver): MiddlewareHandler {
   const names = new Set(allowed);
-  // The scheduler keeps its connections alive: a connection's certificate is read once, not per verb.
-  const presentedOn = new WeakMap<TLSSocket, string[]>();
+  // The scheduler keeps its connections alive (over h2, one for every call): a connection's
+  // certificate is read once, not per verb.
+  const presentedOn = new WeakMap<object, string[]>();
   return async (c, next) => {
-    const socket = tlsSocketOf(c);
-    if (!socket?.authorized) {
+    const tls = tlsConnectionOf(c);
+    if (!tls?.socket.authorized) {
+      const socket = tls?.socket;
       const why = socket?.authorizationError ? ` (${String(socket.authorizationError)})` : '';
       onRefused?.({ status: 401, path: c.req.path, reason: socket ? String(socket.authorizationError) : 'not TLS' });
       return c.json(
@@ -46,10 +57,10 @@ export function requireClientCertificate(allowed: readonly string[], onRefused?:
         401,
       );
     }
-    let presented = presentedOn.get(socket);
+    let presented = presentedOn.get(tls.connection);
     if (!presented) {
-      presented = certificateNames(socket.getPeerCertificate());
-      presentedOn.set(socket, presented);
+      presented = certificateNames(tls.socket.getPeerCertificate());
+      presentedOn.set(tls.connection, presented);
     }
     if (!presented.some((n) => names.has(n))) {
       onRefused?.({ status: 403, path: c.req.path, reason: 'name not allowed', names: presented });

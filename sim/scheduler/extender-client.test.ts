@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueCertificateAuthority, issueLeafCertificate, serviceDnsNames } from '../../webhooks/certificates.js';
-import { callBind, ExtenderTransport } from './extender-client.js';
+import { callBind } from './extender-client.js';
+import { ExtenderTransport } from './extender-transport.js';
 import { type ExtenderConfig, loadSchedulerConfig } from './scheduler-config.js';
 
 const now = new Date();

@@ -2,26 +2,24 @@
  * kube-scheduler's HTTP extender calls, with the exact JSON it sends (PascalCase keys, `Nodes`
  * or `NodeNames` depending on nodeCacheCapable) and its rules for reading the answers.
  */
-
 import { readFileSync } from 'node:fs';
-import http from 'node:http';
-import https from 'node:https';
+import { type ExtenderAnswer, ExtenderTransport, type TlsMaterial } from './extender-transport.js';
 import type { SchedNode, SchedPod } from './node-filters.js';
 import type { ExtenderConfig } from './scheduler-config.js';
 
 export type FilterOutcome = { nodeNames: string[]; failed: Map<string, string> };
 
-/** `*Data` (base64) wins over `*File`, as in client-go; files are read per connection, so a renewed certificate is used. */
+/** `*Data` (base64) wins over `*File`, as in client-go; files are read per call, so a renewed certificate is used. */
 function material(data: string, file: string): Buffer | undefined {
   if (data) return Buffer.from(data, 'base64');
   return file ? readFileSync(file) : undefined;
 }
 
 /**
- * kube-scheduler's extender transport: the client certificate and CA of `tlsConfig`; with
- * `enableHTTPS` and no CA it skips verifying the server, as kube-scheduler does.
+ * kube-scheduler's extender TLS: the client certificate and CA of `tlsConfig`; with `enableHTTPS`
+ * and no CA it skips verifying the server, as kube-scheduler does.
  */
-function tlsOptions(ext: ExtenderConfig): https.RequestOptions {
+function tlsMaterial(ext: ExtenderConfig): TlsMaterial {
   const t = ext.tlsConfig;
   const ca = t && material(t.caData, t.caFile);
   const cert = t && material(t.certData, t.certFile);
@@ -34,68 +32,34 @@ function tlsOptions(ext: ExtenderConfig): https.RequestOptions {
   };
 }
 
-/**
- * kube-scheduler's extender transport (a Go `http.Transport`): connections are kept alive and
- * reused, at most 2 idle per host (Go's `DefaultMaxIdleConnsPerHost`), and calls that overlap (the
- * binds in flight) open more. Behind the sim's Service proxy, which balances connections as
- * kube-proxy does, a pod's verbs may still reach different replicas. The TLS options are part of
- * the pool's key, so a renewed client certificate is used on new connections.
- */
-export class ExtenderTransport {
-  private readonly plain: http.Agent;
-  private readonly secure: https.Agent;
-
-  /** `keepAlive: false` is Go's `DisableKeepAlives`: a fresh connection per call. */
-  constructor(opts: { keepAlive: boolean } = { keepAlive: true }) {
-    this.plain = new http.Agent({ keepAlive: opts.keepAlive, maxFreeSockets: 2 });
-    this.secure = new https.Agent({ keepAlive: opts.keepAlive, maxFreeSockets: 2 });
-  }
-
-  agentFor(url: URL): http.Agent {
-    return url.protocol === 'https:' ? this.secure : this.plain;
-  }
-
-  close(): void {
-    this.plain.destroy();
-    this.secure.destroy();
-  }
-}
-
-/** One POST, over `transport`'s kept-alive connections, or on a fresh connection without one. */
-function postJson(ext: ExtenderConfig, verb: string, body: unknown, transport?: ExtenderTransport): Promise<unknown> {
+/** One POST over `transport` (see `extender-transport.ts`), or on a fresh connection without one. */
+async function postJson(
+  ext: ExtenderConfig,
+  verb: string,
+  body: unknown,
+  transport?: ExtenderTransport,
+): Promise<unknown> {
   const url = new URL(`${ext.urlPrefix.replace(/\/$/, '')}/${verb}`);
-  const payload = Buffer.from(JSON.stringify(body));
-  const lib = url.protocol === 'https:' ? https : http;
-  return new Promise((resolve, reject) => {
-    const req = lib.request(
-      url,
-      {
-        method: 'POST',
-        agent: transport?.agentFor(url) ?? false,
-        timeout: ext.httpTimeoutMs,
-        headers: { 'content-type': 'application/json', 'content-length': payload.length },
-        ...(url.protocol === 'https:' ? tlsOptions(ext) : {}),
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('error', reject);
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          if (res.statusCode !== 200)
-            return reject(new Error(`extender ${verb}: HTTP ${res.statusCode}: ${text.slice(0, 300)}`));
-          try {
-            resolve(JSON.parse(text));
-          } catch {
-            reject(new Error(`extender ${verb}: response is not JSON`));
-          }
-        });
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`extender ${verb}: no answer within ${ext.httpTimeoutMs} ms`)));
-    req.on('error', reject);
-    req.end(payload);
-  });
+  const call = {
+    url,
+    ...(url.protocol === 'https:' ? { tls: tlsMaterial(ext) } : {}),
+    payload: Buffer.from(JSON.stringify(body)),
+    timeoutMs: ext.httpTimeoutMs,
+    verb,
+  };
+  const oneShot = transport ? undefined : new ExtenderTransport({ keepAlive: false });
+  let answer: ExtenderAnswer;
+  try {
+    answer = await (transport ?? (oneShot as ExtenderTransport)).post(call);
+  } finally {
+    oneShot?.close();
+  }
+  if (answer.status !== 200) throw new Error(`extender ${verb}: HTTP ${answer.status}: ${answer.text.slice(0, 300)}`);
+  try {
+    return JSON.parse(answer.text);
+  } catch {
+    throw new Error(`extender ${verb}: response is not JSON`);
+  }
 }
 
 /** True when kube-scheduler would send this pod to the extender (`managedResources`). */

@@ -16,7 +16,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
-import { callBind, callFilter, callPrioritize, ExtenderTransport, isInterested } from './extender-client.js';
+import { callBind, callFilter, callPrioritize, isInterested } from './extender-client.js';
+import { ExtenderTransport } from './extender-transport.js';
 import { filterNode, type SchedNode, type SchedPod, summarizeFailures } from './node-filters.js';
 import { ClusterCache, keyOf, SchedulingQueue } from './scheduler-cache.js';
 import type { SchedulerConfig } from './scheduler-config.js';
