@@ -48,7 +48,8 @@ export class PodWatchCache implements PodSource {
   private async list(): Promise<string> {
     const res = await this.api.listPodForAllNamespaces({ fieldSelector: this.fieldSelector });
     this.byUid.clear();
-    for (const p of res.items) if (p.metadata?.uid) this.byUid.set(p.metadata.uid, toPodView(p as PodObject, this.names));
+    for (const p of res.items)
+      if (p.metadata?.uid) this.byUid.set(p.metadata.uid, toPodView(p as PodObject, this.names));
     return res.metadata?.resourceVersion ?? '';
   }
 

@@ -205,7 +205,7 @@ export class Binder {
     assignedAt: string,
     now: Date,
   ): Promise<BindOutcome> {
-    const { kube, ledger, signer, state, config } = this.deps;
+    const { ledger, signer, state, config } = this.deps;
     const podRef = `${args.PodNamespace}/${args.PodName}`;
     await this.syncLedgerNode(args.Node);
     const request = {

@@ -118,7 +118,10 @@ describe('simulated API server', () => {
   });
 
   it("merges the Binding's annotations into the pod in the same write that sets its node", async () => {
-    await client.create(podPath('team-a'), pod('p', { metadata: { name: 'p', annotations: { kept: 'yes', over: 'old' } } }));
+    await client.create(
+      podPath('team-a'),
+      pod('p', { metadata: { name: 'p', annotations: { kept: 'yes', over: 'old' } } }),
+    );
     const binding = {
       apiVersion: 'v1',
       kind: 'Binding',
