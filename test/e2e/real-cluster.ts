@@ -190,19 +190,27 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
     kc.loadFromFile(join(dir, 'admin.kubeconfig'));
     const port = await findFreePort();
     const extenderPort = await findFreePort();
+    // The webhooks are registered by URL, so the real kube-apiserver admits every pod through them
+    // (over HTTP/2, as its Go client negotiates). The admin's certificate is what the control
+    // plane, the agents and the tests all use here, so it may write vcuda.io/ annotations.
+    const webhookPort = await findFreePort();
     let cp: RunningControlPlane | undefined;
     const startCp = async () => {
       const config = loadControlPlaneConfig({
         flags: {
           port,
           host: '127.0.0.1',
-          httpsPort: 0,
+          httpsPort: webhookPort,
           clusterName: spec.name,
           memoryUnitMiB: spec.memoryUnitMiB,
           instanceId: 'vcuda-control-plane-0',
           kube: { mode: 'kubeconfig' },
-          webhookRegistration: 'off',
-          webhook: { schedulerName: 'vcuda-scheduler' },
+          webhookRegistration: 'auto',
+          webhook: {
+            schedulerName: 'vcuda-scheduler',
+            privilegedUsernames: ['admin'],
+            registration: { url: `https://127.0.0.1:${webhookPort}` },
+          },
           extender: { port: extenderPort },
           logLevel: logger.level as 'silent',
         },

@@ -5,7 +5,7 @@
  */
 import { afterEach, expect, it } from 'vitest';
 import type { VcudaDb } from '../../db/connect.js';
-import { type KubeClient, type KubeObj, podPath } from '../../sim/kube-client.js';
+import { KubeApiError, type KubeClient, type KubeObj, podPath } from '../../sim/kube-client.js';
 import type { LocalCluster } from '../../sim/local-cluster.js';
 import { corePerCard, gpuPod, liveRows } from './e2e-helpers.js';
 
@@ -144,6 +144,21 @@ export async function podLife(rig: Rig, ns: string): Promise<void> {
   await expect.poll(async () => (await liveRows(rig.db, uid)).length, { timeout: 30_000 }).toBe(0);
 }
 
+/**
+ * The API server admits pods through vcuda's webhooks: a request that breaks a rule is refused with
+ * the webhook's message and nothing is stored; a good one is stored with the webhook's defaults.
+ */
+export async function admissionThroughWebhooks(rig: Rig, ns: string): Promise<void> {
+  const refused = await rig.client.create(podPath(ns), sharePod('bad', 150, 1024)).catch((e: unknown) => e);
+  expect(refused).toBeInstanceOf(KubeApiError);
+  expect((refused as KubeApiError).message).toMatch(/^admission webhook "[^"]+" denied the request: /);
+  expect((refused as KubeApiError).message).toContain('resources.limits["nvidia.com/vcuda-core"]');
+  expect((await pods(rig, ns)).map((p) => p.metadata.name)).not.toContain('bad');
+  const admitted = await rig.client.create(podPath(ns), sharePod('good', 30, 1024));
+  expect(admitted.metadata.labels?.['vcuda.io/gpu']).toBe('true');
+  expect(admitted.metadata.annotations?.['nvidia.com/vcuda-core-limit']).toBe('30');
+}
+
 /** The scenarios as tests of the calling suite, on the rig its beforeAll builds in namespace `ns`. */
 export function schedulingScenarioTests(rig: () => Rig, ns: string): void {
   afterEach(async () => emptyNamespace(rig(), ns), 60_000);
@@ -155,6 +170,10 @@ export function schedulingScenarioTests(rig: () => Rig, ns: string): void {
   it('binds the waiting pods within seconds of a control-plane restart with cards free', async () => {
     expect(await restartMidBurst(rig(), ns, 4, 6)).toBeLessThan(15);
   }, 120_000);
+
+  it("admits pods through vcuda's webhooks: a bad request is refused with the webhook's message", async () => {
+    await admissionThroughWebhooks(rig(), ns);
+  }, 60_000);
 
   it("runs a pod's whole life, the kubelet's final delete included", async () => {
     await podLife(rig(), ns);
