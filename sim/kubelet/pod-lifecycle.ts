@@ -38,7 +38,12 @@ type ContainerState = {
   running?: RunningContainer;
   restarts: number;
   terminated?: Terminated;
+  /** Why it has not started yet, when something refused it (else it is `ContainerCreating`). */
+  waiting?: { reason: string; message: string };
 };
+
+/** The kubelet's pod worker requeues a pod whose sync failed after this (`backOffPeriod`). */
+export const POD_WORKER_BACKOFF_MS = 10_000;
 
 function terminatedOf(c: RunningContainer, exitCode: number): Terminated {
   const reason = exitCode === 0 ? 'Completed' : 'Error';
@@ -54,6 +59,8 @@ type PodRecord = {
   responses: Map<string, ContainerAllocateResponse[]>;
   stopping: boolean;
   startTime: string;
+  /** Ends the worker's wait before a retry at once (the pod is stopping, or the kubelet closing). */
+  wake?: () => void;
 };
 
 export type PodWorkerContext = {
@@ -63,6 +70,8 @@ export type PodWorkerContext = {
   runtime: RuntimeConfig;
   /** Cap on the termination grace period, so deletions finish in a test's time. */
   maxGraceMs: number;
+  /** Wait before a refused PreStartContainer is tried again. */
+  preStartRetryMs: number;
   log: (msg: string) => void;
 };
 
@@ -87,7 +96,7 @@ function podStatus(rec: PodRecord, extra: Record<string, unknown>): Record<strin
       ? { terminated: s.terminated }
       : s.running
         ? { running: { startedAt: s.running.startedAt } }
-        : { waiting: { reason: 'ContainerCreating' } };
+        : { waiting: s.waiting ?? { reason: 'ContainerCreating' } };
     const ready = !!s.running && !s.terminated;
     // A kubelet reports the runtime's id of the container it last ran.
     const id = s.terminated?.containerID ?? (s.running ? `containerd://${s.running.id}` : undefined);
@@ -153,6 +162,7 @@ export class PodWorkers {
   /** A pod event from the watch (or the list after a resync): start, stop or delete it. */
   onPod(pod: KubeObj, deleted: boolean): void {
     const uid = pod.metadata.uid!;
+    if (deleted || pod.metadata.deletionTimestamp) this.interrupt(this.pods.get(uid));
     if (deleted) {
       this.work(uid, () => this.stopPod(uid));
       return;
@@ -193,6 +203,7 @@ export class PodWorkers {
   /** Waits for the queued work, then stops every container still running. */
   async close(): Promise<void> {
     this.closed = true;
+    for (const rec of this.pods.values()) rec.wake?.();
     await this.admissions;
     while (this.workers.size > 0) await Promise.all(this.workers.values());
     for (const rec of this.pods.values())
@@ -287,14 +298,40 @@ export class PodWorkers {
     }
   }
 
-  /** PreStartContainer as the container is about to start; a refusal fails the pod. */
+  /** A pod being deleted stops at once, also in the middle of a wait before a retry. */
+  private interrupt(rec: PodRecord | undefined): void {
+    if (!rec) return;
+    rec.stopping = true;
+    rec.wake?.();
+  }
+
+  /**
+   * PreStartContainer as the container is about to start. As in the kubelet, a refusal is not the
+   * pod's end: the container waits (`CreateContainerConfigError`, with the plugin's message) and
+   * the pod's worker tries again after its backoff, until it succeeds or the pod goes.
+   */
   private async preStart(rec: PodRecord, container: string): Promise<boolean> {
-    try {
-      await this.ctx.devices.preStart(rec.uid, container);
-      return true;
-    } catch (e) {
-      this.fail(rec, 'PreStartContainerFailed', (e as Error).message);
-      return false;
+    const state = rec.containers.get(container);
+    for (;;) {
+      if (rec.stopping || this.closed) return false;
+      try {
+        await this.ctx.devices.preStart(rec.uid, container);
+        if (state?.waiting) delete state.waiting;
+        return true;
+      } catch (e) {
+        const message = (e as Error).message;
+        if (state) state.waiting = { reason: 'CreateContainerConfigError', message };
+        this.reportStatus(rec);
+        this.ctx.log(`${this.ctx.nodeName}: pod ${rec.namespace}/${rec.name} ${container}: ${message}; retrying`);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, this.ctx.preStartRetryMs);
+          rec.wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        delete rec.wake;
+      }
     }
   }
 

@@ -52,7 +52,10 @@ async function startPlugin(pluginDir: string, hostDir: string, preStart?: (ids: 
     },
     GetPreferredAllocation: (_c: unknown, cb: grpc.sendUnaryData<object>) => cb(null, { container_responses: [] }),
     PreStartContainer: (c: grpc.ServerUnaryCall<{ devices_ids: string[] }, object>, cb: grpc.sendUnaryData<object>) =>
-      void (preStart ?? (async () => {}))(c.request.devices_ids).then(() => cb(null, {})),
+      void (preStart ?? (async () => {}))(c.request.devices_ids).then(
+        () => cb(null, {}),
+        (e: Error) => cb({ code: grpc.status.FAILED_PRECONDITION, details: e.message }),
+      ),
   });
   await new Promise<void>((res, rej) =>
     server.bindAsync(unixTarget(join(pluginDir, 'widget.sock')), grpc.ServerCredentials.createInsecure(), (e) =>
@@ -233,6 +236,96 @@ describe('simulated kubelet', () => {
       release();
       await k3.close();
       gated.close();
+    }
+  });
+
+  it('keeps a container whose PreStartContainer is refused waiting, and starts it once a retry succeeds', async () => {
+    let refusals = 0;
+    const k4 = await startKubelet({
+      client,
+      nodeName: 'n4',
+      root: join(dir, 'kubelet4'),
+      runtime: { baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' } },
+      maxGraceMs: 200,
+      preStartRetryMs: 300,
+    });
+    // Refused twice (as the node agent refuses while the kubelet's PodResources lags), then accepted.
+    const flaky = await startPlugin(k4.pluginDir, join(dir, 'host4'), async () => {
+      if (refusals < 2) {
+        refusals++;
+        throw new Error(`no container holds devices (refusal ${refusals})`);
+      }
+    });
+    try {
+      const onN4 = {
+        ...pod('flaky', 1, ['sleep', '30']),
+        spec: { ...pod('flaky', 1, ['sleep', '30']).spec, nodeName: 'n4' },
+      };
+      await expect
+        .poll(
+          async () =>
+            ((await client.get('/api/v1/nodes/n4')).status as { allocatable?: Record<string, string> }).allocatable?.[
+              RESOURCE
+            ],
+        )
+        .toBe('4');
+      await client.create(podPath('default'), onN4);
+      const waiting = async () =>
+        (
+          (await client.get(podPath('default', 'flaky'))).status as {
+            containerStatuses?: { state: { waiting?: { reason: string; message?: string } } }[];
+          }
+        ).containerStatuses?.[0]?.state.waiting;
+      await expect.poll(waiting).toMatchObject({
+        reason: 'CreateContainerConfigError',
+        message: expect.stringContaining('no container holds devices'),
+      });
+      expect(await phase('flaky')).toBe('Pending');
+      await expect.poll(() => phase('flaky'), { timeout: 10_000 }).toBe('Running');
+      expect(refusals).toBe(2);
+    } finally {
+      await k4.close();
+      flaky.close();
+    }
+  });
+
+  it('deletes a pod at once while its refused container waits for the next try', async () => {
+    const k5 = await startKubelet({
+      client,
+      nodeName: 'n5',
+      root: join(dir, 'kubelet5'),
+      runtime: { baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' } },
+      maxGraceMs: 200,
+      preStartRetryMs: 60_000,
+    });
+    const refusing = await startPlugin(k5.pluginDir, join(dir, 'host5'), async () => {
+      throw new Error('refused');
+    });
+    try {
+      const onN5 = {
+        ...pod('stuck', 1, ['sleep', '30']),
+        spec: { ...pod('stuck', 1, ['sleep', '30']).spec, nodeName: 'n5' },
+      };
+      await expect
+        .poll(
+          async () =>
+            ((await client.get('/api/v1/nodes/n5')).status as { allocatable?: Record<string, string> }).allocatable?.[
+              RESOURCE
+            ],
+        )
+        .toBe('4');
+      await client.create(podPath('default'), onN5);
+      await expect.poll(() => refusing.allocations.length).toBe(1);
+      await new Promise((r) => setTimeout(r, 200)); // now in its 60 s wait
+      await client.delete(podPath('default', 'stuck'));
+      await expect
+        .poll(async () => (await client.list(podPath('default'))).items.some((p) => p.metadata.name === 'stuck'), {
+          timeout: 5_000,
+        })
+        .toBe(false);
+    } finally {
+      await k5.close();
+      refusing.close();
     }
   });
 

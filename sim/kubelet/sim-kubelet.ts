@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import type { KubeClient, KubeObj } from '../kube-client.js';
 import type { RuntimeConfig } from './container-runtime.js';
 import { DeviceManager } from './device-manager.js';
-import { PodWorkers } from './pod-lifecycle.js';
+import { POD_WORKER_BACKOFF_MS, PodWorkers } from './pod-lifecycle.js';
 
 export type KubeletOptions = {
   client: KubeClient;
@@ -26,6 +26,8 @@ export type KubeletOptions = {
   runtime: Omit<RuntimeConfig, 'logDir'>;
   /** Cap on the termination grace period, so deletions finish in a test's time. */
   maxGraceMs?: number;
+  /** Wait before a refused PreStartContainer is tried again (the pod worker's backoff, 10 s). */
+  preStartRetryMs?: number;
   log?: (msg: string) => void;
 };
 
@@ -158,7 +160,15 @@ export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
     closers.push(publishPluginCapacity(client, nodeName, devices));
     closers.push(mirrorExtendedCapacity(client, nodeName));
     const runtime: RuntimeConfig = { ...opts.runtime, logDir };
-    const workers = new PodWorkers({ client, nodeName, devices, runtime, maxGraceMs: opts.maxGraceMs ?? 2000, log });
+    const workers = new PodWorkers({
+      client,
+      nodeName,
+      devices,
+      runtime,
+      maxGraceMs: opts.maxGraceMs ?? 2000,
+      preStartRetryMs: opts.preStartRetryMs ?? POD_WORKER_BACKOFF_MS,
+      log,
+    });
     closers.push(() => workers.close());
     closers.push(watchPods(client, nodeName, workers));
     return {
