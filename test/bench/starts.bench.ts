@@ -11,7 +11,7 @@
  * same API server, scheduler and kubelets. Every component of the cluster shares this machine's
  * cores, so the ceiling says what the machine allows and the ratio what vcuda costs on top.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { parseClusterSpec } from '../../sim/cluster-spec.js';
 import { type KubeClient, type KubeObj, podPath } from '../../sim/kube-client.js';
 import { startLocalCluster } from '../../sim/local-cluster.js';
@@ -74,12 +74,40 @@ function machineJiffies(): { busy: number; all: number } {
   return { busy: at(0) + at(1) + at(2) + at(5) + at(6) + at(7), all: f.reduce((a, b) => a + b, 0) };
 }
 
-type Timing = { seconds: number; cpuMsPerPod: number };
+/** The processes whose CPU is told apart: this one holds the control plane, node agents and simulated kubelets (and the simulated API server and scheduler on the simulator). */
+const PROCESSES = ['kube-apiserver', 'etcd', 'kube-scheduler', 'postgres'] as const;
+type ProcessName = (typeof PROCESSES)[number] | 'this process';
+
+/** CPU jiffies (user + system) of every process of interest, by name, from /proc/PID/stat. */
+function processJiffies(): Map<ProcessName, number> {
+  const out = new Map<ProcessName, number>();
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const name: ProcessName | undefined =
+      Number(pid) === process.pid ? 'this process' : PROCESSES.find((p) => comm === p || comm.startsWith(`${p}:`));
+    if (!name && !comm.startsWith('postgres')) continue;
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const jiffies = Number(fields[11]) + Number(fields[12]);
+    const key = name ?? 'postgres';
+    out.set(key, (out.get(key) ?? 0) + jiffies);
+  }
+  return out;
+}
+
+type Timing = { seconds: number; cpuMsPerPod: number; byProcess: Map<ProcessName, number> };
 
 /** Creates the pods at once and returns the seconds until every one runs, and the machine's CPU per pod. */
 async function startAll(client: KubeClient, pods: object[]): Promise<Timing> {
   const start = performance.now();
   const before = machineJiffies();
+  const processesBefore = processJiffies();
   const abort = new AbortController();
   const running = allRunning(client, pods.length, abort);
   try {
@@ -90,7 +118,11 @@ async function startAll(client: KubeClient, pods: object[]): Promise<Timing> {
   }
   const seconds = (performance.now() - start) / 1000;
   const jiffyMs = 10; // USER_HZ is 100 on Linux
-  return { seconds, cpuMsPerPod: ((machineJiffies().busy - before.busy) * jiffyMs) / pods.length };
+  const byProcess = new Map<ProcessName, number>();
+  for (const [name, jiffies] of processJiffies()) {
+    byProcess.set(name, ((jiffies - (processesBefore.get(name) ?? 0)) * jiffyMs) / pods.length);
+  }
+  return { seconds, cpuMsPerPod: ((machineJiffies().busy - before.busy) * jiffyMs) / pods.length, byProcess };
 }
 
 /** Deletes every pod and waits until they are gone and the ledger holds nothing. */
@@ -160,14 +192,27 @@ async function manyPods(timed: Timed, tier: string): Promise<Figure[]> {
       scenario: ceiling,
     },
     { name: 'share_over_plain_rate', value: rate / plainRate, unit: 'ratio', scenario },
+    ...cpuByProcess(vcuda, plain, scenario),
   ];
+}
+
+/** CPU per pod of each process that ran during the rounds, vcuda pods beside plain ones. */
+function cpuByProcess(vcuda: Timing[], plain: Timing[], scenario: string): Figure[] {
+  const names = new Set([...vcuda, ...plain].flatMap((t) => [...t.byProcess.keys()]));
+  const key = (n: ProcessName) => n.replaceAll(/[^a-z]+/g, '_');
+  const perPod = (ts: Timing[], n: ProcessName) => mean(ts.map((t) => t.byProcess.get(n) ?? 0));
+  return [...names].flatMap((n) => [
+    { name: `cpu_ms_per_pod_${key(n)}`, value: perPod(vcuda, n), unit: 'ms', scenario },
+    { name: `plain_cpu_ms_per_pod_${key(n)}`, value: perPod(plain, n), unit: 'ms', scenario },
+  ]);
 }
 
 async function measure(rig: Rig, tier: string, log: (l: string) => void): Promise<Figure[]> {
   await createNamespace(rig, NS);
   const timed: Timed = async (what, pods) => {
     const timing = await startAll(rig.client, pods);
-    const cpu = `${timing.cpuMsPerPod.toFixed(1)} ms of machine CPU per pod`;
+    const parts = [...timing.byProcess].map(([n, ms]) => `${n} ${ms.toFixed(1)}`).join(', ');
+    const cpu = `${timing.cpuMsPerPod.toFixed(1)} ms of machine CPU per pod (${parts})`;
     log(`${tier}: ${what}: ${pods.length} pods running in ${timing.seconds.toFixed(2)} s, ${cpu}`);
     await emptyAll(rig);
     return timing;
