@@ -196,80 +196,74 @@ describe('simulated kubelet', () => {
 
   it.skipIf(hasKubectl)('describes a failed container with kubectl (skipped: no kubectl on PATH)', () => {});
 
+  /**
+   * A second node with its own kubelet and widget plugin, whose PreStartContainer answers through
+   * `preStart`, ready once its widgets are allocatable; `pod` places a one-widget pod on it.
+   */
+  async function extraNode(name: string, preStart: (ids: string[]) => Promise<void>, preStartRetryMs?: number) {
+    const node = await startKubelet({
+      client,
+      nodeName: name,
+      root: join(dir, `kubelet-${name}`),
+      runtime: { baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' } },
+      maxGraceMs: 200,
+      ...(preStartRetryMs ? { preStartRetryMs } : {}),
+    });
+    const widgets = await startPlugin(node.pluginDir, join(dir, `host-${name}`), preStart);
+    const allocatable = async () =>
+      ((await client.get(`/api/v1/nodes/${name}`)).status as { allocatable?: Record<string, string> }).allocatable?.[
+        RESOURCE
+      ];
+    await expect.poll(allocatable).toBe('4');
+    return {
+      widgets,
+      pod: (podName: string) => ({
+        ...pod(podName, 1, ['sleep', '30']),
+        spec: { ...pod(podName, 1, ['sleep', '30']).spec, nodeName: name },
+      }),
+      close: async () => {
+        await node.close();
+        widgets.close();
+      },
+    };
+  }
+
   it('starts pods side by side: one whose PreStartContainer hangs does not hold back the next', async () => {
     let release: () => void = () => {};
     const held = new Promise<void>((r) => {
       release = r;
     });
-    const k3 = await startKubelet({
-      client,
-      nodeName: 'n3',
-      root: join(dir, 'kubelet3'),
-      runtime: { baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' } },
-      maxGraceMs: 200,
-    });
     // The first widget's PreStart waits for the test; the others answer at once.
-    const gated = await startPlugin(k3.pluginDir, join(dir, 'host3'), (ids) =>
-      ids.includes('w0') ? held : Promise.resolve(),
-    );
+    const n3 = await extraNode('n3', (ids) => (ids.includes('w0') ? held : Promise.resolve()));
     try {
-      const onN3 = (name: string) => ({
-        ...pod(name, 1, ['sleep', '30']),
-        spec: { ...pod(name, 1, ['sleep', '30']).spec, nodeName: 'n3' },
-      });
-      await expect
-        .poll(
-          async () =>
-            ((await client.get('/api/v1/nodes/n3')).status as { allocatable?: Record<string, string> }).allocatable?.[
-              RESOURCE
-            ],
-        )
-        .toBe('4');
-      await client.create(podPath('default'), onN3('slow'));
-      await expect.poll(() => gated.allocations.length).toBe(1);
-      await client.create(podPath('default'), onN3('quick'));
+      await client.create(podPath('default'), n3.pod('slow'));
+      await expect.poll(() => n3.widgets.allocations.length).toBe(1);
+      await client.create(podPath('default'), n3.pod('quick'));
       await expect.poll(() => phase('quick')).toBe('Running');
       expect(await phase('slow')).toBe('Pending');
       release();
       await expect.poll(() => phase('slow')).toBe('Running');
     } finally {
       release();
-      await k3.close();
-      gated.close();
+      await n3.close();
     }
   });
 
   it('keeps a container whose PreStartContainer is refused waiting, and starts it once a retry succeeds', async () => {
     let refusals = 0;
-    const k4 = await startKubelet({
-      client,
-      nodeName: 'n4',
-      root: join(dir, 'kubelet4'),
-      runtime: { baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' } },
-      maxGraceMs: 200,
-      preStartRetryMs: 300,
-    });
     // Refused twice (as the node agent refuses while the kubelet's PodResources lags), then accepted.
-    const flaky = await startPlugin(k4.pluginDir, join(dir, 'host4'), async () => {
-      if (refusals < 2) {
-        refusals++;
-        throw new Error(`no container holds devices (refusal ${refusals})`);
-      }
-    });
+    const n4 = await extraNode(
+      'n4',
+      async () => {
+        if (refusals < 2) {
+          refusals++;
+          throw new Error(`no container holds devices (refusal ${refusals})`);
+        }
+      },
+      300,
+    );
     try {
-      const onN4 = {
-        ...pod('flaky', 1, ['sleep', '30']),
-        spec: { ...pod('flaky', 1, ['sleep', '30']).spec, nodeName: 'n4' },
-      };
-      await expect
-        .poll(
-          async () =>
-            ((await client.get('/api/v1/nodes/n4')).status as { allocatable?: Record<string, string> }).allocatable?.[
-              RESOURCE
-            ],
-        )
-        .toBe('4');
-      await client.create(podPath('default'), onN4);
+      await client.create(podPath('default'), n4.pod('flaky'));
       const waiting = async () =>
         (
           (await client.get(podPath('default', 'flaky'))).status as {
@@ -284,38 +278,21 @@ describe('simulated kubelet', () => {
       await expect.poll(() => phase('flaky'), { timeout: 10_000 }).toBe('Running');
       expect(refusals).toBe(2);
     } finally {
-      await k4.close();
-      flaky.close();
+      await n4.close();
     }
   });
 
   it('deletes a pod at once while its refused container waits for the next try', async () => {
-    const k5 = await startKubelet({
-      client,
-      nodeName: 'n5',
-      root: join(dir, 'kubelet5'),
-      runtime: { baseEnv: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' } },
-      maxGraceMs: 200,
-      preStartRetryMs: 60_000,
-    });
-    const refusing = await startPlugin(k5.pluginDir, join(dir, 'host5'), async () => {
-      throw new Error('refused');
-    });
+    const n5 = await extraNode(
+      'n5',
+      async () => {
+        throw new Error('refused');
+      },
+      60_000,
+    );
     try {
-      const onN5 = {
-        ...pod('stuck', 1, ['sleep', '30']),
-        spec: { ...pod('stuck', 1, ['sleep', '30']).spec, nodeName: 'n5' },
-      };
-      await expect
-        .poll(
-          async () =>
-            ((await client.get('/api/v1/nodes/n5')).status as { allocatable?: Record<string, string> }).allocatable?.[
-              RESOURCE
-            ],
-        )
-        .toBe('4');
-      await client.create(podPath('default'), onN5);
-      await expect.poll(() => refusing.allocations.length).toBe(1);
+      await client.create(podPath('default'), n5.pod('stuck'));
+      await expect.poll(() => n5.widgets.allocations.length).toBe(1);
       await new Promise((r) => setTimeout(r, 200)); // now in its 60 s wait
       await client.delete(podPath('default', 'stuck'));
       await expect
@@ -324,8 +301,7 @@ describe('simulated kubelet', () => {
         })
         .toBe(false);
     } finally {
-      await k5.close();
-      refusing.close();
+      await n5.close();
     }
   });
 
