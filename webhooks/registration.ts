@@ -13,6 +13,7 @@
 import { type ResourceNames, VcudaError } from '../contract/index.js';
 import type { RegistrationConfig } from './config.js';
 import { VCUDA_POD_LABEL } from './mutate.js';
+import { frozenUserKeys } from './validate.js';
 
 export const NAMESPACE_ENFORCE_LABEL = 'vcuda.io/admission';
 export const NAMESPACE_ENFORCE_VALUE = 'enforce';
@@ -76,9 +77,30 @@ export function requestsVcudaExpression(names: ResourceNames): string {
   return `(has(object.spec.initContainers) && ${any('object.spec.initContainers')}) || ${any('object.spec.containers')}`;
 }
 
+/** A CEL string literal. */
+function celString(s: string): string {
+  return `'${s.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
+}
+
+/**
+ * True unless the request is an UPDATE by one of vcuda's own components that leaves every frozen
+ * user knob as it was: the validating webhook would allow exactly that (privileged users may
+ * change `vcuda.io/` annotations; nobody may change the knobs), so the API server need not call it
+ * for the agent's and control plane's own annotation writes.
+ */
+export function componentUpdateExpression(names: ResourceNames, privilegedUsernames: readonly string[]): string {
+  const users = `[${privilegedUsernames.map(celString).join(', ')}]`;
+  const holds = (obj: string) => `(has(${obj}.metadata.annotations) && k in ${obj}.metadata.annotations)`;
+  const knobs = `[${frozenUserKeys(names).map(celString).join(', ')}]`;
+  const changed = `${knobs}.exists(k, ${holds('object')} != ${holds('oldObject')} || (${holds('object')} && object.metadata.annotations[k] != oldObject.metadata.annotations[k]))`;
+  return `request.operation != 'UPDATE' || !(request.userInfo.username in ${users}) || ${changed}`;
+}
+
 export type RegistrationInput = {
   config: RegistrationConfig;
   names: ResourceNames;
+  /** vcuda's own components: with match conditions, their updates that keep the user knobs skip validation. */
+  privilegedUsernames?: readonly string[];
   /** PEM bundle the API server trusts for the webhook's serving certificate. */
   caBundlePem: string;
   scoping: Scoping;
@@ -100,7 +122,7 @@ export function buildWebhookConfigurations(input: RegistrationInput): {
   mutating: WebhookConfiguration;
   validating: WebhookConfiguration;
 } {
-  const { config, names, caBundlePem, scoping } = input;
+  const { config, names, caBundlePem, scoping, privilegedUsernames = [] } = input;
   const exempt: LabelSelector['matchExpressions'] = config.exemptNamespaces.length
     ? [{ key: NAMESPACE_NAME_LABEL, operator: 'NotIn', values: [...config.exemptNamespaces].sort() }]
     : [];
@@ -133,7 +155,12 @@ export function buildWebhookConfigurations(input: RegistrationInput): {
         ...base('validate.pods.vcuda.io', '/admission/validate', ['CREATE', 'UPDATE']),
         failurePolicy: 'Fail',
         namespaceSelector: { matchExpressions: exempt },
-        matchConditions: conditions,
+        matchConditions: privilegedUsernames.length
+          ? [
+              ...conditions,
+              { name: 'not-a-component-update', expression: componentUpdateExpression(names, privilegedUsernames) },
+            ]
+          : conditions,
       },
     ];
   } else {

@@ -150,7 +150,7 @@ export function validateCreate(pod: LabelledPod, policy: AdmissionPolicy): Field
 }
 
 /** Annotations a user may not change once a vcuda pod exists: what placement and limits were decided from. */
-function frozenUserKeys(names: ResourceNames): string[] {
+export function frozenUserKeys(names: ResourceNames): string[] {
   return [
     names.coreLimit,
     names.gpuModelInclude,

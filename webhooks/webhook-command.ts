@@ -10,7 +10,7 @@ import { stringify as toYaml } from 'yaml';
 import { parseManifestText, resourceNames } from '../contract/index.js';
 import type { AdmissionReviewOut } from './admission-review.js';
 import { admissionRoutes } from './admission-routes.js';
-import { registrationConfigSchema } from './config.js';
+import { registrationConfigSchema, webhookConfigSchema } from './config.js';
 import { buildWebhookConfigurations, chooseScoping, parseServerVersion } from './registration.js';
 
 export type ManifestOptions = {
@@ -40,6 +40,8 @@ export function renderManifests(o: ManifestOptions): string {
     names: resourceNames(o.domain),
     caBundlePem: o.caBundlePem,
     scoping: chooseScoping(version, config),
+    // The control plane's own default: its and the node agents' updates skip validation.
+    privilegedUsernames: webhookConfigSchema.parse({}).privilegedUsernames,
   });
   return `${toYaml(built.mutating)}---\n${toYaml(built.validating)}`;
 }

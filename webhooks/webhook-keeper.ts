@@ -34,7 +34,7 @@ export function certificateSubjectFor(registration: RegistrationConfig): Certifi
 }
 
 export type WebhookKeeperDeps = {
-  config: Pick<WebhookConfig, 'registration' | 'certificates'>;
+  config: Pick<WebhookConfig, 'registration' | 'certificates'> & Partial<Pick<WebhookConfig, 'privilegedUsernames'>>;
   names: ResourceNames;
   /** Self-issued mode: the shared Secret. */
   secretStore?: CertificateSecretStore | undefined;
@@ -92,6 +92,7 @@ export function createWebhookKeeper(deps: WebhookKeeperDeps): WebhookKeeper {
       config: registration,
       names: deps.names,
       caBundlePem: certificate.caBundlePem,
+      ...(deps.config.privilegedUsernames ? { privilegedUsernames: deps.config.privilegedUsernames } : {}),
     });
     const summary = JSON.stringify(outcome);
     if (summary !== lastRegistration && (outcome.mutating !== 'unchanged' || outcome.validating !== 'unchanged')) {

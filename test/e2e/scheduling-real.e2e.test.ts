@@ -4,10 +4,11 @@
  * real control plane and node agents and the simulated kubelets. The real cluster starts once
  * for the file. Skipped, with the reason in its name, where `../shared/kubernetes-1.32/` is absent.
  */
-import { afterAll, beforeAll, describe } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseClusterSpec } from '../../sim/cluster-spec.js';
+import { podPath } from '../../sim/kube-client.js';
 import { type RealCluster, realTierSkipReason, startRealCluster } from './real-cluster.js';
-import { createNamespace, schedulingScenarioTests } from './scheduling-scenarios.js';
+import { createNamespace, schedulingScenarioTests, sharePod } from './scheduling-scenarios.js';
 
 const NS = 'scheduling';
 const skip = realTierSkipReason();
@@ -25,5 +26,24 @@ describe.skipIf(skip !== undefined)(
     afterAll(async () => rc?.close(), 60_000);
 
     schedulingScenarioTests(() => rc, NS);
+
+    it("validates no update of vcuda's own components that keeps the user knobs: the API server skips the call", async () => {
+      const reviews = async () => {
+        const text = await (await fetch(`${rc.controlPlane()!.url}/metrics`)).text();
+        return text
+          .split('\n')
+          .filter((l) => l.startsWith('vcuda_admission_reviews_total{') && l.includes('hook="validate"'))
+          .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
+      };
+      await rc.client.create(podPath(NS), sharePod('quiet', 30, 1024));
+      const before = await reviews();
+      // The admin is one of the components here (they all use its certificate): its note is not validated.
+      await rc.client.mergePatch(podPath(NS, 'quiet'), { metadata: { annotations: { 'example.com/note': 'x' } } });
+      expect(await reviews()).toBe(before);
+      // A knob change by the same user is, and is refused.
+      const knob = { metadata: { annotations: { 'nvidia.com/vcuda-core-limit': '50' } } };
+      await expect(rc.client.mergePatch(podPath(NS, 'quiet'), knob)).rejects.toThrow('cannot change from');
+      expect(await reviews()).toBe(before + 1);
+    }, 60_000);
   },
 );

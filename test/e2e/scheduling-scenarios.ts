@@ -159,6 +159,17 @@ export async function admissionThroughWebhooks(rig: Rig, ns: string): Promise<vo
   expect(admitted.metadata.annotations?.['nvidia.com/vcuda-core-limit']).toBe('30');
 }
 
+/** Nobody may change a knob a vcuda pod was admitted with, the API server's own admins included. */
+export async function frozenKnobsRefused(rig: Rig, ns: string): Promise<void> {
+  await rig.client.create(podPath(ns), sharePod('knobs', 30, 1024));
+  const patch = { metadata: { annotations: { 'nvidia.com/vcuda-core-limit': '50' } } };
+  const refused = await rig.client.mergePatch(podPath(ns, 'knobs'), patch).catch((e: unknown) => e);
+  expect(refused).toBeInstanceOf(KubeApiError);
+  expect((refused as KubeApiError).message).toContain('cannot change from "30" to "50" on an existing pod');
+  const pod = await rig.client.get(podPath(ns, 'knobs'));
+  expect(pod.metadata.annotations?.['nvidia.com/vcuda-core-limit']).toBe('30');
+}
+
 /** The scenarios as tests of the calling suite, on the rig its beforeAll builds in namespace `ns`. */
 export function schedulingScenarioTests(rig: () => Rig, ns: string): void {
   afterEach(async () => emptyNamespace(rig(), ns), 60_000);
@@ -173,6 +184,10 @@ export function schedulingScenarioTests(rig: () => Rig, ns: string): void {
 
   it("admits pods through vcuda's webhooks: a bad request is refused with the webhook's message", async () => {
     await admissionThroughWebhooks(rig(), ns);
+  }, 60_000);
+
+  it('refuses a change of a knob the pod was admitted with, whoever asks', async () => {
+    await frozenKnobsRefused(rig(), ns);
   }, 60_000);
 
   it("runs a pod's whole life, the kubelet's final delete included", async () => {
