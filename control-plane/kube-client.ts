@@ -36,6 +36,15 @@ export type ControlPlaneKube = {
   applyConfigMap(namespace: string, name: string, data: ConfigMapData): Promise<void>;
 };
 
+/** The pod as a Binding leaves it: on `node`, with the Binding's annotations merged into its own. */
+export function withBinding(pod: PodWithStatus, node: string, annotations: Record<string, string>): PodWithStatus {
+  return {
+    ...pod,
+    metadata: { ...pod.metadata, annotations: { ...(pod.metadata?.annotations ?? {}), ...annotations } },
+    spec: { ...(pod.spec ?? {}), nodeName: node },
+  } as PodWithStatus;
+}
+
 /** Maps client errors to vcuda codes: 404 not-found, 409 conflict, anything else unavailable. */
 export function toVcudaError(err: unknown, what: string): VcudaError {
   if (err instanceof VcudaError) return err;

@@ -6,7 +6,7 @@
  */
 import { VcudaError } from '../contract/index.js';
 import type { ClusterState } from './cluster-state.js';
-import type { ConfigMapData, ControlPlaneKube } from './kube-client.js';
+import { type ConfigMapData, type ControlPlaneKube, withBinding } from './kube-client.js';
 import type { PodWithStatus } from './placement/cluster-snapshot.js';
 
 export function createLocalKube(
@@ -40,12 +40,7 @@ export function createLocalKube(
       if (pod.metadata?.uid !== uid) throw new VcudaError('conflict', `pod ${namespace}/${name} has another uid`);
       if (pod.spec?.nodeName)
         throw new VcudaError('conflict', `pod ${namespace}/${name} is already bound to ${pod.spec.nodeName}`);
-      const merged = { ...(pod.metadata?.annotations ?? {}), ...annotations };
-      state.upsertPod({
-        ...pod,
-        metadata: { ...pod.metadata, annotations: merged },
-        spec: { ...(pod.spec ?? {}), nodeName: node },
-      } as PodWithStatus);
+      state.upsertPod(withBinding(pod, node, annotations));
     },
     async createEvent(namespace, event) {
       onEvent?.(namespace, event);

@@ -15,7 +15,7 @@ import {
   vcudaAnnotations,
 } from '../../contract/index.js';
 import type { ClusterState } from '../cluster-state.js';
-import type { ControlPlaneKube } from '../kube-client.js';
+import { type ControlPlaneKube, withBinding } from '../kube-client.js';
 import { judgePodAssignment } from '../placement/assignment-check.js';
 import { holdOfAssignment, type PodWithStatus } from '../placement/cluster-snapshot.js';
 import { type FitContext, fitPod } from '../placement/fit.js';
@@ -272,11 +272,7 @@ export class Binder {
     const { kube } = this.deps;
     try {
       await kube.bindPod(args.PodNamespace, args.PodName, args.PodUID, args.Node, annotations);
-      return {
-        ...pod,
-        metadata: { ...pod.metadata, annotations: { ...(pod.metadata?.annotations ?? {}), ...annotations } },
-        spec: { ...(pod.spec ?? {}), nodeName: args.Node },
-      } as PodWithStatus;
+      return withBinding(pod, args.Node, annotations);
     } catch (err) {
       // A Binding from an earlier attempt that timed out on our side counts as done, once the pod
       // carries this attempt's assignment (the earlier one's undo may have taken its own away).
@@ -285,9 +281,8 @@ export class Binder {
         const now = await kube.readPod(args.PodNamespace, args.PodName).catch(() => undefined);
         if (now?.spec?.nodeName === args.Node && now.metadata?.uid === args.PodUID) {
           const carries = Object.entries(annotations).every(([k, v]) => now.metadata?.annotations?.[k] === v);
-          if (carries) return now;
-          const patched = await kube.patchPodAnnotations(args.PodNamespace, args.PodName, annotations);
-          return { ...patched, spec: { ...(patched.spec ?? {}), nodeName: args.Node } } as PodWithStatus;
+          // Bound already, so the patched pod comes back with its node.
+          return carries ? now : await kube.patchPodAnnotations(args.PodNamespace, args.PodName, annotations);
         }
       }
       throw err;
