@@ -23,8 +23,12 @@ const CONNECTION_OPTIONS = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUna
 
 type AgentWithOptions = http.Agent & { options?: Record<string, unknown> };
 
-function connectionKey(isTls: boolean, options: Record<string, unknown>): string {
-  const hash = createHash('sha256').update(isTls ? 'https' : 'http');
+/**
+ * A digest of the TLS options that decide whom a connection trusts and as whom it speaks: two
+ * calls may share a connection only under one key, so a rotated certificate gets new ones.
+ */
+export function tlsMaterialKey(options: Readonly<Record<string, unknown>>): string {
+  const hash = createHash('sha256');
   for (const name of CONNECTION_OPTIONS) {
     const value = options[name];
     hash.update(`\0${name}=`);
@@ -55,7 +59,7 @@ export class PooledKubeConfig extends KubeConfig {
     const isTls = made?.constructor === https.Agent;
     if (!made || (!isTls && made.constructor !== http.Agent)) return undefined;
     const options = (made as AgentWithOptions).options ?? {};
-    const key = connectionKey(isTls, options);
+    const key = `${isTls ? 'https' : 'http'}|${tlsMaterialKey(options)}`;
     let agent = this.agents.get(key);
     if (!agent) {
       const picked = Object.fromEntries(

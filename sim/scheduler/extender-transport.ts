@@ -15,13 +15,13 @@
  * The TLS material is part of every pool's key, so a renewed client certificate is used on new
  * connections.
  */
-import { createHash } from 'node:crypto';
 import http from 'node:http';
 import http2, { type ClientHttp2Session } from 'node:http2';
 import https from 'node:https';
 import { isIP } from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls, { type TLSSocket } from 'node:tls';
+import { tlsMaterialKey } from '../../kube/pooled-kube-config.js';
 
 /** The TLS side of one call: trust, client certificate, the name the server must prove. */
 export type TlsMaterial = {
@@ -224,9 +224,7 @@ function dialTls(url: URL, material: TlsMaterial | undefined, alpn: string[], ti
 
 /** Origin, server name, trust and client certificate: connections are shared only within one key. */
 function poolKey(url: URL, material: TlsMaterial | undefined): string {
-  const h = createHash('sha256');
-  for (const part of [material?.ca, material?.cert, material?.key]) h.update(part ?? '-').update('\0');
-  return `${url.origin}|${material?.servername ?? ''}|${material?.rejectUnauthorized ?? ''}|${h.digest('hex')}`;
+  return `${url.origin}|${tlsMaterialKey(material ?? {})}`;
 }
 
 /** A stream the server refused before processing it: safe to send again. */
