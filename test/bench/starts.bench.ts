@@ -90,13 +90,12 @@ function processJiffies(): Map<ProcessName, number> {
       continue; // gone meanwhile
     }
     const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    // PostgreSQL's backends all count as one ("postgres", or "postgres: …" where titles are set).
     const name: ProcessName | undefined =
       Number(pid) === process.pid ? 'this process' : PROCESSES.find((p) => comm === p || comm.startsWith(`${p}:`));
-    if (!name && !comm.startsWith('postgres')) continue;
+    if (!name) continue;
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const jiffies = Number(fields[11]) + Number(fields[12]);
-    const key = name ?? 'postgres';
-    out.set(key, (out.get(key) ?? 0) + jiffies);
+    out.set(name, (out.get(name) ?? 0) + Number(fields[11]) + Number(fields[12]));
   }
   return out;
 }
