@@ -3,7 +3,13 @@
  * GPU containers are listed in the order the kubelet allocates them: init containers, then
  * app containers, each in spec order, skipping those that ask no vcuda-core.
  */
-import { parseWholeQuantity, type ResourceNames, vcudaAnnotations } from '../../contract/index.js';
+import {
+  type ContainerGrant,
+  parseWholeQuantity,
+  peekAssignment,
+  type ResourceNames,
+  vcudaAnnotations,
+} from '../../contract/index.js';
 
 export type GpuContainerView = { name: string; isInit: boolean; core: number };
 
@@ -19,6 +25,11 @@ export type PodView = {
   readonly containerIds: Readonly<Record<string, string>>;
   /** Succeeded/Failed pods or pods being deleted start nothing more. */
   readonly isFinished: boolean;
+  /**
+   * The grants its assignment annotation claims, decoded once per pod version and NOT verified:
+   * only for readers whose answer is cosmetic (GetPreferredAllocation's steering).
+   */
+  readonly claimedGrants: readonly ContainerGrant[];
 };
 
 type ContainerSpec = {
@@ -79,7 +90,12 @@ export function toPodView(pod: PodObject, names: ResourceNames): PodView {
     gpuContainers,
     containerIds,
     isFinished: phase === 'Succeeded' || phase === 'Failed' || Boolean(pod.metadata?.deletionTimestamp),
+    claimedGrants: claimedGrantsOf(pod.metadata?.annotations?.[vcudaAnnotations.assignment]),
   };
+}
+
+function claimedGrantsOf(token: string | undefined): readonly ContainerGrant[] {
+  return (token && peekAssignment(token)?.containers) || [];
 }
 
 export function podKey(p: { namespace: string; name: string }): string {

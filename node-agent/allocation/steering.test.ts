@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { vcudaAnnotations } from '../../contract/index.js';
-import type { PodView } from './pod-view.js';
+import { resourceNames, vcudaAnnotations } from '../../contract/index.js';
+import { type PodView, toPodView } from './pod-view.js';
+
+const names = resourceNames();
+
 import { steeringHint } from './steering.js';
 
 /** An unsigned-looking JWS whose payload carries the grant: steering only peeks, never trusts. */
@@ -18,16 +21,19 @@ function token(cards: { uuid: string; core: number }[]): string {
   return `${b64({ alg: 'EdDSA', kid: 'k' })}.${b64(payload)}.sig`;
 }
 
-const pod = (name: string, uuid: string): PodView => ({
-  uid: `uid-${name}`,
-  namespace: 'ns',
-  name,
-  nodeName: 'n1',
-  annotations: { [vcudaAnnotations.assignment]: token([{ uuid, core: 30 }]) },
-  gpuContainers: [{ name: 'main', isInit: false, core: 30 }],
-  containerIds: {},
-  isFinished: false,
-});
+const pod = (name: string, uuid: string): PodView =>
+  toPodView(
+    {
+      metadata: {
+        uid: `uid-${name}`,
+        namespace: 'ns',
+        name,
+        annotations: { [vcudaAnnotations.assignment]: token([{ uuid, core: 30 }]) },
+      },
+      spec: { nodeName: 'n1', containers: [{ name: 'main', resources: { limits: { [names.core]: '30' } } }] },
+    },
+    names,
+  );
 
 const hint = (pods: PodView[], started: string[] = []) =>
   steeringHint({

@@ -5,7 +5,6 @@
  * is choosing for. Only cosmetic for safety, since the signed grant decides the cards; it makes
  * PodResources show the cards a container really uses where that is knowable.
  */
-import { type ContainerGrant, peekAssignment, vcudaAnnotations } from '../../contract/index.js';
 import type { PodView } from './pod-view.js';
 
 export function steeringHint(input: {
@@ -19,11 +18,9 @@ export function steeringHint(input: {
   let hint = new Map<number, number>();
   for (const pod of input.pods) {
     if (pod.nodeName !== input.nodeName || pod.isFinished) continue;
-    const token = pod.annotations[vcudaAnnotations.assignment];
-    const grants = token ? peekAssignment(token)?.containers : undefined;
     for (const c of pod.gpuContainers) {
       if (c.core !== input.coreDevices || input.isStarted(pod.uid, c.name)) continue;
-      const grant = grants?.find((g: ContainerGrant) => g.name === c.name && g.isInit === c.isInit);
+      const grant = pod.claimedGrants.find((g) => g.name === c.name && g.isInit === c.isInit);
       const perCard = new Map<number, number>();
       for (const g of grant?.cards ?? []) {
         const index = input.cardIndex(g.uuid);
