@@ -7,20 +7,20 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { JSONWebKeySet } from 'jose';
 import { type Logger, pino } from 'pino';
 import { resourceNames } from '../contract/index.js';
 import type { RunningControlPlane } from '../control-plane/server.js';
-import { JWKS_CONFIGMAP_KEY, JWKS_CONFIGMAP_NAME } from '../control-plane/signing-keys.js';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { createQuotaAdmin } from '../db/quotas.js';
 import { agentLogOf } from '../node-agent/wiring.js';
 import { type SimApiServer, startApiServer } from './apiserver/api-server.js';
 import type { UserInfo } from './apiserver/resource-handlers.js';
-import { type ClusterSpec, DEFAULT_CLUSTER, expandNodes } from './cluster-spec.js';
-import { type ControlPlaneReplicas, type ControlPlaneService, controlPlaneReplicas } from './control-plane-replicas.js';
+import { type ClusterSpec, DEFAULT_CLUSTER, expandNodes, type SimNode } from './cluster-spec.js';
+import { type ControlPlaneService, controlPlaneReplicas } from './control-plane-replicas.js';
 import { KubeClient } from './kube-client.js';
 import { writeKubeconfig } from './kubeconfig.js';
+import { type NodeProcess, startNodeProcess } from './node/node-process.js';
+import { publishedJwks } from './node/published-jwks.js';
 import { type RunningSimNode, type SimNodeOptions, startSimNode } from './node/sim-node.js';
 import { loadSchedulerConfig, type SchedulerConfig } from './scheduler/scheduler-config.js';
 import { type SimScheduler, startScheduler } from './scheduler/scheduler-loop.js';
@@ -59,7 +59,22 @@ export type LocalClusterOptions = {
   idleForMinutes?: number;
   /** How often node agents report usage to the control plane (ms); default the agent's (10 s). */
   usageReportMs?: number;
+  /**
+   * true: each node (kubelet + node agent) runs in a process of its own, as on a real cluster, so
+   * nodes work beside the API server, scheduler and control plane; false (default): all in this
+   * process, where tests can reach a node's internals (`inThisProcess`).
+   */
+  nodeProcesses?: boolean;
 };
+
+/** A node of the local cluster: in this process, or in its own. */
+export type LocalNode = RunningSimNode | NodeProcess;
+
+/** The node's internals, for tests of a cluster whose nodes run in this process. */
+export function inThisProcess(node: LocalNode): RunningSimNode {
+  if ('pid' in node) throw new Error(`node ${node.name} runs in process ${node.pid}, not in this one`);
+  return node;
+}
 
 export type LocalCluster = {
   readonly api: SimApiServer;
@@ -72,7 +87,7 @@ export type LocalCluster = {
   readonly workDir: string;
   readonly cluster: ClusterSpec;
   readonly db: VcudaDb;
-  readonly nodes: RunningSimNode[];
+  readonly nodes: LocalNode[];
   readonly scheduler: SimScheduler;
   replicas(): (RunningControlPlane | undefined)[];
   /** Stops replica `i` at once (its in-flight requests fail), as a crashed pod. */
@@ -144,10 +159,12 @@ async function bootCluster(
     domain,
     client,
     apiUrl: api.url,
-    jwks: publishedJwks(client, replicas),
+    jwks: publishedJwks(client, { fallback: () => replicas.list().find(Boolean)?.jwks }),
     // The Service's URL is known before the replicas start; reports fail (logged) until then.
     usage: { controlPlaneUrl: url, ...(opts.usageReportMs ? { periodMs: opts.usageReportMs } : {}) },
     log: agentLogOf(logger),
+    logLevel,
+    inProcesses: opts.nodeProcesses ?? false,
   });
   closers.push(async () => {
     for (const n of nodes) await n.close();
@@ -262,46 +279,46 @@ function startClusterApi(cluster: ClusterSpec, workDir: string, httpsServicePort
   });
 }
 
-/**
- * The JWKS the control plane publishes in its ConfigMap (a running replica's own before it has),
- * read at most once a second.
- */
-function publishedJwks(client: KubeClient, replicas: ControlPlaneReplicas): () => Promise<JSONWebKeySet> {
-  let cache: { at: number; jwks: JSONWebKeySet } | undefined;
-  return async () => {
-    if (cache && Date.now() - cache.at < 1000) return cache.jwks;
-    const list = await client.list(`/api/v1/configmaps?fieldSelector=metadata.name%3D${JWKS_CONFIGMAP_NAME}`);
-    const text = (list.items[0]?.['data'] as Record<string, string> | undefined)?.[JWKS_CONFIGMAP_KEY];
-    const parsed = text ? (JSON.parse(text) as JSONWebKeySet) : (replicas.list().find(Boolean)?.jwks ?? { keys: [] });
-    cache = { at: Date.now(), jwks: parsed };
-    return parsed;
-  };
-}
-
 type NodeSettings = Pick<SimNodeOptions, 'client' | 'apiUrl' | 'domain' | 'jwks' | 'usage' | 'log'> & {
   cluster: ClusterSpec;
   workDir: string;
+  logLevel: NonNullable<LocalClusterOptions['logLevel']>;
+  /** Each node in a process of its own (which reads the published JWKS itself). */
+  inProcesses: boolean;
 };
 
 /**
  * Every node of the cluster, booted side by side as a real cluster's kubelets and DaemonSet pods
  * are; when one fails, those that started are closed again.
  */
-async function startNodes(settings: NodeSettings): Promise<RunningSimNode[]> {
-  const { cluster, workDir, ...shared } = settings;
-  const started = await Promise.allSettled(
-    expandNodes(cluster).map((node) =>
-      startSimNode({
-        ...shared,
-        agentToken: nodeAgentToken(node.name),
-        node,
-        root: join(workDir, 'nodes', node.name),
-        memoryUnitMiB: cluster.memoryUnitMiB,
+async function startNodes(settings: NodeSettings): Promise<LocalNode[]> {
+  const { cluster, workDir, logLevel, inProcesses, ...shared } = settings;
+  const workloadDir = existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {};
+  const startOne = (node: SimNode): Promise<LocalNode> => {
+    const each = { agentToken: nodeAgentToken(node.name), root: join(workDir, 'nodes', node.name) };
+    if (inProcesses) {
+      return startNodeProcess({
+        cluster,
+        nodeName: node.name,
+        apiUrl: shared.apiUrl,
+        domain: shared.domain,
         nativeBuildDir: NATIVE_BUILD_DIR,
-        ...(existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {}),
-      }),
-    ),
-  );
+        ...workloadDir,
+        ...(shared.usage ? { usage: shared.usage } : {}),
+        logLevel,
+        ...each,
+      });
+    }
+    return startSimNode({
+      ...shared,
+      ...each,
+      node,
+      memoryUnitMiB: cluster.memoryUnitMiB,
+      nativeBuildDir: NATIVE_BUILD_DIR,
+      ...workloadDir,
+    });
+  };
+  const started = await Promise.allSettled(expandNodes(cluster).map(startOne));
   const nodes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
   const failed = started.find((r) => r.status === 'rejected');
   if (failed) {

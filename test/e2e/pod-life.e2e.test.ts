@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rowsOf } from '../../db/connect.js';
 import { expandNodes, parseClusterSpec } from '../../sim/cluster-spec.js';
 import { KubeApiError, podPath } from '../../sim/kube-client.js';
-import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
+import { inThisProcess, type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
 import { postTls } from '../support/control-plane/tls-request.js';
 import { buildWorkloads, gpuPod, liveRows, phaseOf } from './e2e-helpers.js';
 
@@ -212,7 +212,7 @@ describe('a pod through the simulated cluster', () => {
   it('keeps running pods and serves new ones across a node-agent restart', async () => {
     await lc.client.create(podPath(NS), gpuPod('before', 20, 1024));
     await expect.poll(() => phaseOf(lc.client, NS, 'before'), { timeout: 20_000 }).toBe('Running');
-    const node = lc.nodes[0]!;
+    const node = inThisProcess(lc.nodes[0]!);
     await node.restartAgent();
     await expect.poll(() => node.agent()?.allocator.records().length ?? 0, { timeout: 10_000 }).toBeGreaterThan(0);
     await lc.client.create(podPath(NS), gpuPod('after', 20, 1024));

@@ -19,21 +19,21 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import type { JSONWebKeySet } from 'jose';
 import { pino } from 'pino';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { resourceNames } from '../../contract/index.js';
 import { loadControlPlaneConfig } from '../../control-plane/config.js';
 import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
-import { JWKS_CONFIGMAP_KEY, JWKS_CONFIGMAP_NAME } from '../../control-plane/signing-keys.js';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import { PooledKubeConfig } from '../../kube/pooled-kube-config.js';
 import { agentLogOf } from '../../node-agent/wiring.js';
 import { type ClusterSpec, expandNodes } from '../../sim/cluster-spec.js';
 import { KubeClient } from '../../sim/kube-client.js';
-import { mountExtenderSecret, NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/local-cluster.js';
-import { type RunningSimNode, startSimNode } from '../../sim/node/sim-node.js';
+import { type LocalNode, mountExtenderSecret, NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/local-cluster.js';
+import { startNodeProcess } from '../../sim/node/node-process.js';
+import { publishedJwks } from '../../sim/node/published-jwks.js';
+import { startSimNode } from '../../sim/node/sim-node.js';
 import { findFreePort } from '../../sim/service-proxy.js';
 import { workDirParent } from '../../sim/work-dir.js';
 
@@ -134,7 +134,7 @@ export type RealCluster = {
   /** Admin access over plain HTTP (the front), as the simulated components use it. */
   readonly client: KubeClient;
   readonly db: VcudaDb;
-  readonly nodes: RunningSimNode[];
+  readonly nodes: LocalNode[];
   readonly nodeNames: string[];
   readonly dir: string;
   controlPlane(): RunningControlPlane | undefined;
@@ -156,6 +156,8 @@ async function removeNotReadyTaint(client: KubeClient, name: string): Promise<vo
 export type RealClusterOptions = {
   /** postgres://… for the ledger; absent = embedded PGlite in memory. */
   databaseUrl?: string;
+  /** Each node (simulated kubelet + node agent) in a process of its own, as `LocalClusterOptions`. */
+  nodeProcesses?: boolean;
 };
 
 /** Starts etcd, kube-apiserver, the control plane, the nodes and kube-scheduler; ~15 s. */
@@ -225,37 +227,40 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
     await startCp();
     closers.push(killCp);
 
-    // The agents read the ConfigMap as a mounted file would show it: fresh within a second, not
-    // one API round trip per PreStart (as the simulator's local cluster reads it).
-    let jwksCache: { at: number; jwks: JSONWebKeySet } | undefined;
-    const jwks = async (): Promise<JSONWebKeySet> => {
-      if (jwksCache && Date.now() - jwksCache.at < 1000) return jwksCache.jwks;
-      const cm = await client
-        .get(`/api/v1/namespaces/vcuda-system/configmaps/${JWKS_CONFIGMAP_NAME}`)
-        .catch(() => undefined);
-      const text = (cm?.['data'] as Record<string, string> | undefined)?.[JWKS_CONFIGMAP_KEY];
-      if (!text) return { keys: [] };
-      jwksCache = { at: Date.now(), jwks: JSON.parse(text) as JSONWebKeySet };
-      return jwksCache.jwks;
-    };
-    const nodes: RunningSimNode[] = [];
+    // The agents read the ConfigMap as a mounted file would show it.
+    const jwks = publishedJwks(client);
+    const nodes: LocalNode[] = [];
     closers.push(async () => {
       for (const n of nodes) await n.close();
     });
+    const workloadDir = existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {};
     for (const node of expandNodes(spec)) {
+      const root = join(nodesDir, node.name);
+      const domain = resourceNames().domain;
       nodes.push(
-        await startSimNode({
-          client,
-          apiUrl: front.url,
-          node,
-          root: join(nodesDir, node.name),
-          domain: resourceNames().domain,
-          memoryUnitMiB: spec.memoryUnitMiB,
-          nativeBuildDir: NATIVE_BUILD_DIR,
-          ...(existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {}),
-          jwks,
-          log,
-        }),
+        opts.nodeProcesses
+          ? await startNodeProcess({
+              cluster: spec,
+              nodeName: node.name,
+              root,
+              apiUrl: front.url,
+              domain,
+              nativeBuildDir: NATIVE_BUILD_DIR,
+              ...workloadDir,
+              logLevel: logger.level as 'silent',
+            })
+          : await startSimNode({
+              client,
+              apiUrl: front.url,
+              node,
+              root,
+              domain,
+              memoryUnitMiB: spec.memoryUnitMiB,
+              nativeBuildDir: NATIVE_BUILD_DIR,
+              ...workloadDir,
+              jwks,
+              log,
+            }),
       );
       await removeNotReadyTaint(client, node.name);
     }
