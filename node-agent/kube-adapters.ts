@@ -47,9 +47,12 @@ export class PodWatchCache implements PodSource {
   /** Lists and returns the list's resourceVersion, replacing the cache. */
   private async list(): Promise<string> {
     const res = await this.api.listPodForAllNamespaces({ fieldSelector: this.fieldSelector });
+    const before = new Map(this.byUid);
     this.byUid.clear();
-    for (const p of res.items)
-      if (p.metadata?.uid) this.byUid.set(p.metadata.uid, toPodView(p as PodObject, this.names));
+    for (const p of res.items) {
+      const uid = p.metadata?.uid;
+      if (uid) this.byUid.set(uid, toPodView(p as PodObject, this.names, before.get(uid)));
+    }
     return res.metadata?.resourceVersion ?? '';
   }
 
@@ -72,7 +75,8 @@ export class PodWatchCache implements PodSource {
         const uid = obj.metadata?.uid;
         if (!uid) return;
         if (phase === 'DELETED') this.byUid.delete(uid);
-        else if (phase === 'ADDED' || phase === 'MODIFIED') this.byUid.set(uid, toPodView(obj, this.names));
+        else if (phase === 'ADDED' || phase === 'MODIFIED')
+          this.byUid.set(uid, toPodView(obj, this.names, this.byUid.get(uid)));
       },
       (err) => {
         if (this.stopped) return;

@@ -1,7 +1,7 @@
 /** Pods exactly as a Kubernetes 1.26 API server sends them (the payloads in webhooks/testdata/kubernetes-1.26/). */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { resourceNames } from '../../contract/index.js';
+import { resourceNames, vcudaAnnotations } from '../../contract/index.js';
 import { type PodObject, toPodView } from './pod-view.js';
 
 const fixture = (name: string) =>
@@ -45,5 +45,38 @@ describe('pod view of real payloads', () => {
       names,
     );
     expect(pod.containerIds).toEqual({ main: 'abc' });
+  });
+
+  describe('claimed grants', () => {
+    const token = (uuid: string) => {
+      const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+      const claims = {
+        v: 1,
+        pod: { uid: 'u', namespace: 'n', name: 'p' },
+        node: 'n1',
+        cluster: 'c',
+        containers: [
+          { name: 'main', isInit: false, cards: [{ uuid, core: 30, memoryBytes: 1 }], coreLimit: 30, mode: 'hard' },
+        ],
+      };
+      return `${b64({ alg: 'EdDSA' })}.${b64(claims)}.unsigned`;
+    };
+    const withToken = (t: string | undefined): PodObject => ({
+      metadata: { uid: 'u', name: 'p', namespace: 'n', annotations: t ? { [vcudaAnnotations.assignment]: t } : {} },
+    });
+    const uuids = (v: ReturnType<typeof toPodView>) => v.claimedGrants.flatMap((g) => g.cards.map((c) => c.uuid));
+
+    it('decodes the grants the assignment claims, and none without one or from garbage', () => {
+      expect(uuids(toPodView(withToken(token('GPU-1')), names))).toEqual(['GPU-1']);
+      expect(toPodView(withToken(undefined), names).claimedGrants).toEqual([]);
+      expect(toPodView(withToken('not.a.jwt'), names).claimedGrants).toEqual([]);
+    });
+
+    it("keeps the previous version's grants while the token is unchanged, and decodes a new token", () => {
+      const first = toPodView(withToken(token('GPU-1')), names);
+      expect(toPodView(withToken(token('GPU-1')), names, first).claimedGrants).toBe(first.claimedGrants);
+      expect(uuids(toPodView(withToken(token('GPU-2')), names, first))).toEqual(['GPU-2']);
+      expect(toPodView(withToken(undefined), names, first).claimedGrants).toEqual([]);
+    });
   });
 });

@@ -64,7 +64,8 @@ function coreOf(c: ContainerSpec, names: ResourceNames): number {
   return q.ok && q.value > 0 ? q.value : 0;
 }
 
-export function toPodView(pod: PodObject, names: ResourceNames): PodView {
+/** `previous`: the same pod's last view, whose claimed grants are kept while its token is unchanged. */
+export function toPodView(pod: PodObject, names: ResourceNames, previous?: PodView): PodView {
   const gpuContainers: GpuContainerView[] = [];
   for (const [list, isInit] of [
     [pod.spec?.initContainers ?? [], true],
@@ -90,11 +91,12 @@ export function toPodView(pod: PodObject, names: ResourceNames): PodView {
     gpuContainers,
     containerIds,
     isFinished: phase === 'Succeeded' || phase === 'Failed' || Boolean(pod.metadata?.deletionTimestamp),
-    claimedGrants: claimedGrantsOf(pod.metadata?.annotations?.[vcudaAnnotations.assignment]),
+    claimedGrants: claimedGrantsOf(pod.metadata?.annotations?.[vcudaAnnotations.assignment], previous),
   };
 }
 
-function claimedGrantsOf(token: string | undefined): readonly ContainerGrant[] {
+function claimedGrantsOf(token: string | undefined, previous: PodView | undefined): readonly ContainerGrant[] {
+  if (previous && token === previous.annotations[vcudaAnnotations.assignment]) return previous.claimedGrants;
   return (token && peekAssignment(token)?.containers) || [];
 }
 
