@@ -1,9 +1,12 @@
 /**
  * The small Kubernetes REST client the simulated scheduler and kubelets use: the same HTTP calls a
  * real kube-scheduler and kubelet make (list, watch, get, create, patch, binding, delete), nothing more.
+ * Plain `node:http` over keep-alive connections: fetch's web streams cost several times the CPU
+ * per call, and every simulated node makes a few calls per pod.
  */
+import http, { type IncomingMessage } from 'node:http';
+import https from 'node:https';
 import { createInterface } from 'node:readline';
-import { Readable } from 'node:stream';
 
 export type KubeObj = {
   apiVersion?: string;
@@ -33,8 +36,18 @@ export class KubeApiError extends Error {
 
 export type WatchEvent = { type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR'; object: KubeObj };
 
+/** A call the API server has not answered by then fails, as client-go's request timeout does. */
+const REQUEST_TIMEOUT_MS = 30_000;
+
 export class KubeClient {
-  constructor(readonly baseUrl: string) {}
+  private readonly agent: http.Agent;
+  private readonly transport: typeof http | typeof https;
+
+  constructor(readonly baseUrl: string) {
+    const tls = baseUrl.startsWith('https:');
+    this.transport = tls ? https : http;
+    this.agent = new this.transport.Agent({ keepAlive: true });
+  }
 
   async request<T = KubeObj>(
     method: string,
@@ -42,15 +55,25 @@ export class KubeClient {
     body?: unknown,
     contentType = 'application/json',
   ): Promise<T> {
-    const res = await fetch(this.baseUrl + path, {
-      method,
-      headers: { accept: 'application/json', ...(body !== undefined ? { 'content-type': contentType } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    const payload = body !== undefined ? JSON.stringify(body) : undefined;
+    // Content-Length always: Node sends a DELETE's body neither chunked nor sized otherwise.
+    const headers = {
+      accept: 'application/json',
+      ...(payload !== undefined ? { 'content-type': contentType, 'content-length': Buffer.byteLength(payload) } : {}),
+    };
+    const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = this.transport.request(this.baseUrl + path, { method, headers, agent: this.agent }, (res) => {
+        readAll(res).then((t) => resolve({ status: res.statusCode ?? 0, text: t }), reject);
+      });
+      req.setTimeout(REQUEST_TIMEOUT_MS, () =>
+        req.destroy(new Error(`${method} ${path}: no answer within ${REQUEST_TIMEOUT_MS / 1000} s`)),
+      );
+      req.on('error', reject);
+      req.end(payload);
     });
-    const text = await res.text();
     const parsed = text ? JSON.parse(text) : undefined;
-    if (!res.ok) {
-      throw new KubeApiError(res.status, parsed?.reason, parsed?.message ?? `${method} ${path}: HTTP ${res.status}`);
+    if (status < 200 || status > 299) {
+      throw new KubeApiError(status, parsed?.reason, parsed?.message ?? `${method} ${path}: HTTP ${status}`);
     }
     return parsed as T;
   }
@@ -103,11 +126,8 @@ export class KubeClient {
         continue;
       }
       try {
-        const res = await fetch(`${this.baseUrl}${path}${sep}watch=1&resourceVersion=${rv}&allowWatchBookmarks=true`, {
-          signal,
-        });
-        if (!res.ok || !res.body) throw new Error(`watch ${path}: HTTP ${res.status}`);
-        const lines = createInterface({ input: Readable.fromWeb(res.body as never) });
+        const res = await this.openWatch(`${path}${sep}watch=1&resourceVersion=${rv}&allowWatchBookmarks=true`, signal);
+        const lines = createInterface({ input: res });
         for await (const line of lines) {
           if (!line.trim()) continue;
           const e = JSON.parse(line) as WatchEvent;
@@ -120,6 +140,28 @@ export class KubeClient {
       }
     }
   }
+
+  /** The watch's response stream once its headers say 200; it ends when the server or `signal` ends it. */
+  private openWatch(pathAndQuery: string, signal: AbortSignal): Promise<IncomingMessage> {
+    return new Promise((resolve, reject) => {
+      const req = this.transport.get(this.baseUrl + pathAndQuery, { agent: this.agent, signal }, (res) => {
+        if (res.statusCode === 200) return resolve(res);
+        res.resume();
+        reject(new Error(`watch ${pathAndQuery}: HTTP ${res.statusCode}`));
+      });
+      req.on('error', reject);
+    });
+  }
+}
+
+/** The whole body of a response, as UTF-8. */
+function readAll(res: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (c: Buffer) => chunks.push(c));
+    res.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    res.once('error', reject);
+  });
 }
 
 export function podPath(namespace: string, name?: string): string {
