@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { resourceNames, vcudaAnnotations } from '../../contract/index.js';
+import { unsignedAssignment } from '../../test/support/control-plane/builders.js';
 import { type PodObject, toPodView } from './pod-view.js';
 
 const fixture = (name: string) =>
@@ -48,9 +49,8 @@ describe('pod view of real payloads', () => {
   });
 
   describe('claimed grants', () => {
-    const token = (uuid: string) => {
-      const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
-      const claims = {
+    const token = (uuid: string) =>
+      unsignedAssignment({
         v: 1,
         pod: { uid: 'u', namespace: 'n', name: 'p' },
         node: 'n1',
@@ -58,9 +58,7 @@ describe('pod view of real payloads', () => {
         containers: [
           { name: 'main', isInit: false, cards: [{ uuid, core: 30, memoryBytes: 1 }], coreLimit: 30, mode: 'hard' },
         ],
-      };
-      return `${b64({ alg: 'EdDSA' })}.${b64(claims)}.unsigned`;
-    };
+      });
     const withToken = (t: string | undefined): PodObject => ({
       metadata: { uid: 'u', name: 'p', namespace: 'n', annotations: t ? { [vcudaAnnotations.assignment]: t } : {} },
     });

@@ -1,14 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { resourceNames, vcudaAnnotations } from '../../contract/index.js';
+import { unsignedAssignment } from '../../test/support/control-plane/builders.js';
 import { type PodView, toPodView } from './pod-view.js';
 
 const names = resourceNames();
 
 import { steeringHint } from './steering.js';
 
-/** An unsigned-looking JWS whose payload carries the grant: steering only peeks, never trusts. */
+/** An unsigned token whose claims carry the grant: steering only peeks, never trusts. */
 function token(cards: { uuid: string; core: number }[]): string {
-  const payload = {
+  return unsignedAssignment({
     v: 1,
     pod: { uid: 'u', namespace: 'ns', name: 'p' },
     node: 'n1',
@@ -16,9 +17,7 @@ function token(cards: { uuid: string; core: number }[]): string {
     containers: [
       { name: 'main', isInit: false, cards: cards.map((c) => ({ ...c, memoryBytes: 1 })), coreLimit: 30, mode: 'hard' },
     ],
-  };
-  const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
-  return `${b64({ alg: 'EdDSA', kid: 'k' })}.${b64(payload)}.sig`;
+  });
 }
 
 const pod = (name: string, uuid: string): PodView =>
