@@ -5,6 +5,7 @@
  * for the file. Skipped, with the reason in its name, where `../shared/kubernetes-1.32/` is absent.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { vcudaAnnotations } from '../../contract/index.js';
 import { parseClusterSpec } from '../../sim/cluster-spec.js';
 import { podPath } from '../../sim/kube-client.js';
 import { type RealCluster, realTierSkipReason, startRealCluster } from './real-cluster.js';
@@ -36,6 +37,18 @@ describe.skipIf(skip !== undefined)(
           .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
       };
       await rc.client.create(podPath(NS), sharePod('quiet', 30, 1024));
+      // Settled first: kube-apiserver runs admission again when a patch meets a pod another writer
+      // (the kubelet's status, the agent's annotation) has just changed, which would count twice.
+      await expect
+        .poll(
+          async () => {
+            const pod = await rc.client.get(podPath(NS, 'quiet'));
+            const running = (pod.status as { phase?: string } | undefined)?.phase === 'Running';
+            return running && Boolean(pod.metadata.annotations?.[vcudaAnnotations.allocatedAt]);
+          },
+          { timeout: 30_000 },
+        )
+        .toBe(true);
       const before = await reviews();
       // The admin is one of the components here (they all use its certificate): its note is not validated.
       await rc.client.mergePatch(podPath(NS, 'quiet'), { metadata: { annotations: { 'example.com/note': 'x' } } });
