@@ -41,13 +41,14 @@ async function start(raw: unknown): Promise<void> {
   });
 }
 
-let closing = false;
+let closing: Promise<void> | undefined;
+/** Closes the node once, however many of close, disconnect and SIGTERM arrive, then exits. */
 async function closeAndExit(): Promise<never> {
-  if (!closing) {
-    closing = true;
+  closing ??= (async () => {
     await starting?.catch(() => undefined);
     await node?.close().catch((e) => process.stderr.write(`${(e as Error).message}\n`));
-  }
+  })();
+  await closing;
   process.exit(0);
 }
 
