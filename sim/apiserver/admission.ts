@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import { type ApiError, admissionDenied, internal } from './api-status.js';
+import type { ConditionVerdict, MatchConditionEvaluator } from './match-conditions.js';
 import { applyJsonPatch } from './patch.js';
 import type { ResourceType } from './resource-registry.js';
 import { type KubeObject, type LabelSelector, matchLabelSelector } from './selectors.js';
@@ -59,6 +60,8 @@ export type AdmissionSources = {
   /** Resolves a `clientConfig.service` reference to a base URL; the sim maps services to loopback ports. */
   resolveService?: (svc: { namespace: string; name: string; port?: number }) => string | undefined;
   onCall?: (record: { webhook: string; allowed: boolean; error?: string }) => void;
+  /** CEL for `matchConditions`; absent, as a server without the feature, they are not evaluated. */
+  matchConditions?: MatchConditionEvaluator;
 };
 
 function matchesList(list: string[] | undefined, value: string): boolean {
@@ -89,21 +92,39 @@ function matchesRule(rule: Rule, a: AdmissionAttempt): boolean {
   );
 }
 
-function shouldCall(hook: WebhookSpec, a: AdmissionAttempt, src: AdmissionSources): boolean {
-  if (!(hook.rules ?? []).some((r) => matchesRule(r, a))) return false;
+/** Whether kube-apiserver would call `hook` for this request: rules, selectors, then matchConditions. */
+function shouldCall(hook: WebhookSpec, a: AdmissionAttempt, src: AdmissionSources): ConditionVerdict {
+  const skip = { kind: 'skip' } as const;
+  if (!(hook.rules ?? []).some((r) => matchesRule(r, a))) return skip;
   if (a.type.namespaced && a.namespace && hook.namespaceSelector) {
-    if (!matchLabelSelector(hook.namespaceSelector, src.namespaceLabels(a.namespace))) return false;
+    if (!matchLabelSelector(hook.namespaceSelector, src.namespaceLabels(a.namespace))) return skip;
   }
   const labelsOf = (o: KubeObject | null) => o?.metadata.labels ?? {};
   if (hook.objectSelector) {
     const hit =
       matchLabelSelector(hook.objectSelector, labelsOf(a.object)) ||
       (a.oldObject !== null && matchLabelSelector(hook.objectSelector, labelsOf(a.oldObject)));
-    if (!hit) return false;
+    if (!hit) return skip;
   }
-  // matchConditions are CEL; the sim evaluates only the literal `true`/`false` and calls otherwise.
-  if ((hook.matchConditions ?? []).some((c) => c.expression.trim() === 'false')) return false;
-  return true;
+  const conditions = hook.matchConditions ?? [];
+  if (conditions.length === 0 || !src.matchConditions) return { kind: 'call' };
+  return src.matchConditions(conditions, {
+    object: a.object,
+    oldObject: a.oldObject,
+    request: reviewRequest(a).request,
+  });
+}
+
+/**
+ * Whether to call `hook`; a matchCondition that failed to evaluate is decided by failurePolicy:
+ * Ignore skips the webhook, Fail refuses the request.
+ */
+function decideCall(hook: WebhookSpec, a: AdmissionAttempt, src: AdmissionSources): boolean {
+  const verdict = shouldCall(hook, a, src);
+  if (verdict.kind !== 'error') return verdict.kind === 'call';
+  src.onCall?.({ webhook: hook.name, allowed: false, error: verdict.message });
+  if (hook.failurePolicy === 'Ignore') return false;
+  throw internal(`Internal error occurred: failed calling webhook "${hook.name}": ${verdict.message}`);
 }
 
 function reviewRequest(a: AdmissionAttempt) {
@@ -272,14 +293,14 @@ export async function admit(a: AdmissionAttempt, src: AdmissionSources): Promise
   let current = a;
   for (const cfg of byName(src.mutating())) {
     for (const hook of cfg.webhooks ?? []) {
-      if (!shouldCall(hook, current, src)) continue;
+      if (!decideCall(hook, current, src)) continue;
       current = { ...current, object: await callOne(hook, current, true, src) };
     }
   }
   const validations: Promise<unknown>[] = [];
   for (const cfg of byName(src.validating())) {
     for (const hook of cfg.webhooks ?? []) {
-      if (shouldCall(hook, current, src)) validations.push(callOne(hook, current, false, src));
+      if (decideCall(hook, current, src)) validations.push(callOne(hook, current, false, src));
     }
   }
   await Promise.all(validations);

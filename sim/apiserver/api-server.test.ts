@@ -346,5 +346,48 @@ describe('simulated API server', () => {
         hook.close();
       }
     });
+
+    it('evaluates matchConditions as a 1.32 server does (false skips, an error follows failurePolicy), and 1.26 has none', async () => {
+      const hook = await webhookServer(() => ({ allowed: false, status: { message: 'called' } }));
+      const v132 = await startApiServer({ namespaces: ['team-a'], kubernetesVersion: '1.32' });
+      const register = (c: KubeClient, name: string, expression: string, extra: Record<string, unknown> = {}) =>
+        c.create(
+          '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations',
+          registration(name, hook.url, hook.caBundle, { matchConditions: [{ name: 'cond', expression }], ...extra }),
+        );
+      const unregister = (c: KubeClient, name: string) =>
+        c.delete(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${name}`);
+      try {
+        const c132 = new KubeClient(v132.url);
+        expect(await c132.get('/version')).toMatchObject({ major: '1', minor: '32' });
+        expect(await client.get('/version')).toMatchObject({ major: '1', minor: '26' });
+        const condition = "object.metadata.name.startsWith('gpu-')";
+        await register(c132, 'scoped', condition);
+        expect((await raw(v132.url, 'POST', podPath('team-a'), pod('plain'))).status).toBe(201);
+        expect((await raw(v132.url, 'POST', podPath('team-a'), pod('gpu-1'))).body.message).toBe(
+          'admission webhook "scoped.vcuda.io" denied the request: called',
+        );
+        await unregister(c132, 'scoped');
+        // An expression that fails to evaluate: Fail refuses the request, Ignore skips the webhook.
+        await register(c132, 'broken', 'object.spec.nope.deeper == 1');
+        const failed = await raw(v132.url, 'POST', podPath('team-a'), pod('p-broken'));
+        expect(failed.status).toBe(500);
+        expect(failed.body.message).toMatch(
+          /^Internal error occurred: failed calling webhook "broken.vcuda.io": expression 'cond' resulted in error/,
+        );
+        await unregister(c132, 'broken');
+        await register(c132, 'broken-lenient', 'object.spec.nope.deeper == 1', { failurePolicy: 'Ignore' });
+        expect((await raw(v132.url, 'POST', podPath('team-a'), pod('p-lenient'))).status).toBe(201);
+        // 1.26 has no matchConditions: the webhook is called whatever the condition says.
+        await register(client, 'ignored-condition', 'false');
+        expect((await raw(api.url, 'POST', podPath('team-a'), pod('p-old'))).body.message).toBe(
+          'admission webhook "ignored-condition.vcuda.io" denied the request: called',
+        );
+        await unregister(client, 'ignored-condition');
+      } finally {
+        hook.close();
+        await v132.close();
+      }
+    });
   });
 });

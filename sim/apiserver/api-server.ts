@@ -6,6 +6,8 @@
 import http, { type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { AdmissionSources } from './admission.js';
+import { DEFAULT_SERVED_VERSION, type ServedVersion, servesMatchConditions } from './discovery.js';
+import { createMatchConditionEvaluator } from './match-conditions.js';
 import { ObjectStore } from './object-store.js';
 import { ADMIN, type PodLogReader, requestListener, type ServerContext } from './request-handler.js';
 import { parseRoute } from './request-route.js';
@@ -30,6 +32,11 @@ export type ApiServerOptions = {
    * service accounts). A request without a known token is the cluster admin.
    */
   tokens?: Record<string, UserInfo>;
+  /**
+   * The version to be (default 1.26): what `/version` reports, and whether webhook matchConditions
+   * are evaluated (1.32) or, as before 1.28, not there at all.
+   */
+  kubernetesVersion?: ServedVersion;
 };
 
 export type SimApiServer = {
@@ -58,6 +65,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<SimAp
     bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 10_000,
     serverAddress: () => serverAddress,
     watches: new Set(),
+    version: opts.kubernetesVersion ?? DEFAULT_SERVED_VERSION,
   };
   const server = http.createServer(requestListener(ctx));
   server.keepAliveTimeout = 5_000;
@@ -79,6 +87,8 @@ function admissionSources(store: ObjectStore, opts: ApiServerOptions): Admission
     namespaceLabels: (ns) => store.get('/namespaces', undefined, ns)?.metadata.labels ?? {},
     ...(opts.resolveService ? { resolveService: opts.resolveService } : {}),
     ...(opts.onAdmissionCall ? { onCall: opts.onAdmissionCall } : {}),
+    // Servers before 1.28 had no matchConditions (the control plane registers none for them).
+    ...(servesMatchConditions(opts.kubernetesVersion) ? { matchConditions: createMatchConditionEvaluator() } : {}),
   };
 }
 

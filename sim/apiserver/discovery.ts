@@ -5,21 +5,32 @@
 import { openApiV3Document, openApiV3Index } from './openapi-document.js';
 import { apiGroup, apiGroupList, apiResourceList, coreVersions } from './resource-registry.js';
 
-const VERSION = {
-  major: '1',
-  minor: '26',
-  gitVersion: 'v1.26.5-vcuda-sim',
-  platform: 'linux/amd64',
-  goVersion: 'go1.20',
-  compiler: 'gc',
+/** The Kubernetes versions the sim can claim to be: 1.26 (no matchConditions) and 1.32 (with them). */
+export type ServedVersion = '1.26' | '1.32';
+export const DEFAULT_SERVED_VERSION: ServedVersion = '1.26';
+
+const GIT_VERSIONS: Record<ServedVersion, { gitVersion: string; goVersion: string }> = {
+  '1.26': { gitVersion: 'v1.26.5-vcuda-sim', goVersion: 'go1.20' },
+  '1.32': { gitVersion: 'v1.32.13-vcuda-sim', goVersion: 'go1.23' },
 };
 
+/** `/version` as a kube-apiserver of that version answers it. */
+export function versionInfo(version: ServedVersion) {
+  const [major, minor] = version.split('.');
+  return { major, minor, ...GIT_VERSIONS[version], platform: 'linux/amd64', compiler: 'gc' };
+}
+
+/** Webhook matchConditions are evaluated from 1.28 on (beta, on by default). */
+export function servesMatchConditions(version: ServedVersion | undefined): boolean {
+  return Number((version ?? DEFAULT_SERVED_VERSION).split('.')[1]) >= 28;
+}
+
 /** The document at `path` (a string for the plain-text health endpoints); undefined: none there. */
-export function discoveryDocument(path: string, serverAddress: string): unknown {
+export function discoveryDocument(path: string, serverAddress: string, version: ServedVersion): unknown {
   const clean = path.replace(/\/+$/, '') || '/';
   if (clean === '/api') return coreVersions(serverAddress);
   if (clean === '/apis') return apiGroupList();
-  if (clean === '/version') return VERSION;
+  if (clean === '/version') return versionInfo(version);
   if (clean === '/healthz' || clean === '/livez' || clean === '/readyz') return 'ok';
   if (clean === '/openapi/v3') return openApiV3Index();
   if (clean.startsWith('/openapi/v3/')) return openApiV3Document(clean.slice('/openapi/v3/'.length));

@@ -6,7 +6,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { ApiError, badRequest, internal, methodNotAllowed, notFound, successStatus } from './api-status.js';
 import { readDeleteOptions } from './delete-options.js';
-import { discoveryDocument } from './discovery.js';
+import { discoveryDocument, type ServedVersion } from './discovery.js';
 import { addWarning, readBody, sendJson, sendJsonBytes, sendText } from './http-exchange.js';
 import type { ObjectStore } from './object-store.js';
 import { patchTypeOf } from './patch.js';
@@ -33,6 +33,8 @@ export type ServerContext = {
   serverAddress: () => string;
   /** The finishers of the open watches, so closing the server can end them. */
   watches: Set<() => void>;
+  /** The Kubernetes version `/version` reports. */
+  version: ServedVersion;
 };
 
 /** The caller of a request without a known bearer token. */
@@ -78,7 +80,7 @@ async function handleRequest(ctx: ServerContext, req: IncomingMessage, res: Serv
     return sendJson(res, 201, reviewToken((await readBody(req)) as KubeObject, ctx.tokens ?? {}));
   }
   const route = parseRoute(url.pathname);
-  if (route.kind === 'discovery') return serveDiscovery(res, url.pathname, ctx.serverAddress());
+  if (route.kind === 'discovery') return serveDiscovery(res, url.pathname, ctx.serverAddress(), ctx.version);
   if (route.kind === 'unknown') throw notFound('', '', url.pathname);
   const call = resourceCall(ctx, req, res, url, route);
   switch (call.method) {
@@ -115,8 +117,8 @@ function reviewToken(review: KubeObject, tokens: Record<string, UserInfo>): Kube
   };
 }
 
-function serveDiscovery(res: ServerResponse, path: string, serverAddress: string): void {
-  const doc = discoveryDocument(path, serverAddress);
+function serveDiscovery(res: ServerResponse, path: string, serverAddress: string, version: ServedVersion): void {
+  const doc = discoveryDocument(path, serverAddress, version);
   if (doc === undefined) throw notFound('', '', path);
   if (typeof doc === 'string') sendText(res, doc);
   else sendJson(res, 200, doc);
