@@ -14,6 +14,7 @@ import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { createQuotaAdmin } from '../db/quotas.js';
 import { agentLogOf } from '../node-agent/wiring.js';
 import { type SimApiServer, startApiServer } from './apiserver/api-server.js';
+import type { ServedVersion } from './apiserver/discovery.js';
 import type { UserInfo } from './apiserver/resource-handlers.js';
 import { type ClusterSpec, DEFAULT_CLUSTER, expandNodes, type SimNode } from './cluster-spec.js';
 import { type ControlPlaneService, controlPlaneReplicas } from './control-plane-replicas.js';
@@ -65,6 +66,11 @@ export type LocalClusterOptions = {
    * process, where tests can reach a node's internals (`inThisProcess`).
    */
   nodeProcesses?: boolean;
+  /**
+   * The Kubernetes version the API server claims (default 1.26): from 1.28 on the control plane
+   * registers its webhooks with matchConditions, which the API server then evaluates (CEL).
+   */
+  kubernetesVersion?: ServedVersion;
 };
 
 /** A node of the local cluster: in this process, or in its own. */
@@ -126,7 +132,7 @@ async function bootCluster(
   const service = await startControlPlaneService(opts.port ?? 0);
   closers.push(service.close);
   // 1. The API server, with a token per component so webhooks see service accounts.
-  const api = await startClusterApi(cluster, workDir, service.https.port);
+  const api = await startClusterApi(cluster, workDir, service.https.port, opts.kubernetesVersion);
   closers.push(() => api.close());
   const client = new KubeClient(api.url);
   const kubeconfigPath = join(workDir, 'kubeconfig');
@@ -263,8 +269,14 @@ function componentTokens(cluster: ClusterSpec): Record<string, UserInfo> {
   return tokens;
 }
 
-function startClusterApi(cluster: ClusterSpec, workDir: string, httpsServicePort: number): Promise<SimApiServer> {
+function startClusterApi(
+  cluster: ClusterSpec,
+  workDir: string,
+  httpsServicePort: number,
+  kubernetesVersion: ServedVersion | undefined,
+): Promise<SimApiServer> {
   return startApiServer({
+    ...(kubernetesVersion ? { kubernetesVersion } : {}),
     namespaces: ['vcuda-system'],
     tokens: componentTokens(cluster),
     podLog: (pod, container) => {
