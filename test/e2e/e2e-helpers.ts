@@ -89,3 +89,12 @@ export function corePerCard(pods: KubeObj[]): Map<string, number> {
   }
   return out;
 }
+
+/** AdmissionReviews a control plane at `url` has answered for `hook`, from its /metrics. */
+export async function admissionReviews(url: string, hook: 'mutate' | 'validate'): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith('vcuda_admission_reviews_total{') && l.includes(`hook="${hook}"`))
+    .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
+}

@@ -9,7 +9,7 @@ import { vcudaAnnotations } from '../../contract/index.js';
 import { parseClusterSpec } from '../../sim/cluster-spec.js';
 import { type KubeObj, podPath } from '../../sim/kube-client.js';
 import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
-import { gpuPod } from './e2e-helpers.js';
+import { admissionReviews, gpuPod } from './e2e-helpers.js';
 
 const NS = 'cel';
 
@@ -27,14 +27,7 @@ describe('a simulated 1.32 API server evaluating vcuda webhooks matchConditions'
   }, 120_000);
   afterAll(async () => lc?.close(), 60_000);
 
-  /** AdmissionReviews the control plane answered, by hook. */
-  const reviews = async (hook: 'mutate' | 'validate') => {
-    const text = await (await fetch(`${lc.url}/metrics`)).text();
-    return text
-      .split('\n')
-      .filter((l) => l.startsWith('vcuda_admission_reviews_total{') && l.includes(`hook="${hook}"`))
-      .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
-  };
+  const reviews = (hook: 'mutate' | 'validate') => admissionReviews(lc.url, hook);
   const counts = async () => ({ mutate: await reviews('mutate'), validate: await reviews('validate') });
 
   it('is registered with matchConditions, as on any server from 1.28', async () => {

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { vcudaAnnotations } from '../../contract/index.js';
 import { parseClusterSpec } from '../../sim/cluster-spec.js';
 import { podPath } from '../../sim/kube-client.js';
+import { admissionReviews } from './e2e-helpers.js';
 import { type RealCluster, realTierSkipReason, startRealCluster } from './real-cluster.js';
 import { createNamespace, schedulingScenarioTests, sharePod } from './scheduling-scenarios.js';
 
@@ -29,13 +30,7 @@ describe.skipIf(skip !== undefined)(
     schedulingScenarioTests(() => rc, NS);
 
     it("validates no update of vcuda's own components that keeps the user knobs: the API server skips the call", async () => {
-      const reviews = async () => {
-        const text = await (await fetch(`${rc.controlPlane()!.url}/metrics`)).text();
-        return text
-          .split('\n')
-          .filter((l) => l.startsWith('vcuda_admission_reviews_total{') && l.includes('hook="validate"'))
-          .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
-      };
+      const reviews = () => admissionReviews(rc.controlPlane()!.url, 'validate');
       await rc.client.create(podPath(NS), sharePod('quiet', 30, 1024));
       // Settled first: kube-apiserver runs admission again when a patch meets a pod another writer
       // (the kubelet's status, the agent's annotation) has just changed, which would count twice.
