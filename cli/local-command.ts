@@ -23,7 +23,11 @@ type LocalFlags = {
   timeScale: string;
   logLevel: string;
   summaryEvery: string;
+  kubernetesVersion: string;
+  nodeProcesses?: boolean;
 };
+
+const SERVED_VERSIONS = ['1.26', '1.32'] as const;
 
 export function registerLocalCommand(program: Command): void {
   program
@@ -51,6 +55,12 @@ export function registerLocalCommand(program: Command): void {
     .option('--time-scale <x>', 'stretch (>1) or squeeze (<1) the workload timeline', '1')
     .option('--log-level <level>', 'silent, error, warn, info, debug', 'warn')
     .option('--summary-every <seconds>', 'print the summary this often', '5')
+    .option(
+      '--kubernetes-version <version>',
+      'the version the simulated API server claims: 1.26 (webhooks scoped by selectors) or 1.32 (by matchConditions, evaluated as CEL)',
+      '1.26',
+    )
+    .option('--node-processes', 'run each node (kubelet + node agent) in a process of its own, as on a real cluster')
     .action(async (flags: LocalFlags) => {
       // Imported here so other commands do not load the whole simulator.
       const { startLocalCluster, WORKLOAD_DIR } = await import('../sim/local-cluster.js');
@@ -69,6 +79,11 @@ export function registerLocalCommand(program: Command): void {
         throw new Error(`--replicas must be 1..5, not "${flags.replicas}"`);
       const timeScale = Number(flags.timeScale);
       if (!(timeScale > 0)) throw new Error(`--time-scale must be a positive number, not "${flags.timeScale}"`);
+      const kubernetesVersion = SERVED_VERSIONS.find((v) => v === flags.kubernetesVersion);
+      if (!kubernetesVersion)
+        throw new Error(
+          `--kubernetes-version must be ${SERVED_VERSIONS.join(' or ')}, not "${flags.kubernetesVersion}"`,
+        );
       const names = resourceNames(flags.resourceDomain);
       const unit = flags.memoryUnitMib === undefined ? undefined : Number(flags.memoryUnitMib);
       if (unit !== undefined && !(Number.isInteger(unit) && unit >= 1 && unit <= 65536))
@@ -117,6 +132,8 @@ export function registerLocalCommand(program: Command): void {
         ...(flags.database ? { databaseUrl: flags.database } : {}),
         logLevel: flags.logLevel as 'warn',
         schedulerBackoffMs: { initial: 500, max: 5000 },
+        kubernetesVersion,
+        nodeProcesses: flags.nodeProcesses === true,
       }).catch((err: NodeJS.ErrnoException) => {
         if (err.code !== 'EADDRINUSE') throw err;
         throw new Error(`port ${port} is in use; pick another with --port N (npm start -- --port N) or PORT=N`);

@@ -3,6 +3,7 @@
  * places pods on cards within 30 s of being ready, the dashboard answers, Ctrl-C stops it cleanly.
  */
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -53,6 +54,59 @@ describe('vcuda local', () => {
     expect(out).toContain('vcuda local: stopped');
   }, 150_000);
 });
+
+describe('vcuda local as a 1.32 cluster with its nodes in processes of their own', () => {
+  it('claims 1.32, runs a process per node, and leaves none behind on SIGINT', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vcuda-local-132-'));
+    writeFileSync(join(dir, 'cluster.yaml'), 'nodes:\n  - { count: 2, cards: 2 }\n');
+    const args = ['local', '--port', '0', '--workload', 'none', '--cluster', join(dir, 'cluster.yaml')];
+    const child = spawn(
+      process.execPath,
+      [join(root, 'bin', 'vcuda.js'), ...args, '--kubernetes-version', '1.32', '--node-processes'],
+      {
+        cwd: root,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', () => {});
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    let nodes: number[] = [];
+    try {
+      await expect.poll(() => /ready in/.test(out), { timeout: 90_000, interval: 250 }).toBe(true);
+      const kubeconfig = readFileSync(/kubeconfig\s+(\/\S+kubeconfig)/.exec(out)![1]!, 'utf8');
+      const server = /server:\s*(\S+)/.exec(kubeconfig)![1]!;
+      expect(await (await fetch(`${server}/version`)).json()).toMatchObject({ major: '1', minor: '32' });
+      nodes = descendantsOf(child.pid!).filter((pid) => commandLineOf(pid).includes('node-process-main'));
+      expect(nodes.length).toBe(2);
+    } finally {
+      child.kill('SIGINT');
+    }
+    expect(await exited).toBe(0);
+    expect(nodes.filter(processAlive)).toEqual([]);
+  }, 150_000);
+
+  it('refuses a version it cannot be, naming the flag', async () => {
+    const child = spawn(process.execPath, [join(root, 'bin', 'vcuda.js'), 'local', '--kubernetes-version', '1.29'], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let err = '';
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    const [code] = (await once(child, 'exit')) as [number | null];
+    expect(code).not.toBe(0);
+    expect(err).toContain('--kubernetes-version must be 1.26 or 1.32, not "1.29"');
+  }, 60_000);
+});
+
+function commandLineOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+  } catch {
+    return '';
+  }
+}
 
 /** Every process below `pid`, from /proc (what a process manager would have to clean up). */
 function descendantsOf(pid: number): number[] {
