@@ -13,28 +13,30 @@ import { processAlive } from '../support/process.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
+/** `vcuda` with `args`, its stdout collected as it comes. */
+function runVcuda(args: string[]) {
+  const child = spawn(process.execPath, [join(root, 'bin', 'vcuda.js'), ...args], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', () => {});
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output: () => out, exited };
+}
+
 describe('vcuda local', () => {
   it('places demo pods on cards within 30 s, serves the dashboard, and stops on SIGINT', async () => {
-    const child = spawn(
-      process.execPath,
-      [join(root, 'bin', 'vcuda.js'), 'local', '--port', '0', '--summary-every', '2'],
-      {
-        cwd: root,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', () => {});
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const { child, output, exited } = runVcuda(['local', '--port', '0', '--summary-every', '2']);
     try {
-      await expect.poll(() => /ready in/.test(out), { timeout: 90_000, interval: 250 }).toBe(true);
+      await expect.poll(() => /ready in/.test(output()), { timeout: 90_000, interval: 250 }).toBe(true);
       const readyAt = Date.now();
-      const dashboard = /dashboard\s+(http:\/\/\S+)/.exec(out)![1]!;
+      const dashboard = /dashboard\s+(http:\/\/\S+)/.exec(output())![1]!;
       expect((await fetch(dashboard)).status).toBe(200);
       expect(await (await fetch(dashboard.replace(/\/$/, '/healthz'))).text()).toBe('ok');
       await expect
-        .poll(() => [...out.matchAll(/\((\d+) on vcuda cards\)/g)].some((m) => Number(m[1]) > 0), {
+        .poll(() => [...output().matchAll(/\((\d+) on vcuda cards\)/g)].some((m) => Number(m[1]) > 0), {
           timeout: 30_000,
           interval: 250,
         })
@@ -42,16 +44,16 @@ describe('vcuda local', () => {
       expect(Date.now() - readyAt).toBeLessThan(30_000);
       // The demo's invalid pods arrive a few seconds in; admission refuses them with the webhook's words.
       await expect
-        .poll(() => /refused team-[ab]\/\S+: admission webhook "[^"]+" denied the request/.test(out), {
+        .poll(() => /refused team-[ab]\/\S+: admission webhook "[^"]+" denied the request/.test(output()), {
           timeout: 20_000,
         })
         .toBe(true);
-      expect(out).toMatch(/kubeconfig\s+\/\S+kubeconfig/);
+      expect(output()).toMatch(/kubeconfig\s+\/\S+kubeconfig/);
     } finally {
       child.kill('SIGINT');
     }
     expect(await exited).toBe(0);
-    expect(out).toContain('vcuda local: stopped');
+    expect(output()).toContain('vcuda local: stopped');
   }, 150_000);
 });
 
@@ -60,22 +62,11 @@ describe('vcuda local as a 1.32 cluster with its nodes in processes of their own
     const dir = mkdtempSync(join(tmpdir(), 'vcuda-local-132-'));
     writeFileSync(join(dir, 'cluster.yaml'), 'nodes:\n  - { count: 2, cards: 2 }\n');
     const args = ['local', '--port', '0', '--workload', 'none', '--cluster', join(dir, 'cluster.yaml')];
-    const child = spawn(
-      process.execPath,
-      [join(root, 'bin', 'vcuda.js'), ...args, '--kubernetes-version', '1.32', '--node-processes'],
-      {
-        cwd: root,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', () => {});
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const { child, output, exited } = runVcuda([...args, '--kubernetes-version', '1.32', '--node-processes']);
     let nodes: number[] = [];
     try {
-      await expect.poll(() => /ready in/.test(out), { timeout: 90_000, interval: 250 }).toBe(true);
-      const kubeconfig = readFileSync(/kubeconfig\s+(\/\S+kubeconfig)/.exec(out)![1]!, 'utf8');
+      await expect.poll(() => /ready in/.test(output()), { timeout: 90_000, interval: 250 }).toBe(true);
+      const kubeconfig = readFileSync(/kubeconfig\s+(\/\S+kubeconfig)/.exec(output())![1]!, 'utf8');
       const server = /server:\s*(\S+)/.exec(kubeconfig)![1]!;
       expect(await (await fetch(`${server}/version`)).json()).toMatchObject({ major: '1', minor: '32' });
       nodes = descendantsOf(child.pid!).filter((pid) => commandLineOf(pid).includes('node-process-main'));
