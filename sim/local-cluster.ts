@@ -20,9 +20,9 @@ import { type ClusterSpec, DEFAULT_CLUSTER, expandNodes, type SimNode } from './
 import { type ControlPlaneService, controlPlaneReplicas } from './control-plane-replicas.js';
 import { KubeClient } from './kube-client.js';
 import { writeKubeconfig } from './kubeconfig.js';
-import { type NodeProcess, startNodeProcess } from './node/node-process.js';
+import { type LocalNode, startLocalNode } from './node/local-node.js';
 import { publishedJwks } from './node/published-jwks.js';
-import { type RunningSimNode, type SimNodeOptions, startSimNode } from './node/sim-node.js';
+import type { SimNodeOptions } from './node/sim-node.js';
 import { loadSchedulerConfig, type SchedulerConfig } from './scheduler/scheduler-config.js';
 import { type SimScheduler, startScheduler } from './scheduler/scheduler-loop.js';
 import { type ServiceProxy, startServiceProxy } from './service-proxy.js';
@@ -72,15 +72,6 @@ export type LocalClusterOptions = {
    */
   kubernetesVersion?: ServedVersion;
 };
-
-/** A node of the local cluster: in this process, or in its own. */
-export type LocalNode = RunningSimNode | NodeProcess;
-
-/** The node's internals, for tests of a cluster whose nodes run in this process. */
-export function inThisProcess(node: LocalNode): RunningSimNode {
-  if ('pid' in node) throw new Error(`node ${node.name} runs in process ${node.pid}, not in this one`);
-  return node;
-}
 
 export type LocalCluster = {
   readonly api: SimApiServer;
@@ -304,32 +295,23 @@ type NodeSettings = Pick<SimNodeOptions, 'client' | 'apiUrl' | 'domain' | 'jwks'
  * are; when one fails, those that started are closed again.
  */
 async function startNodes(settings: NodeSettings): Promise<LocalNode[]> {
-  const { cluster, workDir, logLevel, inProcesses, ...shared } = settings;
-  const workloadDir = existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {};
-  const startOne = (node: SimNode): Promise<LocalNode> => {
-    const each = { agentToken: nodeAgentToken(node.name), root: join(workDir, 'nodes', node.name) };
-    if (inProcesses) {
-      return startNodeProcess({
+  const { cluster, workDir, logLevel, inProcesses, client, jwks, log, usage, apiUrl, domain } = settings;
+  const startOne = (node: SimNode): Promise<LocalNode> =>
+    startLocalNode(
+      {
         cluster,
         nodeName: node.name,
-        apiUrl: shared.apiUrl,
-        domain: shared.domain,
+        root: join(workDir, 'nodes', node.name),
+        apiUrl,
+        agentToken: nodeAgentToken(node.name),
+        domain,
         nativeBuildDir: NATIVE_BUILD_DIR,
-        ...workloadDir,
-        ...(shared.usage ? { usage: shared.usage } : {}),
+        ...(existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {}),
+        ...(usage ? { usage } : {}),
         logLevel,
-        ...each,
-      });
-    }
-    return startSimNode({
-      ...shared,
-      ...each,
-      node,
-      memoryUnitMiB: cluster.memoryUnitMiB,
-      nativeBuildDir: NATIVE_BUILD_DIR,
-      ...workloadDir,
-    });
-  };
+      },
+      inProcesses ? undefined : { client, jwks, log },
+    );
   const started = await Promise.allSettled(expandNodes(cluster).map(startOne));
   const nodes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
   const failed = started.find((r) => r.status === 'rejected');

@@ -5,8 +5,8 @@
  */
 import { pino } from 'pino';
 import { agentLogOf } from '../../node-agent/wiring.js';
-import { expandNodes } from '../cluster-spec.js';
 import { KubeClient } from '../kube-client.js';
+import { simNodeOptionsOf } from './local-node.js';
 import type { ChildMessage, NodeProcessSpec, ParentMessage } from './node-process.js';
 import { nodeProcessSpecSchema } from './node-process.js';
 import { publishedJwks } from './published-jwks.js';
@@ -22,23 +22,9 @@ async function start(raw: unknown): Promise<void> {
   const parsed = nodeProcessSpecSchema.safeParse(raw);
   if (!parsed.success) throw new Error(`invalid node description: ${parsed.error.message}`);
   const spec: NodeProcessSpec = parsed.data;
-  const simNode = expandNodes(spec.cluster).find((n) => n.name === spec.nodeName);
-  if (!simNode) throw new Error(`cluster ${spec.cluster.name} has no node ${spec.nodeName}`);
   const client = new KubeClient(spec.apiUrl);
-  node = await startSimNode({
-    client,
-    apiUrl: spec.apiUrl,
-    ...(spec.agentToken ? { agentToken: spec.agentToken } : {}),
-    node: simNode,
-    root: spec.root,
-    domain: spec.domain,
-    memoryUnitMiB: spec.cluster.memoryUnitMiB,
-    nativeBuildDir: spec.nativeBuildDir,
-    ...(spec.workloadDir ? { workloadDir: spec.workloadDir } : {}),
-    jwks: publishedJwks(client),
-    ...(spec.usage ? { usage: spec.usage } : {}),
-    log: agentLogOf(pino({ level: spec.logLevel, name: 'vcuda-local' }).child({ node: spec.nodeName })),
-  });
+  const log = agentLogOf(pino({ level: spec.logLevel, name: 'vcuda-local' }).child({ node: spec.nodeName }));
+  node = await startSimNode(simNodeOptionsOf(spec, { client, jwks: publishedJwks(client), log }));
 }
 
 let closing: Promise<void> | undefined;

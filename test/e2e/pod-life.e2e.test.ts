@@ -11,7 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rowsOf } from '../../db/connect.js';
 import { expandNodes, parseClusterSpec } from '../../sim/cluster-spec.js';
 import { KubeApiError, podPath } from '../../sim/kube-client.js';
-import { inThisProcess, type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
+import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
+import { inThisProcess } from '../../sim/node/local-node.js';
 import { postTls } from '../support/control-plane/tls-request.js';
 import { buildWorkloads, gpuPod, liveRows, phaseOf } from './e2e-helpers.js';
 

@@ -30,10 +30,9 @@ import { PooledKubeConfig } from '../../kube/pooled-kube-config.js';
 import { agentLogOf } from '../../node-agent/wiring.js';
 import { type ClusterSpec, expandNodes } from '../../sim/cluster-spec.js';
 import { KubeClient } from '../../sim/kube-client.js';
-import { type LocalNode, mountExtenderSecret, NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/local-cluster.js';
-import { startNodeProcess } from '../../sim/node/node-process.js';
+import { mountExtenderSecret, NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/local-cluster.js';
+import { type LocalNode, startLocalNode } from '../../sim/node/local-node.js';
 import { publishedJwks } from '../../sim/node/published-jwks.js';
-import { startSimNode } from '../../sim/node/sim-node.js';
 import { findFreePort } from '../../sim/service-proxy.js';
 import { workDirParent } from '../../sim/work-dir.js';
 
@@ -233,35 +232,18 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
     closers.push(async () => {
       for (const n of nodes) await n.close();
     });
-    const workloadDir = existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {};
     for (const node of expandNodes(spec)) {
-      const root = join(nodesDir, node.name);
-      const domain = resourceNames().domain;
-      nodes.push(
-        opts.nodeProcesses
-          ? await startNodeProcess({
-              cluster: spec,
-              nodeName: node.name,
-              root,
-              apiUrl: front.url,
-              domain,
-              nativeBuildDir: NATIVE_BUILD_DIR,
-              ...workloadDir,
-              logLevel: logger.level as 'silent',
-            })
-          : await startSimNode({
-              client,
-              apiUrl: front.url,
-              node,
-              root,
-              domain,
-              memoryUnitMiB: spec.memoryUnitMiB,
-              nativeBuildDir: NATIVE_BUILD_DIR,
-              ...workloadDir,
-              jwks,
-              log,
-            }),
-      );
+      const description = {
+        cluster: spec,
+        nodeName: node.name,
+        root: join(nodesDir, node.name),
+        apiUrl: front.url,
+        domain: resourceNames().domain,
+        nativeBuildDir: NATIVE_BUILD_DIR,
+        ...(existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {}),
+        logLevel: logger.level as 'silent',
+      };
+      nodes.push(await startLocalNode(description, opts.nodeProcesses ? undefined : { client, jwks, log }));
       await removeNotReadyTaint(client, node.name);
     }
     const tlsDir = await mountExtenderSecret(client, join(dir, 'scheduler-tls'));
