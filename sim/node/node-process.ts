@@ -126,11 +126,16 @@ function nodeProcessHandle(name: string, child: ChildProcess, exited: Promise<vo
         pending.delete(id);
         reject(new Error(`node ${name}: ${op} not done within ${REQUEST_DEADLINE_MS / 1000} s`));
       }, REQUEST_DEADLINE_MS);
-      const done = (settle: () => void) => () => {
-        clearTimeout(timer);
-        settle();
-      };
-      pending.set(id, { resolve: done(resolve), reject: (e) => done(() => reject(e))() });
+      pending.set(id, {
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      });
       child.send({ op, id } satisfies ParentMessage);
     });
 
