@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import { type ApiError, admissionDenied, internal } from './api-status.js';
-import type { ConditionVerdict, MatchConditionEvaluator } from './match-conditions.js';
+import type { MatchConditionEvaluator } from './match-conditions.js';
 import { applyJsonPatch } from './patch.js';
 import type { ResourceType } from './resource-registry.js';
 import { type KubeObject, type LabelSelector, matchLabelSelector } from './selectors.js';
@@ -92,38 +92,43 @@ function matchesRule(rule: Rule, a: AdmissionAttempt): boolean {
   );
 }
 
-/** Whether kube-apiserver would call `hook` for this request: rules, selectors, then matchConditions. */
-function shouldCall(hook: WebhookSpec, a: AdmissionAttempt, src: AdmissionSources): ConditionVerdict {
-  const skip = { kind: 'skip' } as const;
-  if (!(hook.rules ?? []).some((r) => matchesRule(r, a))) return skip;
+type ReviewRequest = ReturnType<typeof reviewRequest>;
+
+/** Whether kube-apiserver's rules and selectors send this request to `hook`. */
+function selects(hook: WebhookSpec, a: AdmissionAttempt, src: AdmissionSources): boolean {
+  if (!(hook.rules ?? []).some((r) => matchesRule(r, a))) return false;
   if (a.type.namespaced && a.namespace && hook.namespaceSelector) {
-    if (!matchLabelSelector(hook.namespaceSelector, src.namespaceLabels(a.namespace))) return skip;
+    if (!matchLabelSelector(hook.namespaceSelector, src.namespaceLabels(a.namespace))) return false;
   }
   const labelsOf = (o: KubeObject | null) => o?.metadata.labels ?? {};
   if (hook.objectSelector) {
     const hit =
       matchLabelSelector(hook.objectSelector, labelsOf(a.object)) ||
       (a.oldObject !== null && matchLabelSelector(hook.objectSelector, labelsOf(a.oldObject)));
-    if (!hit) return skip;
+    if (!hit) return false;
   }
-  const conditions = hook.matchConditions ?? [];
-  if (conditions.length === 0 || !src.matchConditions) return { kind: 'call' };
-  return src.matchConditions(conditions, {
-    object: a.object,
-    oldObject: a.oldObject,
-    request: reviewRequest(a).request,
-  });
+  return true;
 }
 
 /**
- * Whether to call `hook`; a matchCondition that failed to evaluate is decided by failurePolicy:
- * Ignore skips the webhook, Fail refuses the request.
+ * The review to send `hook`, or undefined when kube-apiserver would not call it: rules and
+ * selectors, then matchConditions over the very request the webhook would get. A condition that
+ * failed to evaluate is decided by failurePolicy: Ignore skips the webhook, Fail refuses the request.
  */
-function decideCall(hook: WebhookSpec, a: AdmissionAttempt, src: AdmissionSources): boolean {
-  const verdict = shouldCall(hook, a, src);
-  if (verdict.kind !== 'error') return verdict.kind === 'call';
+function reviewFor(hook: WebhookSpec, a: AdmissionAttempt, src: AdmissionSources): ReviewRequest | undefined {
+  if (!selects(hook, a, src)) return undefined;
+  const review = reviewRequest(a);
+  const conditions = hook.matchConditions ?? [];
+  if (conditions.length === 0 || !src.matchConditions) return review;
+  const verdict = src.matchConditions(conditions, {
+    object: a.object,
+    oldObject: a.oldObject,
+    request: review.request,
+  });
+  if (verdict.kind === 'call') return review;
+  if (verdict.kind === 'skip') return undefined;
   src.onCall?.({ webhook: hook.name, allowed: false, error: verdict.message });
-  if (hook.failurePolicy === 'Ignore') return false;
+  if (hook.failurePolicy === 'Ignore') return undefined;
   throw internal(`Internal error occurred: failed calling webhook "${hook.name}": ${verdict.message}`);
 }
 
@@ -246,10 +251,10 @@ function denial(hook: string, status: NonNullable<Review['response']>['status'])
 async function callOne(
   hook: WebhookSpec,
   a: AdmissionAttempt,
+  review: ReviewRequest,
   mutating: boolean,
   src: AdmissionSources,
 ): Promise<KubeObject | null> {
-  const review = reviewRequest(a);
   let url = '(unresolved)';
   let reply: Review;
   try {
@@ -293,14 +298,15 @@ export async function admit(a: AdmissionAttempt, src: AdmissionSources): Promise
   let current = a;
   for (const cfg of byName(src.mutating())) {
     for (const hook of cfg.webhooks ?? []) {
-      if (!decideCall(hook, current, src)) continue;
-      current = { ...current, object: await callOne(hook, current, true, src) };
+      const review = reviewFor(hook, current, src);
+      if (review) current = { ...current, object: await callOne(hook, current, review, true, src) };
     }
   }
   const validations: Promise<unknown>[] = [];
   for (const cfg of byName(src.validating())) {
     for (const hook of cfg.webhooks ?? []) {
-      if (decideCall(hook, current, src)) validations.push(callOne(hook, current, false, src));
+      const review = reviewFor(hook, current, src);
+      if (review) validations.push(callOne(hook, current, review, false, src));
     }
   }
   await Promise.all(validations);

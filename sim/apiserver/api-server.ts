@@ -51,8 +51,9 @@ const BUILT_IN_NAMESPACES = ['default', 'kube-system', 'kube-public', 'kube-node
 
 export async function startApiServer(opts: ApiServerOptions = {}): Promise<SimApiServer> {
   const now = opts.now ?? (() => new Date());
+  const version = opts.kubernetesVersion ?? DEFAULT_SERVED_VERSION;
   const store = new ObjectStore();
-  const handlers = new ResourceHandlers(store, admissionSources(store, opts), now);
+  const handlers = new ResourceHandlers(store, admissionSources(store, opts, version), now);
   await createNamespaces(store, handlers, [...BUILT_IN_NAMESPACES, ...(opts.namespaces ?? [])]);
   let serverAddress = '127.0.0.1:0';
   const ctx: ServerContext = {
@@ -65,7 +66,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<SimAp
     bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 10_000,
     serverAddress: () => serverAddress,
     watches: new Set(),
-    version: opts.kubernetesVersion ?? DEFAULT_SERVED_VERSION,
+    version,
   };
   const server = http.createServer(requestListener(ctx));
   server.keepAliveTimeout = 5_000;
@@ -80,7 +81,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<SimAp
 }
 
 /** Admission reads the webhook configurations and namespace labels from the store itself. */
-function admissionSources(store: ObjectStore, opts: ApiServerOptions): AdmissionSources {
+function admissionSources(store: ObjectStore, opts: ApiServerOptions, version: ServedVersion): AdmissionSources {
   return {
     mutating: () => store.list('admissionregistration.k8s.io/mutatingwebhookconfigurations') as never,
     validating: () => store.list('admissionregistration.k8s.io/validatingwebhookconfigurations') as never,
@@ -88,7 +89,7 @@ function admissionSources(store: ObjectStore, opts: ApiServerOptions): Admission
     ...(opts.resolveService ? { resolveService: opts.resolveService } : {}),
     ...(opts.onAdmissionCall ? { onCall: opts.onAdmissionCall } : {}),
     // Servers before 1.28 had no matchConditions (the control plane registers none for them).
-    ...(servesMatchConditions(opts.kubernetesVersion) ? { matchConditions: createMatchConditionEvaluator() } : {}),
+    ...(servesMatchConditions(version) ? { matchConditions: createMatchConditionEvaluator() } : {}),
   };
 }
 

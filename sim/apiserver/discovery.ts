@@ -21,8 +21,8 @@ export function versionInfo(version: ServedVersion) {
 }
 
 /** Webhook matchConditions are evaluated from 1.28 on (beta, on by default). */
-export function servesMatchConditions(version: ServedVersion | undefined): boolean {
-  return Number((version ?? DEFAULT_SERVED_VERSION).split('.')[1]) >= 28;
+export function servesMatchConditions(version: ServedVersion): boolean {
+  return Number(version.split('.')[1]) >= 28;
 }
 
 /** The document at `path` (a string for the plain-text health endpoints); undefined: none there. */

@@ -41,7 +41,7 @@ export function createMatchConditionEvaluator(): MatchConditionEvaluator {
       let value: unknown;
       try {
         if (typeof c !== 'function') throw new Error(c.error);
-        value = c({ ...input });
+        value = c(input);
       } catch (e) {
         errors.push(`expression '${condition.name}' resulted in error: ${(e as Error).message}`);
         continue;
