@@ -2,10 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { resourceNames, vcudaAnnotations } from '../../contract/index.js';
 import { unsignedAssignment } from '../../test/support/control-plane/builders.js';
 import { type PodView, toPodView } from './pod-view.js';
+import { steeringHint } from './steering.js';
 
 const names = resourceNames();
-
-import { steeringHint } from './steering.js';
 
 /** An unsigned token whose claims carry the grant: steering only peeks, never trusts. */
 function token(cards: { uuid: string; core: number }[]): string {

@@ -12,7 +12,7 @@
  * same API server, scheduler and kubelets. Every component of the cluster shares this machine's
  * cores, so the ceiling says what the machine allows and the ratio what vcuda costs on top.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { parseClusterSpec } from '../../sim/cluster-spec.js';
 import { type KubeClient, type KubeObj, podPath } from '../../sim/kube-client.js';
 import { startLocalCluster } from '../../sim/local-cluster.js';
@@ -20,6 +20,7 @@ import { liveRows } from '../e2e/e2e-helpers.js';
 import { realTierSkipReason, startRealCluster } from '../e2e/real-cluster.js';
 import { createNamespace, localClusterRig, type Rig, sharePod } from '../e2e/scheduling-scenarios.js';
 import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../support/db/test-databases.js';
+import { descendantsOf, procStats } from '../support/process.js';
 import { atLeast, atMost, type Benchmark, type Figure } from './harness.js';
 
 const NS = 'starts';
@@ -89,33 +90,10 @@ function machineJiffies(): { busy: number; all: number } {
 const PROCESSES = ['kube-apiserver', 'etcd', 'kube-scheduler', 'postgres'] as const;
 type ProcessName = (typeof PROCESSES)[number] | 'this process' | 'simulated nodes';
 
-type ProcStat = { pid: number; ppid: number; comm: string; jiffies: number };
-
-function procStats(): ProcStat[] {
-  const out: ProcStat[] = [];
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    } catch {
-      continue; // gone meanwhile
-    }
-    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    out.push({ pid: Number(pid), ppid: Number(fields[1]), comm, jiffies: Number(fields[11]) + Number(fields[12]) });
-  }
-  return out;
-}
-
 /** CPU jiffies (user + system) of every process of interest, by name, from /proc/PID/stat. */
 function processJiffies(): Map<ProcessName, number> {
   const stats = procStats();
-  const parentOf = new Map(stats.map((s) => [s.pid, s.ppid]));
-  const descends = (pid: number) => {
-    for (let p = parentOf.get(pid); p !== undefined && p > 1; p = parentOf.get(p)) if (p === process.pid) return true;
-    return false;
-  };
+  const nodes = new Set(descendantsOf(process.pid, stats));
   const out = new Map<ProcessName, number>();
   for (const { pid, comm, jiffies } of stats) {
     // PostgreSQL's backends all count as one ("postgres", or "postgres: …" where titles are set).
@@ -123,7 +101,7 @@ function processJiffies(): Map<ProcessName, number> {
       pid === process.pid
         ? 'this process'
         : (PROCESSES.find((p) => comm === p || comm.startsWith(`${p}:`)) ??
-          (descends(pid) ? 'simulated nodes' : undefined));
+          (nodes.has(pid) ? 'simulated nodes' : undefined));
     if (name) out.set(name, (out.get(name) ?? 0) + jiffies);
   }
   return out;

@@ -4,12 +4,12 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { processAlive } from '../support/process.js';
+import { descendantsOf, processAlive } from '../support/process.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -97,30 +97,6 @@ function commandLineOf(pid: number): string {
   } catch {
     return '';
   }
-}
-
-/** Every process below `pid`, from /proc (what a process manager would have to clean up). */
-function descendantsOf(pid: number): number[] {
-  const parentOf = new Map<number, number>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      parentOf.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch {
-      // exited meanwhile
-    }
-  }
-  const found: number[] = [];
-  const walk = (p: number) => {
-    for (const [child, parent] of parentOf) {
-      if (parent !== p) continue;
-      found.push(child);
-      walk(child);
-    }
-  };
-  walk(pid);
-  return found;
 }
 
 describe('npm start', () => {

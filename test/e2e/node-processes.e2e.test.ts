@@ -15,6 +15,7 @@ import { parseClusterSpec } from '../../sim/cluster-spec.js';
 import { podPath } from '../../sim/kube-client.js';
 import { type LocalCluster, NATIVE_BUILD_DIR, startLocalCluster } from '../../sim/local-cluster.js';
 import { startNodeProcess } from '../../sim/node/node-process.js';
+import { processAlive } from '../support/process.js';
 import { buildWorkloads, gpuPod, phaseOf } from './e2e-helpers.js';
 
 const NS = 'procs';
@@ -22,15 +23,6 @@ const cluster = parseClusterSpec({
   name: 'procs',
   nodes: [{ namePrefix: 'node', count: 2, cards: 2, memoryMiB: 16384 }],
 });
-
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe('a local cluster whose nodes run in their own processes', () => {
   let lc: LocalCluster;
@@ -51,7 +43,7 @@ describe('a local cluster whose nodes run in their own processes', () => {
   const pids = () => lc.nodes.map((n) => ('pid' in n ? n.pid : process.pid));
 
   it('runs every node apart from this process', () => {
-    expect(pids().every((pid) => pid !== process.pid && isAlive(pid))).toBe(true);
+    expect(pids().every((pid) => pid !== process.pid && processAlive(pid))).toBe(true);
   });
 
   it("enforces a pod's memory limit on a node in its own process", async (ctx) => {
@@ -75,7 +67,7 @@ describe('a local cluster whose nodes run in their own processes', () => {
   it('leaves no node process behind when the cluster closes', async () => {
     const nodePids = pids();
     await lc.close();
-    expect(nodePids.filter(isAlive)).toEqual([]);
+    expect(nodePids.filter(processAlive)).toEqual([]);
   }, 60_000);
 });
 
@@ -134,10 +126,10 @@ describe('a node process', () => {
       });
       await expect.poll(() => out, { timeout: 60_000 }).toMatch(/^(pid \d+|failed .*)\n/);
       const nodePid = Number(/^pid (\d+)/.exec(out)?.[1]);
-      expect(isAlive(nodePid)).toBe(true);
+      expect(processAlive(nodePid)).toBe(true);
       parent.kill('SIGKILL');
       await once(parent, 'exit');
-      await expect.poll(() => isAlive(nodePid), { timeout: 20_000 }).toBe(false);
+      await expect.poll(() => processAlive(nodePid), { timeout: 20_000 }).toBe(false);
     } finally {
       parent.kill('SIGKILL');
       await api.close();
