@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import type * as jose from 'jose';
 import { Counter, type Registry } from 'prom-client';
 import { type Assignment, AssignmentError, peekAssignment, verifyAssignment } from '../contract/index.js';
-import type { TokenVerdict, UnverifiedReason } from './placement/assignment-check.js';
+import type { TokenVerdict, UnverifiedReason } from './placement/holds/index.js';
 
 /** A real assignment is a few KiB; anything far larger is refused unread. */
 export const MAX_ASSIGNMENT_TOKEN_BYTES = 64 * 1024;

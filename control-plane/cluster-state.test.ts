@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { type Assignment, peekAssignment, vcudaAnnotations } from '../contract/index.js';
 import { assignedPod, assignmentFor, cardUuid, gpuNode, testState } from '../test/support/control-plane/builders.js';
 import type { ClusterState } from './cluster-state.js';
-import { holdOfAssignment } from './placement/cluster-snapshot.js';
+import { holdOfAssignment } from './placement/holds/index.js';
 
 function cardOf(state: ClusterState, node: string, index: number) {
   return state

@@ -2,26 +2,30 @@
  * The control plane's in-memory view of Nodes and Pods, fed by watch events (or directly by tests
  * and the simulator) and handed out as immutable ClusterSnapshots. Holds nothing a restart would
  * lose: every value here is derived from Kubernetes objects, so a fresh replica rebuilds it from a list.
- * A pod's assignment holds cards only once its signature verified and it matches the pod
- * (assignment-check.ts); a pod whose token is still being verified holds nothing until it is.
+ * What a pod holds is the holds module's answer (placement/holds/): its assignment counts only once
+ * its signature verified and it matches the pod; a pod whose token is still being verified holds
+ * nothing until it is.
  */
 import type { Assignment, QuantityPolicy } from '../contract/index.js';
 import type { AssignmentTrust } from './assignment-trust.js';
-import { type AssignmentJudgement, judgePodAssignment, type TokenVerdict } from './placement/assignment-check.js';
 import {
   type ClusterSnapshot,
   composeNodeSnapshot,
-  holdOfAssignment,
-  isPodHoldingCards,
-  isSameHold,
   type NodeInventoryRead,
   type NodeLike,
   type NodeSnapshot,
-  type PodHold,
   type PodWithStatus,
   readNodeInventory,
 } from './placement/cluster-snapshot.js';
-import { SnapshotNodes } from './snapshot-nodes.js';
+import {
+  type CardHold,
+  isPodHoldingCards,
+  isSameHold,
+  judgePodHold,
+  type PodHoldJudgement,
+  type TokenVerdict,
+} from './placement/holds/index.js';
+import { SnapshotNodes } from './placement/snapshot-nodes.js';
 
 /** Why capacity may have freed on a node: pending pods refused for capacity should be retried. */
 export type CapacityFreed = {
@@ -33,7 +37,7 @@ export type CapacityFreed = {
 
 type PodEntry = {
   pod: PodWithStatus;
-  hold: PodHold | undefined;
+  hold: CardHold | undefined;
   /**
    * The verified assignment behind `hold`, with its token and the key generation it verified under,
    * so later updates of the pod need no lookup while the keys stay the same.
@@ -165,7 +169,7 @@ export class ClusterState {
     this.applyPod(pod, this.judge(pod));
   }
 
-  private applyPod(pod: PodWithStatus, judged: AssignmentJudgement): void {
+  private applyPod(pod: PodWithStatus, judged: PodHoldJudgement): void {
     const { hold, held } = this.holdOf(pod, judged);
     const before = this.setPod(pod, hold, held);
     if (before?.hold && !hold) {
@@ -185,7 +189,7 @@ export class ClusterState {
    * next filter already sees these cards taken. The watch's next update of the pod replaces it;
    * a failed bind puts the original pod back with `upsertPod`.
    */
-  assumePod(pod: PodWithStatus, hold: PodHold): void {
+  assumePod(pod: PodWithStatus, hold: CardHold): void {
     this.setPod(pod, hold);
   }
 
@@ -215,14 +219,13 @@ export class ClusterState {
    * holds for the same token, else the trust's cache. An unknown token is verified in the
    * background and the pod judged again then, if it is still the copy held.
    */
-  private judge(pod: PodWithStatus): AssignmentJudgement {
-    if (!isPodHoldingCards(pod)) return { kind: 'none' };
+  private judge(pod: PodWithStatus): PodHoldJudgement {
     const before = this.pods.get(podKey(pod));
     const held = before?.pod.metadata?.uid === pod.metadata?.uid ? before?.held : undefined;
     const mine = held?.generation === this.opts.trust.generation() ? held : undefined;
     const verdictOf = (token: string): TokenVerdict | undefined =>
       mine?.token === token ? { ok: true, assignment: mine.assignment } : this.opts.trust.lookup(token);
-    const judged = judgePodAssignment(pod, verdictOf, this.opts.quantity);
+    const judged = judgePodHold(pod, verdictOf, this.opts.quantity);
     if (judged.kind === 'unknown') this.verifyLater(pod, judged.token);
     return judged;
   }
@@ -234,7 +237,7 @@ export class ClusterState {
         // Judged with this verdict itself (the cache may have dropped it already), unless the keys
         // changed meanwhile: then afresh, against the new ones.
         const keysKept = generation === this.opts.trust.generation();
-        this.applyPod(pod, keysKept ? judgePodAssignment(pod, () => verdict, this.opts.quantity) : this.judge(pod));
+        this.applyPod(pod, keysKept ? judgePodHold(pod, () => verdict, this.opts.quantity) : this.judge(pod));
       }
       this.verifying.delete(judged);
     });
@@ -242,11 +245,10 @@ export class ClusterState {
   }
 
   /** What a judged pod holds; a refused assignment is reported (once per pod and token) and holds nothing. */
-  private holdOf(pod: PodWithStatus, judged: AssignmentJudgement): Pick<PodEntry, 'hold' | 'held'> {
+  private holdOf(pod: PodWithStatus, judged: PodHoldJudgement): Pick<PodEntry, 'hold' | 'held'> {
     if (judged.kind === 'held') {
-      const hold = holdOfAssignment(judged.assignment, pod.metadata?.annotations ?? {});
       const generation = this.opts.trust.generation();
-      return { hold, held: { token: judged.token, assignment: judged.assignment, generation } };
+      return { hold: judged.hold, held: { token: judged.token, assignment: judged.assignment, generation } };
     }
     if (judged.kind === 'refused') {
       const m = pod.metadata;
@@ -266,7 +268,7 @@ export class ClusterState {
   }
 
   /** Stores the pod with its hold, moves the hold's count between nodes, and returns the entry it replaced. */
-  private setPod(pod: PodWithStatus, hold: PodHold | undefined, held?: PodEntry['held']): PodEntry | undefined {
+  private setPod(pod: PodWithStatus, hold: CardHold | undefined, held?: PodEntry['held']): PodEntry | undefined {
     const key = podKey(pod);
     const before = this.pods.get(key);
     this.pods.set(key, held ? { pod, hold, held } : { pod, hold });
@@ -274,7 +276,7 @@ export class ClusterState {
     return before;
   }
 
-  private moveHold(key: string, from: PodHold | undefined, to: PodHold | undefined): void {
+  private moveHold(key: string, from: CardHold | undefined, to: CardHold | undefined): void {
     // Most pod updates (status, a bind's own write seen again) leave what it holds as it was.
     if (isSameHold(from, to)) return;
     if (from) this.holdsByNode.get(from.node)?.delete(key);
@@ -290,7 +292,7 @@ export class ClusterState {
   private rebuild(node: string): void {
     const inv = this.inventories.get(node);
     if (!inv) return; // pods on a node not seen yet count once the node arrives
-    const holds: PodHold[] = [];
+    const holds: CardHold[] = [];
     for (const key of this.holdsByNode.get(node) ?? []) {
       const h = this.pods.get(key)?.hold;
       if (h) holds.push(h);

@@ -16,9 +16,9 @@ import {
 } from '../../contract/index.js';
 import type { ClusterState } from '../cluster-state.js';
 import { type ControlPlaneKube, withBinding } from '../kube-client.js';
-import { judgePodAssignment } from '../placement/assignment-check.js';
-import { holdOfAssignment, type PodWithStatus } from '../placement/cluster-snapshot.js';
+import type { PodWithStatus } from '../placement/cluster-snapshot.js';
 import { type FitContext, fitPod } from '../placement/fit.js';
+import { assumedHoldOf, carriesAssignment, verifiedAssignmentOf } from '../placement/holds/index.js';
 import { type PlacementPolicy, readPlacementRequest } from '../placement/placement-request.js';
 import type { AssignmentSigner } from '../signing-keys.js';
 import type { BindingArgs } from './extender-api.js';
@@ -105,18 +105,6 @@ export class Binder {
     if (snap) await this.ledgerNodes.ensure(snap);
   }
 
-  /**
-   * The assignment the pod carries, if its signature verifies against the current keys and it
-   * grants this pod what its spec asks; undefined otherwise (and when it carries none).
-   */
-  private async verifiedAssignmentOf(pod: PodWithStatus): Promise<Assignment | undefined> {
-    const token = pod.metadata?.annotations?.[vcudaAnnotations.assignment];
-    if (!token) return undefined;
-    const verdict = await this.deps.state.trust.verify(token);
-    const judged = judgePodAssignment(pod, () => verdict, this.deps.config.quantity);
-    return judged.kind === 'held' ? judged.assignment : undefined;
-  }
-
   private plan(
     pod: PodWithStatus,
     existing: Assignment | undefined,
@@ -165,8 +153,8 @@ export class Binder {
     const pod = cached?.metadata?.uid === args.PodUID ? cached : await this.readPod(args);
     // Only a pod carrying an assignment awaits its verification, so the common bind plans and
     // assumes in the request's own tick.
-    const existing = pod.metadata?.annotations?.[vcudaAnnotations.assignment]
-      ? await this.verifiedAssignmentOf(pod)
+    const existing = carriesAssignment(pod)
+      ? await verifiedAssignmentOf(pod, (token) => state.trust.verify(token), this.deps.config.quantity)
       : undefined;
     const boundTo = pod.spec?.nodeName;
     if (boundTo) {
@@ -186,7 +174,7 @@ export class Binder {
     const items = ledgerItemsOf(assignment);
     // Taken from now on in this replica's view, so filters running meanwhile do not offer these cards.
     const assignedAt = now.toISOString();
-    state.assumePod(pod, holdOfAssignment(assignment, { [vcudaAnnotations.assignedAt]: assignedAt }));
+    state.assumePod(pod, assumedHoldOf(assignment, assignedAt));
     try {
       return await this.reserveAndBind(pod, args, assignment, items, isExisting, assignedAt, now);
     } catch (err) {

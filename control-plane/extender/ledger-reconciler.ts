@@ -10,7 +10,8 @@
  */
 import { type Assignment, VcudaError, vcudaAnnotations } from '../../contract/index.js';
 import type { ClusterState } from '../cluster-state.js';
-import { isPodHoldingCards, type NodeSnapshot, type PodWithStatus } from '../placement/cluster-snapshot.js';
+import type { NodeSnapshot, PodWithStatus } from '../placement/cluster-snapshot.js';
+import { isPodHoldingCards } from '../placement/holds/index.js';
 import type { BindLedger } from './binder.js';
 import { type LedgerItem, ledgerItemsOf } from './ledger-items.js';
 
@@ -42,7 +43,7 @@ export type ReconcileOutcome = {
 
 /**
  * Which of the pods the ledger lacks should be put back: bound to the node of their verified
- * assignment (`verifiedOf`: signed by us and matching the pod, see assignment-check.ts), still
+ * assignment (`verifiedOf`: signed by us and matching the pod, see placement/holds/), still
  * running, and assigned longer ago than `graceMs` (a bind in flight reserves before it writes the
  * assignment, so a younger one may simply not be confirmed yet).
  */

@@ -4,14 +4,8 @@
  * assignments (bound, not yet allocated by the node agent). Built from Kubernetes objects by pure
  * functions, so tests construct it from plain objects and the watch cache rebuilds it after a restart.
  */
-import {
-  type Assignment,
-  type CardLink,
-  MIB,
-  nodeInventorySchema,
-  type PodLike,
-  vcudaAnnotations,
-} from '../../contract/index.js';
+import { type CardLink, nodeInventorySchema, type PodLike, vcudaAnnotations } from '../../contract/index.js';
+import { type CardHold, type CardUse, type PendingAssignment, parseTimeMs } from './holds/index.js';
 
 export type CardSnapshot = Readonly<{
   uuid: string;
@@ -24,15 +18,6 @@ export type CardSnapshot = Readonly<{
   /** Hundredths of the card already promised to pods. */
   usedCore: number;
   usedMemoryMiB: number;
-}>;
-
-/** A pod bound here whose containers the node agent has not allocated yet. */
-export type PendingAssignment = Readonly<{
-  podUid: string;
-  pod: string;
-  /** The distinct per-container core amounts it waits to be allocated with (see coreAmountsOf). */
-  coreAmounts: readonly number[];
-  assignedAtMs: number;
 }>;
 
 export type NodeSnapshot = Readonly<{
@@ -85,59 +70,6 @@ export type PodWithStatus = PodLike & {
   metadata?: PodLike['metadata'] & { deletionTimestamp?: unknown; resourceVersion?: string };
   status?: { phase?: string } | null;
 };
-
-/** The distinct per-container core amounts of a pod's GPU containers (init ones included), ascending. */
-export function coreAmountsOf(perContainerCore: readonly number[]): number[] {
-  return [...new Set(perContainerCore)].sort((a, b) => a - b);
-}
-
-/** Whether a pod still holds what it was assigned (finished pods give their cards back). */
-export function isPodHoldingCards(pod: PodWithStatus): boolean {
-  const phase = pod.status?.phase;
-  return phase !== 'Succeeded' && phase !== 'Failed';
-}
-
-/** The node a pod's assignment is for, if it has one. */
-export function assignedNodeOf(pod: PodWithStatus): string | undefined {
-  const a = pod.metadata?.annotations;
-  if (!a?.[vcudaAnnotations.assignment]) return undefined;
-  return a[vcudaAnnotations.assignedNode] ?? pod.spec?.nodeName;
-}
-
-function parseTimeMs(text: string | undefined): number {
-  if (!text) return 0;
-  const ms = Date.parse(text);
-  return Number.isFinite(ms) ? ms : 0;
-}
-
-type CardUse = { core: number; memoryMiB: number };
-
-/**
- * Per card, what one pod holds: containers run side by side, init containers one at a time before
- * them, so a card carries max(sum of app containers, largest init container), as Kubernetes counts.
- */
-export function podCardUse(
-  containers: readonly { isInit: boolean; cards: readonly { uuid: string; core: number; memoryMiB: number }[] }[],
-): Map<string, CardUse> {
-  const app = new Map<string, CardUse>();
-  const init = new Map<string, CardUse>();
-  for (const c of containers) {
-    for (const g of c.cards) {
-      if (c.isInit) {
-        const cur = init.get(g.uuid) ?? { core: 0, memoryMiB: 0 };
-        init.set(g.uuid, { core: Math.max(cur.core, g.core), memoryMiB: Math.max(cur.memoryMiB, g.memoryMiB) });
-      } else {
-        const cur = app.get(g.uuid) ?? { core: 0, memoryMiB: 0 };
-        app.set(g.uuid, { core: cur.core + g.core, memoryMiB: cur.memoryMiB + g.memoryMiB });
-      }
-    }
-  }
-  for (const [uuid, i] of init) {
-    const a = app.get(uuid) ?? { core: 0, memoryMiB: 0 };
-    app.set(uuid, { core: Math.max(a.core, i.core), memoryMiB: Math.max(a.memoryMiB, i.memoryMiB) });
-  }
-  return app;
-}
 
 /** A node's inventory annotation, parsed once per change (the watch cache keeps it between pod updates). */
 export type NodeInventoryRead = Readonly<{
@@ -195,63 +127,8 @@ export function readNodeInventory(node: NodeLike): NodeInventoryRead {
   };
 }
 
-/** What one pod's assignment means for its node; undefined when it holds nothing there. */
-export type PodHold = Readonly<{
-  node: string;
-  cardUse: ReadonlyMap<string, CardUse>;
-  /** Present while the node agent has not allocated the pod yet. */
-  pending?: PendingAssignment;
-}>;
-
-/** Whether two holds count the same on their node (so a pod update carrying either changes no snapshot). */
-export function isSameHold(a: PodHold | undefined, b: PodHold | undefined): boolean {
-  if (a === b) return true;
-  if (!a || !b || a.node !== b.node || a.cardUse.size !== b.cardUse.size) return false;
-  for (const [uuid, u] of a.cardUse) {
-    const v = b.cardUse.get(uuid);
-    if (!v || v.core !== u.core || v.memoryMiB !== u.memoryMiB) return false;
-  }
-  const p = a.pending;
-  const q = b.pending;
-  if (!p || !q) return p === q;
-  return (
-    p.podUid === q.podUid &&
-    p.pod === q.pod &&
-    p.assignedAtMs === q.assignedAtMs &&
-    p.coreAmounts.length === q.coreAmounts.length &&
-    p.coreAmounts.every((c, i) => c === q.coreAmounts[i])
-  );
-}
-
-/** The per-container core amounts an assignment waits to be allocated with (see coreAmountsOf). */
-export function pendingCoreAmountsOf(assignment: Assignment): number[] {
-  return coreAmountsOf(assignment.containers.map((c) => c.cards.reduce((s, g) => s + g.core, 0)));
-}
-
-/**
- * What a verified assignment holds on its node; pending until the node agent marks the pod
- * allocated. Never call it with an assignment that was only peeked (see assignment-check.ts).
- */
-export function holdOfAssignment(assignment: Assignment, podAnnotations: Record<string, string>): PodHold {
-  const containers = assignment.containers.map((c) => ({
-    isInit: c.isInit,
-    cards: c.cards.map((g) => ({ uuid: g.uuid, core: g.core, memoryMiB: Math.ceil(g.memoryBytes / MIB) })),
-  }));
-  const hold: PodHold = { node: assignment.node, cardUse: podCardUse(containers) };
-  if (podAnnotations[vcudaAnnotations.allocatedAt]) return hold;
-  return {
-    ...hold,
-    pending: {
-      podUid: assignment.pod.uid,
-      pod: `${assignment.pod.namespace}/${assignment.pod.name}`,
-      coreAmounts: pendingCoreAmountsOf(assignment),
-      assignedAtMs: parseTimeMs(podAnnotations[vcudaAnnotations.assignedAt]),
-    },
-  };
-}
-
-/** One node's snapshot from its parsed inventory and the holds of the pods assigned to it. */
-export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<PodHold>): NodeSnapshot {
+/** One node's snapshot from its parsed inventory and the holds on its cards (see holds/). */
+export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<CardHold>): NodeSnapshot {
   const used = new Map<string, CardUse>();
   const pending: PendingAssignment[] = [];
   for (const hold of holds) {

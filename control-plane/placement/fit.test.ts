@@ -10,8 +10,9 @@ import {
   type NodeSpec,
   policy,
 } from '../../test/support/control-plane/builders.js';
-import { coreAmountsOf, type PodWithStatus } from './cluster-snapshot.js';
+import type { PodWithStatus } from './cluster-snapshot.js';
 import { type FitContext, fitPod } from './fit.js';
+import { coreAmountsOf } from './holds/index.js';
 import { readPlacementRequest } from './placement-request.js';
 
 const NOW = Date.parse('2026-11-22T04:00:30Z');

@@ -8,7 +8,7 @@ import {
   type QuantityPolicy,
   readPodGpuRequest,
 } from '../../contract/index.js';
-import { coreAmountsOf } from './cluster-snapshot.js';
+import { coreAmountsOf } from './holds/index.js';
 
 export const placementPolicies = ['binpack', 'spread'] as const;
 export type PlacementPolicy = (typeof placementPolicies)[number];

@@ -9,10 +9,10 @@ import {
   composeNodeSnapshot,
   type NodeInventoryRead,
   type NodeSnapshot,
-  type PodHold,
   readNodeInventory,
 } from '../../control-plane/placement/cluster-snapshot.js';
 import { type FitContext, fitPod, type NodePlacement } from '../../control-plane/placement/fit.js';
+import type { CardHold } from '../../control-plane/placement/holds/index.js';
 import {
   type PlacementPolicy,
   type PlacementRequest,
@@ -113,7 +113,7 @@ function emptyReport(pods: number): WhatIfReport {
 class HeldNodes {
   readonly snapshots = new Map<string, NodeSnapshot>();
   private readonly inventories: Map<string, NodeInventoryRead>;
-  private readonly holds = new Map<string, PodHold[]>();
+  private readonly holds = new Map<string, CardHold[]>();
 
   constructor(cluster: ClusterSpec, nowMs: number) {
     // Each node is read from the inventory annotation a node agent would publish, as the extender reads it.
@@ -136,14 +136,14 @@ class HeldNodes {
     }
   }
 
-  hold(p: NodePlacement): PodHold {
-    const held: PodHold = { node: p.node, cardUse: p.cardUse };
+  hold(p: NodePlacement): CardHold {
+    const held: CardHold = { kind: 'pod-assignment', node: p.node, cardUse: p.cardUse };
     this.holds.get(p.node)!.push(held);
     this.rebuild(p.node);
     return held;
   }
 
-  release(held: PodHold): void {
+  release(held: CardHold): void {
     this.holds.set(
       held.node,
       this.holds.get(held.node)!.filter((h) => h !== held),
@@ -184,7 +184,7 @@ class NamespaceUsage {
 }
 
 /** A placed pod with a duration gives its cards back when it ends. */
-type Departure = { at: number; hold: PodHold; namespace: string; usage: Usage };
+type Departure = { at: number; hold: CardHold; namespace: string; usage: Usage };
 
 /** The smallest share any valid pod asked for, to tell stranded capacity from free capacity. */
 type SmallestAsk = { core: number; memoryMiB: number };

@@ -22,14 +22,12 @@ import { AssignmentTrust } from '../../../control-plane/assignment-trust.js';
 import { ClusterState } from '../../../control-plane/cluster-state.js';
 import {
   composeNodeSnapshot,
-  holdOfAssignment,
-  isPodHoldingCards,
   type NodeLike,
   type NodeSnapshot,
-  type PodHold,
   type PodWithStatus,
   readNodeInventory,
 } from '../../../control-plane/placement/cluster-snapshot.js';
+import { type CardHold, holdOfAssignment, isPodHoldingCards } from '../../../control-plane/placement/holds/index.js';
 import { createEdDsaSigner, type KeySet } from '../../../control-plane/signing-keys.js';
 
 export const names = resourceNames();
@@ -64,10 +62,10 @@ export function testState(
 
 /**
  * A node's snapshot from its Node and pods, for placement tests: each pod's assignment counts as if
- * it had verified (what verification admits is cluster-state's and assignment-check's subject).
+ * it had verified (what verification admits is the holds module's subject, placement/holds/).
  */
 export function buildNodeSnapshot(node: NodeLike, pods: Iterable<PodWithStatus>): NodeSnapshot {
-  const holds: PodHold[] = [];
+  const holds: CardHold[] = [];
   for (const pod of pods) {
     const a = isPodHoldingCards(pod) && peekAssignment(pod.metadata?.annotations?.[vcudaAnnotations.assignment] ?? '');
     if (a) holds.push(holdOfAssignment(a, pod.metadata?.annotations ?? {}));

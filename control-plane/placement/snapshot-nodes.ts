@@ -9,7 +9,7 @@
  * Snapshots are chained forward only (an old one points at newer ones, never back), so one that
  * nobody holds any more is collected with everything it remembered.
  */
-import type { NodeSnapshot } from './placement/cluster-snapshot.js';
+import type { NodeSnapshot } from './cluster-snapshot.js';
 
 export class SnapshotNodes implements ReadonlyMap<string, NodeSnapshot> {
   /** Nodes as they were when this snapshot was handed out, for those changed since (undefined: absent then). */

@@ -15,7 +15,7 @@ import {
   readPodGpuRequest,
   ValidationError,
   vcudaAnnotations,
-} from '../../contract/index.js';
+} from '../../../contract/index.js';
 
 /** Why an assignment annotation holds nothing: the signature's verdict, or a mismatch with the pod. */
 export type UnverifiedReason = AssignmentErrorCode | 'spec-mismatch';
@@ -32,6 +32,11 @@ export type AssignmentJudgement =
   | { kind: 'unknown'; token: string }
   | { kind: 'refused'; token: string; reason: UnverifiedReason; message: string }
   | { kind: 'held'; token: string; assignment: Assignment };
+
+/** The assignment token a pod carries (unverified: hostile until judged), or undefined. */
+export function assignmentTokenOf(pod: PodLike): string | undefined {
+  return pod.metadata?.annotations?.[vcudaAnnotations.assignment] || undefined;
+}
 
 /** Every vcuda container of a pod, keyed the way grants are matched to requests. */
 function containerKey(c: { name: string; isInit: boolean }): string {
@@ -114,7 +119,7 @@ export function judgePodAssignment(
   verdictOf: (token: string) => TokenVerdict | undefined,
   policy: QuantityPolicy,
 ): AssignmentJudgement {
-  const token = pod.metadata?.annotations?.[vcudaAnnotations.assignment];
+  const token = assignmentTokenOf(pod);
   if (!token) return { kind: 'none' };
   const verdict = verdictOf(token);
   if (!verdict) return { kind: 'unknown', token };
