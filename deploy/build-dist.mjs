@@ -14,12 +14,7 @@ const { values } = parseArgs({ options: { out: { type: 'string', default: join(r
 const out = resolve(values.out);
 
 /** Files read at run time through `import.meta.url`, relative to the repository root. */
-const RUNTIME_ASSETS = [
-  'control-plane/dashboard/assets',
-  'db/migrations',
-  'node-agent/device-plugin/proto',
-  'package.json',
-];
+const RUNTIME_ASSETS = ['control-plane/dashboard/assets', 'db/migrations', 'node-agent/kubelet/proto', 'package.json'];
 
 rmSync(out, { recursive: true, force: true });
 const tsc = join(root, 'node_modules/typescript/bin/tsc');

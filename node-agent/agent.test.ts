@@ -4,8 +4,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { nodeInventorySchema, vcudaAnnotations } from '../contract/index.js';
 import { type Harness, NODE, startHarness } from '../test/support/node-agent/agent-harness.js';
 import { FakeGpuSource } from '../test/support/node-agent/fake-gpu-source.js';
-import { KUBELET_SOCKET } from './device-plugin/protocol.js';
 import { createAgentHttp } from './http.js';
+import { KUBELET_SOCKET } from './kubelet/protocol.js';
 import type { GpuEvent } from './nvml/gpu-source.js';
 
 let h: Harness | undefined;

@@ -5,8 +5,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ContainerRecord } from './allocation/allocator.js';
 import type { PodView } from './allocation/pod-view.js';
+import type { ContainerRecord } from './allocation/ports.js';
 import type { ContainerOnCard, ContainerPlacement } from './compute/card-sampler.js';
 import { parseProcCgroup } from './compute/cgroup-identity.js';
 import type { DriftTarget } from './compute/memory-drift.js';

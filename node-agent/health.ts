@@ -3,7 +3,7 @@
  * plugins' ListAndWatch). A card turns unhealthy on a critical Xid or when it is lost, and stays
  * so until the agent restarts: when in doubt, fail closed.
  */
-import type { CardDirectory, CardRef } from './allocation/allocator.js';
+import type { CardDirectory, CardRef } from './allocation/ports.js';
 import type { CardHealthView } from './device-plugin/device-list.js';
 import type { GpuCard, GpuEvent, GpuSource } from './nvml/gpu-source.js';
 

@@ -4,7 +4,7 @@
  * the memory-drift gauge is set by each card's drift monitor (compute/memory-drift.ts).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { ContainerRecord } from './allocation/allocator.js';
+import type { ContainerRecord } from './allocation/ports.js';
 import type { DriftSink, DriftTarget } from './compute/memory-drift.js';
 import type { UsageSample } from './usage.js';
 

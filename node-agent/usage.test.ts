@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { regionDeviceOffset, regionOffsets } from '../contract/index.js';
-import type { ContainerRecord } from './allocation/allocator.js';
+import type { ContainerRecord } from './allocation/ports.js';
 import { allocationKey, containerPaths } from './limits/container-files.js';
 import { ensureRegionFile, readRegionUsage } from './limits/region-file.js';
 import { collectUsage, HttpUsageSink, tokenFromFile } from './usage.js';

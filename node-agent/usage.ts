@@ -3,7 +3,7 @@
  * and a region reader), then optionally reported to the control plane for the ledger.
  */
 import { readFile } from 'node:fs/promises';
-import type { ContainerRecord } from './allocation/allocator.js';
+import type { ContainerRecord } from './allocation/ports.js';
 import { readRegionUsage } from './limits/region-file.js';
 
 export type UsageSample = {

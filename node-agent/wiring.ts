@@ -11,8 +11,8 @@ import { resourceNames } from '../contract/index.js';
 import { type AgentLog, type NodeAgent, startNodeAgent } from './agent.js';
 import type { JwksSource } from './allocation/ports.js';
 import type { NodeAgentConfig } from './config.js';
-import { PodResourcesClient } from './device-plugin/pod-resources-client.js';
 import { KubeWriter, PodWatchCache } from './kube-adapters.js';
+import { PodResourcesClient } from './kubelet/pod-resources-client.js';
 import type { GpuSource } from './nvml/gpu-source.js';
 import type { UsageSink } from './usage.js';
 

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { decodeLimitConfig, eventReasons, generateSigningKey, MIB, vcudaAnnotations } from '../../contract/index.js';
 import { type Harness, NODE, startHarness } from '../../test/support/node-agent/agent-harness.js';
 import type { GpuPodBuilder } from '../../test/support/node-agent/gpu-pod.js';
-import type { ContainerAllocateResponse } from '../device-plugin/protocol.js';
+import type { ContainerAllocateResponse } from '../kubelet/protocol.js';
 import { cdiSpecPath } from '../limits/cdi-spec.js';
 import { allocationKey } from '../limits/container-files.js';
 

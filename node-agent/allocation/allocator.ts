@@ -19,8 +19,7 @@ import {
   vcudaAnnotations,
   verifyAssignment,
 } from '../../contract/index.js';
-import { cardOfCoreDevice } from '../device-plugin/device-list.js';
-import type { ContainerAllocateResponse, ListPodResourcesResponse } from '../device-plugin/protocol.js';
+import type { ContainerAllocateResponse, ListPodResourcesResponse } from '../kubelet/protocol.js';
 import { buildAllocateResponse, type ResponseSettings } from '../limits/allocate-response.js';
 import { removeCdiSpec, writeCdiSpec } from '../limits/cdi-spec.js';
 import {
@@ -31,34 +30,24 @@ import {
   writeContainerFiles,
 } from '../limits/container-files.js';
 import { AllocationError, type AllocationErrorCode } from './allocation-error.js';
+import { cardOfCoreDevice } from './core-devices.js';
 import { deviceLimitOf, grantCore } from './grant-limits.js';
 import { type HolderResult, resolveHolder } from './holder.js';
 import { SharedPodResources } from './pod-resources-ties.js';
 import type { GpuContainerView, PodView } from './pod-view.js';
 import { podKey } from './pod-view.js';
-import type { EventRecorder, JwksSource, PodAnnotator, PodResourcesLister, PodSource } from './ports.js';
+import type {
+  CardDirectory,
+  CardRef,
+  ContainerRecord,
+  EventRecorder,
+  JwksSource,
+  PodAnnotator,
+  PodResourcesLister,
+  PodSource,
+} from './ports.js';
 import { relearnContainers } from './relearn.js';
 import { steeringHint } from './steering.js';
-
-export type CardRef = { uuid: string; index: number; minorNumber: number; healthy: boolean; healthReason?: string };
-
-export interface CardDirectory {
-  cardByUuid(uuid: string): CardRef | undefined;
-}
-
-/** One container this agent tied to its devices (at PreStart, or re-learned after a restart). */
-export type ContainerRecord = {
-  podUid: string;
-  namespace: string;
-  podName: string;
-  container: string;
-  isInit: boolean;
-  deviceIds: string[];
-  devices: DeviceLimit[];
-  paths: ContainerPaths;
-  allocatedAtMs: number;
-  confirmed: boolean;
-};
 
 export type AllocatorDeps = {
   nodeName: string;

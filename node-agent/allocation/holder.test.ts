@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ListPodResourcesResponse } from '../device-plugin/protocol.js';
+import type { ListPodResourcesResponse } from '../kubelet/protocol.js';
 import { resolveHolder } from './holder.js';
 import type { GpuContainerView } from './pod-view.js';
 

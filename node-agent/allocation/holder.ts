@@ -12,7 +12,7 @@
  *   names the pod, and the one GPU init container of that pod that asks this many core is the
  *   holder. Anything less certain is a refusal that names the pods.
  */
-import type { ListPodResourcesResponse } from '../device-plugin/protocol.js';
+import type { ListPodResourcesResponse } from '../kubelet/protocol.js';
 import type { GpuContainerView } from './pod-view.js';
 
 export type Listed = { namespace: string; name: string; container: string };

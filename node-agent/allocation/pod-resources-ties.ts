@@ -2,7 +2,7 @@
  * The kubelet's PodResources `List`, shared by concurrent callers: the kubelet rate-limits it
  * (100 QPS, burst 10), and twenty containers starting at once must not trip that.
  */
-import type { ListPodResourcesResponse } from '../device-plugin/protocol.js';
+import type { ListPodResourcesResponse } from '../kubelet/protocol.js';
 import type { PodResourcesLister } from './ports.js';
 
 export class SharedPodResources {

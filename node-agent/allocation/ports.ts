@@ -1,7 +1,12 @@
-/** What the allocation path needs from the outside world, declared by the code that uses it. */
+/**
+ * What the allocation path needs from the outside world, declared by the code that uses it, and
+ * the record of each tie it hands back. Card health implements `CardDirectory`; metrics, usage,
+ * compute and housekeeping read `ContainerRecord`s. They import this file, never the allocator.
+ */
 import type { JSONWebKeySet } from 'jose';
-import type { EventReason } from '../../contract/index.js';
-import type { ListPodResourcesResponse } from '../device-plugin/protocol.js';
+import type { DeviceLimit, EventReason } from '../../contract/index.js';
+import type { ListPodResourcesResponse } from '../kubelet/protocol.js';
+import type { ContainerPaths } from '../limits/container-files.js';
 import type { PodView } from './pod-view.js';
 
 /** Pods bound to this node, from a watch cache. */
@@ -24,3 +29,23 @@ export interface EventRecorder {
 }
 
 export type JwksSource = () => Promise<JSONWebKeySet>;
+
+export type CardRef = { uuid: string; index: number; minorNumber: number; healthy: boolean; healthReason?: string };
+
+export interface CardDirectory {
+  cardByUuid(uuid: string): CardRef | undefined;
+}
+
+/** One container this agent tied to its devices (at PreStart, or re-learned after a restart). */
+export type ContainerRecord = {
+  podUid: string;
+  namespace: string;
+  podName: string;
+  container: string;
+  isInit: boolean;
+  deviceIds: string[];
+  devices: DeviceLimit[];
+  paths: ContainerPaths;
+  allocatedAtMs: number;
+  confirmed: boolean;
+};

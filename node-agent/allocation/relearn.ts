@@ -13,12 +13,11 @@ import {
   vcudaAnnotations,
   verifyAssignment,
 } from '../../contract/index.js';
-import type { ListPodResourcesResponse } from '../device-plugin/protocol.js';
+import type { ListPodResourcesResponse } from '../kubelet/protocol.js';
 import { allocationKey, containerPaths } from '../limits/container-files.js';
-import type { CardDirectory, ContainerRecord } from './allocator.js';
 import { deviceLimitOf } from './grant-limits.js';
 import { podKey } from './pod-view.js';
-import type { JwksSource, PodSource } from './ports.js';
+import type { CardDirectory, ContainerRecord, JwksSource, PodSource } from './ports.js';
 
 /** Whether a PreStart wrote this limit file for this container (an Allocate alone leaves none). */
 function writtenFor(configPath: string, podUid: string, container: string): boolean {

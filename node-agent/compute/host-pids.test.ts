@@ -15,8 +15,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { REGION_FILE_SIZE, REGION_MAGIC, regionPidMap } from '../../contract/region-layout.js';
-import type { ContainerRecord } from '../allocation/allocator.js';
 import type { PodView } from '../allocation/pod-view.js';
+import type { ContainerRecord } from '../allocation/ports.js';
 import { containerKey, placementOf, procCgroupReader } from '../compute-wiring.js';
 import {
   cachedPidFacts,

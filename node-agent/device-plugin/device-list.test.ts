@@ -1,14 +1,14 @@
 import { describe, expect, it } from 'vitest';
+import { cardOfCoreDevice } from '../allocation/core-devices.js';
+import { encodedListAndWatchBytes } from '../kubelet/grpc-services.js';
 import {
   type CardHealthView,
-  cardOfCoreDevice,
   listCoreDevices,
   listMemoryDevices,
   memoryListAndWatchBytes,
   planMemoryAdvertise,
 } from './device-list.js';
 import { preferCoreDevices } from './plugins.js';
-import { encodedListAndWatchBytes } from './protocol.js';
 
 const cards = (n: number, memoryMiB: number, healthy = true): CardHealthView[] =>
   Array.from({ length: n }, (_, i) => ({ index: i, memoryMiB, numaNode: i % 2, healthy }));

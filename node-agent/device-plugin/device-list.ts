@@ -4,9 +4,8 @@
  * `vcuda-memory`: one device per memory unit, `m<base36>`, no topology: every byte counts when a
  * node has a million units (README: unit policy).
  */
-import { type Device, HEALTHY, UNHEALTHY } from './protocol.js';
-
-export const CORE_DEVICES_PER_CARD = 100;
+import { CORE_DEVICES_PER_CARD, coreDeviceId } from '../allocation/core-devices.js';
+import { type Device, HEALTHY, UNHEALTHY } from '../kubelet/protocol.js';
 
 export type CardHealthView = {
   index: number;
@@ -14,16 +13,6 @@ export type CardHealthView = {
   numaNode: number | null;
   healthy: boolean;
 };
-
-export function coreDeviceId(cardIndex: number, slot: number): string {
-  return `c${cardIndex}-${String(slot).padStart(2, '0')}`;
-}
-
-/** The card a core device ID belongs to; undefined for IDs that are not ours. */
-export function cardOfCoreDevice(id: string): number | undefined {
-  const m = /^c(\d+)-(\d{2})$/.exec(id);
-  return m ? Number(m[1]) : undefined;
-}
 
 export function listCoreDevices(cards: readonly CardHealthView[]): Device[] {
   const out: Device[] = [];

@@ -9,10 +9,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startHarness } from '../../test/support/node-agent/agent-harness.js';
+import { UNHEALTHY } from '../kubelet/protocol.js';
 import { cdiSpecPath } from '../limits/cdi-spec.js';
 import { allocationKey } from '../limits/container-files.js';
 import { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
-import { UNHEALTHY } from './protocol.js';
 
 const native = join(dirname(fileURLToPath(import.meta.url)), '../../native/build/fake');
 const lib = join(native, 'libnvidia-ml.so.1');

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Harness, startHarness } from '../../test/support/node-agent/agent-harness.js';
 import { FakeKubelet } from '../../test/support/node-agent/fake-kubelet.js';
-import { HEALTHY, KUBELET_SOCKET, UNHEALTHY } from './protocol.js';
+import { HEALTHY, KUBELET_SOCKET, UNHEALTHY } from '../kubelet/protocol.js';
 
 let h: Harness | undefined;
 afterEach(async () => {

@@ -7,15 +7,10 @@
 import { existsSync, type FSWatcher, watch } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
+import { RegistrationService, unixTarget } from '../kubelet/grpc-services.js';
+import { DEVICE_PLUGIN_VERSION, KUBELET_SOCKET, type RegisterRequest } from '../kubelet/protocol.js';
 import type { PluginHandler, PluginServer } from './plugin-server.js';
 import { startPluginServer } from './plugin-server.js';
-import {
-  DEVICE_PLUGIN_VERSION,
-  KUBELET_SOCKET,
-  type RegisterRequest,
-  RegistrationService,
-  unixTarget,
-} from './protocol.js';
 
 export type PluginSpec = { handler: PluginHandler; endpoint: string };
 

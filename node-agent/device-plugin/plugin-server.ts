@@ -5,19 +5,19 @@
 import { rmSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { VcudaError } from '../../contract/index.js';
-import {
-  type AllocateRequest,
-  type AllocateResponse,
-  type ContainerAllocateResponse,
-  type ContainerPreferredAllocationRequest,
-  type Device,
-  type DevicePluginOptions,
-  DevicePluginService,
-  type ListAndWatchResponse,
-  type PreferredAllocationRequest,
-  type PreferredAllocationResponse,
-  type PreStartContainerRequest,
-} from './protocol.js';
+import { DevicePluginService } from '../kubelet/grpc-services.js';
+import type {
+  AllocateRequest,
+  AllocateResponse,
+  ContainerAllocateResponse,
+  ContainerPreferredAllocationRequest,
+  Device,
+  DevicePluginOptions,
+  ListAndWatchResponse,
+  PreferredAllocationRequest,
+  PreferredAllocationResponse,
+  PreStartContainerRequest,
+} from '../kubelet/protocol.js';
 
 /** What a plugin decides; declared here, implemented by the core and memory plugins. */
 export interface PluginHandler {

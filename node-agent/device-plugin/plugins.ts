@@ -5,10 +5,16 @@
  */
 import type { ResourceNames } from '../../contract/index.js';
 import type { Allocator } from '../allocation/allocator.js';
-import type { CardHealth } from '../health.js';
-import { cardOfCoreDevice, listCoreDevices, listMemoryDevices } from './device-list.js';
+import { cardOfCoreDevice } from '../allocation/core-devices.js';
+import type { ContainerAllocateResponse, ContainerPreferredAllocationRequest } from '../kubelet/protocol.js';
+import { type CardHealthView, listCoreDevices, listMemoryDevices } from './device-list.js';
 import type { PluginHandler } from './plugin-server.js';
-import type { ContainerAllocateResponse, ContainerPreferredAllocationRequest } from './protocol.js';
+
+/** What the plugins need of the cards' health (the agent's `CardHealth`): each card now, and word of a change. */
+export interface CardHealthFeed {
+  views(): CardHealthView[];
+  subscribe(listener: () => void): () => void;
+}
 
 const EMPTY_RESPONSE: ContainerAllocateResponse = {
   envs: {},
@@ -57,7 +63,7 @@ export function preferCoreDevices(
   return chosen.slice(0, request.allocation_size);
 }
 
-export function corePlugin(names: ResourceNames, health: CardHealth, allocator: Allocator): PluginHandler {
+export function corePlugin(names: ResourceNames, health: CardHealthFeed, allocator: Allocator): PluginHandler {
   return {
     resourceName: names.core,
     options: { pre_start_required: true, get_preferred_allocation_available: true },
@@ -69,7 +75,7 @@ export function corePlugin(names: ResourceNames, health: CardHealth, allocator: 
   };
 }
 
-export function memoryPlugin(names: ResourceNames, health: CardHealth, memoryUnitMiB: number): PluginHandler {
+export function memoryPlugin(names: ResourceNames, health: CardHealthFeed, memoryUnitMiB: number): PluginHandler {
   return {
     resourceName: names.memory,
     options: { pre_start_required: false, get_preferred_allocation_available: false },

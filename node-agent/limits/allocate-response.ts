@@ -5,7 +5,7 @@
  * directories, the env that points libvcuda at its limit file, and the CDI device that
  * PreStartContainer fills in with the granted cards.
  */
-import type { ContainerAllocateResponse, DeviceSpec, Mount } from '../device-plugin/protocol.js';
+import type { ContainerAllocateResponse, DeviceSpec, Mount } from '../kubelet/protocol.js';
 import { cdiDeviceName } from './cdi-spec.js';
 import {
   CONTAINER_CONFIG_DIR,

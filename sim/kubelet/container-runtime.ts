@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { appendFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ContainerAllocateResponse, Mount } from '../../node-agent/device-plugin/protocol.js';
+import type { ContainerAllocateResponse, Mount } from '../../node-agent/kubelet/protocol.js';
 import { CdiCache } from './cdi.js';
 import { containerCgroupText } from './container-cgroup.js';
 import { type Mirror, mirrorLimitFile } from './limit-file-mirror.js';

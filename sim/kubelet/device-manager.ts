@@ -13,21 +13,23 @@ import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import {
+  DevicePluginService,
+  PodResourcesListerService,
+  RegistrationService,
+  unixTarget,
+} from '../../node-agent/kubelet/grpc-services.js';
+import {
   type AllocateResponse,
   type ContainerAllocateResponse,
   type Device,
   type DevicePluginOptions,
-  DevicePluginService,
   HEALTHY,
   KUBELET_SOCKET,
   type ListAndWatchResponse,
   type PodResources,
-  PodResourcesListerService,
   type PreferredAllocationResponse,
   type RegisterRequest,
-  RegistrationService,
-  unixTarget,
-} from '../../node-agent/device-plugin/protocol.js';
+} from '../../node-agent/kubelet/protocol.js';
 
 type Endpoint = {
   request: RegisterRequest;

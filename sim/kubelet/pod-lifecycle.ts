@@ -9,7 +9,7 @@
  * which handles that pod's events in order while other pods start and stop beside it; a worker sets
  * the pod's status and goes on, and one writer per node sends it (`StatusManager`).
  */
-import type { ContainerAllocateResponse } from '../../node-agent/device-plugin/protocol.js';
+import type { ContainerAllocateResponse } from '../../node-agent/kubelet/protocol.js';
 import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
 import {
   ContainerRuntime,

@@ -11,7 +11,7 @@ import {
   PodResourcesListerService,
   RegistrationService,
   unixTarget,
-} from '../../node-agent/device-plugin/protocol.js';
+} from '../../node-agent/kubelet/grpc-services.js';
 import { type SimApiServer, startApiServer } from '../apiserver/api-server.js';
 import { KubeClient, podPath } from '../kube-client.js';
 import { writeKubeconfig } from '../kubeconfig.js';

@@ -9,8 +9,8 @@ import { mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REGION_FILE_SIZE, REGION_MAGIC } from '../../contract/region-layout.js';
-import type { ContainerRecord } from '../../node-agent/allocation/allocator.js';
 import type { PodView } from '../../node-agent/allocation/pod-view.js';
+import type { ContainerRecord } from '../../node-agent/allocation/ports.js';
 import { createHostPidPublisher, procSource } from '../../node-agent/compute/host-pids.js';
 import { containerKey, placementOf, procCgroupReader } from '../../node-agent/compute-wiring.js';
 import { atMost, type Benchmark, percentile } from './harness.js';

@@ -7,7 +7,7 @@ import {
   listMemoryDevices,
   planMemoryAdvertise,
 } from '../../node-agent/device-plugin/device-list.js';
-import { encodedListAndWatchBytes } from '../../node-agent/device-plugin/protocol.js';
+import { encodedListAndWatchBytes } from '../../node-agent/kubelet/grpc-services.js';
 import { startHarness } from '../support/node-agent/agent-harness.js';
 import { rpcTimingsMs } from '../support/node-agent/fake-kubelet.js';
 import { atMost, type Benchmark, type Figure, percentile } from './harness.js';

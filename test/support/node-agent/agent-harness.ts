@@ -95,7 +95,7 @@ export async function startHarness(
     },
   });
   const warnings: string[] = [];
-  const { PodResourcesClient } = await import('../../../node-agent/device-plugin/pod-resources-client.js');
+  const { PodResourcesClient } = await import('../../../node-agent/kubelet/pod-resources-client.js');
   const podResources = new PodResourcesClient(kubelet.podResourcesSocket);
   const makeAgent = (source: GpuSource) =>
     startNodeAgent({

@@ -5,7 +5,7 @@
  * and device updates, PodResources keyed by `namespace/name`, a counter of `List` calls and a hook
  * that rewrites what `List` reports. Test-only.
  */
-import type { PodResources } from '../../../node-agent/device-plugin/protocol.js';
+import type { PodResources } from '../../../node-agent/kubelet/protocol.js';
 import { DeviceManager, kubeletPaths } from '../../../sim/kubelet/device-manager.js';
 
 export type { AdmitResult, KubeletContainer, KubeletPod } from '../../../sim/kubelet/device-manager.js';

@@ -1,11 +1,12 @@
 /** The kubelet's PodResources `List` over its unix socket (PROTOCOLS.md §2). */
 import * as grpc from '@grpc/grpc-js';
-import type { PodResourcesLister } from '../allocation/ports.js';
-import { type ListPodResourcesResponse, PodResourcesListerService, unixTarget } from './protocol.js';
+import { PodResourcesListerService, unixTarget } from './grpc-services.js';
+import type { ListPodResourcesResponse } from './protocol.js';
 
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
-export class PodResourcesClient implements PodResourcesLister {
+/** The allocation's `PodResourcesLister`, structurally: the kubelet's API does not depend on its users. */
+export class PodResourcesClient {
   private readonly client: grpc.Client;
 
   constructor(
