@@ -10,5 +10,7 @@ export default defineConfig({
     // Two cores in CI: limit parallel files so process-spawning suites do not starve each other.
     maxWorkers: 2,
     pool: 'forks',
+    // Every temporary directory of the run under one, removed at its end.
+    globalSetup: ['test/support/temp-root.ts'],
   },
 });

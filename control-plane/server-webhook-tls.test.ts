@@ -4,7 +4,6 @@
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -18,15 +17,6 @@ import { type RunningControlPlane, startControlPlane } from './server.js';
 let db: VcudaDb;
 let cp: RunningControlPlane;
 let caPem: string;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 function sendTls(method: string, url: string, body = ''): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
@@ -63,7 +53,8 @@ beforeAll(async () => {
       logLevel: 'silent',
       host: '127.0.0.1',
       port: 0,
-      httpsPort: await freePort(),
+      // Served (non-zero); the port itself is any free one, bound by the server (override below).
+      httpsPort: 8443,
       kube: { mode: 'none' },
       signingKeys: { source: 'ephemeral' },
       extender: { port: 0 },
@@ -77,7 +68,7 @@ beforeAll(async () => {
       },
     },
   });
-  cp = await startControlPlane(config, { db });
+  cp = await startControlPlane(config, { db, httpsPort: 0 });
 });
 
 afterAll(async () => {

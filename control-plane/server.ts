@@ -34,6 +34,11 @@ export type ControlPlaneOverrides = {
   keys?: KeySet;
   clock?: () => Date;
   logger?: Logger;
+  /**
+   * The webhooks' HTTPS port when they are served, 0 for any free one (reported in `httpsUrl`):
+   * config's `httpsPort` cannot say so, its 0 turns the webhooks off.
+   */
+  httpsPort?: number;
 };
 
 export type RunningControlPlane = {
@@ -95,7 +100,14 @@ export async function startControlPlane(
     // 7. Serve; then follow the cluster (readiness waits for the first full list).
     const http = await listen(app, config.host, config.port);
     closers.push(http.close);
-    const https = await serveWebhooks(ctx, { webhook, names: cluster.names, kc: cluster.kc, admission, scheduler });
+    const https = await serveWebhooks(ctx, {
+      webhook,
+      names: cluster.names,
+      kc: cluster.kc,
+      admission,
+      scheduler,
+      port: overrides.httpsPort,
+    });
     closers.push(https.close);
     const extender = await serveExtender(ctx, { webhook, scheduler, kc: cluster.kc });
     closers.push(extender.close);

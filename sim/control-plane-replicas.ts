@@ -1,6 +1,7 @@
 /**
- * vcuda's control plane as a Deployment's replicas behind its Service: each replica on its own
- * ports, all sharing one ledger, the Service's three proxies (HTTP, HTTPS, extender) sending to the
+ * vcuda's control plane as a Deployment's replicas behind its Service: each replica on ports it
+ * binds itself (any free ones, so no port is picked and then lost to another process), all
+ * sharing one ledger, the Service's three proxies (HTTP, HTTPS, extender) sending to the
  * replicas that run. A replica can be stopped at once, as a crashed pod, and started again.
  */
 import type { Logger } from 'pino';
@@ -9,7 +10,7 @@ import { type RunningControlPlane, startControlPlane } from '../control-plane/se
 import type { VcudaDb } from '../db/connect.js';
 import type { ClusterSpec } from './cluster-spec.js';
 import { kubeConfigFor } from './kubeconfig.js';
-import { findFreePort, type ServiceProxy } from './service-proxy.js';
+import type { ServiceProxy } from './service-proxy.js';
 
 /** The control plane's Service: one proxy per port it exposes. */
 export type ControlPlaneService = { http: ServiceProxy; https: ServiceProxy; extender: ServiceProxy };
@@ -38,24 +39,28 @@ export type ControlPlaneReplicas = {
 
 type ReplicaPorts = { http: number; https: number; extender: number };
 
-/** `count` replicas, none running yet, each with its ports chosen. */
+const portOf = (url: string | undefined): number => Number(url ? new URL(url).port : 0);
+
+/** The ports a started replica bound (it asks for any free ones). */
+function portsOf(cp: RunningControlPlane): ReplicaPorts {
+  return { http: portOf(cp.url), https: portOf(cp.httpsUrl), extender: portOf(cp.extenderUrl) };
+}
+
+/** `count` replicas, none running yet. */
 export async function controlPlaneReplicas(
   count: number,
   service: ControlPlaneService,
   settings: ReplicaSettings,
 ): Promise<ControlPlaneReplicas> {
-  const ports: ReplicaPorts[] = [];
-  for (let i = 0; i < count; i++) {
-    ports.push({ http: await findFreePort(), https: await findFreePort(), extender: await findFreePort() });
-  }
   const running: (RunningControlPlane | undefined)[] = new Array(count).fill(undefined);
   const refreshBackends = () => {
+    const live = running.filter((r): r is RunningControlPlane => r !== undefined).map(portsOf);
     for (const port of ['http', 'https', 'extender'] as const) {
-      service[port].setBackends(ports.filter((_, i) => running[i]).map((p) => p[port]));
+      service[port].setBackends(live.map((p) => p[port]).filter((p) => p > 0));
     }
   };
   const start = async (i: number) => {
-    running[i] = await startReplica(settings, ports[i]!, i);
+    running[i] = await startReplica(settings, i);
     refreshBackends();
   };
   const stop = async (i: number) => {
@@ -77,13 +82,12 @@ export async function controlPlaneReplicas(
   };
 }
 
-async function startReplica(settings: ReplicaSettings, ports: ReplicaPorts, i: number): Promise<RunningControlPlane> {
+async function startReplica(settings: ReplicaSettings, i: number): Promise<RunningControlPlane> {
   const config = loadControlPlaneConfig({
     flags: {
-      port: ports.http,
+      port: 0,
       host: '127.0.0.1',
-      httpsPort: ports.https,
-      extender: { port: ports.extender },
+      extender: { port: 0 },
       clusterName: settings.cluster.name,
       resourceDomain: settings.domain,
       memoryUnitMiB: settings.cluster.memoryUnitMiB,
@@ -99,5 +103,6 @@ async function startReplica(settings: ReplicaSettings, ports: ReplicaPorts, i: n
     db: await settings.db,
     kubeConfig: kubeConfigFor(settings.apiUrl, 'vcuda-control-plane-token'),
     logger: settings.logger.child({ replica: i }),
+    httpsPort: 0,
   });
 }

@@ -38,6 +38,8 @@ export async function serveWebhooks(
     kc: KubeConfig | undefined;
     admission: { routes: Hono; listener: AdmissionListener };
     scheduler: Hono;
+    /** The port to listen on, 0 for any free one; config's `httpsPort` otherwise (where 0 turns the webhooks off). */
+    port?: number | undefined;
   },
 ): Promise<{ url?: string; close: Closer }> {
   const { config } = ctx;
@@ -48,7 +50,7 @@ export async function serveWebhooks(
   https = await listen(
     createApp({ admission: deps.admission.routes, scheduler: deps.scheduler }),
     config.host,
-    config.httpsPort,
+    deps.port ?? config.httpsPort,
     { key: certificate.keyPem, cert: certificate.certPem },
     deps.admission.listener,
   );

@@ -33,13 +33,46 @@ const MANY_PODS = 200;
  */
 const WARM_UP_PODS_PER_NODE = 200;
 
-/** Polls `check` every 100 ms until it holds; fails after `timeoutMs`. */
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 600_000): Promise<void> {
+/**
+ * Polls `check` every 100 ms until it holds; fails after `timeoutMs`, saying what was left as
+ * `explain` describes it (a slow host's wait that expires must say what it was waiting for).
+ */
+async function until(
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+  explain: () => Promise<string>,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`starts: timed out waiting for ${what}`);
+    if (Date.now() > deadline) {
+      const left = await explain().catch((err: unknown) => `(could not tell: ${String(err)})`);
+      throw new Error(`starts: timed out after ${Math.round(timeoutMs / 1000)} s waiting for ${what}; ${left}`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** A pod's state in a few words: its phase, its node, and whether it is being deleted. */
+function podState(pod: KubeObj): string {
+  const phase = (pod.status as { phase?: string } | undefined)?.phase ?? 'no phase';
+  const node = (pod.spec as { nodeName?: string } | undefined)?.nodeName;
+  const deleting = (pod.metadata as { deletionTimestamp?: string }).deletionTimestamp ? ', terminating' : '';
+  return `${phase}${node ? ` on ${node}` : ', unbound'}${deleting}`;
+}
+
+/** The pods left, grouped by state, with the first few names of each group. */
+function describePods(pods: readonly KubeObj[]): string {
+  const byState = new Map<string, string[]>();
+  for (const p of pods) {
+    const state = podState(p);
+    byState.set(state, [...(byState.get(state) ?? []), p.metadata.name]);
+  }
+  const groups = [...byState].map(([state, names]) => {
+    const shown = names.slice(0, 5).join(', ');
+    return `${names.length} ${state} (${shown}${names.length > 5 ? ', …' : ''})`;
+  });
+  return `${pods.length} pods left: ${groups.join('; ')}`;
 }
 
 /**
@@ -52,7 +85,15 @@ function allRunning(client: KubeClient, count: number, abort: AbortController, t
   return new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => {
       abort.abort();
-      reject(new Error(`starts: timed out waiting for ${count} pods running (${running.size} are)`));
+      const notRunning = client
+        .list(podPath(NS))
+        .then((l) => describePods(l.items.filter((p) => !running.has(p.metadata.uid ?? p.metadata.name))))
+        .catch((err: unknown) => `(could not list them: ${String(err)})`);
+      void notRunning.then((left) =>
+        reject(
+          new Error(`starts: timed out waiting for ${count} pods running (${running.size} are); not running: ${left}`),
+        ),
+      );
     }, timeoutMs);
     abort.signal.addEventListener('abort', () => clearTimeout(timer));
     const see = (pod: KubeObj, gone = false) => {
@@ -131,12 +172,32 @@ async function startAll(client: KubeClient, pods: object[]): Promise<Timing> {
   return { seconds, cpuMsPerPod: ((machineJiffies().busy - before.busy) * jiffyMs) / pods.length, byProcess };
 }
 
-/** Deletes every pod and waits until they are gone and the ledger holds nothing. */
-async function emptyAll(rig: Rig): Promise<void> {
+/**
+ * Deletes every pod and waits until they are gone and the ledger holds nothing. The deadline
+ * grows with the host: never less than two minutes, and twenty times what starting the same pods
+ * took here, so a slow host's slower deletions are not mistaken for pods that never go.
+ */
+async function emptyAll(rig: Rig, startSeconds: number): Promise<void> {
+  const timeoutMs = Math.max(120_000, 20 * startSeconds * 1000);
   const items = (await rig.client.list(podPath(NS))).items;
   await Promise.all(items.map((p) => rig.client.delete(podPath(NS, p.metadata.name)).catch(() => undefined)));
-  await until('pods gone', async () => (await rig.client.list(podPath(NS))).items.length === 0, 120_000);
-  await until('ledger empty', async () => (await liveRows(rig.db)).length === 0, 120_000);
+  const left = async () => (await rig.client.list(podPath(NS))).items;
+  await until(
+    'pods gone',
+    async () => (await left()).length === 0,
+    timeoutMs,
+    async () => describePods(await left()),
+  );
+  await until(
+    'ledger empty',
+    async () => (await liveRows(rig.db)).length === 0,
+    timeoutMs,
+    async () => {
+      const rows = await liveRows(rig.db);
+      const pods = new Set(rows.map((r) => r.podUid));
+      return `the ledger still holds ${rows.length} rows of ${pods.size} pods (uids ${[...pods].slice(0, 5).join(', ')})`;
+    },
+  );
 }
 
 type Timed = (what: string, pods: object[]) => Promise<Timing>;
@@ -220,7 +281,7 @@ async function measure(rig: Rig, tier: string, log: (l: string) => void): Promis
     const parts = [...timing.byProcess].map(([n, ms]) => `${n} ${ms.toFixed(1)}`).join(', ');
     const cpu = `${timing.cpuMsPerPod.toFixed(1)} ms of machine CPU per pod (${parts})`;
     log(`${tier}: ${what}: ${pods.length} pods running in ${timing.seconds.toFixed(2)} s, ${cpu}`);
-    await emptyAll(rig);
+    await emptyAll(rig, timing.seconds);
     return timing;
   };
   // A fresh cluster's first pods pay for compiling its code paths (in every process: the node

@@ -189,11 +189,14 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
     await migrate(db);
     const kc = new PooledKubeConfig();
     kc.loadFromFile(join(dir, 'admin.kubeconfig'));
-    const port = await findFreePort();
-    const extenderPort = await findFreePort();
+    // Plain and extender ports: any free ones, bound by the first start and kept across restarts
+    // (the scheduler is pointed at the extender's).
+    let port = 0;
+    let extenderPort = 0;
     // The webhooks are registered by URL, so the real kube-apiserver admits every pod through them
     // (over HTTP/2, as its Go client negotiates). The admin's certificate is what the control
-    // plane, the agents and the tests all use here, so it may write vcuda.io/ annotations.
+    // plane, the agents and the tests all use here, so it may write vcuda.io/ annotations. Its URL
+    // is registered before the listener binds, so this one port is chosen beforehand.
     const webhookPort = await findFreePort();
     let cp: RunningControlPlane | undefined;
     const startCp = async () => {
@@ -217,6 +220,8 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
         },
       });
       cp = await startControlPlane(config, { db, kubeConfig: kc, logger: logger.child({ cp: 0 }) });
+      port = Number(new URL(cp.url).port);
+      extenderPort = Number(new URL(cp.extenderUrl).port);
     };
     const killCp = async () => {
       const c = cp;

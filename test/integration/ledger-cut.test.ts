@@ -23,7 +23,6 @@ import type { ClusterState } from '../../control-plane/cluster-state.js';
 import { loadControlPlaneConfig } from '../../control-plane/config.js';
 import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
 import { closeDb, connectDb, rowsOf } from '../../db/connect.js';
-import { findFreePort } from '../../sim/service-proxy.js';
 import type { AdmissionReviewOut } from '../../webhooks/admission-review.js';
 import { issueServingCertificate } from '../../webhooks/certificates.js';
 import { pod } from '../builders/pod.js';
@@ -126,7 +125,8 @@ describe.skipIf(!reachable)('the ledger cut mid-run', () => {
       flags: {
         logLevel: 'silent',
         port: 0,
-        httpsPort: await findFreePort(),
+        // Served; the server binds any free port (the override below).
+        httpsPort: 8443,
         host: '127.0.0.1',
         extender: { port: 0 },
         webhook: { certificates: tls.certificates },
@@ -141,7 +141,7 @@ describe.skipIf(!reachable)('the ledger cut mid-run', () => {
         },
       },
     });
-    cp = await startControlPlane(config);
+    cp = await startControlPlane(config, { httpsPort: 0 });
     const state = cp.state;
     // Card ids are global in the ledger: each run gets its own node, so its own cards.
     state.upsertNode(gpuNode({ name: cluster, cards: 2, heartbeat: new Date() }));

@@ -17,7 +17,6 @@ import type { PodWithStatus } from '../../control-plane/placement/cluster-snapsh
 import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
-import { findFreePort } from '../../sim/service-proxy.js';
 import { issueCertificateAuthority, issueLeafCertificate, serviceDnsNames } from '../../webhooks/certificates.js';
 import { deployDir } from '../deploy/manifests.js';
 import { gpuNode } from '../support/control-plane/builders.js';
@@ -83,9 +82,10 @@ describe.skipIf(!canRun)('the real kube-scheduler calls the extender with its cl
     db = await connectDb({});
     await migrate(db);
     const files = await writeCertificates();
-    const extenderPort = await findFreePort();
-    const config = extenderFilesConfig(files.serving, extenderPort);
+    // Any free port, bound by the server itself; the scheduler is pointed at the one it got.
+    const config = extenderFilesConfig(files.serving, 0);
     cp = await startControlPlane(config, { db, clock: () => TEST_NOW });
+    const extenderPort = Number(new URL(cp.extenderUrl).port);
     state = cp.state;
     state.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
     const k8s = join(dir, 'k8s');
