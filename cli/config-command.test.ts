@@ -18,6 +18,14 @@ describe('parseDeviceSpec', () => {
     });
   });
 
+  it('reads memory-limit as the burst ceiling above the guaranteed memory', () => {
+    expect(parseDeviceSpec('0:memory=1GiB,memory-limit=2GiB,uuid=GPU-a')).toMatchObject({
+      memoryLimitBytes: 2 ** 30,
+      memoryBurstLimitBytes: 2 * 2 ** 30,
+    });
+    expect(parseDeviceSpec('0:memory=1GiB,memory-limit=1GiB,uuid=GPU-a')).not.toHaveProperty('memoryBurstLimitBytes');
+  });
+
   it('derives the mode from request and limit', () => {
     expect(parseDeviceSpec('1:memory=512MiB,core=30,uuid=GPU-a').mode).toBe('hard');
     expect(parseDeviceSpec('1:memory=512MiB,core=30,limit=60,uuid=GPU-a').mode).toBe('soft');
@@ -36,6 +44,8 @@ describe('parseDeviceSpec', () => {
       '0:memory=1GiB,core=150,uuid=GPU-a',
       /core must be a whole percent of the card, 1\.\.100, not "150"/,
     ],
+    ['memory-limit below memory', '0:memory=2GiB,memory-limit=1GiB,uuid=GPU-a', /memory-limit 1GiB is below memory/],
+    ['memory-limit not a size', '0:memory=1GiB,memory-limit=big,uuid=GPU-a', /memory-limit must be a size/],
     ['limit below core', '0:memory=1GiB,core=30,limit=20,uuid=GPU-a', /limit 20 is below core 30/],
   ])('refuses %s', (_name, spec, message) => {
     expect(() => parseDeviceSpec(spec)).toThrow(message);

@@ -9,7 +9,7 @@ import {
   VcudaError,
 } from '../contract/index.js';
 
-/** Parses `0:memory=4GiB,core=30,limit=50,mode=hard[,uuid=GPU-…]`. */
+/** Parses `0:memory=4GiB,memory-limit=8GiB,core=30,limit=50,mode=hard[,uuid=GPU-…]`. */
 export function parseDeviceSpec(spec: string): DeviceLimit {
   const m = /^(\d+):(.*)$/.exec(spec);
   if (!m) throw new VcudaError('invalid', `--device ${spec}: expected INDEX:key=value,...`);
@@ -20,16 +20,20 @@ export function parseDeviceSpec(spec: string): DeviceLimit {
     if (!k || v === undefined) throw new VcudaError('invalid', `--device ${spec}: "${part}" is not key=value`);
     fields.set(k.trim(), v.trim());
   }
-  const known = new Set(['memory', 'core', 'limit', 'mode', 'uuid']);
+  const known = new Set(['memory', 'memory-limit', 'core', 'limit', 'mode', 'uuid']);
   for (const k of fields.keys()) {
     if (!known.has(k))
-      throw new VcudaError('invalid', `--device ${spec}: unknown key "${k}" (memory, core, limit, mode, uuid)`);
+      throw new VcudaError(
+        'invalid',
+        `--device ${spec}: unknown key "${k}" (memory, memory-limit, core, limit, mode, uuid)`,
+      );
   }
   const memory = fields.get('memory');
   const memoryLimitBytes = memory === undefined ? undefined : parseByteSize(memory);
   if (memoryLimitBytes === undefined) {
     throw new VcudaError('invalid', `--device ${spec}: memory must be a size such as 4GiB or 512MiB`);
   }
+  const memoryBurstLimitBytes = burstLimitOf(spec, fields.get('memory-limit'), memoryLimitBytes);
   const percent = (key: 'core' | 'limit', fallback: number): number => {
     const raw = fields.get(key);
     const value = raw === undefined ? fallback : Number(raw);
@@ -60,7 +64,19 @@ export function parseDeviceSpec(spec: string): DeviceLimit {
     memoryLimitBytes,
     coreRequest,
     coreLimit,
+    ...(memoryBurstLimitBytes === undefined ? {} : { memoryBurstLimitBytes }),
   };
+}
+
+/** `memory-limit=`: the burst ceiling; equal to memory means no burst, below it is refused. */
+function burstLimitOf(spec: string, raw: string | undefined, memoryBytes: number): number | undefined {
+  if (raw === undefined) return undefined;
+  const bytes = parseByteSize(raw);
+  if (bytes === undefined)
+    throw new VcudaError('invalid', `--device ${spec}: memory-limit must be a size such as 8GiB or 512MiB`);
+  if (bytes < memoryBytes)
+    throw new VcudaError('invalid', `--device ${spec}: memory-limit ${raw} is below memory (the guaranteed amount)`);
+  return bytes > memoryBytes ? bytes : undefined;
 }
 
 export function registerConfigCommand(program: Command): void {
@@ -70,7 +86,7 @@ export function registerConfigCommand(program: Command): void {
     .description('write a limit file')
     .requiredOption('--out <file>', 'where to write it')
     .requiredOption('--region <path>', "the container's shared accounting region file")
-    .option('--device <spec...>', 'INDEX:memory=4GiB,core=30,limit=50,mode=hard[,uuid=GPU-…]', [])
+    .option('--device <spec...>', 'INDEX:memory=4GiB[,memory-limit=8GiB],core=30,limit=50,mode=hard,uuid=GPU-…', [])
     .option('--pod-uid <uid>', 'pod UID', '')
     .option('--container <name>', 'container name', '')
     .action((opts: { out: string; region: string; device: string[]; podUid: string; container: string }) => {
@@ -101,8 +117,11 @@ export function registerConfigCommand(program: Command): void {
       process.stdout.write(`pod ${c.podUid || '-'} container ${c.containerName || '-'}\nregion ${c.regionPath}\n`);
       for (const d of c.devices) {
         const mib = (d.memoryLimitBytes / 1048576).toFixed(0);
+        const burst = d.memoryBurstLimitBytes
+          ? ` memory-limit ${(d.memoryBurstLimitBytes / 1048576).toFixed(0)} MiB`
+          : '';
         process.stdout.write(
-          `device ${d.hostIndex} ${d.uuid} memory ${mib} MiB core ${d.coreRequest} limit ${d.coreLimit} ${d.mode}\n`,
+          `device ${d.hostIndex} ${d.uuid} memory ${mib} MiB${burst} core ${d.coreRequest} limit ${d.coreLimit} ${d.mode}\n`,
         );
       }
     });

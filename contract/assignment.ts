@@ -17,6 +17,11 @@ export const cardGrantSchema = z.object({
   /** Hundredths of this card, 1..100. */
   core: z.number().int().min(1).max(100),
   memoryBytes: z.number().int().positive(),
+  /**
+   * The pod's vcuda-memory-limit on this card, above memoryBytes: bytes between the two are served
+   * as evictable managed memory. Absent: no burst (and every assignment signed before it existed).
+   */
+  memoryLimitBytes: z.number().int().positive().optional(),
 });
 
 export const containerGrantSchema = z.object({

@@ -21,6 +21,7 @@ const config: LimitConfig = {
       memoryLimitBytes: 8 * 2 ** 30,
       coreRequest: 30,
       coreLimit: 60,
+      memoryBurstLimitBytes: 24 * 2 ** 30,
     },
     { uuid: 'GPU-aaaa', hostIndex: 0, mode: 'hard', memoryLimitBytes: 2 ** 40, coreRequest: 100, coreLimit: 100 },
   ],
@@ -48,7 +49,9 @@ describe('limit file layout', () => {
     expect(buf.readBigUInt64LE(d0 + 56)).toBe(8n * 2n ** 30n);
     expect(buf.readUInt32LE(d0 + 64)).toBe(30);
     expect(buf.readUInt32LE(d0 + 68)).toBe(60);
+    expect(buf.readBigUInt64LE(d0 + 72)).toBe(24n * 2n ** 30n);
     const d1 = 512 + 128;
+    expect(buf.readBigUInt64LE(d1 + 72)).toBe(0n); // no burst
     expect(buf.readUInt32LE(d1 + 52)).toBe(0); // hard
     expect(buf.readBigUInt64LE(d1 + 56)).toBe(2n ** 40n);
     expect(o.record.coreLimit).toBe(68);
@@ -56,6 +59,12 @@ describe('limit file layout', () => {
 
   it('round-trips', () => {
     expect(decodeLimitConfig(encodeLimitConfig(config, 4n))).toEqual({ ...config, seq: 4n });
+  });
+
+  it('reads a file written before the burst field as no burst', () => {
+    const plain = { ...config, devices: [config.devices[1]!] };
+    const decoded = decodeLimitConfig(encodeLimitConfig(plain));
+    expect(decoded.devices[0]).not.toHaveProperty('memoryBurstLimitBytes');
   });
 
   it('allows zero devices', () => {
@@ -90,6 +99,8 @@ describe('limit file layout', () => {
     ['limit below request', { coreRequest: 50, coreLimit: 40, mode: 'hard' }],
     ['hard with limit above request', { coreRequest: 30, coreLimit: 60, mode: 'hard' }],
     ['zero memory', { memoryLimitBytes: 0 }],
+    ['burst limit equal to the memory limit', { memoryBurstLimitBytes: 2 ** 40 }],
+    ['burst limit below the memory limit', { memoryBurstLimitBytes: 2 ** 39 }],
     ['core above 100', { coreRequest: 101, coreLimit: 101 }],
     ['uuid too long', { uuid: `GPU-${'a'.repeat(60)}` }],
   ])('refuses to encode an invalid device: %s', (_name, patch) => {

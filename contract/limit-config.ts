@@ -25,7 +25,10 @@
  *   56   u64      memory limit (bytes)
  *   64   u32      core request (1..100, hundredths of the card)
  *   68   u32      core limit (1..100)
- *   72   56 bytes reserved (0)
+ *   72   u64      memory burst limit (bytes): the pod's vcuda-memory-limit; 0 = no burst. When set it
+ *                 is above the memory limit, which stays the guarantee. Files written before the
+ *                 field existed have 0 here, so they read as "no burst", exactly as before.
+ *   80   48 bytes reserved (0)
  */
 import { crc32 } from 'node:zlib';
 import { z } from 'zod';
@@ -51,7 +54,15 @@ export const limitConfigOffsets = {
   podUid: 48,
   containerName: 112,
   regionPath: 176,
-  record: { uuid: 0, hostIndex: 48, mode: 52, memoryLimitBytes: 56, coreRequest: 64, coreLimit: 68 },
+  record: {
+    uuid: 0,
+    hostIndex: 48,
+    mode: 52,
+    memoryLimitBytes: 56,
+    coreRequest: 64,
+    coreLimit: 68,
+    memoryBurstLimitBytes: 72,
+  },
 } as const;
 
 const FIELD_BYTES = { podUid: 64, containerName: 64, regionPath: 256, uuid: 48 } as const;
@@ -70,6 +81,12 @@ export const deviceLimitSchema = z
     memoryLimitBytes: z.number().int().positive(),
     coreRequest: z.number().int().min(1).max(100),
     coreLimit: z.number().int().min(1).max(100),
+    /** Burst ceiling above memoryLimitBytes (managed memory, evictable); absent: no burst. */
+    memoryBurstLimitBytes: z.number().int().positive().optional(),
+  })
+  .refine((d) => d.memoryBurstLimitBytes === undefined || d.memoryBurstLimitBytes > d.memoryLimitBytes, {
+    message: 'memoryBurstLimitBytes must be above memoryLimitBytes (leave it out for no burst)',
+    path: ['memoryBurstLimitBytes'],
   })
   .refine((d) => d.coreLimit >= d.coreRequest, { message: 'coreLimit must be >= coreRequest', path: ['coreLimit'] })
   .refine((d) => (d.mode === 'hard') === (d.coreLimit === d.coreRequest), {
@@ -139,6 +156,7 @@ export function encodeLimitConfig(config: LimitConfig, seq = 0n): Buffer {
     buf.writeBigUInt64LE(BigInt(d.memoryLimitBytes), base + o.record.memoryLimitBytes);
     buf.writeUInt32LE(d.coreRequest, base + o.record.coreRequest);
     buf.writeUInt32LE(d.coreLimit, base + o.record.coreLimit);
+    buf.writeBigUInt64LE(BigInt(d.memoryBurstLimitBytes ?? 0), base + o.record.memoryBurstLimitBytes);
   });
   buf.writeUInt32LE(checksum(buf), o.crc32);
   buf.writeBigUInt64LE(seq, o.seq);
@@ -169,6 +187,7 @@ export function decodeLimitConfig(buf: Buffer): LimitConfig & { seq: bigint } {
   const devices: DeviceLimit[] = [];
   for (let i = 0; i < count; i++) {
     const base = LIMIT_CONFIG_HEADER_SIZE + i * LIMIT_CONFIG_RECORD_SIZE;
+    const burst = Number(buf.readBigUInt64LE(base + o.record.memoryBurstLimitBytes));
     devices.push({
       uuid: readAscii(buf, base + o.record.uuid, FIELD_BYTES.uuid),
       hostIndex: buf.readUInt32LE(base + o.record.hostIndex),
@@ -176,6 +195,7 @@ export function decodeLimitConfig(buf: Buffer): LimitConfig & { seq: bigint } {
       memoryLimitBytes: Number(buf.readBigUInt64LE(base + o.record.memoryLimitBytes)),
       coreRequest: buf.readUInt32LE(base + o.record.coreRequest),
       coreLimit: buf.readUInt32LE(base + o.record.coreLimit),
+      ...(burst === 0 ? {} : { memoryBurstLimitBytes: burst }),
     });
   }
   const config = {

@@ -38,6 +38,8 @@ export type ResourceNames = {
   readonly memory: string;
   /** Pod annotation: compute ceiling 1..100 per card. */
   readonly coreLimit: string;
+  /** Pod annotation: memory ceiling per container and card, in memory units, >= the request (bursts). */
+  readonly memoryLimit: string;
   /** Pod annotations: comma-separated GPU model substrings to require / avoid. */
   readonly gpuModelInclude: string;
   readonly gpuModelExclude: string;
@@ -74,6 +76,7 @@ export function resourceNames(domain: string = DEFAULT_RESOURCE_DOMAIN): Resourc
     core: `${domain}/vcuda-core`,
     memory: `${domain}/vcuda-memory`,
     coreLimit: `${domain}/vcuda-core-limit`,
+    memoryLimit: `${domain}/vcuda-memory-limit`,
     gpuModelInclude: `${domain}/vcuda-gpu-model-include`,
     gpuModelExclude: `${domain}/vcuda-gpu-model-exclude`,
     gpuUuidInclude: `${domain}/vcuda-gpu-uuid-include`,

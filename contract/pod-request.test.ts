@@ -41,6 +41,12 @@ describe('validatePodGpu: the rule table', () => {
       pod().container('c', { [MEM]: '1024' }, { [CORE]: '30', [MEM]: '1024' }),
       ['limit-required'],
     ],
+    ['memory limit above the request', pod().share(30, 1024).memoryLimit(2048), []],
+    ['memory limit equal to the request', pod().share(30, 1024).memoryLimit('1024'), []],
+    ['memory limit below the request', pod().share(30, 1024).memoryLimit('512'), ['memory-limit-at-least-request']],
+    ['memory limit 0', pod().share(30, 1024).memoryLimit(0), ['memory-positive']],
+    ['memory limit not a quantity', pod().share(30, 1024).memoryLimit('lots'), ['whole-number']],
+    ['memory limit fractional', pod().share(30, 1024).memoryLimit('1024.5'), ['whole-number']],
     ['soft limit above the request', pod().share(30, 1024).coreLimit(60), []],
     ['limit equal to the request', pod().share(30, 1024).coreLimit(30), []],
     ['limit below the request', pod().share(30, 1024).coreLimit(20), ['core-limit-at-least-request']],
@@ -137,6 +143,28 @@ describe('readPodGpuRequest', () => {
         mode: 'hard',
       },
     ]);
+  });
+
+  it('carries a memory limit above the request as the burst ceiling, in MiB per card', () => {
+    const p = pod().share(30, 1024, 'model').share(20, 4096, 'side').memoryLimit('3072');
+    const refused = validatePodGpu(p.obj(), { ...policy, memoryUnitMiB: 1 });
+    // 3072 is above model's 1024 but below side's 4096: the pod is refused, naming the annotation.
+    expect(refused.map((e) => [e.path, e.rule])).toEqual([
+      ['metadata.annotations["nvidia.com/vcuda-memory-limit"]', 'memory-limit-at-least-request'],
+    ]);
+    expect(refused[0]?.message).toContain("3072 is below side's request of 4096");
+    const [c] = readPodGpuRequest(pod().share(30, 4, 'model').memoryLimit('8').obj(), {
+      ...policy,
+      memoryUnitMiB: 256,
+    }).containers;
+    expect(c).toMatchObject({ memoryMiBPerCard: 1024, memoryLimitMiBPerCard: 2048 });
+  });
+
+  it('leaves no burst ceiling without the annotation, at the request, or on a whole card', () => {
+    const plain = readPodGpuRequest(pod().share(30, 1024).obj(), policy).containers[0];
+    const equal = readPodGpuRequest(pod().share(30, 1024).memoryLimit(1024).obj(), policy).containers[0];
+    const whole = readPodGpuRequest(pod().whole(1).memoryLimit(1024).obj(), policy).containers[0];
+    for (const c of [plain, equal, whole]) expect(c?.memoryLimitMiBPerCard).toBeUndefined();
   });
 
   it('defaults to a hard limit equal to the request', () => {

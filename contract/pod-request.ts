@@ -42,6 +42,11 @@ export type ContainerGpuRequest = {
   /** Ceiling per card, 1..100; equal to corePerCard in hard mode. */
   readonly coreLimit: number;
   readonly mode: ComputeMode;
+  /**
+   * Burst ceiling per card (the memory-limit annotation), above memoryMiBPerCard; undefined: no
+   * burst. Never counted toward fit: only memoryMiBPerCard is reserved.
+   */
+  readonly memoryLimitMiBPerCard?: number | undefined;
 };
 
 export type PodGpuRequest = {
@@ -179,9 +184,48 @@ function readCoreLimit(pod: PodLike, policy: QuantityPolicy, errors: FieldError[
   return value;
 }
 
+/** Reads and checks the memory-limit annotation (memory units); undefined when absent. */
+function readMemoryLimit(pod: PodLike, policy: QuantityPolicy, errors: FieldError[]): number | undefined {
+  const key = policy.names.memoryLimit;
+  const raw = pod.metadata?.annotations?.[key];
+  if (raw === undefined) return undefined;
+  const path = `metadata.annotations[${JSON.stringify(key)}]`;
+  const value = readQuantity(raw, path, errors);
+  if (value === undefined) return undefined;
+  if (value <= 0) {
+    errors.push(fieldError(path, 'memory-positive', `${value} must be a positive number of memory units`));
+    return undefined;
+  }
+  return value;
+}
+
+/** The container's burst ceiling per card in MiB, or an error when it is below the request. */
+function memoryLimitOf(
+  limitUnits: number | undefined,
+  memoryUnits: number | undefined,
+  container: ContainerLike,
+  policy: QuantityPolicy,
+  errors: FieldError[],
+): number | undefined {
+  // Whole cards without a memory request already own the card's memory: nothing to burst into.
+  if (limitUnits === undefined || memoryUnits === undefined) return undefined;
+  if (limitUnits < memoryUnits) {
+    errors.push(
+      fieldError(
+        `metadata.annotations[${JSON.stringify(policy.names.memoryLimit)}]`,
+        'memory-limit-at-least-request',
+        `${limitUnits} is below ${container.name}'s request of ${memoryUnits}`,
+      ),
+    );
+    return undefined;
+  }
+  return limitUnits > memoryUnits ? limitUnits * policy.memoryUnitMiB : undefined;
+}
+
 function check(pod: PodLike, policy: QuantityPolicy): { errors: FieldError[]; request: PodGpuRequest } {
   const errors: FieldError[] = [];
   const coreLimitAnnotation = readCoreLimit(pod, policy, errors);
+  const memoryLimitAnnotation = readMemoryLimit(pod, policy, errors);
   const containers: ContainerGpuRequest[] = [];
   const all = listContainers(pod);
   const hasShare = all.some(({ container }) => {
@@ -211,7 +255,9 @@ function check(pod: PodLike, policy: QuantityPolicy): { errors: FieldError[]; re
       );
       continue;
     }
-    if (!containerValid) continue;
+    const limitErrors = errors.length;
+    const memoryLimitMiBPerCard = memoryLimitOf(memoryLimitAnnotation, raw.memoryUnits, container, policy, errors);
+    if (!containerValid || errors.length !== limitErrors) continue;
     containers.push({
       name: container.name,
       isInit,
@@ -220,6 +266,7 @@ function check(pod: PodLike, policy: QuantityPolicy): { errors: FieldError[]; re
       memoryMiBPerCard: raw.memoryUnits === undefined ? undefined : raw.memoryUnits * policy.memoryUnitMiB,
       coreLimit,
       mode: coreLimit > corePerCard ? 'soft' : 'hard',
+      ...(memoryLimitMiBPerCard === undefined ? {} : { memoryLimitMiBPerCard }),
     });
   }
   return { errors: sortFieldErrors(errors), request: { containers } };

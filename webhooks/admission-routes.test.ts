@@ -166,6 +166,17 @@ describe('refusals', () => {
     expect(events[0]?.reason).toBe('VcudaAdmissionRefused');
   });
 
+  it('refuses a memory limit below the request, naming the annotation', async () => {
+    const { app } = build();
+    const p = pod('burst').share(30, 1024, 'model').memoryLimit('512').obj();
+    const { json } = await post(app, 'mutate', review(p));
+    expect(json.response.allowed).toBe(false);
+    expect(json.response.status?.code).toBe(422);
+    expect(json.response.status?.message).toBe(
+      'vcuda refused pod team-a/burst: 1 problem:\nmetadata.annotations["nvidia.com/vcuda-memory-limit"]: 512 is below model\'s request of 1024',
+    );
+  });
+
   it('records no Event on a dry run', async () => {
     const { app, events } = build();
     const p = pod('bad')
@@ -220,6 +231,19 @@ describe('quota pre-check', () => {
     expect(json.response.allowed).toBe(true);
     expect(asked).toEqual([{ cluster: 'lab', namespace: 'team-a', core: 230, memoryMiB: 100000 }]);
     expect(json.response.warnings).toContain('quota: whole cards memory is checked at bind');
+  });
+
+  it('asks the ledger for the guaranteed memory only, never the burst ceiling', async () => {
+    const asked: Asked[] = [];
+    const { app } = build({
+      precheckQuota: async (q) => {
+        asked.push(q);
+        return { ok: true };
+      },
+    });
+    const { json } = await post(app, 'mutate', review(pod('p').share(30, 1024).memoryLimit('4096').obj()));
+    expect(json.response.allowed).toBe(true);
+    expect(asked).toEqual([{ cluster: 'lab', namespace: 'team-a', core: 30, memoryMiB: 1024 }]);
   });
 
   it('refuses early with the ledger message and says what was not counted', async () => {

@@ -63,6 +63,15 @@ const table: Record<string, { pod: PodLike; want: string[] }> = {
     pod: pod().share(30, 1024).coreLimit(20).obj(),
     want: ['metadata.annotations["nvidia.com/vcuda-core-limit"] core-limit-at-least-request'],
   },
+  'memory limit above the request': { pod: pod().share(30, 1024).memoryLimit('2048').obj(), want: [] },
+  'memory limit below the request': {
+    pod: pod().share(30, 1024).memoryLimit('512').obj(),
+    want: ['metadata.annotations["nvidia.com/vcuda-memory-limit"] memory-limit-at-least-request'],
+  },
+  'memory limit not a quantity': {
+    pod: pod().share(30, 1024).memoryLimit('more').obj(),
+    want: ['metadata.annotations["nvidia.com/vcuda-memory-limit"] whole-number'],
+  },
   'limit above 100': {
     pod: pod().share(30, 1024).coreLimit(101).obj(),
     want: ['metadata.annotations["nvidia.com/vcuda-core-limit"] core-limit-range'],
@@ -185,9 +194,10 @@ describe('validateUpdate', () => {
   });
 
   it('freezes the knobs the pod was admitted with, even for privileged users', () => {
-    const next = withAnnotations({ [names.coreLimit]: '90', [names.placement]: 'spread' });
+    const next = withAnnotations({ [names.coreLimit]: '90', [names.memoryLimit]: '4096', [names.placement]: 'spread' });
     expect(rulesOf(validateUpdate(next, bound, CONTROL_PLANE, policy))).toEqual([
       'metadata.annotations["nvidia.com/vcuda-core-limit"] immutable-after-create',
+      'metadata.annotations["nvidia.com/vcuda-memory-limit"] immutable-after-create',
       'metadata.annotations["nvidia.com/vcuda-placement"] immutable-after-create',
     ]);
   });

@@ -153,6 +153,7 @@ export function validateCreate(pod: LabelledPod, policy: AdmissionPolicy): Field
 export function frozenUserKeys(names: ResourceNames): string[] {
   return [
     names.coreLimit,
+    names.memoryLimit,
     names.gpuModelInclude,
     names.gpuModelExclude,
     names.gpuUuidInclude,

@@ -8,7 +8,6 @@
  */
 import {
   type Assignment,
-  MIB,
   type PodLike,
   type QuantityPolicy,
   VcudaError,
@@ -21,6 +20,7 @@ import { type FitContext, fitPod } from '../placement/fit.js';
 import { assumedHoldOf, carriesAssignment, verifiedAssignmentOf } from '../placement/holds/index.js';
 import { type PlacementPolicy, readPlacementRequest } from '../placement/placement-request.js';
 import type { AssignmentSigner } from '../signing-keys.js';
+import { burstCeilingMiB, cardGrantOf } from './card-grant.js';
 import type { BindingArgs } from './extender-api.js';
 import { type LedgerItem, ledgerItemsOf } from './ledger-items.js';
 import { LedgerNodes, type NodeRegistrationLedger } from './ledger-nodes.js';
@@ -132,7 +132,7 @@ export class Binder {
       containers: fit.placement.containers.map((c) => ({
         name: c.name,
         isInit: c.isInit,
-        cards: c.cards.map((g) => ({ uuid: g.uuid, core: g.core, memoryBytes: g.memoryMiB * MIB })),
+        cards: c.cards.map((g) => cardGrantOf(g, burstCeilingMiB(req.containers, c.name))),
         coreLimit: c.coreLimit,
         mode: c.mode,
       })),

@@ -104,11 +104,15 @@ int vc_config_parse(const unsigned char *buf, size_t len, struct vc_config *out,
     d->memory_limit_bytes = rd64(r + VC_CFG_REC_MEMORY_LIMIT);
     d->core_request = rd32(r + VC_CFG_REC_CORE_REQUEST);
     d->core_limit = rd32(r + VC_CFG_REC_CORE_LIMIT);
+    d->memory_burst_limit_bytes = rd64(r + VC_CFG_REC_MEMORY_BURST_LIMIT);
     if (d->mode > VC_MODE_SOFT) FAIL("device %u: mode %u is neither 0 (hard) nor 1 (soft)", i, d->mode);
     if (d->memory_limit_bytes == 0) FAIL("device %u: memory limit must be > 0", i);
     if (d->core_request < 1 || d->core_request > 100) FAIL("device %u: core request %u outside 1..100", i, d->core_request);
     if (d->core_limit < d->core_request || d->core_limit > 100)
       FAIL("device %u: core limit %u outside request..100", i, d->core_limit);
+    if (d->memory_burst_limit_bytes && d->memory_burst_limit_bytes <= d->memory_limit_bytes)
+      FAIL("device %u: memory burst limit %llu must be 0 (none) or above the memory limit %llu", i,
+           (unsigned long long)d->memory_burst_limit_bytes, (unsigned long long)d->memory_limit_bytes);
   }
   *out = c;
   return 0;
@@ -231,6 +235,15 @@ uint64_t vc_config_memory_limit(int index) {
   pthread_mutex_lock(&cfg.lock);
   if (refresh_locked() == 0 && index >= 0 && (uint32_t)index < cfg.snap.device_count)
     limit = cfg.snap.devices[index].memory_limit_bytes;
+  pthread_mutex_unlock(&cfg.lock);
+  return limit;
+}
+
+uint64_t vc_config_burst_limit(int index) {
+  uint64_t limit = 0;
+  pthread_mutex_lock(&cfg.lock);
+  if (refresh_locked() == 0 && index >= 0 && (uint32_t)index < cfg.snap.device_count)
+    limit = cfg.snap.devices[index].memory_burst_limit_bytes;
   pthread_mutex_unlock(&cfg.lock);
   return limit;
 }

@@ -48,6 +48,7 @@ enum vc_config_offset {
   VC_CFG_REC_MEMORY_LIMIT = 56,
   VC_CFG_REC_CORE_REQUEST = 64,
   VC_CFG_REC_CORE_LIMIT = 68,
+  VC_CFG_REC_MEMORY_BURST_LIMIT = 72,
 };
 
 enum vc_limit_mode { VC_MODE_HARD = 0, VC_MODE_SOFT = 1 };
@@ -59,6 +60,9 @@ struct vc_device_limit {
   uint64_t memory_limit_bytes;
   uint32_t core_request; /* 1..100 */
   uint32_t core_limit;   /* 1..100 */
+  /* Burst ceiling above memory_limit_bytes (managed memory); 0: no burst, as in files written
+   * before the field existed. */
+  uint64_t memory_burst_limit_bytes;
 };
 
 struct vc_config {
@@ -87,6 +91,9 @@ int vc_config_snapshot(struct vc_config *out);
 
 /* The live memory limit of config record `index`; 0 (fail closed) when unknown or corrupt. */
 uint64_t vc_config_memory_limit(int index);
+
+/* The live burst ceiling of record `index`; 0 when it has none (no burst), is unknown or corrupt. */
+uint64_t vc_config_burst_limit(int index);
 
 /* Index of the record whose UUID equals `uuid` (case-insensitive), or -1. */
 int vc_config_find_uuid(const char *uuid);

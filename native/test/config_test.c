@@ -57,6 +57,16 @@ static void test_corruption(void) {
   uint64_t zero[] = {0};
   len = build_config(buf, "/r", 1, uuids, zero, 0);
   expect_rejected(buf, len, "memory limit", "zero limit");
+  len = build_config(buf, "/r", 1, uuids, limits, 0);
+  set_burst_limit(buf, len, 0, 1ull << 30);
+  expect_rejected(buf, len, "burst limit", "burst limit equal to the memory limit");
+  set_burst_limit(buf, len, 0, 1ull << 29);
+  expect_rejected(buf, len, "burst limit", "burst limit below the memory limit");
+  set_burst_limit(buf, len, 0, 3ull << 30);
+  struct vc_config c;
+  char err[256];
+  CHECK(vc_config_parse(buf, len, &c, err, sizeof err) == 0 && c.devices[0].memory_burst_limit_bytes == 3ull << 30,
+        "a burst limit above the memory limit is read: %s", err);
 }
 
 /* The node agent's in-place update: seq odd, new bytes, new CRC, seq even. */
@@ -103,9 +113,12 @@ int main(int argc, char **argv) {
     for (uint32_t i = 0; i < c.device_count; i++) {
       const struct vc_device_limit *d = &c.devices[i];
       printf("%s{\"uuid\":\"%s\",\"hostIndex\":%u,\"mode\":\"%s\",\"memoryLimitBytes\":%llu,\"coreRequest\":%u,"
-             "\"coreLimit\":%u}",
+             "\"coreLimit\":%u",
              i ? "," : "", d->uuid, d->host_index, d->mode ? "soft" : "hard", (unsigned long long)d->memory_limit_bytes,
              d->core_request, d->core_limit);
+      if (d->memory_burst_limit_bytes)
+        printf(",\"memoryBurstLimitBytes\":%llu", (unsigned long long)d->memory_burst_limit_bytes);
+      printf("}");
     }
     printf("]}\n");
     return 0;

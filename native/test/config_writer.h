@@ -17,7 +17,7 @@ static void put64(unsigned char *p, uint64_t v) {
 }
 
 /* Builds an image for `n` devices; returns its length. */
-static size_t build_config(unsigned char *buf, const char *region, int n, const char *const *uuids,
+static inline size_t build_config(unsigned char *buf, const char *region, int n, const char *const *uuids,
                            const uint64_t *limits, uint64_t seq) {
   size_t len = VC_CONFIG_HEADER_SIZE + (size_t)n * VC_CONFIG_RECORD_SIZE;
   memset(buf, 0, len);
@@ -42,6 +42,18 @@ static size_t build_config(unsigned char *buf, const char *region, int n, const 
   put32(buf + VC_CFG_OFF_CRC32, vc_config_checksum(buf, len));
   put64(buf + VC_CFG_OFF_SEQ, seq);
   return len;
+}
+
+/* Sets record `i`'s burst ceiling in an image build_config made, and seals it again. */
+static inline void set_burst_limit(unsigned char *buf, size_t len, int i, uint64_t burst) {
+  unsigned char *r = buf + VC_CONFIG_HEADER_SIZE + (size_t)i * VC_CONFIG_RECORD_SIZE;
+  unsigned char seq[8];
+  memcpy(seq, buf + VC_CFG_OFF_SEQ, 8);
+  put64(r + VC_CFG_REC_MEMORY_BURST_LIMIT, burst);
+  put64(buf + VC_CFG_OFF_SEQ, 0);
+  put32(buf + VC_CFG_OFF_CRC32, 0);
+  put32(buf + VC_CFG_OFF_CRC32, vc_config_checksum(buf, len));
+  memcpy(buf + VC_CFG_OFF_SEQ, seq, 8);
 }
 
 static int write_file(const char *path, const unsigned char *buf, size_t len) {

@@ -50,7 +50,7 @@ describe('limit file across languages', () => {
         '--container',
         'main',
         '--device',
-        '0:memory=4GiB,core=30,limit=50,mode=soft,uuid=GPU-fa4e6770-0000-4000-8000-000000000000',
+        '0:memory=4GiB,memory-limit=6GiB,core=30,limit=50,mode=soft,uuid=GPU-fa4e6770-0000-4000-8000-000000000000',
         '--device',
         '3:memory=512MiB,core=20,uuid=GPU-0000000f-0000-4000-8000-000000000003',
       ],
@@ -70,6 +70,7 @@ describe('limit file across languages', () => {
           memoryLimitBytes: 4 * 2 ** 30,
           coreRequest: 30,
           coreLimit: 50,
+          memoryBurstLimitBytes: 6 * 2 ** 30,
         },
         {
           uuid: 'GPU-0000000f-0000-4000-8000-000000000003',

@@ -16,5 +16,8 @@ export function deviceLimitOf(card: CardGrant, grant: ContainerGrant, hostIndex:
     memoryLimitBytes: card.memoryBytes,
     coreRequest: card.core,
     coreLimit,
+    ...(card.memoryLimitBytes !== undefined && card.memoryLimitBytes > card.memoryBytes
+      ? { memoryBurstLimitBytes: card.memoryLimitBytes }
+      : {}),
   };
 }

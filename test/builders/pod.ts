@@ -35,6 +35,10 @@ export class PodBuilder {
     return this;
   }
 
+  memoryLimit(limit: number | string): this {
+    return this.annotate(resourceNames(this.domain).memoryLimit, String(limit));
+  }
+
   coreLimit(limit: number | string): this {
     return this.annotate(resourceNames(this.domain).coreLimit, String(limit));
   }
