@@ -26,6 +26,7 @@ export type Kustomization = {
   patches?: { path?: string; patch?: string; target?: Record<string, string> }[];
   configMapGenerator?: { name: string; namespace?: string; files?: string[]; literals?: string[] }[];
   secretGenerator?: { name: string; namespace?: string; files?: string[]; literals?: string[] }[];
+  generatorOptions?: { labels?: Record<string, string> };
 };
 
 /** Repository-relative path, for messages. */
@@ -94,7 +95,11 @@ export function objectsOfKustomization(dir: string): LoadedObject[] {
     const object: K8sObject = {
       apiVersion: 'v1',
       kind,
-      metadata: { name: g.name, ...(g.namespace ? { namespace: g.namespace } : {}) },
+      metadata: {
+        name: g.name,
+        ...(g.namespace ? { namespace: g.namespace } : {}),
+        ...(k.generatorOptions?.labels ? { labels: { ...k.generatorOptions.labels } } : {}),
+      },
       ...(kind === 'ConfigMap' ? { data } : { stringData: data }),
     };
     out.push({ file: `${rel(dir)}/kustomization.yaml (${kind.toLowerCase()}Generator ${g.name})`, object });

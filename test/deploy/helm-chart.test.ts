@@ -1,0 +1,332 @@
+/**
+ * deploy/helm/vcuda installs what the kustomize base does: rendered with default values it yields
+ * the base's objects (kind, namespace, name) with the same specs once Helm's bookkeeping labels
+ * are set aside; values reach every place that must agree (domain, memory unit, namespace);
+ * bad values are refused naming the value; and the rendering passes a real kube-apiserver's
+ * server-side dry run (1.32 and 1.36, ../shared/kubernetes-*), with kube-scheduler's image at
+ * that server's version.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import {
+  chartDir,
+  helm,
+  helmBinary,
+  helmSkipReason,
+  identities,
+  parseManifest,
+  render,
+  renderText,
+  templateArgs,
+  withoutHelmBookkeeping,
+} from './helm.js';
+import { deployDir, type K8sObject, objectsOfKustomization, readKustomization, repoRoot } from './manifests.js';
+
+type Container = { name: string; image: string; env?: { name: string; value?: string; valueFrom?: unknown }[] };
+type PodSpec = {
+  containers: Container[];
+  initContainers?: Container[];
+  nodeSelector?: Record<string, string>;
+  volumes?: { name: string; secret?: { secretName: string } }[];
+};
+type Workload = K8sObject & { spec: { template: { spec: PodSpec } } };
+
+const skip = helmSkipReason();
+const base = join(deployDir, 'base');
+/** The scheduler pin of the base, so a default rendering at that version must match it exactly. */
+const BASE_SCHEDULER_TAG = (readKustomization(base) as { images?: { name: string; newTag?: string }[] }).images?.find(
+  (i) => i.name === 'registry.k8s.io/kube-scheduler',
+)?.newTag;
+
+function find<T extends K8sObject = K8sObject>(objects: K8sObject[], kind: string, name: string): T {
+  const o = objects.find((x) => x.kind === kind && x.metadata.name === name);
+  if (!o) throw new Error(`no ${kind} ${name} in ${identities(objects).join(', ')}`);
+  return o as T;
+}
+
+function podSpec(objects: K8sObject[], kind: string, name: string): PodSpec {
+  return find<Workload>(objects, kind, name).spec.template.spec;
+}
+
+/** A file of a rendered ConfigMap, parsed (any: the tests read into nested configuration). */
+// biome-ignore lint/suspicious/noExplicitAny: configuration documents of several shapes
+function configFile(objects: K8sObject[], name: string, key: string): any {
+  return parseYaml((find(objects, 'ConfigMap', name)['data'] as Record<string, string>)[key] as string);
+}
+
+/** The base's objects with its kustomization's `images:` applied, as `kubectl kustomize` does. */
+function baseObjects(): K8sObject[] {
+  const images = (readKustomization(base) as { images?: { name: string; newName?: string; newTag?: string }[] }).images;
+  const objects = objectsOfKustomization(base).map((o) => structuredClone(o.object));
+  for (const o of objects) {
+    const spec = (o as Partial<Workload>).spec?.template?.spec;
+    for (const c of [...(spec?.containers ?? []), ...(spec?.initContainers ?? [])]) {
+      const entry = images?.find((i) => c.image === i.name || c.image.startsWith(`${i.name}:`));
+      if (entry) c.image = `${entry.newName ?? entry.name}:${entry.newTag ?? c.image.split(':')[1]}`;
+    }
+  }
+  return objects;
+}
+
+/** Fails a rendering: Helm's exit status and message. */
+function renderFailure(values: Record<string, unknown>): string {
+  const r = helm(templateArgs({ values }));
+  expect(r.status, `rendering with ${JSON.stringify(values)} should fail`).not.toBe(0);
+  return r.stderr;
+}
+
+describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})` : ''}`, () => {
+  it('passes helm lint --strict', () => {
+    const r = helm(['lint', '--strict', chartDir]);
+    expect(`${r.stdout}${r.stderr}`).toMatch(/0 chart\(s\) failed/);
+    expect(r.status).toBe(0);
+  });
+
+  it('ships the scheduler configuration of deploy/scheduler unchanged', () => {
+    expect(readFileSync(join(chartDir, 'files/kube-scheduler-config.yaml'), 'utf8')).toBe(
+      readFileSync(join(deployDir, 'scheduler/kube-scheduler-config.yaml'), 'utf8'),
+    );
+  });
+
+  describe('with default values', () => {
+    const chart = () => render({ kubeVersion: BASE_SCHEDULER_TAG });
+
+    it("yields the kustomize base's objects, apart from the namespace the release lives in", () => {
+      const expected = identities(baseObjects().filter((o) => o.kind !== 'Namespace'));
+      expect(identities(chart())).toEqual(expected);
+    });
+
+    it('gives each object the same content as the base (Helm bookkeeping aside)', () => {
+      const rendered = chart();
+      for (const b of baseObjects().filter((o) => o.kind !== 'Namespace')) {
+        const c = withoutHelmBookkeeping(find(rendered, b.kind, b.metadata.name));
+        const what = `${b.kind} ${b.metadata.name}`;
+        if (b.kind === 'ConfigMap' && b.metadata.name === 'vcuda-control-plane-file') {
+          // The chart also names its namespace where the control plane's defaults say vcuda-system.
+          const cfg = parseYaml((c['data'] as Record<string, string>)['config.yaml'] as string);
+          expect(cfg, what).toMatchObject(parseYaml((b['data'] as Record<string, string>)['config.yaml'] as string));
+          expect(cfg.webhook.registration.serviceNamespace).toBe('vcuda-system');
+          continue;
+        }
+        if (b.kind === 'ConfigMap') {
+          const parse = (d: Record<string, string>) =>
+            Object.fromEntries(Object.entries(d).map(([k, v]) => [k, k.endsWith('.yaml') ? parseYaml(v) : v]));
+          expect(parse(c['data'] as Record<string, string>), what).toEqual(parse(b['data'] as Record<string, string>));
+          expect(c.metadata.labels, what).toEqual(b.metadata.labels);
+          continue;
+        }
+        const { metadata: cm, ...cRest } = c;
+        const { metadata: bm, ...bRest } = b;
+        expect(cRest, what).toEqual(bRest);
+        expect(cm.labels, what).toEqual(bm.labels);
+        expect(cm.namespace, what).toEqual(bm.namespace);
+      }
+    });
+
+    it("runs kube-scheduler at the cluster's version, without a provider's suffix", () => {
+      const image = (v: string) =>
+        podSpec(render({ kubeVersion: v }), 'Deployment', 'vcuda-scheduler').containers[0]?.image;
+      expect(image('v1.36.3')).toBe('registry.k8s.io/kube-scheduler:v1.36.3');
+      expect(image('1.32.13')).toBe('registry.k8s.io/kube-scheduler:v1.32.13');
+      expect(image('v1.33.4-eks-1234')).toBe('registry.k8s.io/kube-scheduler:v1.33.4');
+    });
+  });
+
+  describe('with every value set', () => {
+    const values = {
+      'image.repository': 'registry.example.com/gpu/vcuda',
+      'image.tag': '1.2.3',
+      imagePullSecrets: [{ name: 'pull' }],
+      clusterName: 'prod-eu',
+      resourceDomain: 'tencent.com',
+      memoryUnitMiB: 256,
+      placement: 'spread',
+      'database.url': 'postgres://vcuda:s3cret@db.example:5432/vcuda?sslmode=verify-full',
+      'database.caSecret': 'ledger-ca',
+      privilegedUsers: ['alice@example.com'],
+      // Helm merges maps: null removes the default label.
+      'nodeAgent.nodeSelector': { 'gpu.example.com/pool': 'shared', 'vcuda.io/node': null },
+      'scheduler.image.tag': 'v1.34.2',
+      'networkPolicy.webhookSources': ['10.0.0.10/32', '10.0.0.11/32'],
+    };
+    const text = () => renderText({ namespace: 'gpu-system', values, kubeVersion: '1.34.2' });
+    const objects = () => parseManifest(text());
+
+    it('puts everything in the release namespace, nothing in vcuda-system', () => {
+      expect(text()).not.toContain('vcuda-system');
+      const namespaced = objects().filter((o) => o.metadata.namespace !== undefined);
+      expect(new Set(namespaced.map((o) => o.metadata.namespace))).toEqual(new Set(['gpu-system', 'kube-system']));
+      const cfg = configFile(objects(), 'vcuda-scheduler-config', 'kube-scheduler-config.yaml');
+      expect(cfg.extenders[0].urlPrefix).toBe('https://vcuda-control-plane.gpu-system.svc:8444/scheduler');
+      expect(cfg.leaderElection.resourceNamespace).toBe('gpu-system');
+    });
+
+    it('gives the control plane, the node agents and the scheduler the same domain and memory unit', () => {
+      const cp = find(objects(), 'ConfigMap', 'vcuda-control-plane')['data'] as Record<string, string>;
+      expect(cp).toMatchObject({
+        VCUDA_CLUSTER_NAME: 'prod-eu',
+        VCUDA_RESOURCE_DOMAIN: 'tencent.com',
+        VCUDA_MEMORY_UNIT_MIB: '256',
+        VCUDA_PLACEMENT: 'spread',
+      });
+      const agent = configFile(objects(), 'vcuda-node-agent-config', 'config.yaml');
+      expect(agent).toMatchObject({
+        resourceDomain: 'tencent.com',
+        memoryUnitMiB: 256,
+        controlPlaneUrl: 'http://vcuda-control-plane.gpu-system.svc',
+      });
+      const sched = configFile(objects(), 'vcuda-scheduler-config', 'kube-scheduler-config.yaml');
+      expect(sched.extenders[0].managedResources.map((r: { name: string }) => r.name)).toEqual([
+        'tencent.com/vcuda-core',
+        'tencent.com/vcuda-memory',
+      ]);
+    });
+
+    it('uses the image, the pull secret, the scheduler tag and the node selector given', () => {
+      const agent = podSpec(objects(), 'DaemonSet', 'vcuda-node-agent');
+      expect(agent.containers[0]?.image).toBe('registry.example.com/gpu/vcuda:1.2.3');
+      expect(agent.initContainers?.[0]?.image).toBe('registry.example.com/gpu/vcuda:1.2.3');
+      expect(agent.nodeSelector).toEqual({ 'gpu.example.com/pool': 'shared' });
+      expect(podSpec(objects(), 'Deployment', 'vcuda-control-plane')).toMatchObject({
+        imagePullSecrets: [{ name: 'pull' }],
+      });
+      expect(podSpec(objects(), 'Deployment', 'vcuda-scheduler').containers[0]?.image).toBe(
+        'registry.k8s.io/kube-scheduler:v1.34.2',
+      );
+    });
+
+    it('keeps the database url in a Secret and mounts its CA for verify-full', () => {
+      const secret = find(objects(), 'Secret', 'vcuda-postgres');
+      expect(secret['stringData']).toEqual({ url: values['database.url'] });
+      const cp = podSpec(objects(), 'Deployment', 'vcuda-control-plane');
+      const env = cp.containers[0]?.env ?? [];
+      expect(env.find((e) => e.name === 'DATABASE_URL')?.valueFrom).toEqual({
+        secretKeyRef: { name: 'vcuda-postgres', key: 'url' },
+      });
+      expect(env.find((e) => e.name === 'PGSSLROOTCERT')?.value).toBe('/etc/vcuda/database-ca/ca.crt');
+      expect(cp.volumes?.find((v) => v.name === 'database-ca')?.secret?.secretName).toBe('ledger-ca');
+    });
+
+    it("lets the privileged users change vcuda annotations, besides vcuda's own accounts", () => {
+      const cfg = configFile(objects(), 'vcuda-control-plane-file', 'config.yaml');
+      expect(cfg.webhook.privilegedUsernames).toEqual([
+        'system:serviceaccount:gpu-system:vcuda-control-plane',
+        'system:serviceaccount:gpu-system:vcuda-node-agent',
+        'alice@example.com',
+      ]);
+      expect(cfg.webhook.registration.exemptNamespaces).toEqual(['kube-system', 'gpu-system']);
+    });
+
+    it('admits only the given sources to the webhook port', () => {
+      const policy = find(objects(), 'NetworkPolicy', 'vcuda-control-plane') as K8sObject & {
+        spec: { ingress: { from?: { ipBlock?: { cidr: string } }[]; ports: { port: string }[] }[] };
+      };
+      const webhook = policy.spec.ingress.find((r) => r.ports.some((p) => p.port === 'https'));
+      expect(webhook?.from?.map((f) => f.ipBlock?.cidr)).toEqual(['10.0.0.10/32', '10.0.0.11/32']);
+    });
+
+    it('reads the url from an existing Secret when none is given, and creates no Secret', () => {
+      const own = render({ values: { 'database.existingSecret': 'ledger', 'database.existingSecretKey': 'dsn' } });
+      expect(own.some((o) => o.kind === 'Secret')).toBe(false);
+      const env = podSpec(own, 'Deployment', 'vcuda-control-plane').containers[0]?.env ?? [];
+      expect(env.find((e) => e.name === 'DATABASE_URL')?.valueFrom).toEqual({
+        secretKeyRef: { name: 'ledger', key: 'dsn' },
+      });
+    });
+  });
+
+  it("with cert-manager, yields the overlay's certificates and serves from them", () => {
+    const rendered = render({ values: { 'certManager.enabled': true } });
+    const overlay = objectsOfKustomization(join(deployDir, 'overlays/cert-manager')).map((o) => o.object);
+    expect(identities(rendered)).toEqual(identities(overlay.filter((o) => o.kind !== 'Namespace')));
+    const cp = podSpec(rendered, 'Deployment', 'vcuda-control-plane');
+    const env = Object.fromEntries((cp.containers[0]?.env ?? []).map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({ VCUDA_WEBHOOK_CERT_MODE: 'files', VCUDA_EXTENDER_CERT_MODE: 'files' });
+    expect(cp.volumes?.find((v) => v.name === 'webhook-tls')?.secret?.secretName).toBe('vcuda-webhook-serving');
+  });
+
+  describe('refuses values it cannot honour, naming them', () => {
+    it.each([
+      [{ mode: 'dra' }, /mode: "dra" is reserved .*not built yet; use mode: extender/],
+      [{ mode: 'gpu' }, /\/mode': value must be one of 'extender', 'dra'/],
+      [{ memoryUnitMiB: 0 }, /\/memoryUnitMiB': minimum: got 0, want 1/],
+      [{ resourceDomain: 'NVIDIA' }, /\/resourceDomain'/],
+      [{ 'database.url': 'mysql://db/vcuda' }, /\/database\/url'/],
+      [{ 'database.existingSecret': '' }, /database: the quota ledger needs PostgreSQL/],
+      [{ 'networkPolicy.webhookSources': ['api-server'] }, /\/networkPolicy\/webhookSources\/0'/],
+      [{ replicas: 3 }, /additional properties 'replicas' not allowed/],
+    ])('%j', (values, message) => {
+      expect(renderFailure(values)).toMatch(message);
+    });
+  });
+});
+
+/**
+ * The real API servers: each started once for this file (~10-20 s), the namespace applied from the
+ * base (its PodSecurity labels, as the install guide does), then the chart's default rendering
+ * dry-run applied server-side. Helm reads the server's version itself (`--dry-run=server`).
+ */
+const RIGS = ['1.32', '1.36'].map((minor) => {
+  const dir = join(repoRoot, '..', 'shared', `kubernetes-${minor}`);
+  const etcd = spawnSync('sh', ['-c', 'command -v etcd'], { encoding: 'utf8' }).status === 0;
+  const kubectl = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0;
+  const reason =
+    skip ??
+    (!existsSync(join(dir, 'cluster.sh'))
+      ? `no ${dir}`
+      : !kubectl
+        ? 'no kubectl'
+        : !etcd && process.getuid?.() !== 0
+          ? 'no etcd (cluster.sh installs it only as root)'
+          : undefined);
+  return { minor, dir, reason };
+});
+
+describe.each(RIGS)('kube-apiserver $minor', ({ minor, dir, reason }) => {
+  const work = mkdtempSync(join(tmpdir(), `vcuda-helm-k8s-${minor}-`));
+  let kubeconfig = '';
+  let serverVersion = '';
+  const kubectl = (args: string[], input?: string) =>
+    spawnSync('kubectl', ['--kubeconfig', kubeconfig, ...args], { encoding: 'utf8', input });
+
+  beforeAll(() => {
+    if (reason) return;
+    // Only the API server answers a dry run: 1.36 starts a scheduler and controller-manager unless told not to.
+    const only = minor === '1.32' ? [] : ['--no-scheduler', '--no-controller-manager'];
+    const out = execFileSync(join(dir, 'cluster.sh'), ['start', work, ...only], { encoding: 'utf8', timeout: 150_000 });
+    kubeconfig = /KUBECONFIG=(\S+)/.exec(out)?.[1] ?? join(work, 'admin.kubeconfig');
+    const v = JSON.parse(kubectl(['version', '-o', 'json']).stdout) as { serverVersion: { gitVersion: string } };
+    serverVersion = v.serverVersion.gitVersion;
+    const ns = kubectl(['apply', '-f', join(base, 'namespace.yaml')]);
+    if (ns.status !== 0) throw new Error(`namespace: ${ns.stderr}`);
+  }, 180_000);
+
+  afterAll(() => {
+    if (!reason) spawnSync(join(dir, 'cluster.sh'), ['stop', work], { timeout: 60_000 });
+    rmSync(work, { recursive: true, force: true });
+  }, 90_000);
+
+  it.skipIf(reason !== undefined)(
+    `accepts the default rendering (server-side dry run)${reason ? ` (skipped: ${reason})` : ''}`,
+    () => {
+      const text = execFileSync(
+        helmBinary(),
+        templateArgs({ args: ['--dry-run=server', '--kubeconfig', kubeconfig] }),
+        { encoding: 'utf8', maxBuffer: 32 * 1024 * 1024 },
+      );
+      const objects = parseManifest(text);
+      expect(podSpec(objects, 'Deployment', 'vcuda-scheduler').containers[0]?.image).toBe(
+        `registry.k8s.io/kube-scheduler:${serverVersion.replace(/[-+].*$/, '')}`,
+      );
+      const applied = kubectl(['apply', '--dry-run=server', '-f', '-'], text);
+      expect(applied.stderr.replace(/^Warning: .*\n/gm, '')).toBe('');
+      expect(applied.status).toBe(0);
+      expect(applied.stdout.trim().split('\n')).toHaveLength(objects.length);
+    },
+    120_000,
+  );
+});
