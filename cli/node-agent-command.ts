@@ -1,5 +1,6 @@
 /** `vcuda node-agent`: runs the node agent (the DaemonSet's entry point). */
 import type { Command } from 'commander';
+import { messageOf } from '../contract/index.js';
 
 export function registerNodeAgentCommand(program: Command): void {
   program
@@ -31,7 +32,7 @@ export function registerNodeAgentCommand(program: Command): void {
           flags,
           env: process.env,
         }).catch((err: unknown) => {
-          process.stderr.write(`vcuda node-agent: cannot start: ${err instanceof Error ? err.message : String(err)}\n`);
+          process.stderr.write(`vcuda node-agent: cannot start: ${messageOf(err)}\n`);
           process.exit(1);
         });
         const shutdown = () => {

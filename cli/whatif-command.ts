@@ -27,7 +27,7 @@ export function registerWhatifCommand(program: Command): void {
       const { formatWhatIf, runWhatIf } = await import('../sim/whatif/whatif-run.js');
       const { expandWorkload, loadWorkloadSpec } = await import('../sim/workload/workload-spec.js');
       const cluster = opts.cluster ? await loadClusterSpec(opts.cluster) : DEFAULT_CLUSTER;
-      const names = resourceNames(opts.domain);
+      const names = resourceNames(opts.domain, '--domain');
       const trace = expandWorkload(await loadWorkloadSpec(opts.workload), names);
       const report = runWhatIf(cluster, trace, {
         policy: opts.policy,

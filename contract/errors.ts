@@ -26,7 +26,8 @@ export function formatFieldErrors(errors: readonly FieldError[]): string {
 /**
  * The codes any component may raise. Each maps to exactly one HTTP status where an error reaches
  * a caller (control-plane/app.ts, checked exhaustively by the compiler); a component's own error
- * class may carry its own codes instead (AssignmentError, AllocationError).
+ * class carries its own codes instead (AssignmentError, AllocationError, LimitConfigError, and the
+ * node agent's NvmlError and RegionError), which never answer an HTTP caller.
  */
 export type VcudaErrorCode =
   | 'invalid'
@@ -38,11 +39,7 @@ export type VcudaErrorCode =
   | 'capacity-conflict'
   | 'quota-exceeded'
   | 'unavailable'
-  | 'internal'
-  | 'limit-config-corrupt'
-  | 'region-short'
-  | 'region-write'
-  | 'nvml';
+  | 'internal';
 
 /** Base class of vcuda's errors: a stable `code` for programs, a message for people. */
 export class VcudaError<Code extends string = VcudaErrorCode> extends Error {
@@ -54,6 +51,15 @@ export class VcudaError<Code extends string = VcudaErrorCode> extends Error {
     super(message, options);
     this.name = new.target.name;
   }
+}
+
+/**
+ * The message of anything thrown, for a sentence a person reads (a refusal, an HTTP answer, a
+ * health line). Logs take the error itself instead (`log.warn({ err }, …)`), which keeps its code,
+ * cause and stack.
+ */
+export function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 /** Input failed validation; carries every violation, not only the first. */

@@ -105,7 +105,8 @@ export const limitConfigSchema = z.object({
 export type DeviceLimit = z.infer<typeof deviceLimitSchema>;
 export type LimitConfig = z.infer<typeof limitConfigSchema>;
 
-export class LimitConfigError extends VcudaError {
+/** A limit file that cannot be trusted; read by the node agent and libvcuda only, never an HTTP answer. */
+export class LimitConfigError extends VcudaError<'limit-config-corrupt'> {
   constructor(message: string) {
     super('limit-config-corrupt', message);
   }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { ValidationError } from './errors.js';
 import { isVcudaAnnotation, resourceNames } from './names.js';
 
 describe('resourceNames', () => {
@@ -24,6 +25,29 @@ describe('resourceNames', () => {
       expect(() => resourceNames(domain)).toThrow(/resource domain/);
     },
   );
+
+  it('refuses with a ValidationError naming the field the domain came from, and the rule', () => {
+    const refusal = (domain: string, field?: string) => {
+      try {
+        resourceNames(domain, field);
+      } catch (err) {
+        return err;
+      }
+      return undefined;
+    };
+    const bad = refusal('Nvidia.com', '--domain');
+    expect(bad).toBeInstanceOf(ValidationError);
+    expect((bad as ValidationError).errors).toEqual([
+      {
+        path: '--domain',
+        rule: 'dns-subdomain',
+        message: '--domain: resource domain "Nvidia.com" is not a DNS subdomain (e.g. nvidia.com)',
+      },
+    ]);
+    expect((refusal('vcuda.io') as ValidationError).errors.map((e) => [e.path, e.rule])).toEqual([
+      ['resourceDomain', 'reserved'],
+    ]);
+  });
 
   it('recognizes vcuda-owned annotations only by their prefix', () => {
     expect(isVcudaAnnotation('vcuda.io/assignment')).toBe(true);

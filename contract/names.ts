@@ -7,6 +7,8 @@
  * so their presence on a pod means the control plane put them there.
  */
 
+import { fieldError, ValidationError } from './errors.js';
+
 export const DEFAULT_RESOURCE_DOMAIN = 'nvidia.com';
 export const VCUDA_PREFIX = 'vcuda.io/';
 
@@ -63,14 +65,24 @@ export function isDns1123Label(name: string): boolean {
 
 const DOMAIN_PATTERN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$/;
 
-/** Builds every user-facing name from one resource domain; refuses a domain Kubernetes would refuse. */
-export function resourceNames(domain: string = DEFAULT_RESOURCE_DOMAIN): ResourceNames {
+/** The rule a resource domain breaks, if any: a domain Kubernetes would refuse, or one it keeps for itself. */
+export function resourceDomainProblem(domain: string): { rule: string; detail: string } | undefined {
   if (!DOMAIN_PATTERN.test(domain) || domain.length > 253) {
-    throw new Error(`resource domain "${domain}" is not a DNS subdomain (e.g. nvidia.com)`);
+    return { rule: 'dns-subdomain', detail: `resource domain "${domain}" is not a DNS subdomain (e.g. nvidia.com)` };
   }
   if (domain === 'kubernetes.io' || domain.endsWith('.kubernetes.io') || domain === 'vcuda.io') {
-    throw new Error(`resource domain "${domain}" is reserved`);
+    return { rule: 'reserved', detail: `resource domain "${domain}" is reserved` };
   }
+  return undefined;
+}
+
+/**
+ * Builds every user-facing name from one resource domain; refuses a domain Kubernetes would
+ * refuse with a ValidationError naming `field`, where the domain came from (a config key, a flag).
+ */
+export function resourceNames(domain: string = DEFAULT_RESOURCE_DOMAIN, field = 'resourceDomain'): ResourceNames {
+  const problem = resourceDomainProblem(domain);
+  if (problem) throw new ValidationError([fieldError(field, problem.rule, problem.detail)], 'resource domain');
   return Object.freeze({
     domain,
     core: `${domain}/vcuda-core`,

@@ -65,11 +65,6 @@ const STATUS_OF_CODE: { readonly [C in VcudaErrorCode]: ErrorStatus } = {
   'quota-exceeded': 409,
   unavailable: 503,
   internal: 500,
-  // The node agent's own failures never answer an HTTP caller; if one does, it is ours.
-  'limit-config-corrupt': 500,
-  'region-short': 500,
-  'region-write': 500,
-  nvml: 503,
 };
 
 type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 413 | 500 | 503;

@@ -5,7 +5,12 @@
  */
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { DEFAULT_RESOURCE_DOMAIN, fieldErrorsFromZod, resourceNames, ValidationError } from '../contract/index.js';
+import {
+  DEFAULT_RESOURCE_DOMAIN,
+  fieldErrorsFromZod,
+  resourceDomainProblem,
+  ValidationError,
+} from '../contract/index.js';
 import { webhookConfigSchema } from '../webhooks/config.js';
 import { DEFAULT_API_MAX_BODY_BYTES } from './app.js';
 import { placementPolicies } from './placement/placement-request.js';
@@ -152,11 +157,8 @@ export const controlPlaneConfigSchema = z
     logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   })
   .superRefine((c, ctx) => {
-    try {
-      resourceNames(c.resourceDomain);
-    } catch (err) {
-      ctx.addIssue({ code: 'custom', path: ['resourceDomain'], message: (err as Error).message });
-    }
+    const domainProblem = resourceDomainProblem(c.resourceDomain);
+    if (domainProblem) ctx.addIssue({ code: 'custom', path: ['resourceDomain'], message: domainProblem.detail });
     if (c.signingKeys.source === 'file' && !c.signingKeys.file) {
       ctx.addIssue({ code: 'custom', path: ['signingKeys', 'file'], message: 'source "file" needs signingKeys.file' });
     }

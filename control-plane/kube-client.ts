@@ -4,7 +4,7 @@
  * its own. Errors come back as VcudaError with a stable code so callers never parse HTTP.
  */
 import { ApiException, CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { VcudaError } from '../contract/index.js';
+import { messageOf, VcudaError } from '../contract/index.js';
 import type { PodWithStatus } from './placement/cluster-snapshot.js';
 
 export type ConfigMapData = Record<string, string>;
@@ -64,7 +64,7 @@ export function toVcudaError(err: unknown, what: string): VcudaError {
       : '';
     return new VcudaError(code, `${what}: HTTP ${err.code} ${message}${hint}`, { cause: err });
   }
-  return new VcudaError('unavailable', `${what}: ${(err as Error).message ?? String(err)}`, { cause: err });
+  return new VcudaError('unavailable', `${what}: ${messageOf(err)}`, { cause: err });
 }
 
 async function orUndefinedOn404<T>(p: Promise<T>, what: string): Promise<T | undefined> {

@@ -4,6 +4,7 @@
  * the database sees at most one probe per `cacheMs`.
  */
 import { sql } from 'drizzle-orm';
+import { messageOf } from '../contract/index.js';
 import type { VcudaDb } from './connect.js';
 import { withDeadline } from './deadline.js';
 
@@ -28,7 +29,7 @@ export function createLedgerProbe(db: VcudaDb, options: LedgerProbeOptions): Led
       await withDeadline(Promise.resolve(db.execute(sql`select 1`)), options.timeoutMs, 'readiness probe');
       return { ok: true };
     } catch (err) {
-      return { ok: false, reason: `ledger unreachable: ${err instanceof Error ? err.message : String(err)}` };
+      return { ok: false, reason: `ledger unreachable: ${messageOf(err)}` };
     }
   };
 

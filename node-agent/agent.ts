@@ -9,6 +9,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { type ResourceNames, resourceNames } from '../contract/index.js';
+import type { AgentLog } from './agent-log.js';
 import { Allocator } from './allocation/allocator.js';
 import type { EventRecorder, JwksSource, PodAnnotator, PodResourcesLister, PodSource } from './allocation/ports.js';
 import { type CardSampler, createCardSampler } from './compute/card-sampler.js';
@@ -28,8 +29,6 @@ import { listAllocationDirs, removeAllocationDir } from './limits/container-file
 import { AgentMetrics } from './metrics.js';
 import type { GpuSource } from './nvml/gpu-source.js';
 import { collectUsage, type UsageSink } from './usage.js';
-
-export type AgentLog = { info: (m: string) => void; warn: (m: string) => void; error: (m: string) => void };
 
 /** Node-level extended resources, for vcuda-memory beyond what a device list can carry. */
 export interface NodeCapacityPatcher {
@@ -187,7 +186,7 @@ async function startAllocator(
     const learned = await allocator.rebuild();
     if (learned > 0) log.info(`rebuilt ${learned} running container(s) from PodResources and pod annotations`);
   } catch (err) {
-    log.warn(`rebuild from the kubelet failed (${(err as Error).message}); starting empty`);
+    log.warn({ err }, 'rebuild from the kubelet failed; starting empty');
   }
   return allocator;
 }
@@ -321,7 +320,7 @@ function startHealthWatch(deps: AgentDeps, health: CardHealth, publishInventory:
   const done = watchCardHealth(deps.gpu, health, abort.signal, log, 1000, (err) => {
     nvmlError = err?.message;
   });
-  health.subscribe(() => void publishInventory().catch((err) => log.warn(`inventory: ${(err as Error).message}`)));
+  health.subscribe(() => void publishInventory().catch((err) => log.warn({ err }, 'inventory: publishing failed')));
   return { nvmlError: () => nvmlError, abort: () => abort.abort(), done };
 }
 
@@ -340,12 +339,12 @@ async function startLoops(
   const { config, log } = deps;
   const timers: NodeJS.Timeout[] = [];
   const every = (ms: number, what: string, fn: () => Promise<unknown>) => {
-    const t = setInterval(() => void fn().catch((err) => log.warn(`${what}: ${(err as Error).message}`)), ms);
+    const t = setInterval(() => void fn().catch((err) => log.warn({ err }, `${what}: failed`)), ms);
     t.unref();
     timers.push(t);
   };
   if (deps.runLoops !== false) {
-    await tasks.publishInventory().catch((err) => log.warn(`inventory: ${(err as Error).message}`));
+    await tasks.publishInventory().catch((err) => log.warn({ err }, 'inventory: publishing failed'));
     every(config.inventoryCheckMs, 'inventory', tasks.publishInventory);
     every(config.housekeepingPeriodMs, 'housekeeping', tasks.housekeep);
     if (deps.usageSink) every(config.usagePeriodMs, 'usage report', tasks.reportUsage);
@@ -392,7 +391,7 @@ function startCompute(
       sink: parts.metrics,
       log,
       nowMs,
-      onError: (err) => log.warn(`memory drift card ${card.index}: ${(err as Error).message}`),
+      onError: (err) => log.warn({ err, card: card.index }, `memory drift card ${card.index}: reconciliation failed`),
     });
     driftMonitors.push(drift);
     return createCardSampler({
@@ -402,7 +401,7 @@ function startCompute(
       placement,
       nowMs,
       alsoEachPeriod: drift.tick,
-      onError: (err) => log.warn(`compute sampler card ${card.index}: ${(err as Error).message}`),
+      onError: (err) => log.warn({ err, card: card.index }, `compute sampler card ${card.index}: sampling failed`),
     });
   });
   const hostPids = createHostPidPublisher({
@@ -415,7 +414,7 @@ function startCompute(
     proc: procSource(config.paths.procRoot),
     containerOfPid: (pid) => placement.containerOfPid(pid),
     nowMs: () => Date.now(), // libvcuda compares it with CLOCK_REALTIME
-    onError: (err) => log.warn(`host-pid map: ${(err as Error).message}`),
+    onError: (err) => log.warn({ err }, 'host-pid map: publishing failed'),
   });
   if (deps.runLoops !== false && config.computePeriodMs > 0) {
     for (const s of samplers) s.start();

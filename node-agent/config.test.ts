@@ -48,6 +48,12 @@ describe('node agent config', () => {
     expect(paths).toEqual(['memoryAdvertise', 'memoryUnitMiB', 'nodeName']);
   });
 
+  it('refuses a resource domain Kubernetes would refuse, naming the field, before anything starts', () => {
+    expect(() => parseConfig({ env: { NODE_NAME: 'n', VCUDA_RESOURCE_DOMAIN: 'kubernetes.io' } })).toThrow(
+      'resourceDomain: resource domain "kubernetes.io" is reserved',
+    );
+  });
+
   it("accepts the DaemonSet's ConfigMap as shipped", () => {
     const docs = parseAllDocuments(readFileSync('deploy/base/node-agent-daemonset.yaml', 'utf8')).map((d) => d.toJS());
     const cm = docs.find((d) => d.kind === 'ConfigMap');

@@ -6,11 +6,22 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { DEFAULT_RESOURCE_DOMAIN, fieldErrorsFromZod, ValidationError } from '../contract/index.js';
+import {
+  DEFAULT_RESOURCE_DOMAIN,
+  fieldErrorsFromZod,
+  resourceDomainProblem,
+  ValidationError,
+} from '../contract/index.js';
 
 export const configSchema = z.object({
   nodeName: z.string().min(1),
-  resourceDomain: z.string().default(DEFAULT_RESOURCE_DOMAIN),
+  resourceDomain: z
+    .string()
+    .default(DEFAULT_RESOURCE_DOMAIN)
+    .superRefine((domain, ctx) => {
+      const problem = resourceDomainProblem(domain);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem.detail });
+    }),
   /** Size of one vcuda-memory unit in MiB; must match the webhook's and the extender's. */
   memoryUnitMiB: z.number().int().positive().default(1),
   /**

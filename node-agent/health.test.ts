@@ -1,6 +1,9 @@
+import { Writable } from 'node:stream';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { fakeCards } from '../test/support/node-agent/fake-gpu-source.js';
-import { CardHealth, isCriticalXid } from './health.js';
+import { FakeGpuSource, fakeCards } from '../test/support/node-agent/fake-gpu-source.js';
+import { CardHealth, isCriticalXid, watchCardHealth } from './health.js';
+import { NvmlError } from './nvml/nvml-gpu-source.js';
 
 const IGNORED = [13, 31, 43, 45, 68, 109];
 
@@ -31,5 +34,31 @@ describe('card health', () => {
     const h = new CardHealth(fakeCards({ cards: 3, memoryMiB: 10 }), IGNORED);
     h.apply({ cardIndex: -1, kind: 'lost' });
     expect(h.views().every((c) => !c.healthy)).toBe(true);
+  });
+
+  it('logs a failed wait as the error itself: its code, its cause and its stack reach the log line', async () => {
+    const lines: string[] = [];
+    const sink = new Writable({
+      write: (chunk, _encoding, done) => {
+        lines.push(String(chunk));
+        done();
+      },
+    });
+    const gpu = new FakeGpuSource({ cards: 1, memoryMiB: 10 });
+    const abort = new AbortController();
+    const failure = new NvmlError('nvmlEventSetWait_v2', 15, 'GPU is lost');
+    Object.defineProperty(failure, 'cause', { value: new Error('driver went away') });
+    const health = new CardHealth(gpu.listCards(), IGNORED);
+    // Aborted during the failed wait, the watch would return without logging: abort after the log.
+    gpu.waitEvent = async () => {
+      setImmediate(() => abort.abort());
+      throw failure;
+    };
+    await watchCardHealth(gpu, health, abort.signal, pino({}, sink), 1);
+    const logged = JSON.parse(lines[0] ?? '{}');
+    expect(logged.msg).toBe('waiting for GPU events failed');
+    expect(logged.err).toMatchObject({ type: 'NvmlError', code: 'nvml' });
+    expect(logged.err.message).toContain('driver went away');
+    expect(logged.err.stack).toContain('caused by: Error: driver went away');
   });
 });

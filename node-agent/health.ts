@@ -3,6 +3,7 @@
  * plugins' ListAndWatch). A card turns unhealthy on a critical Xid or when it is lost, and stays
  * so until the agent restarts: when in doubt, fail closed.
  */
+import type { AgentLog } from './agent-log.js';
 import type { CardDirectory, CardRef } from './allocation/ports.js';
 import type { CardHealthView } from './device-plugin/device-list.js';
 import type { GpuCard, GpuEvent, GpuSource } from './nvml/gpu-source.js';
@@ -73,7 +74,7 @@ export async function watchCardHealth(
   gpu: GpuSource,
   health: CardHealth,
   signal: AbortSignal,
-  log: { warn: (m: string) => void },
+  log: Pick<AgentLog, 'warn'>,
   waitMs = 5000,
   onWait: (err: Error | undefined) => void = () => {},
 ): Promise<void> {
@@ -85,7 +86,7 @@ export async function watchCardHealth(
     } catch (err) {
       if (signal.aborted) return;
       onWait(err as Error);
-      log.warn(`waiting for GPU events failed: ${(err as Error).message}`);
+      log.warn({ err }, 'waiting for GPU events failed');
       await new Promise((r) => setTimeout(r, waitMs));
     }
   }

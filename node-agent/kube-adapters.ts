@@ -5,8 +5,9 @@
 import { readFileSync, statSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 import type { JSONWebKeySet } from 'jose';
-import { type EventReason, podEvent, type ResourceNames, VcudaError } from '../contract/index.js';
+import { type EventReason, messageOf, podEvent, type ResourceNames, VcudaError } from '../contract/index.js';
 import type { NodeCapacityPatcher } from './agent.js';
+import type { AgentLog } from './agent-log.js';
 import { type PodObject, type PodView, toPodView } from './allocation/pod-view.js';
 import type { EventRecorder, JwksSource, PodAnnotator, PodSource } from './allocation/ports.js';
 import type { NodePatcher } from './inventory.js';
@@ -14,7 +15,7 @@ import type { NodePatcher } from './inventory.js';
 const COMPONENT = 'vcuda-node-agent';
 const mergePatch = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 
-type Log = { warn: (m: string) => void };
+type Log = Pick<AgentLog, 'warn'>;
 
 /**
  * Pods with `spec.nodeName` = this node: listed once, then kept current by a watch that relists on
@@ -80,11 +81,11 @@ export class PodWatchCache implements PodSource {
       },
       (err) => {
         if (this.stopped) return;
-        if (err) this.log.warn(`pod watch ended: ${(err as Error).message ?? err}; relisting`);
+        if (err) this.log.warn({ err }, 'pod watch ended; relisting');
         setTimeout(() => {
           this.list()
             .then((rv) => this.watch(rv))
-            .catch((e) => this.log.warn(`pod relist failed: ${(e as Error).message}`));
+            .catch((e) => this.log.warn({ err: e }, 'pod relist failed'));
         }, 1000).unref();
       },
     );
@@ -126,7 +127,12 @@ export class KubeWriter implements PodAnnotator, EventRecorder, NodePatcher, Nod
         namespace: pod.namespace,
         body: { ...body, firstTimestamp: now, lastTimestamp: now } as unknown as k8s.CoreV1Event,
       })
-      .catch((err) => this.log.warn(`event for ${pod.namespace}/${pod.name}: ${(err as Error).message}`));
+      .catch((err) =>
+        this.log.warn(
+          { err, pod: `${pod.namespace}/${pod.name}` },
+          `event for ${pod.namespace}/${pod.name}: writing failed`,
+        ),
+      );
   }
 
   async patchNodeAnnotations(nodeName: string, annotations: Record<string, string>): Promise<void> {
@@ -149,7 +155,7 @@ export function jwksFromFile(path: string): JwksSource {
       if (cached?.mtimeMs === mtimeMs) return cached.jwks;
       parsed = JSON.parse(readFileSync(path, 'utf8')) as JSONWebKeySet;
     } catch (err) {
-      throw new VcudaError('unavailable', `JWKS ${path}: ${(err as Error).message}`, { cause: err });
+      throw new VcudaError('unavailable', `JWKS ${path}: ${messageOf(err)}`, { cause: err });
     }
     if (!Array.isArray(parsed?.keys)) throw new VcudaError('unavailable', `JWKS ${path}: not a JWKS (no "keys" array)`);
     cached = { mtimeMs, jwks: parsed };

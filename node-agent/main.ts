@@ -10,7 +10,7 @@ import { createAgentHttp } from './http.js';
 import { jwksFromFile } from './kube-adapters.js';
 import { NvmlGpuSource } from './nvml/nvml-gpu-source.js';
 import { HttpUsageSink, tokenFromFile } from './usage.js';
-import { agentLogOf, startWiredAgent, type WiredAgent } from './wiring.js';
+import { startWiredAgent, type WiredAgent } from './wiring.js';
 
 export type RunOptions = {
   configFile?: string;
@@ -24,8 +24,7 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
     env: opts.env,
     flags: opts.flags ?? {},
   });
-  const logger = pino({ name: 'vcuda-node-agent', level: config.logLevel });
-  const log = agentLogOf(logger);
+  const log = pino({ name: 'vcuda-node-agent', level: config.logLevel });
   const kc = new PooledKubeConfig();
   kc.loadFromDefault();
   const gpu = new NvmlGpuSource({ libraryPath: config.paths.nvmlLibrary, sysfsRoot: config.paths.sysfsRoot });

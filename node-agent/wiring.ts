@@ -6,9 +6,9 @@
  * nothing of its own running.
  */
 import type * as k8s from '@kubernetes/client-node';
-import type { Logger } from 'pino';
 import { resourceNames } from '../contract/index.js';
-import { type AgentLog, type NodeAgent, startNodeAgent } from './agent.js';
+import { type NodeAgent, startNodeAgent } from './agent.js';
+import type { AgentLog } from './agent-log.js';
 import type { JwksSource } from './allocation/ports.js';
 import type { NodeAgentConfig } from './config.js';
 import { KubeWriter, PodWatchCache } from './kube-adapters.js';
@@ -23,15 +23,6 @@ export type AgentAdapters = {
   usageSink?: UsageSink;
   log: AgentLog;
 };
-
-/** The agent's plain-line log over a pino logger. */
-export function agentLogOf(logger: Logger): AgentLog {
-  return {
-    info: (m: string) => logger.info(m),
-    warn: (m: string) => logger.warn(m),
-    error: (m: string) => logger.error(m),
-  };
-}
 
 export type WiredAgent = {
   agent: NodeAgent;

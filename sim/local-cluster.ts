@@ -12,7 +12,6 @@ import { resourceNames } from '../contract/index.js';
 import type { RunningControlPlane } from '../control-plane/server.js';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { createQuotaAdmin } from '../db/quotas.js';
-import { agentLogOf } from '../node-agent/wiring.js';
 import { type SimApiServer, startApiServer } from './apiserver/api-server.js';
 import type { ServedVersion } from './apiserver/discovery.js';
 import type { UserInfo } from './apiserver/resource-handlers.js';
@@ -159,7 +158,7 @@ async function bootCluster(
     jwks: publishedJwks(client, { fallback: () => replicas.list().find(Boolean)?.jwks }),
     // The Service's URL is known before the replicas start; reports fail (logged) until then.
     usage: { controlPlaneUrl: url, ...(opts.usageReportMs ? { periodMs: opts.usageReportMs } : {}) },
-    log: agentLogOf(logger),
+    log: logger,
     logLevel,
     inProcesses: opts.nodeProcesses ?? false,
   });

@@ -10,7 +10,7 @@
 import 'reflect-metadata';
 import { createPrivateKey, X509Certificate as NodeX509, webcrypto } from 'node:crypto';
 import * as x509 from '@peculiar/x509';
-import { VcudaError } from '../contract/index.js';
+import { messageOf, VcudaError } from '../contract/index.js';
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 
@@ -170,7 +170,7 @@ export function findRenewalReason(
     cert = new NodeX509(stored.certPem);
     if (!cert.checkPrivateKey(createPrivateKey(stored.keyPem))) return 'the key does not match the certificate';
   } catch (err) {
-    return `unreadable: ${err instanceof Error ? err.message : String(err)}`;
+    return `unreadable: ${messageOf(err)}`;
   }
   const notAfter = new Date(cert.validTo).getTime();
   if (notAfter - now.getTime() < rotateBeforeDays * DAY_MS) return `expires ${new Date(notAfter).toISOString()}`;

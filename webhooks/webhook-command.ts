@@ -37,7 +37,7 @@ export function renderManifests(o: ManifestOptions): string {
   if (!version) throw new Error(`--server-version ${JSON.stringify(o.serverVersion)} is not MAJOR.MINOR (e.g. 1.26)`);
   const built = buildWebhookConfigurations({
     config,
-    names: resourceNames(o.domain),
+    names: resourceNames(o.domain, '--domain'),
     caBundlePem: o.caBundlePem,
     scoping: chooseScoping(version, config),
     // The control plane's own default: its and the node agents' updates skip validation.
@@ -100,7 +100,7 @@ export async function checkPod(
 ): Promise<{ admitted: boolean; output: string }> {
   const pod = podOfManifest(parseManifestText(podText, source), source);
   const app = admissionRoutes({
-    names: resourceNames(o.domain),
+    names: resourceNames(o.domain, '--domain'),
     memoryUnitMiB: o.memoryUnitMiB,
     clusterName: 'check',
     schedulerName: o.schedulerName,

@@ -63,7 +63,8 @@ const MANAGED_BY_VCUDA = 'app.kubernetes.io/managed-by=vcuda';
 /** Enough vcuda pods to learn which keys sign assignments and which wait, without listing a whole large cluster. */
 const POD_SAMPLE = 500;
 
-const messageOf = (err: unknown): string => {
+/** The error's message, and its cause's where the message does not already say it. */
+const messageWithCauseOf = (err: unknown): string => {
   const e = err as { code?: unknown; message?: string; cause?: { message?: string } };
   const base = e.message ?? String(err);
   return e.cause?.message && !base.includes(e.cause.message) ? `${base} (${e.cause.message})` : base;
@@ -81,7 +82,7 @@ export async function attempt<T>(timeoutMs: number, work: (signal: AbortSignal) 
   });
   const done = work(controller.signal).then(
     (v) => v,
-    (err: unknown) => ({ error: messageOf(err) }),
+    (err: unknown) => ({ error: messageWithCauseOf(err) }),
   );
   try {
     return await Promise.race([done, expired]);

@@ -9,6 +9,7 @@ import {
   type EventReason,
   eventReasons,
   fieldErrorsFromZod,
+  messageOf,
   podEvent,
   requestsGpu,
   ValidationError,
@@ -188,7 +189,7 @@ class ExtenderVerbs {
       const isConflict = code === 'capacity-conflict' || code === 'quota-exceeded' || code === 'conflict';
       metrics.binds.inc({ result: isConflict ? 'conflict' : 'error' });
       if (isConflict) metrics.bindConflicts.inc({ code });
-      const message = err instanceof Error ? err.message : String(err);
+      const message = messageOf(err);
       this.deps.log?.('bind failed', { pod: `${ref.namespace}/${ref.name}`, node: args.Node, code, message });
       this.recordEvent(ref, isConflict ? eventReasons.bindConflict : eventReasons.unschedulable, message);
       // kube-scheduler reads a non-empty Error as a failed bind and retries the pod.

@@ -14,11 +14,13 @@ import {
   type ContainerGrant,
   type DeviceLimit,
   eventReasons,
+  messageOf,
   type ResourceNames,
   type VerifiedAssignment,
   vcudaAnnotations,
   verifyAssignment,
 } from '../../contract/index.js';
+import type { AgentLog } from '../agent-log.js';
 import type { ContainerAllocateResponse, ListPodResourcesResponse } from '../kubelet/protocol.js';
 import { buildAllocateResponse, type ResponseSettings } from '../limits/allocate-response.js';
 import { removeCdiSpec, writeCdiSpec } from '../limits/cdi-spec.js';
@@ -63,7 +65,7 @@ export type AllocatorDeps = {
   jwks: JwksSource;
   cards: CardDirectory;
   nowMs: () => number;
-  log: { info: (m: string) => void; warn: (m: string) => void };
+  log: Pick<AgentLog, 'info' | 'warn'>;
   /** Delay between retries of the allocated-at annotation (default: 1 s doubling). */
   retryDelayMs?: number;
 };
@@ -156,7 +158,7 @@ export class Allocator {
       jwks = await this.d.jwks();
     } catch (err) {
       // Without the keys nothing can be verified: fail closed, and say which file is wrong.
-      return this.refuse(pod, 'no-jwks', `cannot read the verification keys: ${(err as Error).message}`, err);
+      return this.refuse(pod, 'no-jwks', `cannot read the verification keys: ${messageOf(err)}`, err);
     }
     try {
       return await verifyAssignment(token, jwks, {
@@ -309,7 +311,10 @@ export class Allocator {
       await write();
     } catch (err) {
       // The containers have what they need, so PreStart succeeds; keep trying in the background.
-      this.d.log.warn(`pod ${podKey(pod)}: writing ${vcudaAnnotations.allocatedAt} failed: ${(err as Error).message}`);
+      this.d.log.warn(
+        { err, pod: podKey(pod) },
+        `pod ${podKey(pod)}: writing ${vcudaAnnotations.allocatedAt} failed; retrying`,
+      );
       void this.retryAnnotation(pod, write, 1);
     }
     this.d.events.podEvent(pod, eventReasons.allocated, `allocated on node ${this.d.nodeName}: ${cards.join(', ')}`);
@@ -321,7 +326,7 @@ export class Allocator {
       await write();
     } catch (err) {
       if (attempt >= 5) {
-        this.d.log.warn(`pod ${podKey(pod)}: giving up on ${vcudaAnnotations.allocatedAt}: ${(err as Error).message}`);
+        this.d.log.warn({ err, pod: podKey(pod) }, `pod ${podKey(pod)}: giving up on ${vcudaAnnotations.allocatedAt}`);
         return;
       }
       await this.retryAnnotation(pod, write, attempt + 1);

@@ -13,6 +13,7 @@ import {
   vcudaAnnotations,
   verifyAssignment,
 } from '../../contract/index.js';
+import type { AgentLog } from '../agent-log.js';
 import type { ListPodResourcesResponse } from '../kubelet/protocol.js';
 import { allocationKey, containerPaths } from '../limits/container-files.js';
 import { deviceLimitOf } from './grant-limits.js';
@@ -38,7 +39,7 @@ export async function relearnContainers(d: {
   jwks: JwksSource;
   cards: CardDirectory;
   nowMs: () => number;
-  log: { warn: (m: string) => void };
+  log: Pick<AgentLog, 'warn'>;
   listPodResources: () => Promise<ListPodResourcesResponse>;
   isKnown: (key: string) => boolean;
 }): Promise<ContainerRecord[]> {
@@ -59,7 +60,10 @@ export async function relearnContainers(d: {
         ignoreExpiry: true,
       });
     } catch (err) {
-      d.log.warn(`rebuild: pod ${podKey(pod)}: ${(err as Error).message}`);
+      d.log.warn(
+        { err, pod: podKey(pod) },
+        `rebuild: pod ${podKey(pod)}: assignment not verified; its containers are not re-learned`,
+      );
       continue;
     }
     for (const c of p.containers) {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FakeGpuSource, MiB } from '../../test/support/node-agent/fake-gpu-source.js';
+import { recordingLog } from '../../test/support/node-agent/recording-log.js';
 import { AgentMetrics } from '../metrics.js';
 import { createCardSampler } from './card-sampler.js';
 import { createMemoryDriftMonitor, type DriftTarget, memoryDrift, nextDriftState } from './memory-drift.js';
@@ -80,7 +81,7 @@ describe('memory drift monitor', () => {
   function setup() {
     const gpu = new FakeGpuSource({ cards: 1, memoryMiB: 81559 });
     const metrics = new AgentMetrics();
-    const warnings: string[] = [];
+    const { log, lines: warnings } = recordingLog();
     let targets = [target('a', 'pa'), target('b', 'pb')];
     const charged: Record<string, number> = { '/regions/a': 300 * MiB, '/regions/b': 1000 * MiB };
     let now = 0;
@@ -92,7 +93,7 @@ describe('memory drift monitor', () => {
       readCharged: (path) => charged[path] ?? 0,
       thresholdBytes: 256 * MiB,
       sink: metrics,
-      log: { warn: (m) => warnings.push(m) },
+      log,
       nowMs: () => now,
     });
     gpu.processes.set(0, [

@@ -10,6 +10,7 @@
  * poller of its own, at most once per `periodMs`), exports the drift, counts each container's
  * entry into drift and logs it once per container.
  */
+import type { AgentLog } from '../agent-log.js';
 import type { RunningProcess } from '../nvml/gpu-source.js';
 
 /** How often a card is reconciled, at most: the sampler ticks faster than memory moves. */
@@ -124,7 +125,7 @@ export type MemoryDriftMonitorOptions = {
   readCharged: (regionPath: string, deviceIndex: number) => number;
   thresholdBytes: number;
   sink: DriftSink;
-  log: { warn: (m: string) => void };
+  log: Pick<AgentLog, 'warn'>;
   nowMs: () => number;
   periodMs?: number;
   onError?: (err: unknown) => void;

@@ -8,15 +8,18 @@ import { closeSync, fstatSync, openSync, readSync, writeSync } from 'node:fs';
 import { VcudaError } from '../../contract/errors.js';
 import { REGION_MAGIC } from '../../contract/region-layout.js';
 
+/** A container's region that is shorter than its layout, or a write into it that fell short. */
+export class RegionError extends VcudaError<'region-short' | 'region-write'> {}
+
 function writeExactly(fd: number, buf: Buffer, position: number): void {
   const written = writeSync(fd, buf, 0, buf.length, position);
-  if (written !== buf.length) throw new VcudaError('region-write', `short write at ${position}`);
+  if (written !== buf.length) throw new RegionError('region-write', `short write at ${position}`);
 }
 
 /** Writes `payload` at `payloadAt` under the seq at `seqAt`; returns the new (even) seq. */
 export function publishSeqlocked(fd: number, seqAt: number, payloadAt: number, payload: Buffer, what: string): bigint {
   const seqBuf = Buffer.alloc(8);
-  if (readSync(fd, seqBuf, 0, 8, seqAt) !== 8) throw new VcudaError('region-short', `region has no ${what}`);
+  if (readSync(fd, seqBuf, 0, 8, seqAt) !== 8) throw new RegionError('region-short', `region has no ${what}`);
   let seq = seqBuf.readBigUInt64LE(0);
   // A writer that died mid-update left seq odd: the next write starts from the even below it.
   if (seq % 2n === 1n) seq -= 1n;

@@ -7,6 +7,7 @@
 import { existsSync, type FSWatcher, watch } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
+import type { AgentLog } from '../agent-log.js';
 import { RegistrationService, unixTarget } from '../kubelet/grpc-services.js';
 import { DEVICE_PLUGIN_VERSION, KUBELET_SOCKET, type RegisterRequest } from '../kubelet/protocol.js';
 import type { PluginHandler, PluginServer } from './plugin-server.js';
@@ -14,7 +15,7 @@ import { startPluginServer } from './plugin-server.js';
 
 export type PluginSpec = { handler: PluginHandler; endpoint: string };
 
-export type RunnerLog = { info: (msg: string) => void; warn: (msg: string) => void };
+export type RunnerLog = Pick<AgentLog, 'info' | 'warn'>;
 
 export type RunnerOptions = {
   pluginDir: string;
@@ -119,7 +120,8 @@ export class PluginRunner {
         this.opts.log.info(`device plugins: registered ${p.handler.resourceName} at ${p.endpoint}`);
       } catch (err) {
         this.opts.log.warn(
-          `device plugins: register ${p.handler.resourceName} failed (${(err as Error).message}); retrying in ${this.opts.registerRetryMs} ms`,
+          { err, resource: p.handler.resourceName },
+          `device plugins: register ${p.handler.resourceName} failed; retrying in ${this.opts.registerRetryMs} ms`,
         );
         clearTimeout(this.retryTimer);
         this.retryTimer = setTimeout(() => void this.restart('register retry'), this.opts.registerRetryMs);

@@ -4,7 +4,7 @@
  */
 import { rmSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
-import { VcudaError } from '../../contract/index.js';
+import { messageOf, VcudaError } from '../../contract/index.js';
 import { DevicePluginService } from '../kubelet/grpc-services.js';
 import type {
   AllocateRequest,
@@ -35,10 +35,9 @@ export interface PluginHandler {
 export type PluginServer = { socketPath: string; stop: () => Promise<void> };
 
 function toStatus(err: unknown): Partial<grpc.StatusObject> {
-  const message = err instanceof Error ? err.message : String(err);
   // A refusal is the caller's problem (precondition); anything else is ours.
   const code = err instanceof VcudaError ? grpc.status.FAILED_PRECONDITION : grpc.status.INTERNAL;
-  return { code, details: message };
+  return { code, details: messageOf(err) };
 }
 
 export async function startPluginServer(handler: PluginHandler, socketPath: string): Promise<PluginServer> {

@@ -34,7 +34,7 @@ const NVML_VALUE_NOT_AVAILABLE = 0xffff_ffff_ffff_ffffn;
 const PROCESS_INFO_SIZE = 24;
 const MAX_NVLINKS = 36;
 
-export class NvmlError extends VcudaError {
+export class NvmlError extends VcudaError<'nvml'> {
   constructor(
     readonly call: string,
     readonly nvmlCode: number,

@@ -4,7 +4,6 @@
  * told to or when the channel closes (the parent is gone).
  */
 import { pino } from 'pino';
-import { agentLogOf } from '../../node-agent/wiring.js';
 import { KubeClient } from '../kube-client.js';
 import { simNodeOptionsOf } from './local-node.js';
 import type { ChildMessage, NodeProcessSpec, ParentMessage } from './node-process.js';
@@ -23,7 +22,7 @@ async function start(raw: unknown): Promise<void> {
   if (!parsed.success) throw new Error(`invalid node description: ${parsed.error.message}`);
   const spec: NodeProcessSpec = parsed.data;
   const client = new KubeClient(spec.apiUrl);
-  const log = agentLogOf(pino({ level: spec.logLevel, name: 'vcuda-local' }).child({ node: spec.nodeName }));
+  const log = pino({ level: spec.logLevel, name: 'vcuda-local' }).child({ node: spec.nodeName });
   node = await startSimNode(simNodeOptionsOf(spec, { client, jwks: publishedJwks(client), log }));
 }
 

@@ -9,7 +9,8 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JSONWebKeySet } from 'jose';
-import type { AgentLog, NodeAgent } from '../../node-agent/agent.js';
+import type { NodeAgent } from '../../node-agent/agent.js';
+import type { AgentLog } from '../../node-agent/agent-log.js';
 import { type NodeAgentConfig, parseConfig } from '../../node-agent/config.js';
 import { HttpUsageSink } from '../../node-agent/usage.js';
 import { startWiredAgent, type WiredAgent } from '../../node-agent/wiring.js';
@@ -152,7 +153,7 @@ function driverReadings(opts: SimNodeOptions) {
   try {
     return openNodeNvml(node, root, opts.nativeBuildDir, nodeDriverEnv(node, root));
   } catch (err) {
-    opts.log.warn(`${node.name}: fake NVML unusable, no utilization: ${(err as Error).message}`);
+    opts.log.warn({ err }, `${node.name}: fake NVML unusable, no utilization`);
     return undefined;
   }
 }

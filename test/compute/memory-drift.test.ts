@@ -16,6 +16,7 @@ import { createMemoryDriftMonitor, type DriftRecord } from '../../node-agent/com
 import { regionCharge } from '../../node-agent/compute-wiring.js';
 import { AgentMetrics } from '../../node-agent/metrics.js';
 import { NvmlGpuSource } from '../../node-agent/nvml/nvml-gpu-source.js';
+import { recordingLog } from '../support/node-agent/recording-log.js';
 
 const build = join(process.cwd(), 'native/build');
 const memClient = join(build, 'test/mem_client');
@@ -72,7 +73,7 @@ describe.skipIf(!existsSync(memClient) || !existsSync(fakeNvml))('memory drift o
       );
       const pids = new Set<number>();
       const metrics = new AgentMetrics();
-      const warnings: string[] = [];
+      const { log, lines: warnings } = recordingLog();
       const monitor = createMemoryDriftMonitor({
         cardIndex: 0,
         source: gpu,
@@ -83,7 +84,7 @@ describe.skipIf(!existsSync(memClient) || !existsSync(fakeNvml))('memory drift o
         readCharged: regionCharge,
         thresholdBytes: 256 * MiB,
         sink: metrics,
-        log: { warn: (m) => warnings.push(m) },
+        log,
         nowMs: Date.now,
       });
       const reconcile = (n: number) => {

@@ -27,7 +27,6 @@ import { type RunningControlPlane, startControlPlane } from '../../control-plane
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
 import { PooledKubeConfig } from '../../kube/pooled-kube-config.js';
-import { agentLogOf } from '../../node-agent/wiring.js';
 import { type ClusterSpec, expandNodes } from '../../sim/cluster-spec.js';
 import { KubeClient } from '../../sim/kube-client.js';
 import { mountExtenderSecret, NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/local-cluster.js';
@@ -166,7 +165,7 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
   const dir = mkdtempSync(join(tmpdir(), 'vcuda-k8s-'));
   const nodesDir = mkdtempSync(join(workDirParent(), 'vcuda-k8s-nodes-'));
   const logger = pino({ level: (process.env['VCUDA_TEST_LOG_LEVEL'] as 'info' | undefined) ?? 'silent' });
-  const log = agentLogOf(logger);
+  const log = logger;
   const closers: (() => Promise<unknown>)[] = [];
   const close = async () => {
     for (const c of closers.reverse()) await c().catch(() => undefined);

@@ -25,6 +25,7 @@ import { FakeCluster } from './fake-cluster.js';
 import { FakeGpuSource, type FakeMachine } from './fake-gpu-source.js';
 import { FakeKubelet } from './fake-kubelet.js';
 import { GpuPodBuilder } from './gpu-pod.js';
+import { recordingLog } from './recording-log.js';
 
 export type Harness = {
   root: string;
@@ -94,7 +95,7 @@ export async function startHarness(
       ...configOverrides,
     },
   });
-  const warnings: string[] = [];
+  const { log, lines: warnings } = recordingLog();
   const { PodResourcesClient } = await import('../../../node-agent/kubelet/pod-resources-client.js');
   const podResources = new PodResourcesClient(kubelet.podResourcesSocket);
   const makeAgent = (source: GpuSource) =>
@@ -108,7 +109,7 @@ export async function startHarness(
       podResources,
       jwks: opts.jwks ?? (async () => jwksOf([key])),
       nowMs: () => nowMs.value,
-      log: { info: () => {}, warn: (m) => warnings.push(m), error: (m) => warnings.push(m) },
+      log,
       runLoops: false,
       retryDelayMs: 10,
     });
