@@ -3,12 +3,14 @@
  * none gives embedded PGlite in a data directory, or in memory when there is none (tests, `npm
  * start`). Both run the same migrations and the same queries through one drizzle type.
  */
+import { readFileSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import * as schema from './schema.js';
+import { serverTlsOf } from './server-tls.js';
 
 export type VcudaSchema = typeof schema;
 export type VcudaDb = PgDatabase<PgQueryResultHKT, VcudaSchema>;
@@ -55,7 +57,10 @@ export function rawQueryOf(db: VcudaDb): RawQuery | undefined {
 
 export async function connectDb(config: DbConfig = {}): Promise<VcudaDb> {
   if (config.url) {
-    const client = postgres(config.url, {
+    // sslrootcert / PGSSLROOTCERT: the CA that verifies the server (sslmode=verify-full).
+    const tls = serverTlsOf(config.url, process.env, (path) => readFileSync(path, 'utf8'));
+    const client = postgres(tls.url, {
+      ...(tls.ssl ? { ssl: tls.ssl } : {}),
       max: config.maxConnections ?? 10,
       connect_timeout: config.connectTimeoutSeconds ?? 3,
       idle_timeout: config.idleTimeoutSeconds ?? 300,
