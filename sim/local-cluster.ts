@@ -17,6 +17,7 @@ import type { ServedVersion } from './apiserver/discovery.js';
 import type { UserInfo } from './apiserver/resource-handlers.js';
 import { type ClusterSpec, DEFAULT_CLUSTER, expandNodes, type SimNode } from './cluster-spec.js';
 import { type ControlPlaneService, controlPlaneReplicas } from './control-plane-replicas.js';
+import { type SimControllerManager, startControllerManager } from './controllers/controller-manager.js';
 import { KubeClient } from './kube-client.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { type LocalNode, startLocalNode } from './node/local-node.js';
@@ -177,6 +178,13 @@ async function bootCluster(
   const extenderUrl = `https://127.0.0.1:${service.extender.port}`;
   const scheduler = await startClusterScheduler(client, workDir, extenderUrl, domain, opts);
   closers.push(() => scheduler.close());
+
+  // 6. The controller manager: Deployments, ReplicaSets, Jobs and garbage collection.
+  const controllers: SimControllerManager = startControllerManager({
+    client,
+    onError: (m) => logger.debug(`controller-manager: ${m}`),
+  });
+  closers.push(() => controllers.close());
   const { list, stop, start } = replicas;
   return {
     api,

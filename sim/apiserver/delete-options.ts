@@ -14,7 +14,25 @@ const deleteOptionsBody = z.object({
   gracePeriodSeconds: z.number().int().optional(),
   preconditions: z.object({ uid: z.string().optional(), resourceVersion: z.string().optional() }).strip().optional(),
   dryRun: z.array(z.string()).optional(),
+  propagationPolicy: z.enum(['Orphan', 'Background', 'Foreground']).optional(),
+  orphanDependents: z.boolean().optional(),
 });
+
+type Propagation = DeleteOptions['propagationPolicy'];
+
+/** `?propagationPolicy=`, or the deprecated `orphanDependents`, as kube-apiserver reads them. */
+function propagationOf(
+  policy: string | null | undefined,
+  orphanDependents: boolean | undefined,
+): { propagationPolicy?: Propagation } {
+  if (policy === 'Orphan' || policy === 'Background' || policy === 'Foreground') return { propagationPolicy: policy };
+  if (policy)
+    throw badRequest(
+      `propagationPolicy: Unsupported value: "${policy}": supported values: "Foreground", "Background", "Orphan"`,
+    );
+  if (orphanDependents !== undefined) return { propagationPolicy: orphanDependents ? 'Orphan' : 'Background' };
+  return {};
+}
 
 /** kube-apiserver turns a negative grace period into 1 s (rest.BeforeDelete). */
 function graceOf(seconds: number | undefined): { gracePeriodSeconds?: number } {
@@ -33,7 +51,13 @@ function fromQuery(query: URLSearchParams): { gracePeriodSeconds?: number } {
 
 /** `body` is the decoded request body, undefined when the request had none. */
 export function readDeleteOptions(query: URLSearchParams, body: unknown, user: UserInfo): DeleteOptions {
-  if (body === undefined) return { dryRun: query.get('dryRun') === 'All', user, ...fromQuery(query) };
+  if (body === undefined)
+    return {
+      dryRun: query.get('dryRun') === 'All',
+      user,
+      ...fromQuery(query),
+      ...propagationOf(query.get('propagationPolicy'), undefined),
+    };
   const parsed = deleteOptionsBody.safeParse(body);
   if (!parsed.success) {
     throw badRequest(
@@ -49,5 +73,6 @@ export function readDeleteOptions(query: URLSearchParams, body: unknown, user: U
     user,
     ...graceOf(o.gracePeriodSeconds),
     ...(o.preconditions ? { preconditions: o.preconditions } : {}),
+    ...propagationOf(o.propagationPolicy, o.orphanDependents),
   };
 }

@@ -6,7 +6,7 @@ import type { KubeObject } from './selectors.js';
 
 type Container = { name: string; image?: string; imagePullPolicy?: string; [k: string]: unknown };
 
-function defaultContainer(c: Container): Container {
+export function defaultContainer(c: Container): Container {
   const tagless = c.image && !/[:@]/.test(c.image.split('/').pop() ?? '');
   return {
     terminationMessagePath: '/dev/termination-log',

@@ -12,8 +12,9 @@ import type { ObjectStore } from './object-store.js';
 import { patchTypeOf } from './patch.js';
 import { parseRoute, type Route } from './request-route.js';
 import type { ResourceHandlers, UserInfo, WriteOptions } from './resource-handlers.js';
+import { toScale } from './scale-subresource.js';
 import { type KubeObject, type Matcher, parseFieldSelector, parseLabelSelector } from './selectors.js';
-import { toTable, wantsTable } from './table-view.js';
+import { includeObjectOf, toTable, wantsTable } from './table-view.js';
 import { type SharedEventLines, serveWatch } from './watch-stream.js';
 
 /** What `pods/{name}/log` shows of a container; undefined: its logs are not available. */
@@ -162,6 +163,8 @@ function serveGet(ctx: ServerContext, call: ResourceCall): void {
   const { name, subresource, namespace } = call.route;
   const watch = call.query.get('watch');
   if (name && subresource === 'log' && namespace) servePodLog(ctx, call, namespace, name);
+  else if (name && subresource === 'scale')
+    sendJson(call.res, 200, toScale(ctx.handlers.get(call.route.type, namespace, name)));
   else if (name) serveObject(ctx, call, name);
   else if (watch === '1' || watch === 'true') startWatch(ctx, call, selectorsOf(call.query));
   else serveList(ctx, call);
@@ -193,14 +196,20 @@ function serveObject(ctx: ServerContext, call: ResourceCall, name: string): void
   const { type, namespace } = call.route;
   const obj = ctx.handlers.get(type, namespace, name);
   if (call.table)
-    sendJson(call.res, 200, toTable(type.resource, [obj], obj.metadata.resourceVersion as string, ctx.now()));
+    sendJson(
+      call.res,
+      200,
+      toTable(type.resource, [obj], obj.metadata.resourceVersion as string, ctx.now(), includeObjectOf(call.query)),
+    );
   else sendObject(ctx, call.res, 200, obj);
 }
 
 function serveList(ctx: ServerContext, call: ResourceCall): void {
   const { type, namespace } = call.route;
   const list = ctx.handlers.list(type, namespace, selectorsOf(call.query));
-  if (call.table) sendJson(call.res, 200, toTable(type.resource, list.items, list.metadata.resourceVersion, ctx.now()));
+  const include = includeObjectOf(call.query);
+  if (call.table)
+    sendJson(call.res, 200, toTable(type.resource, list.items, list.metadata.resourceVersion, ctx.now(), include));
   else sendList(ctx, call.res, list);
 }
 
@@ -235,7 +244,10 @@ function startWatch(ctx: ServerContext, call: ResourceCall, match: Matcher): voi
     allowBookmarks: call.query.get('allowWatchBookmarks') === 'true',
     bookmarkIntervalMs: ctx.bookmarkIntervalMs,
     ...(call.table
-      ? { render: (o: KubeObject) => toTable(type.resource, [o], o.metadata.resourceVersion as string, ctx.now()) }
+      ? {
+          render: (o: KubeObject) =>
+            toTable(type.resource, [o], o.metadata.resourceVersion as string, ctx.now(), includeObjectOf(call.query)),
+        }
       : {}),
   };
   serveWatch(ctx.store, ctx.watchLines, request, call.res, (finish) => {
@@ -259,6 +271,8 @@ async function servePut(ctx: ServerContext, call: ResourceCall): Promise<void> {
   const { type, namespace, name, subresource } = call.route;
   if (!name) throw notSupported(call);
   const body = (await readBody(call.req)) as KubeObject;
+  if (subresource === 'scale')
+    return sendJson(call.res, 200, await ctx.handlers.scale(type, namespace, name, body, undefined, call.write));
   sendObject(ctx, call.res, 200, await ctx.handlers.update(type, namespace, name, body, subresource, call.write));
 }
 
@@ -267,6 +281,8 @@ async function servePatch(ctx: ServerContext, call: ResourceCall): Promise<void>
   if (!name) throw notSupported(call);
   const patchType = patchTypeOf(call.req.headers['content-type']);
   const body = await readBody(call.req);
+  if (subresource === 'scale')
+    return sendJson(call.res, 200, await ctx.handlers.scale(type, namespace, name, body, patchType, call.write));
   const patched = await ctx.handlers.patch(type, namespace, name, subresource, patchType, body, call.write);
   sendObject(ctx, call.res, 200, patched);
 }

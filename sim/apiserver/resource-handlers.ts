@@ -11,7 +11,16 @@ import { applyCreateDefaults, applyWriteNormalization } from './object-defaults.
 import type { ObjectStore } from './object-store.js';
 import { applyPatch, type PatchType } from './patch.js';
 import { apiVersionOf, type ResourceType, typeKey } from './resource-registry.js';
+import { scaleRequest, toScale } from './scale-subresource.js';
 import type { KubeObject, Matcher } from './selectors.js';
+import {
+  defaultWorkload,
+  defaultWorkloadSpec,
+  updatedWorkload,
+  validateWorkload,
+  WORKLOAD_RESOURCES,
+  withJobSelector,
+} from './workload-defaults.js';
 
 /** `extra`: as TokenReview and AdmissionReview carry it (a node-bound token's `authentication.kubernetes.io/node-name`). */
 export type UserInfo = { username: string; groups: string[]; extra?: Record<string, string[]> };
@@ -19,6 +28,8 @@ export type UserInfo = { username: string; groups: string[]; extra?: Record<stri
 export type WriteOptions = { dryRun: boolean; user: UserInfo; warn?: (text: string) => void };
 export type DeleteOptions = WriteOptions & {
   gracePeriodSeconds?: number;
+  /** What becomes of the object's dependents (the garbage collector carries it out). */
+  propagationPolicy?: 'Orphan' | 'Background' | 'Foreground';
   preconditions?: { uid?: string; resourceVersion?: string };
 };
 
@@ -130,7 +141,10 @@ export class ResourceHandlers {
     for (const k of ['uid', 'resourceVersion', 'deletionTimestamp', 'deletionGracePeriodSeconds', 'selfLink'])
       delete meta[k];
     meta['creationTimestamp'] = null;
-    let obj: KubeObject = applyCreateDefaults(type.resource, this.stamp(type, { ...body, metadata: meta }));
+    const stamped = this.stamp(type, { ...body, metadata: meta });
+    let obj: KubeObject = WORKLOAD_RESOURCES.has(type.resource)
+      ? defaultWorkload(type.resource, stamped)
+      : applyCreateDefaults(type.resource, stamped);
     if (this.store.get(typeKey(type), meta.namespace, meta.name))
       throw alreadyExists(type.resource, type.group, meta.name);
     obj = (await this.runAdmission(type, 'CREATE', obj, null, opts))!;
@@ -141,6 +155,9 @@ export class ResourceHandlers {
         .toISOString()
         .replace(/\.\d+Z$/, 'Z'),
     };
+    if (type.resource === 'jobs') obj = withJobSelector(obj);
+    const badWorkload = WORKLOAD_RESOURCES.has(type.resource) && validateWorkload(type.resource, type.kind, obj);
+    if (badWorkload) throw badWorkload;
     if (opts.dryRun) return this.stamp(type, obj);
     // Admission is asynchronous: a racing create of the same name may have landed meanwhile.
     if (this.store.get(typeKey(type), meta.namespace, meta.name))
@@ -195,6 +212,25 @@ export class ResourceHandlers {
     }
   }
 
+  /**
+   * PUT or PATCH of `scale`: the object's `spec.replicas` set as the Scale asks (a Scale read at
+   * an older version is refused as a stale object is); the Scale after the write.
+   */
+  async scale(
+    type: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    body: unknown,
+    patchType: PatchType | undefined,
+    opts: WriteOptions,
+  ): Promise<KubeObject> {
+    const old = this.get(type, namespace, name);
+    const { replicas, resourceVersion } = scaleRequest(old, body, patchType);
+    if (resourceVersion && resourceVersion !== old.metadata.resourceVersion) throw staleObject(type, name);
+    const spec = { ...(old['spec'] as object), replicas };
+    return toScale(await this.commit(type, old, this.merged(type, old, { ...old, spec }, undefined), undefined, opts));
+  }
+
   /** Applies what an update may change: status only through `/status`, never identity fields. */
   private merged(type: ResourceType, old: KubeObject, body: KubeObject, sub: string | undefined): KubeObject {
     if (sub === 'status') return { ...old, status: body['status'] };
@@ -215,7 +251,17 @@ export class ResourceHandlers {
       else next['status'] = old['status'];
     }
     if (type.resource === 'pods') this.checkPodSpecUpdate(old, next);
+    if (WORKLOAD_RESOURCES.has(type.resource)) return this.stamp(type, this.updatedWorkload(type, old, next));
     return this.stamp(type, applyWriteNormalization(type.resource, next));
+  }
+
+  /** A Deployment, ReplicaSet or Job with its spec's defaults, its generation moved on, and valid. */
+  private updatedWorkload(type: ResourceType, old: KubeObject, next: KubeObject): KubeObject {
+    const updated = updatedWorkload(type.kind, old, defaultWorkloadSpec(type.resource, next));
+    if (updated instanceof Error) throw updated;
+    const bad = validateWorkload(type.resource, type.kind, updated);
+    if (bad) throw bad;
+    return updated;
   }
 
   private checkPodSpecUpdate(old: KubeObject, next: KubeObject): void {
@@ -294,19 +340,37 @@ export class ResourceHandlers {
     await this.runAdmission(type, 'DELETE', null, old, opts);
     if (opts.dryRun) return old;
     const grace = this.graceSeconds(type, old, opts.gracePeriodSeconds);
-    const finalizers = (old.metadata['finalizers'] as string[] | undefined) ?? [];
+    const finalizers = this.deletionFinalizers(type, old, opts);
     if (grace === 0 && finalizers.length === 0) {
       if (type.resource === 'namespaces') this.removeNamespaceContents(name);
       return this.stamp(type, this.store.remove(typeKey(type), namespace, name)!);
     }
     const current = old.metadata['deletionGracePeriodSeconds'] as number | undefined;
     if (old.metadata['deletionTimestamp'] && current !== undefined && current <= grace) return old;
-    const marked = { ...old, metadata: { ...old.metadata } };
+    const marked: KubeObject = { ...old, metadata: { ...old.metadata } };
+    if (finalizers.length) marked.metadata['finalizers'] = finalizers;
     marked.metadata['deletionTimestamp'] ??= new Date(this.now().getTime() + grace * 1000)
       .toISOString()
       .replace(/\.\d+Z$/, 'Z');
     marked.metadata['deletionGracePeriodSeconds'] = grace;
     return this.stamp(type, this.store.update(typeKey(type), marked));
+  }
+
+  /**
+   * The object's finalizers with the garbage collector's for an Orphan or Foreground deletion
+   * (batch/v1 Jobs orphan their pods when no policy is given, with kube-apiserver's warning).
+   */
+  private deletionFinalizers(type: ResourceType, old: KubeObject, opts: DeleteOptions): string[] {
+    const finalizers = (old.metadata['finalizers'] as string[] | undefined) ?? [];
+    let policy = opts.propagationPolicy;
+    if (!policy && type.resource === 'jobs') {
+      policy = 'Orphan';
+      opts.warn?.(
+        'child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning',
+      );
+    }
+    const extra = policy === 'Orphan' ? 'orphan' : policy === 'Foreground' ? 'foregroundDeletion' : undefined;
+    return extra && !finalizers.includes(extra) ? [...finalizers, extra] : finalizers;
   }
 
   /** Pods on a node wait for their kubelet; everything else (and unbound pods) goes at once. */
@@ -326,6 +390,9 @@ export class ResourceHandlers {
       '/secrets',
       '/serviceaccounts',
       'coordination.k8s.io/leases',
+      'apps/deployments',
+      'apps/replicasets',
+      'batch/jobs',
     ]) {
       for (const o of this.store.list(key, namespace)) this.store.remove(key, namespace, o.metadata.name);
     }

@@ -15,6 +15,15 @@ export type ResourceType = {
   readonly subresources: readonly string[];
 };
 
+/** A `scale` subresource is an autoscaling/v1 Scale, which discovery names (kubectl's scale client reads it there). */
+const SCALE = {
+  singularName: '',
+  group: 'autoscaling',
+  version: 'v1',
+  kind: 'Scale',
+  verbs: ['get', 'patch', 'update'],
+};
+
 const VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
 
 function type(
@@ -46,6 +55,9 @@ export const resourceTypes: readonly ResourceType[] = [
   type('', 'v1', 'secrets', 'Secret', true),
   type('', 'v1', 'serviceaccounts', 'ServiceAccount', true, { shortNames: ['sa'] }),
   type('coordination.k8s.io', 'v1', 'leases', 'Lease', true),
+  type('apps', 'v1', 'deployments', 'Deployment', true, { shortNames: ['deploy'], subresources: ['status', 'scale'] }),
+  type('apps', 'v1', 'replicasets', 'ReplicaSet', true, { shortNames: ['rs'], subresources: ['status', 'scale'] }),
+  type('batch', 'v1', 'jobs', 'Job', true, { subresources: ['status'] }),
   type('admissionregistration.k8s.io', 'v1', 'mutatingwebhookconfigurations', 'MutatingWebhookConfiguration', false),
   type(
     'admissionregistration.k8s.io',
@@ -119,6 +131,10 @@ export function apiResourceList(group: string, version: string) {
       ...(t.shortNames.length ? { shortNames: t.shortNames } : {}),
     });
     for (const sub of t.subresources) {
+      if (sub === 'scale') {
+        resources.push({ ...SCALE, name: `${t.resource}/scale`, namespaced: t.namespaced });
+        continue;
+      }
       resources.push({
         name: `${t.resource}/${sub}`,
         singularName: '',

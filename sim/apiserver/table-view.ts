@@ -110,16 +110,121 @@ const views: Record<string, { columns: Column[]; cells: Cells }> = {
   },
 };
 
+type Status = {
+  replicas?: number;
+  readyReplicas?: number;
+  availableReplicas?: number;
+  updatedReplicas?: number;
+  succeeded?: number;
+  active?: number;
+  failed?: number;
+  startTime?: string;
+  completionTime?: string;
+  conditions?: { type: string; status: string }[];
+};
+
+function statusOf(o: KubeObject): Status {
+  return (o['status'] ?? {}) as Status;
+}
+
+function specOf(o: KubeObject): { replicas?: number; completions?: number; suspend?: boolean } {
+  return (o['spec'] ?? {}) as { replicas?: number; completions?: number; suspend?: boolean };
+}
+
+/** A Job's STATUS column as kubectl 1.32 prints it. */
+function jobStatus(o: KubeObject): string {
+  const has = (type: string) => statusOf(o).conditions?.some((c) => c.type === type && c.status === 'True');
+  if (has('Failed')) return 'Failed';
+  if (has('Complete')) return 'Complete';
+  if (has('FailureTarget')) return 'FailureTarget';
+  if (has('SuccessCriteriaMet')) return 'SuccessCriteriaMet';
+  if (specOf(o).suspend) return 'Suspended';
+  return 'Running';
+}
+
+function jobDuration(o: KubeObject, now: Date): string {
+  const s = statusOf(o);
+  if (!s.startTime) return '';
+  const end = s.completionTime ? new Date(s.completionTime) : now;
+  return formatAge(s.startTime, end);
+}
+
+const age = (o: KubeObject, now: Date) => formatAge(o.metadata['creationTimestamp'] as string, now);
+
+const workloadViews: Record<string, { columns: Column[]; cells: Cells }> = {
+  deployments: {
+    columns: [
+      column('Name'),
+      column('Ready'),
+      column('Up-to-date', 'integer'),
+      column('Available', 'integer'),
+      column('Age'),
+    ],
+    cells: (o, now) => {
+      const s = statusOf(o);
+      return [
+        o.metadata.name,
+        `${s.readyReplicas ?? 0}/${specOf(o).replicas ?? 0}`,
+        s.updatedReplicas ?? 0,
+        s.availableReplicas ?? 0,
+        age(o, now),
+      ];
+    },
+  },
+  replicasets: {
+    columns: [
+      column('Name'),
+      column('Desired', 'integer'),
+      column('Current', 'integer'),
+      column('Ready', 'integer'),
+      column('Age'),
+    ],
+    cells: (o, now) => {
+      const s = statusOf(o);
+      return [o.metadata.name, specOf(o).replicas ?? 0, s.replicas ?? 0, s.readyReplicas ?? 0, age(o, now)];
+    },
+  },
+  jobs: {
+    columns: [column('Name'), column('Status'), column('Completions'), column('Duration'), column('Age')],
+    cells: (o, now) => {
+      const s = statusOf(o);
+      const completions = specOf(o).completions;
+      return [
+        o.metadata.name,
+        jobStatus(o),
+        `${s.succeeded ?? 0}/${completions ?? 1}`,
+        jobDuration(o, now),
+        age(o, now),
+      ];
+    },
+  },
+};
+
 export function wantsTable(accept: string | undefined): boolean {
   return (accept ?? '').includes('as=Table');
 }
 
+/** `?includeObject=`: what each row carries; kubectl asks for whole objects to `--sort-by` a field of them. */
+export type IncludeObject = 'None' | 'Metadata' | 'Object';
+
+export function includeObjectOf(query: URLSearchParams): IncludeObject {
+  const v = query.get('includeObject');
+  return v === 'None' || v === 'Object' ? v : 'Metadata';
+}
+
 /** One object or a list as a Table; rows carry PartialObjectMetadata as kube-apiserver's default. */
-export function toTable(resource: string, objs: KubeObject[], listRv: string, now: Date) {
-  const view = views[resource] ?? {
-    columns: [column('Name'), column('Age')],
-    cells: (o: KubeObject, n: Date) => [o.metadata.name, formatAge(o.metadata['creationTimestamp'] as string, n)],
-  };
+export function toTable(
+  resource: string,
+  objs: KubeObject[],
+  listRv: string,
+  now: Date,
+  include: IncludeObject = 'Metadata',
+) {
+  const view = views[resource] ??
+    workloadViews[resource] ?? {
+      columns: [column('Name'), column('Age')],
+      cells: (o: KubeObject, n: Date) => [o.metadata.name, formatAge(o.metadata['creationTimestamp'] as string, n)],
+    };
   return {
     kind: 'Table',
     apiVersion: 'meta.k8s.io/v1',
@@ -127,7 +232,14 @@ export function toTable(resource: string, objs: KubeObject[], listRv: string, no
     columnDefinitions: view.columns,
     rows: objs.map((o) => ({
       cells: view.cells(o, now),
-      object: { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: o.metadata },
+      ...(include === 'None'
+        ? {}
+        : {
+            object:
+              include === 'Object'
+                ? o
+                : { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: o.metadata },
+          }),
     })),
   };
 }
