@@ -1,6 +1,7 @@
 /**
- * The ledger's SQL function (`vcuda_ledger_apply`, migration 0012) against the specification in
- * capacity-check.ts: for random card and quota states and random pods, the function must accept
+ * The ledger's SQL function (`vcuda_ledger_apply`, migrations 0012 and 0013) against the
+ * specification in test/support/db/ledger-spec.ts: for random card and quota states and random
+ * pods, the function must accept
  * exactly what the pure rules accept and refuse with exactly their code and message, alone and
  * in batches (releases first, then each reservation against the totals the ones before it left).
  */
@@ -9,7 +10,6 @@ import { sql } from 'drizzle-orm';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VcudaError } from '../contract/index.js';
-import { createTestDatabase, type TestDatabase, testDbKinds } from '../test/support/db/test-databases.js';
 import {
   type CardCapacity,
   type CardDemand,
@@ -19,7 +19,8 @@ import {
   type QuotaCapacity,
   sumDemandByCard,
   type Violation,
-} from './capacity-check.js';
+} from '../test/support/db/ledger-spec.js';
+import { createTestDatabase, type TestDatabase, testDbKinds } from '../test/support/db/test-databases.js';
 import { rowsOf } from './connect.js';
 import { createLedger } from './ledger.js';
 import { cards, quotas, teamNamespaces } from './schema.js';
@@ -53,7 +54,7 @@ const scenario = fc.record({
   items: fc.uniqueArray(item, { minLength: 1, maxLength: 3, selector: (i) => `${i.container}/${i.cardUuid}` }),
 });
 
-describe('vcuda_reserve agrees with capacity-check.ts', () => {
+describe('vcuda_reserve agrees with test/support/db/ledger-spec.ts', () => {
   let t: TestDatabase;
   beforeAll(async () => {
     t = await createTestDatabase('pglite');
@@ -232,76 +233,81 @@ const reserveOp = (pod: Pod & { items: ScenarioPod['items'] }) => ({
 });
 const releaseOp = (pod: Pod) => ({ op: 'release', cluster: 'c1', podUid: pod.uid, at: AT, onlyState: null });
 
-describe.each(await testDbKinds())('vcuda_ledger_apply batches agree with capacity-check.ts on %s', (kind) => {
-  let t: TestDatabase;
-  beforeAll(async () => {
-    t = await createTestDatabase(kind);
-  });
-  afterAll(async () => {
-    await t?.drop();
-  });
+describe.each(await testDbKinds())(
+  'vcuda_ledger_apply batches agree with test/support/db/ledger-spec.ts on %s',
+  (kind) => {
+    let t: TestDatabase;
+    beforeAll(async () => {
+      t = await createTestDatabase(kind);
+    });
+    afterAll(async () => {
+      await t?.drop();
+    });
 
-  async function apply(ops: unknown[]): Promise<Outcome[]> {
-    const [row] = rowsOf<{ r: unknown }>(
-      await t.db.execute(sql`select vcuda_ledger_apply(${JSON.stringify(ops)}::jsonb) as r`),
-    );
-    return (typeof row?.r === 'string' ? JSON.parse(row.r) : row?.r) as Outcome[];
-  }
-
-  async function seed(state: ReturnType<typeof startingState>): Promise<void> {
-    const now = new Date(AT);
-    await t.db.execute(sql`truncate allocations, pod_holds, cards, quotas, team_namespaces`);
-    await t.db.insert(cards).values(state.cardRows.map((c, i) => ({ ...c, index: i, updatedAt: now })));
-    await t.db.insert(teamNamespaces).values(NAMESPACES.map((namespace) => ({ team: 'tm', cluster: 'c1', namespace })));
-    if (state.quotaRows.length > 0) {
-      await t.db.insert(quotas).values(state.quotaRows.map((q) => ({ ...q, updatedAt: now })));
+    async function apply(ops: unknown[]): Promise<Outcome[]> {
+      const [row] = rowsOf<{ r: unknown }>(
+        await t.db.execute(sql`select vcuda_ledger_apply(${JSON.stringify(ops)}::jsonb) as r`),
+      );
+      return (typeof row?.r === 'string' ? JSON.parse(row.r) : row?.r) as Outcome[];
     }
-  }
 
-  /** The running totals in the database equal the specification's. */
-  async function expectTotals(state: ReturnType<typeof startingState>): Promise<void> {
-    const cardTotals = rowsOf<{ uuid: string; core_used: number; memory_used_mib: number }>(
-      await t.db.execute(sql`select uuid, core_used, memory_used_mib from cards order by uuid`),
-    );
-    expect(cardTotals).toEqual(
-      state.cardRows.map((c) => ({ uuid: c.uuid, core_used: c.coreUsed, memory_used_mib: c.memoryUsedMiB })),
-    );
-    const quotaTotals = rowsOf<{ name: string; core_used: number; memory_used_mib: number }>(
-      await t.db.execute(sql`select name, core_used, memory_used_mib from quotas order by id`),
-    );
-    expect(quotaTotals).toEqual(
-      state.quotaRows.map((q) => ({ name: q.name, core_used: q.coreUsed, memory_used_mib: q.memoryUsedMiB })),
-    );
-  }
+    async function seed(state: ReturnType<typeof startingState>): Promise<void> {
+      const now = new Date(AT);
+      await t.db.execute(sql`truncate allocations, pod_holds, cards, quotas, team_namespaces`);
+      await t.db.insert(cards).values(state.cardRows.map((c, i) => ({ ...c, index: i, updatedAt: now })));
+      await t.db
+        .insert(teamNamespaces)
+        .values(NAMESPACES.map((namespace) => ({ team: 'tm', cluster: 'c1', namespace })));
+      if (state.quotaRows.length > 0) {
+        await t.db.insert(quotas).values(state.quotaRows.map((q) => ({ ...q, updatedAt: now })));
+      }
+    }
 
-  it('decides every operation of a batch as the rules do one after another, with the same messages', async () => {
-    let n = 0;
-    await fc.assert(
-      fc.asyncProperty(batchScenario, async (s) => {
-        n += 1;
-        const state = startingState(s);
-        await seed(state);
-        // The first batch: reservations only, against empty cards and quotas.
-        const first = podsOf(s.first, `a${n}`);
-        const firstSpec = specify(state.cardRows, state.quotaRows, [], first);
-        expect(await apply(first.map(reserveOp))).toEqual(first.map((pod) => firstSpec.reserved.get(pod.uid)));
+    /** The running totals in the database equal the specification's. */
+    async function expectTotals(state: ReturnType<typeof startingState>): Promise<void> {
+      const cardTotals = rowsOf<{ uuid: string; core_used: number; memory_used_mib: number }>(
+        await t.db.execute(sql`select uuid, core_used, memory_used_mib from cards order by uuid`),
+      );
+      expect(cardTotals).toEqual(
+        state.cardRows.map((c) => ({ uuid: c.uuid, core_used: c.coreUsed, memory_used_mib: c.memoryUsedMiB })),
+      );
+      const quotaTotals = rowsOf<{ name: string; core_used: number; memory_used_mib: number }>(
+        await t.db.execute(sql`select name, core_used, memory_used_mib from quotas order by id`),
+      );
+      expect(quotaTotals).toEqual(
+        state.quotaRows.map((q) => ({ name: q.name, core_used: q.coreUsed, memory_used_mib: q.memoryUsedMiB })),
+      );
+    }
 
-        // The second: releases of some of the first batch's pods (a refused one releases nothing)
-        // interleaved with new reservations.
-        const releasing = [...new Set(s.releases.map((r) => first[r % first.length] as Pod))];
-        const second = podsOf(s.second, `b${n}`);
-        const held = releasing.filter((pod) => 'reused' in (firstSpec.reserved.get(pod.uid) as Outcome));
-        const secondSpec = specify(state.cardRows, state.quotaRows, held, second);
-        const ops = second.map((pod) => ({ uid: pod.uid, op: reserveOp(pod) as unknown }));
-        releasing.forEach((pod, i) => {
-          ops.splice(Math.min(2 * i, ops.length), 0, { uid: pod.uid, op: releaseOp(pod) });
-        });
-        expect(await apply(ops.map((o) => o.op))).toEqual(
-          ops.map((o) => secondSpec.released.get(o.uid) ?? secondSpec.reserved.get(o.uid) ?? { released: 0 }),
-        );
-        await expectTotals(state);
-      }),
-      { numRuns: kind === 'pglite' ? 60 : 40, seed: 7 },
-    );
-  }, 120_000);
-});
+    it('decides every operation of a batch as the rules do one after another, with the same messages', async () => {
+      let n = 0;
+      await fc.assert(
+        fc.asyncProperty(batchScenario, async (s) => {
+          n += 1;
+          const state = startingState(s);
+          await seed(state);
+          // The first batch: reservations only, against empty cards and quotas.
+          const first = podsOf(s.first, `a${n}`);
+          const firstSpec = specify(state.cardRows, state.quotaRows, [], first);
+          expect(await apply(first.map(reserveOp))).toEqual(first.map((pod) => firstSpec.reserved.get(pod.uid)));
+
+          // The second: releases of some of the first batch's pods (a refused one releases nothing)
+          // interleaved with new reservations.
+          const releasing = [...new Set(s.releases.map((r) => first[r % first.length] as Pod))];
+          const second = podsOf(s.second, `b${n}`);
+          const held = releasing.filter((pod) => 'reused' in (firstSpec.reserved.get(pod.uid) as Outcome));
+          const secondSpec = specify(state.cardRows, state.quotaRows, held, second);
+          const ops = second.map((pod) => ({ uid: pod.uid, op: reserveOp(pod) as unknown }));
+          releasing.forEach((pod, i) => {
+            ops.splice(Math.min(2 * i, ops.length), 0, { uid: pod.uid, op: releaseOp(pod) });
+          });
+          expect(await apply(ops.map((o) => o.op))).toEqual(
+            ops.map((o) => secondSpec.released.get(o.uid) ?? secondSpec.reserved.get(o.uid) ?? { released: 0 }),
+          );
+          await expectTotals(state);
+        }),
+        { numRuns: kind === 'pglite' ? 60 : 40, seed: 7 },
+      );
+    }, 120_000);
+  },
+);

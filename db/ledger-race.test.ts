@@ -8,10 +8,10 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VcudaError } from '../contract/index.js';
+import { sumDemandByCard } from '../test/support/db/ledger-spec.js';
 import { createTestDatabase, postgresForTests, type TestDatabase } from '../test/support/db/test-databases.js';
-import { sumDemandByCard, type Violation } from './capacity-check.js';
 import { rowsOf, type VcudaDb } from './connect.js';
-import { createLedger, type Ledger, type ReserveRequest } from './ledger.js';
+import { createLedger, type Ledger, type ReserveRequest, type Violation } from './ledger.js';
 import { findCardDrift, findOvercommit } from './ledger-audit.js';
 import { pgErrorCode, retryTransient } from './pg-errors.js';
 

@@ -12,14 +12,14 @@
  * (the last capacity of a card), where SERIALIZABLE would abort and retry whole transactions. A
  * hot card or team quota stays locked until its transaction's commit has flushed, which is what
  * bounds throughput on it; one batch pays that wait once for all its operations. The rules and
- * messages are specified and unit-tested in `capacity-check.ts`; the function follows them and
- * `ledger-functions.test.ts` checks that they agree. Deadlocks (possible only against
- * administrative operations and other replicas' batches) are retried.
+ * their words live in the SQL only: the quota refusal in `vcuda_quota_refusals` (migration 0013),
+ * which admission's pre-check asks as well, so the two cannot disagree. `ledger-functions.test.ts`
+ * holds the SQL to an independent statement of the rules (test/support/db/ledger-spec.ts).
+ * Deadlocks (possible only against administrative operations and other replicas' batches) are retried.
  */
 import { and, eq, lt, ne, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { fieldErrorsFromZod, ValidationError, VcudaError } from '../contract/index.js';
-import { checkQuotas, type QuotaCapacity, type Violation } from './capacity-check.js';
 import { rawQueryOf, rowsOf, type VcudaDb } from './connect.js';
 import { createGroupCommit } from './group-commit.js';
 import { pgErrorCode, retryTransient, UNIQUE_VIOLATION } from './pg-errors.js';
@@ -86,6 +86,12 @@ function parse<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
   return result.data;
 }
 
+/** One reason the ledger refuses a reservation, as its SQL functions word it. */
+export type Violation = {
+  code: 'capacity-conflict' | 'quota-exceeded' | 'not-found' | 'invalid';
+  message: string;
+};
+
 /** The most specific error wins: a bad request before a lost race before a full quota. */
 function throwViolations(what: string, violations: readonly Violation[]): void {
   if (violations.length === 0) return;
@@ -115,14 +121,9 @@ const CONFIRM_MANY_SQL = `update allocations set state = 'bound', bound_at = $3:
 where cluster = $1 and pod_uid in (select jsonb_array_elements_text($2::jsonb)) and state <> 'released'
 returning pod_uid`;
 
-// Admission's pre-check runs for every GPU pod the API server creates: one prepared statement,
-// the quotas of the namespace and of its teams (the rows vcuda_reserve locks).
-const PRECHECK_SQL = `select name, scope, cluster, namespace, team, gpu_model as "gpuModel", core_limit as "coreLimit",
-  memory_limit_mib as "memoryLimitMiB", core_used as "coreUsed", memory_used_mib as "memoryUsedMiB"
-from quotas
-where (scope = 'namespace' and cluster = $1 and namespace = $2)
-   or (scope = 'team' and team in (select team from team_namespaces where cluster = $1 and namespace = $2))
-order by id`;
+// Admission's pre-check runs for every GPU pod the API server creates: one prepared statement
+// asking the reservation's own quota rule, read-only (vcuda_quota_precheck, migration 0013).
+const PRECHECK_SQL = 'select vcuda_quota_precheck($1, $2, $3::int, $4::int, $5) as r';
 
 const parseJson = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T;
 
@@ -297,12 +298,15 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
       memoryMiB: number;
       gpuModel?: string;
     }): Promise<{ ok: true } | { ok: false; message: string }> {
-      const rows = await query<QuotaCapacity>(PRECHECK_SQL, [q.cluster, q.namespace]);
-      const model = q.gpuModel ?? '';
       // Without a model, only model-independent quotas can be judged.
-      const applicable = rows.filter((r) => r.gpuModel === '' || r.gpuModel === model);
-      const demand = [{ cardUuid: '(pod)', core: q.core, memoryMiB: q.memoryMiB }];
-      const violations = checkQuotas(applicable, demand, () => model);
+      const [row] = await query<{ r: unknown }>(PRECHECK_SQL, [
+        q.cluster,
+        q.namespace,
+        q.core,
+        q.memoryMiB,
+        q.gpuModel ?? '',
+      ]);
+      const violations = parseJson<Violation[]>(row?.r) ?? [];
       if (violations.length === 0) return { ok: true };
       return { ok: false, message: `${q.namespace}: ${violations.map((v) => v.message).join('; ')}` };
     },

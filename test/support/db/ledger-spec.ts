@@ -1,7 +1,11 @@
 /**
- * The ledger's decisions, pure: given the locked card and quota rows and what a pod asks,
- * which limits would it pass and by how much. No I/O here, so every rule has a table test.
+ * The ledger's rules restated, pure, as the tests' independent specification: given the locked
+ * card and quota rows and what a pod asks, which limits would it pass and by how much. Product
+ * code never runs this: the ledger decides in SQL (card capacity in `vcuda_ledger_apply`, quota
+ * refusals in `vcuda_quota_refusals`, db/migrations/0013), and db/ledger-functions.test.ts holds
+ * that SQL to this statement over random states.
  */
+import type { Violation } from '../../../db/ledger.js';
 
 export type CardCapacity = {
   uuid: string;
@@ -30,7 +34,7 @@ export type QuotaCapacity = {
 
 export type CardDemand = { cardUuid: string; core: number; memoryMiB: number };
 
-export type Violation = { code: 'capacity-conflict' | 'quota-exceeded' | 'not-found' | 'invalid'; message: string };
+export type { Violation };
 
 /** Sums what a pod's items ask of each card (two containers may share one card). */
 export function sumDemandByCard(items: readonly CardDemand[]): CardDemand[] {

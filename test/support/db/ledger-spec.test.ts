@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type CardCapacity, checkCards, checkQuotas, type QuotaCapacity, sumDemandByCard } from './capacity-check.js';
+import { type CardCapacity, checkCards, checkQuotas, type QuotaCapacity, sumDemandByCard } from './ledger-spec.js';
 
 const card = (over: Partial<CardCapacity> = {}): CardCapacity => ({
   uuid: 'GPU-a',
