@@ -8,3 +8,4 @@ export * from './names.js';
 export * from './pod-request.js';
 export * from './quantities.js';
 export * from './region-layout.js';
+export * from './stranded.js';

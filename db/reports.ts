@@ -8,12 +8,20 @@
  * - `idle`: live allocations held longer than `idleForMinutes` whose mean SM share over that
  *   span is below `idleBelowPct` (only allocations with samples: no sample, no verdict).
  * - `fragmentation`: partly used cards, their free core and memory, and what is stranded
- *   (free memory on a card with no core left, free core on a card with no memory left).
+ *   (free memory on a card with no core left, free core on a card with no memory left; the rule
+ *   is contract/stranded.ts, the dashboard's and what-if planning's too).
  * - `top-consumers`: namespaces by GPU-hours allocated in the window, with use and efficiency.
  */
 import { type SQL, sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { fieldErrorsFromZod, ValidationError, VcudaError } from '../contract/index.js';
+import {
+  fieldErrorsFromZod,
+  isPartlyUsed,
+  NOTHING_LEFT,
+  strandedOnCard,
+  ValidationError,
+  VcudaError,
+} from '../contract/index.js';
 import { rowsOf, type VcudaDb } from './connect.js';
 
 export const reportNames = ['gpu-hours', 'quota-usage', 'idle', 'fragmentation', 'top-consumers'] as const;
@@ -225,16 +233,29 @@ function idle(w: Window, belowPct: number, forMinutes: number): SQL {
     order by a.core desc, a.cluster, a.namespace, a.pod, a.container`;
 }
 
+/** Cards in use, with what the rows need to tell partly used ones and what they strand (see withStranded). */
 function fragmentation(cluster: string | undefined): SQL {
   return sql`
     select cluster, node, uuid as card, model, 100 - core_used as "coreFree",
-      memory_mib - memory_used_mib as "memoryFreeMiB",
-      case when memory_used_mib >= memory_mib then 100 - core_used else 0 end as "strandedCore",
-      case when core_used >= 100 then memory_mib - memory_used_mib else 0 end as "strandedMemoryMiB"
+      memory_mib - memory_used_mib as "memoryFreeMiB", memory_mib as "memoryMiB", core_used as "coreUsed",
+      memory_used_mib as "memoryUsedMiB"
     from cards
-    where is_present and (core_used > 0 or memory_used_mib > 0) and (core_used < 100 or memory_used_mib < memory_mib)
+    where is_present and (core_used > 0 or memory_used_mib > 0)
       ${cluster ? sql`and cluster = ${cluster}` : sql``}
     order by cluster, node, uuid`;
+}
+
+type CardRow = Record<string, ReportValue> & { memoryMiB: number; coreUsed: number; memoryUsedMiB: number };
+
+/**
+ * The fragmentation report's rows: the partly used cards and what each strands, by the one rule
+ * every capacity view uses (contract/stranded.ts), a card with nothing of one kind left stranding the other.
+ */
+function withStranded(rows: readonly CardRow[]): Record<string, ReportValue>[] {
+  return rows.filter(isPartlyUsed).map(({ memoryMiB, coreUsed, memoryUsedMiB, ...row }) => {
+    const stranded = strandedOnCard({ memoryMiB, coreUsed, memoryUsedMiB }, NOTHING_LEFT);
+    return { ...row, strandedCore: stranded.core, strandedMemoryMiB: stranded.memoryMiB };
+  });
 }
 
 const fixedColumns: Record<Exclude<ReportName, 'gpu-hours'>, string[]> = {
@@ -310,6 +331,15 @@ export async function runReport(db: VcudaDb, name: string, params: ReportParams,
     await tx.execute(sql`set local work_mem = '64MB'`);
     return rowsOf<Record<string, ReportValue>>(await tx.execute(query));
   });
+  if (name === 'fragmentation') {
+    return {
+      name,
+      since: since.toISOString(),
+      until: until.toISOString(),
+      columns,
+      rows: withStranded(rows as CardRow[]),
+    };
+  }
   return { name, since: since.toISOString(), until: until.toISOString(), columns, rows };
 }
 

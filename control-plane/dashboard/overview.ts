@@ -3,6 +3,7 @@
  * cluster totals, fragmentation, quota percentages and report rankings. Pure, so every number
  * the page shows is tested here and the browser code only draws.
  */
+import { strandedOnCard } from '../../contract/index.js';
 import type {
   CardState,
   ClusterState,
@@ -164,10 +165,12 @@ export function viewNode(node: NodeState, opts: OverviewOptions = defaultOvervie
   let largestFreeCore = 0;
   let strandedCore = 0;
   let partlyFreeCore = 0;
+  const smallest = { core: 1, memoryMiB: opts.strandedBelowMiB };
   for (const c of cards) {
     const free = Math.max(0, 100 - c.coreUsed);
-    if (c.memoryMiB - c.memoryUsedMiB < opts.strandedBelowMiB) {
-      strandedCore += free;
+    const stranded = strandedOnCard(c, smallest).core;
+    if (stranded > 0) {
+      strandedCore += stranded;
       continue;
     }
     freeCore += free;

@@ -4,7 +4,14 @@
  * counted as the ledger counts them, and no process, socket or database. Pure: same inputs,
  * same report.
  */
-import { type QuantityPolicy, ValidationError, vcudaAnnotations } from '../../contract/index.js';
+import {
+  isPartlyUsed,
+  type QuantityPolicy,
+  type SmallestAsk,
+  strandedOnCard,
+  ValidationError,
+  vcudaAnnotations,
+} from '../../contract/index.js';
 import {
   composeNodeSnapshot,
   type NodeInventoryRead,
@@ -187,7 +194,6 @@ class NamespaceUsage {
 type Departure = { at: number; hold: CardHold; namespace: string; usage: Usage };
 
 /** The smallest share any valid pod asked for, to tell stranded capacity from free capacity. */
-type SmallestAsk = { core: number; memoryMiB: number };
 
 /** The trace replayed one arrival at a time; departures are events too. */
 class TraceReplay {
@@ -196,7 +202,10 @@ class TraceReplay {
   private readonly quotaUse: NamespaceUsage;
   private readonly ctx: FitContext = { nowMs: 0, heartbeatStaleMs: Number.MAX_SAFE_INTEGER };
   private readonly departures: Departure[] = [];
-  private readonly smallest: SmallestAsk = { core: Number.POSITIVE_INFINITY, memoryMiB: Number.POSITIVE_INFINITY };
+  private readonly smallest: { core: number; memoryMiB: number } = {
+    core: Number.POSITIVE_INFINITY,
+    memoryMiB: Number.POSITIVE_INFINITY,
+  };
   private uid = 0;
 
   constructor(
@@ -288,12 +297,11 @@ function tallyCards(r: WhatIfReport, node: NodeSnapshot, smallest: SmallestAsk):
     r.coreUsed += c.usedCore;
     r.memoryCapacityMiB += c.memoryMiB;
     r.memoryUsedMiB += c.usedMemoryMiB;
-    const isPartial = c.usedCore > 0 || c.usedMemoryMiB > 0;
-    if (!isPartial) continue;
-    const freeCore = 100 - c.usedCore;
-    const freeMem = c.memoryMiB - c.usedMemoryMiB;
-    if (freeMem < smallest.memoryMiB) r.strandedCore += freeCore;
-    if (freeCore < smallest.core) r.strandedMemoryMiB += freeMem;
+    const use = { memoryMiB: c.memoryMiB, coreUsed: c.usedCore, memoryUsedMiB: c.usedMemoryMiB };
+    if (!isPartlyUsed(use)) continue;
+    const stranded = strandedOnCard(use, smallest);
+    r.strandedCore += stranded.core;
+    r.strandedMemoryMiB += stranded.memoryMiB;
   }
 }
 
