@@ -110,6 +110,23 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
   }
 }
 
+/** The simulated API server, a client of it and a kubeconfig for kubectl. */
+async function startLocalApi(
+  opts: LocalClusterOptions,
+  cluster: ClusterSpec,
+  workDir: string,
+  webhookPort: number,
+  closers: CloserStack,
+) {
+  const api = await startClusterApi(cluster, workDir, webhookPort, opts.kubernetesVersion);
+  closers.push(() => api.close());
+  const client = new KubeClient(api.url);
+  const kubeconfigPath = join(workDir, 'kubeconfig');
+  writeKubeconfig(kubeconfigPath, api.url);
+  opts.onProgress?.('API server');
+  return { api, client, kubeconfigPath };
+}
+
 type BootContext = { workDir: string; logLevel: NonNullable<LocalClusterOptions['logLevel']>; logger: Logger };
 
 /** Starts each component in order, pushing its closer as soon as it runs. */
@@ -123,12 +140,7 @@ async function bootCluster(
   const service = await startControlPlaneService(opts.port ?? 0);
   closers.push(service.close);
   // 1. The API server, with a token per component so webhooks see service accounts.
-  const api = await startClusterApi(cluster, workDir, service.https.port, opts.kubernetesVersion);
-  closers.push(() => api.close());
-  const client = new KubeClient(api.url);
-  const kubeconfigPath = join(workDir, 'kubeconfig');
-  writeKubeconfig(kubeconfigPath, api.url);
-  opts.onProgress?.('API server');
+  const { api, client, kubeconfigPath } = await startLocalApi(opts, cluster, workDir, service.https.port, closers);
 
   // 2. The ledger, shared by every replica.
   // Embedded PGlite takes seconds to boot: it starts now and nodes boot meanwhile.

@@ -117,16 +117,17 @@ function podRules(operations: string[]): Webhook['rules'] {
   return [{ operations, apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], scope: 'Namespaced' }];
 }
 
-/** Both configuration objects, complete (every defaultable field set, so comparing is exact). */
-export function buildWebhookConfigurations(input: RegistrationInput): {
-  mutating: WebhookConfiguration;
-  validating: WebhookConfiguration;
-} {
-  const { config, names, caBundlePem, scoping, privilegedUsernames = [] } = input;
-  const exempt: LabelSelector['matchExpressions'] = config.exemptNamespaces.length
-    ? [{ key: NAMESPACE_NAME_LABEL, operator: 'NotIn', values: [...config.exemptNamespaces].sort() }]
-    : [];
-  const base = (name: string, path: string, operations: string[]) => ({
+type HookBase = (
+  name: string,
+  path: string,
+  operations: string[],
+) => Omit<Webhook, 'failurePolicy' | 'namespaceSelector'>;
+type Exempt = NonNullable<LabelSelector['matchExpressions']>;
+type HookSet = { mutatingHooks: Webhook[]; validatingHooks: Webhook[] };
+
+/** What every hook shares: where to call, which pods, and the fields the API server would default. */
+function hookBaseOf(config: RegistrationConfig, caBundlePem: string): HookBase {
+  return (name, path, operations) => ({
     name,
     clientConfig: clientConfig(config, path, caBundlePem),
     rules: podRules(operations),
@@ -136,60 +137,79 @@ export function buildWebhookConfigurations(input: RegistrationInput): {
     admissionReviewVersions: ['v1'],
     objectSelector: {},
   });
-  const conditions = [{ name: 'requests-vcuda-resources', expression: requestsVcudaExpression(names) }];
+}
 
-  let mutatingHooks: Webhook[];
-  let validatingHooks: Webhook[];
-  if (scoping === 'match-conditions') {
-    mutatingHooks = [
-      {
-        ...base('mutate.pods.vcuda.io', '/admission/mutate', ['CREATE']),
-        failurePolicy: 'Fail',
-        namespaceSelector: { matchExpressions: exempt },
-        matchConditions: conditions,
-        reinvocationPolicy: 'Never',
-      },
-    ];
-    validatingHooks = [
-      {
-        ...base('validate.pods.vcuda.io', '/admission/validate', ['CREATE', 'UPDATE']),
-        failurePolicy: 'Fail',
-        namespaceSelector: { matchExpressions: exempt },
-        matchConditions: privilegedUsernames.length
-          ? [
-              ...conditions,
-              { name: 'not-a-component-update', expression: componentUpdateExpression(names, privilegedUsernames) },
-            ]
-          : conditions,
-      },
-    ];
-  } else {
-    const enforce = { key: NAMESPACE_ENFORCE_LABEL, values: [NAMESPACE_ENFORCE_VALUE] };
-    mutatingHooks = [
-      {
-        ...base('mutate.pods.vcuda.io', '/admission/mutate', ['CREATE']),
-        failurePolicy: 'Fail',
-        namespaceSelector: { matchExpressions: [{ ...enforce, operator: 'In' }, ...exempt] },
-        reinvocationPolicy: 'Never',
-      },
-      {
-        // Fails open: a namespace without the enforce label cannot be told apart from one that does
-        // not run vcuda pods on 1.26/1.27 (no match conditions), and must not depend on the webhook.
-        ...base('mutate-unlabelled-namespaces.pods.vcuda.io', '/admission/mutate', ['CREATE']),
-        failurePolicy: 'Ignore',
-        namespaceSelector: { matchExpressions: [{ ...enforce, operator: 'NotIn' }, ...exempt] },
-        reinvocationPolicy: 'Never',
-      },
-    ];
-    validatingHooks = [
-      {
-        ...base('validate.pods.vcuda.io', '/admission/validate', ['CREATE', 'UPDATE']),
-        failurePolicy: 'Fail',
-        namespaceSelector: { matchExpressions: exempt },
-        objectSelector: { matchExpressions: [{ key: VCUDA_POD_LABEL, operator: 'Exists' }] },
-      },
-    ];
-  }
+/** 1.28+: match conditions pick the pods that ask for vcuda resources, in every namespace. */
+function matchConditionHooks(input: RegistrationInput, base: HookBase, exempt: Exempt): HookSet {
+  const { names, privilegedUsernames = [] } = input;
+  const conditions = [{ name: 'requests-vcuda-resources', expression: requestsVcudaExpression(names) }];
+  const mutatingHooks: Webhook[] = [
+    {
+      ...base('mutate.pods.vcuda.io', '/admission/mutate', ['CREATE']),
+      failurePolicy: 'Fail',
+      namespaceSelector: { matchExpressions: exempt },
+      matchConditions: conditions,
+      reinvocationPolicy: 'Never',
+    },
+  ];
+  const validatingHooks: Webhook[] = [
+    {
+      ...base('validate.pods.vcuda.io', '/admission/validate', ['CREATE', 'UPDATE']),
+      failurePolicy: 'Fail',
+      namespaceSelector: { matchExpressions: exempt },
+      matchConditions: privilegedUsernames.length
+        ? [
+            ...conditions,
+            { name: 'not-a-component-update', expression: componentUpdateExpression(names, privilegedUsernames) },
+          ]
+        : conditions,
+    },
+  ];
+  return { mutatingHooks, validatingHooks };
+}
+
+/** 1.26/1.27: no match conditions, so the namespace's enforce label and the pod's vcuda label scope the hooks. */
+function selectorHooks(base: HookBase, exempt: Exempt): HookSet {
+  const enforce = { key: NAMESPACE_ENFORCE_LABEL, values: [NAMESPACE_ENFORCE_VALUE] };
+  const mutatingHooks: Webhook[] = [
+    {
+      ...base('mutate.pods.vcuda.io', '/admission/mutate', ['CREATE']),
+      failurePolicy: 'Fail',
+      namespaceSelector: { matchExpressions: [{ ...enforce, operator: 'In' }, ...exempt] },
+      reinvocationPolicy: 'Never',
+    },
+    {
+      // Fails open: a namespace without the enforce label cannot be told apart from one that does
+      // not run vcuda pods on 1.26/1.27 (no match conditions), and must not depend on the webhook.
+      ...base('mutate-unlabelled-namespaces.pods.vcuda.io', '/admission/mutate', ['CREATE']),
+      failurePolicy: 'Ignore',
+      namespaceSelector: { matchExpressions: [{ ...enforce, operator: 'NotIn' }, ...exempt] },
+      reinvocationPolicy: 'Never',
+    },
+  ];
+  const validatingHooks: Webhook[] = [
+    {
+      ...base('validate.pods.vcuda.io', '/admission/validate', ['CREATE', 'UPDATE']),
+      failurePolicy: 'Fail',
+      namespaceSelector: { matchExpressions: exempt },
+      objectSelector: { matchExpressions: [{ key: VCUDA_POD_LABEL, operator: 'Exists' }] },
+    },
+  ];
+  return { mutatingHooks, validatingHooks };
+}
+
+/** Both configuration objects, complete (every defaultable field set, so comparing is exact). */
+export function buildWebhookConfigurations(input: RegistrationInput): {
+  mutating: WebhookConfiguration;
+  validating: WebhookConfiguration;
+} {
+  const { config, caBundlePem, scoping } = input;
+  const exempt: Exempt = config.exemptNamespaces.length
+    ? [{ key: NAMESPACE_NAME_LABEL, operator: 'NotIn', values: [...config.exemptNamespaces].sort() }]
+    : [];
+  const base = hookBaseOf(config, caBundlePem);
+  const { mutatingHooks, validatingHooks } =
+    scoping === 'match-conditions' ? matchConditionHooks(input, base, exempt) : selectorHooks(base, exempt);
   const metadata = (suffix: string) => ({ name: `${config.name}-${suffix}`, labels: { ...MANAGED_BY } });
   return {
     mutating: {
