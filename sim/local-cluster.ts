@@ -129,6 +129,29 @@ async function startLocalApi(
 
 type BootContext = { workDir: string; logLevel: NonNullable<LocalClusterOptions['logLevel']>; logger: Logger };
 
+/** The ledger's connection (not awaited: embedded PGlite takes seconds, and nodes boot meanwhile) and the replicas. */
+async function startLedgerAndReplicas(
+  opts: LocalClusterOptions,
+  { logLevel, logger }: BootContext,
+  where: { cluster: ClusterSpec; domain: string; service: ControlPlaneService; apiUrl: string },
+  closers: CloserStack,
+) {
+  const dbReady = connectDb(opts.databaseUrl ? { url: opts.databaseUrl } : {});
+  closers.push(() => dbReady.then(closeDb, () => undefined));
+  const replicaCount = Math.max(1, opts.replicas ?? 1);
+  const replicas = await controlPlaneReplicas(replicaCount, where.service, {
+    cluster: where.cluster,
+    domain: where.domain,
+    logLevel,
+    // A demo's idle pods show in the idle view within minutes, not after half an hour.
+    idleForMinutes: opts.idleForMinutes ?? 2,
+    db: dbReady,
+    apiUrl: where.apiUrl,
+    logger,
+  });
+  return { dbReady, replicas, replicaCount };
+}
+
 /** Starts each component in order, pushing its closer as soon as it runs. */
 async function bootCluster(
   opts: LocalClusterOptions,
@@ -142,23 +165,13 @@ async function bootCluster(
   // 1. The API server, with a token per component so webhooks see service accounts.
   const { api, client, kubeconfigPath } = await startLocalApi(opts, cluster, workDir, service.https.port, closers);
 
-  // 2. The ledger, shared by every replica.
-  // Embedded PGlite takes seconds to boot: it starts now and nodes boot meanwhile.
-  const dbReady = connectDb(opts.databaseUrl ? { url: opts.databaseUrl } : {});
-  closers.push(() => dbReady.then(closeDb, () => undefined));
-
-  // 3. Control-plane replicas behind the Service.
-  const replicaCount = Math.max(1, opts.replicas ?? 1);
-  const replicas = await controlPlaneReplicas(replicaCount, service, {
-    cluster,
-    domain,
-    logLevel,
-    // A demo's idle pods show in the idle view within minutes, not after half an hour.
-    idleForMinutes: opts.idleForMinutes ?? 2,
-    db: dbReady,
-    apiUrl: api.url,
-    logger,
-  });
+  // 2. The ledger, shared by every replica, and 3. control-plane replicas behind the Service.
+  const { dbReady, replicas, replicaCount } = await startLedgerAndReplicas(
+    opts,
+    { workDir, logLevel, logger },
+    { cluster, domain, service, apiUrl: api.url },
+    closers,
+  );
   const url = `http://127.0.0.1:${service.http.port}`;
 
   // 4. Nodes: kubelet + node agent each; they verify assignments with the published JWKS.
