@@ -10,7 +10,7 @@
 static int in_context(const struct node *n, const void *ctx) { return n->kind == 1 && n->ctx == ctx; }
 
 static void release_linear(struct node *n) {
-  fg_mem_uncharge(fg_node(n->device), n->bytes);
+  fg_mem_release_linear(n);
   free(n);
 }
 

@@ -92,7 +92,8 @@ FG_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUde
     case 33: *pi = (int)fg_device_pci_bus(fg_node(dev)); break;       /* PCI bus */
     case 34: case 50: *pi = 0; break;                          /* PCI device, domain */
     case 39: *pi = 2048; break;                                /* threads per SM */
-    case 41: case 83: case 89: case 95: case 102: case 115: *pi = 1; break; /* UVA, managed, VMM, pools */
+    case 41: case 83: case 95: case 102: case 115: *pi = 1; break; /* UVA, managed, VMM, pools */
+    case 89: *pi = fg_env()->concurrent_managed; break;        /* concurrent managed access */
     case 51: *pi = 512; break;                                 /* texture pitch alignment */
     case 75: *pi = 9; break;                                   /* compute capability 9.0 */
     case 76: *pi = 0; break;

@@ -92,6 +92,11 @@ static CUresult alloc_current(uint64_t bytes, CUdeviceptr *dptr) {
   return rc != CUDA_SUCCESS ? rc : alloc_on(dev, bytes, dptr);
 }
 
+void fg_mem_release_linear(const struct node *n) {
+  if (n->managed) fg_managed_free(fg_node(n->device), n->bytes);
+  else fg_mem_uncharge(fg_node(n->device), n->bytes);
+}
+
 FG_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) { return alloc_current(bytes, dptr); }
 
 FG_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytes) {
@@ -101,10 +106,6 @@ FG_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytes) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-FG_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags) {
-  if (flags != 1 && flags != 2) return CUDA_ERROR_INVALID_VALUE;
-  return alloc_current(bytes, dptr);
-}
 
 FG_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t width, size_t height,
                                       unsigned int elementSize) {
@@ -134,7 +135,7 @@ FG_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (n) *p = n->next;
   pthread_mutex_unlock(&fg_mem_lock);
   if (!n) return fg_pool_free(dptr); /* the driver frees stream-ordered allocations here too */
-  fg_mem_uncharge(fg_node(n->device), n->bytes);
+  fg_mem_release_linear(n);
   free(n);
   return CUDA_SUCCESS;
 }

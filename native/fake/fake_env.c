@@ -69,6 +69,8 @@ static void load(void) {
   if (stamp && *stamp && !env.nvml_stamp_published && strcmp(stamp, "end") != 0)
     fprintf(stderr, "fakegpu: FAKEGPU_NVML_STAMP=%s is not \"end\" or \"published\"; using end\n", stamp);
   env.context_bytes = env_u64("FAKEGPU_CONTEXT_MIB", 0, 0, 1u << 20) << 20;
+  env.uvm_ns_per_mib = env_u64("FAKEGPU_UVM_NS_PER_MIB", 40000, 0, 1000000000ull);
+  env.concurrent_managed = (int)env_u64("FAKEGPU_CONCURRENT_MANAGED", 1, 0, 1);
   env.uuid_seed = (uint32_t)env_u64("FAKEGPU_UUID_SEED", 0, 0, 0xFFFFFFFFu);
   env.nvlink = (int)env_u64("FAKEGPU_NVLINK", env.device_count > 1, 0, 1);
   const char *name = getenv("FAKEGPU_NAME");

@@ -10,6 +10,9 @@
  *                     it was "published" (late by the delay)
  *   FAKEGPU_UTIL_WINDOW_MS window of nvmlDeviceGetUtilizationRates, ms (default 1000)
  *   FAKEGPU_CONTEXT_MIB device memory a context takes (default 0)
+ *   FAKEGPU_UVM_NS_PER_MIB what a kernel pays per MiB of its process's managed memory that is on
+ *                     the host (migrated back, or read across the bus), ns (default 40000: 25 GiB/s)
+ *   FAKEGPU_CONCURRENT_MANAGED 0: the device reports no concurrent managed access (default 1)
  *   FAKEGPU_NAME      device name (default "NVIDIA H100 80GB HBM3")
  *   FAKEGPU_UUID_SEED number mixed into UUIDs so simulated nodes differ (default 0)
  *   FAKEGPU_NVLINK    0 disables NVLink (default: on when there are 2+ devices)
@@ -37,6 +40,8 @@ struct fg_env {
   uint64_t nvml_delay_ns;
   int nvml_stamp_published; /* FAKEGPU_NVML_STAMP=published */
   uint64_t context_bytes;
+  uint64_t uvm_ns_per_mib;
+  int concurrent_managed;
   char name[96];
   uint32_t uuid_seed;
   int nvlink;

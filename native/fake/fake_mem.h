@@ -17,6 +17,7 @@ struct node {
   uint64_t bytes;
   uint64_t handle; /* mapping: its handle; pool allocation: its pool */
   int maps, released;
+  int managed; /* linear: cuMemAllocManaged (its bytes may live on the host) */
   void *ctx; /* the context current at allocation (what cuCtxDestroy / a primary reset frees) */
   struct node *next;
 };
@@ -32,6 +33,10 @@ int fg_mem_put(int kind, uint64_t key, int device, uint64_t bytes, uint64_t hand
 /* Removes (under the lock) every entry `drop` says yes to, then hands each to `done` (unlocked),
  * which frees it. */
 void fg_mem_remove_if(int (*drop)(const struct node *, const void *), const void *arg, void (*done)(struct node *));
+
+/* Gives a linear allocation's bytes back to its device: managed memory where it lives (device or
+ * host), anything else from the device total. */
+void fg_mem_release_linear(const struct node *n);
 
 /* Frees the linear allocations made in `ctx` (cuCtxDestroy, primary context release/reset). */
 void fg_mem_drop_context(void *ctx);

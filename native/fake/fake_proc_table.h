@@ -66,4 +66,9 @@ FG_PROC(cuMemcpy2DUnaligned, cuMemcpy2DUnaligned_v2_ptds, 7000, 1)
 FG_PROC(cuMemcpy2DAsync, cuMemcpy2DAsync_v2, 3020, 0)
 FG_PROC(cuMemcpy2DAsync, cuMemcpy2DAsync_v2_ptsz, 7000, 1)
 
+/* fake_cuda_managed.c */
+FG_PROC(cuMemAdvise, cuMemAdvise, 8000, 0)
+FG_PROC(cuMemAdvise, cuMemAdvise_v2, 12020, 0)
+FG_PROC(cuMemPrefetchAsync, cuMemPrefetchAsync_v2, 12020, 0)
+
 #undef FG_PROC

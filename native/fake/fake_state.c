@@ -275,6 +275,7 @@ uint64_t fg_schedule(int dev, uint64_t not_before_ns, uint64_t duration_ns) {
   struct fg_device *d = &state->devices[dev];
   fg_lock();
   int k = fg_own_proc_locked();
+  duration_ns += fg_managed_touch_locked(dev);
   uint64_t now = fg_now_ns();
   uint64_t start = not_before_ns > now ? not_before_ns : now;
   if (d->busy_until_ns > start) start = d->busy_until_ns;
@@ -290,12 +291,36 @@ uint64_t fg_schedule(int dev, uint64_t not_before_ns, uint64_t duration_ns) {
   return end;
 }
 
+/* Moves up to `need` bytes of resident managed memory on `dev` to the host, the process with the
+ * most resident first (the real driver evicts least recently used 2 MiB chunks). */
+static void evict_locked(int dev, uint64_t need) {
+  struct fg_device *d = &state->devices[dev];
+  while (need > 0) {
+    int victim = -1;
+    for (int k = 0; k < FG_MAX_PROCS; k++) {
+      if (!state->procs[k].live || !state->procs[k].managed_resident[dev]) continue;
+      if (victim < 0 || state->procs[k].managed_resident[dev] > state->procs[victim].managed_resident[dev]) victim = k;
+    }
+    if (victim < 0) return;
+    struct fg_proc *p = &state->procs[victim];
+    uint64_t take = p->managed_resident[dev] < need ? p->managed_resident[dev] : need;
+    p->managed_resident[dev] -= take;
+    p->managed_host[dev] += take;
+    p->used[dev] -= take;
+    p->evictions[dev]++;
+    d->memory_used -= take;
+    need -= take;
+  }
+}
+
 int fg_mem_charge(int dev, uint64_t bytes) {
   if (dev < 0) return -1;
   struct fg_device *d = &state->devices[dev];
   fg_lock();
   int k = fg_own_proc_locked();
   if (d->memory_used + bytes > d->memory_total) fg_reclaim_dead_locked();
+  if (bytes <= d->memory_total && d->memory_used + bytes > d->memory_total)
+    evict_locked(dev, d->memory_used + bytes - d->memory_total);
   int rc = -1;
   if (k >= 0 && d->memory_used + bytes <= d->memory_total) {
     d->memory_used += bytes;
@@ -313,6 +338,70 @@ void fg_mem_uncharge(int dev, uint64_t bytes) {
   int k = fg_own_proc_locked();
   d->memory_used = d->memory_used > bytes ? d->memory_used - bytes : 0;
   if (k >= 0) state->procs[k].used[dev] = state->procs[k].used[dev] > bytes ? state->procs[k].used[dev] - bytes : 0;
+  fg_unlock();
+}
+
+void fg_managed_alloc(int dev, uint64_t bytes) {
+  if (dev < 0) return;
+  struct fg_device *d = &state->devices[dev];
+  fg_lock();
+  int k = fg_own_proc_locked();
+  if (k >= 0) {
+    uint64_t free_bytes = d->memory_total > d->memory_used ? d->memory_total - d->memory_used : 0;
+    uint64_t resident = bytes < free_bytes ? bytes : free_bytes;
+    struct fg_proc *p = &state->procs[k];
+    p->managed_resident[dev] += resident;
+    p->managed_host[dev] += bytes - resident;
+    p->used[dev] += resident;
+    d->memory_used += resident;
+  }
+  fg_unlock();
+}
+
+void fg_managed_free(int dev, uint64_t bytes) {
+  if (dev < 0) return;
+  struct fg_device *d = &state->devices[dev];
+  fg_lock();
+  int k = fg_own_proc_locked();
+  if (k >= 0) {
+    struct fg_proc *p = &state->procs[k];
+    uint64_t host = bytes < p->managed_host[dev] ? bytes : p->managed_host[dev];
+    uint64_t rest = bytes - host;
+    uint64_t resident = rest < p->managed_resident[dev] ? rest : p->managed_resident[dev];
+    p->managed_host[dev] -= host;
+    p->managed_resident[dev] -= resident;
+    p->used[dev] = p->used[dev] > resident ? p->used[dev] - resident : 0;
+    d->memory_used = d->memory_used > resident ? d->memory_used - resident : 0;
+  }
+  fg_unlock();
+}
+
+uint64_t fg_managed_touch_locked(int dev) {
+  int k = fg_own_proc_locked();
+  if (dev < 0 || k < 0 || !state->procs[k].managed_host[dev]) return 0;
+  struct fg_device *d = &state->devices[dev];
+  struct fg_proc *p = &state->procs[k];
+  uint64_t host = p->managed_host[dev];
+  uint64_t free_bytes = d->memory_total > d->memory_used ? d->memory_total - d->memory_used : 0;
+  uint64_t back = host < free_bytes ? host : free_bytes;
+  p->managed_host[dev] -= back;
+  p->managed_resident[dev] += back;
+  p->used[dev] += back;
+  d->memory_used += back;
+  /* Migrated bytes crossed the bus once; what still lives on the host is read across it. */
+  return (uint64_t)((double)host / 1048576.0 * (double)fg_env()->uvm_ns_per_mib);
+}
+
+void fg_managed_residency(int dev, uint64_t *resident, uint64_t *host, uint64_t *evictions) {
+  *resident = *host = *evictions = 0;
+  if (dev < 0) return;
+  fg_lock();
+  int k = fg_own_proc_locked();
+  if (k >= 0) {
+    *resident = state->procs[k].managed_resident[dev];
+    *host = state->procs[k].managed_host[dev];
+    *evictions = state->procs[k].evictions[dev];
+  }
   fg_unlock();
 }
 

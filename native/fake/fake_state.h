@@ -15,7 +15,7 @@
 #define FG_MAX_PROCS 256
 #define FG_BUCKETS 64
 #define FG_NVML_BUCKETS 64 /* NVML intervals: half its sample buffer (~5 s at 1/6 s), half work queued ahead */
-#define FG_STATE_VERSION 2 /* layout; a file of another layout is refused, never reinterpreted */
+#define FG_STATE_VERSION 3 /* layout; a file of another layout is refused, never reinterpreted */
 #define FG_XID_RING 64
 
 struct fg_proc {
@@ -25,6 +25,11 @@ struct fg_proc {
   uint64_t used[FG_MAX_DEVICES];
   uint32_t context_mask; /* devices this process has a context on */
   uint32_t reserved;
+  /* Managed memory, per process and device (not per page): resident bytes are part of used[];
+   * host bytes were evicted (or never fitted) and come back when a kernel of the process runs. */
+  uint64_t managed_resident[FG_MAX_DEVICES];
+  uint64_t managed_host[FG_MAX_DEVICES];
+  uint64_t evictions[FG_MAX_DEVICES]; /* times an ordinary allocation evicted this process's pages */
 };
 
 /* Busy time of one period (an accounting period, or an NVML sampling interval), in total and per
@@ -94,10 +99,23 @@ void fg_reclaim_dead_locked(void);
  * Busy time is credited to this process's slot in the accounting and the NVML buckets. */
 uint64_t fg_schedule(int dev, uint64_t not_before_ns, uint64_t duration_ns);
 
-/* Device memory of node device `dev`: 0, or -1 when the device is full or dev is negative. */
+/* Device memory of node device `dev`: 0, or -1 when the device is full or dev is negative. An
+ * ordinary allocation that does not fit first evicts managed memory (any process's, the largest
+ * resident first) to the host, as the UVM driver's eviction callbacks do. */
 int fg_mem_charge(int dev, uint64_t bytes);
 void fg_mem_uncharge(int dev, uint64_t bytes);
 void fg_mark_context(int dev);
+
+/* Managed memory of this process on node device `dev` (fake_state.c): an allocation is resident
+ * as far as the device has free memory (it evicts nothing) and on the host for the rest; a free
+ * gives back host bytes first. */
+void fg_managed_alloc(int dev, uint64_t bytes);
+void fg_managed_free(int dev, uint64_t bytes);
+/* A kernel of this process on `dev` touches its managed memory: host bytes migrate back as far
+ * as the device has free memory. Returns what the kernel pays for it, ns. Caller holds the lock. */
+uint64_t fg_managed_touch_locked(int dev);
+/* This process's managed bytes on `dev`: resident, on the host, and evictions suffered. */
+void fg_managed_residency(int dev, uint64_t *resident, uint64_t *host, uint64_t *evictions);
 
 /* Appends an Xid event for `dev`. 0, or -1 when dev is out of range. */
 int fg_inject_xid(int dev, uint64_t xid);
