@@ -16,6 +16,9 @@ describe('region layout', () => {
     expect(() => regionDeviceOffset(16)).toThrow(/outside 0..15/);
     expect(regionOffsets.device).toEqual({
       usedBytes: 0,
+      burstBytes: 8,
+      burstEvictedBytes: 16,
+      burstEvictions: 24,
       sampleSeq: 64,
       sampleTimeMs: 72,
       measuredShareBp: 80,
@@ -39,7 +42,7 @@ describe('region layout', () => {
     });
     expect(regionPidMap.entry).toEqual({ hostPid: 0, containerPid: 4, startTicks: 8 });
     expect(regionPidMap.flags).toEqual({ ownPidNamespace: 1, truncated: 2 });
-    expect(REGION_FILE_SIZE).toBe(1_056_768 + 64 + 16 * 4096);
+    expect(REGION_FILE_SIZE).toBe(1_126_400 + 256 * 4096);
   });
 
   it('header fields fit the header and entries fit their size', () => {

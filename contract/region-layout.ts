@@ -11,7 +11,11 @@
  *   16   u32     device count (config record order)
  *   20   u32     device block size (256)
  *  device block i at 4096 + 256·i (i < 16), all little-endian
- *    0   u64     used bytes on this device, all processes of the container (libvcuda)
+ *    0   u64     used bytes on this device, all processes of the container (libvcuda): the
+ *                guaranteed bytes, within the limit file's memory limit
+ *    8   u64     burst bytes: managed memory above the guarantee (libvcuda, exact)
+ *   16   u64     of those, bytes on the host (evicted), where the driver reports residency
+ *   24   u64     evictions of burst bytes, where the driver reports them
  *   64   u64     sample seq (node agent; seqlock over bytes 72..95: odd while writing)
  *   72   u64     sample time (unix ms)
  *   80   u32     measured share: this container's share of the card's SM time, basis points
@@ -29,6 +33,8 @@
  *   32   u32     flags: 1 = the container has its own pid namespace, 2 = truncated
  *   64 + 16·j    entry j, sorted by host pid: host pid u32 @0, container pid u32 @4 (0 = unknown),
  *                start time u64 @8 (/proc/<pid>/stat field 22, clock ticks since boot)
+ *  burst slots at 1126400 (the page after the map): slot k belongs to process slot k, burst bytes
+ *  u64[16] @0 and evicted bytes u64[16] @128 per device (libvcuda only: what a dead process gives back)
  */
 export const REGION_MAGIC = 'VCUDAREG';
 export const REGION_VERSION = 1;
@@ -44,6 +50,9 @@ export const regionOffsets = {
   deviceBlockSize: 20,
   device: {
     usedBytes: 0,
+    burstBytes: 8,
+    burstEvictedBytes: 16,
+    burstEvictions: 24,
     sampleSeq: 64,
     sampleTimeMs: 72,
     measuredShareBp: 80,
@@ -76,6 +85,13 @@ export const regionPidMap = {
   flags: { ownPidNamespace: 1, truncated: 2 },
 } as const;
 
+const PID_MAP_END = regionPidMap.offset + regionPidMap.headerSize + regionPidMap.entrySize * regionPidMap.capacity;
+
+/** Per process slot: its burst bytes per device, so a dead process's burst returns to the budget. */
+export const regionBurstSlots = {
+  offset: Math.ceil(PID_MAP_END / 4096) * 4096,
+  slotSize: 256,
+} as const;
+
 /** Bytes libvcuda sizes the region file to (it is sparse: unused slots and entries cost nothing). */
-export const REGION_FILE_SIZE =
-  regionPidMap.offset + regionPidMap.headerSize + regionPidMap.entrySize * regionPidMap.capacity;
+export const REGION_FILE_SIZE = regionBurstSlots.offset + regionBurstSlots.slotSize * REGION_SLOT_CAPACITY;

@@ -21,6 +21,7 @@ struct vc_alloc {
   uint32_t map_count; /* VMM handle: live mappings */
   int32_t device;     /* config index */
   uint8_t released;   /* VMM handle: cuMemRelease called */
+  uint8_t burst;      /* linear: charged to the burst budget (managed memory above the guarantee) */
 };
 
 /* Records `value` under (kind, key). 0; 1 when the key was still recorded: the driver handed out

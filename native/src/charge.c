@@ -65,19 +65,37 @@ CUresult vc_current_index(int *index) {
   return CUDA_SUCCESS;
 }
 
-CUresult vc_charge(int index, uint64_t bytes) {
+/* Guaranteed bytes stay within the memory limit, and guaranteed + burst within the burst limit
+ * when there is one (a container that burst first may not then fill its guarantee past it). */
+static CUresult charge_in(int index, uint64_t bytes, enum vc_budget budget) {
   if (index < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   uint64_t limit = vc_config_memory_limit(index);
-  int rc = vc_region_reserve(index, bytes, limit);
+  uint64_t burst = limit ? vc_config_burst_limit(index) : 0;
+  if (budget == VC_BUDGET_BURST && burst == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  int rc = vc_region_reserve_in(index, bytes, budget, limit, burst ? burst : UINT64_MAX);
   if (rc == 0) return CUDA_SUCCESS;
   if (rc == -ENOMEM)
-    vc_log(VC_LOG_DEBUG, "device record %d: %llu bytes refused (limit %llu)", index, (unsigned long long)bytes,
-           (unsigned long long)limit);
+    vc_log(VC_LOG_DEBUG, "device record %d: %llu %s bytes refused (limit %llu, burst limit %llu)", index,
+           (unsigned long long)bytes, budget == VC_BUDGET_BURST ? "burst" : "guaranteed", (unsigned long long)limit,
+           (unsigned long long)burst);
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+CUresult vc_charge(int index, uint64_t bytes) { return charge_in(index, bytes, VC_BUDGET_GUARANTEED); }
+
+CUresult vc_charge_burst(int index, uint64_t bytes) { return charge_in(index, bytes, VC_BUDGET_BURST); }
+
 void vc_uncharge(int index, uint64_t bytes) {
   if (index >= 0) vc_region_release(index, bytes);
+}
+
+void vc_uncharge_burst(int index, uint64_t bytes) {
+  if (index >= 0) vc_region_release_in(index, bytes, VC_BUDGET_BURST);
+}
+
+void vc_uncharge_alloc(const struct vc_alloc *a) {
+  if (a->burst) vc_uncharge_burst(a->device, a->bytes);
+  else vc_uncharge(a->device, a->bytes);
 }
 
 uint64_t vc_visible_total(int index, uint64_t physical_total) {
@@ -87,6 +105,18 @@ uint64_t vc_visible_total(int index, uint64_t physical_total) {
 }
 
 uint64_t vc_container_used(int index) { return index < 0 ? 0 : vc_region_used(index); }
+
+uint64_t vc_container_free(int index, uint64_t visible_total) {
+  if (index < 0) return 0;
+  uint64_t used = vc_region_used(index);
+  uint64_t left = visible_total > used ? visible_total - used : 0;
+  uint64_t ceiling = vc_config_burst_limit(index);
+  if (!ceiling) return left;
+  /* What a burst holds counts against the ceiling the guaranteed bytes share with it. */
+  uint64_t held = used + vc_region_burst(index);
+  uint64_t room = ceiling > held ? ceiling - held : 0;
+  return room < left ? room : left;
+}
 
 CUresult vc_charge_context(CUdevice dev) {
   uint64_t overhead = vc_init_context_overhead_bytes();
@@ -112,12 +142,16 @@ uint64_t vc_current_context(void) {
 }
 
 int vc_charge_record(enum vc_alloc_kind kind, uint64_t key, int index, uint64_t bytes, uint64_t ctx) {
-  struct vc_alloc value = {.bytes = bytes, .device = index, .ctx = ctx}, old;
+  return vc_charge_record_as(kind, key, index, bytes, ctx, 0);
+}
+
+int vc_charge_record_as(enum vc_alloc_kind kind, uint64_t key, int index, uint64_t bytes, uint64_t ctx, int burst) {
+  struct vc_alloc value = {.bytes = bytes, .device = index, .ctx = ctx, .burst = (uint8_t)(burst != 0)}, old;
   int rc = vc_alloc_record(kind, key, &value, &old);
   if (rc == 1) {
     vc_log(VC_LOG_INFO, "driver reused %#llx (kind %d) without a free we saw; releasing its old %llu bytes",
            (unsigned long long)key, (int)kind, (unsigned long long)old.bytes);
-    vc_uncharge(old.device, old.bytes);
+    vc_uncharge_alloc(&old);
   }
   return rc < 0 ? rc : 0;
 }

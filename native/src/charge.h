@@ -23,11 +23,24 @@ CUresult vc_current_index(int *index);
 CUresult vc_charge(int index, uint64_t bytes);
 void vc_uncharge(int index, uint64_t bytes);
 
+/* Reserves `bytes` of burst (managed memory above the guarantee) on record `index`: OUT_OF_MEMORY
+ * when the record has no burst limit or guaranteed + burst would pass it. */
+CUresult vc_charge_burst(int index, uint64_t bytes);
+void vc_uncharge_burst(int index, uint64_t bytes);
+
+/* Gives an allocation-table entry's bytes back to the budget it was charged to. */
+void vc_uncharge_alloc(const struct vc_alloc *a);
+
 /* Live limit of record `index` capped at the physical size; 0 when unknown. */
 uint64_t vc_visible_total(int index, uint64_t physical_total);
 
-/* Container usage on record `index`. */
+/* Container usage on record `index`: guaranteed bytes (bursts are not in it). */
 uint64_t vc_container_used(int index);
+
+/* What the container can still allocate within its guarantee on record `index` whose visible
+ * total (the guarantee) is `visible_total`: total - guaranteed usage, and no more than the burst
+ * ceiling leaves beside what is burst. What every memory view reports as free. */
+uint64_t vc_container_free(int index, uint64_t visible_total);
 
 /* Charges the context overhead once per (process, device); CUDA_SUCCESS or OUT_OF_MEMORY. */
 CUresult vc_charge_context(CUdevice dev);
@@ -43,5 +56,7 @@ uint64_t vc_current_context(void);
  * out again without this library seeing its free, the old entry's charge is released. 0, or
  * -ENOMEM when the table cannot grow (the caller undoes the allocation). */
 int vc_charge_record(enum vc_alloc_kind kind, uint64_t key, int index, uint64_t bytes, uint64_t ctx);
+/* The same for bytes charged to the burst budget when `burst` is non-zero. */
+int vc_charge_record_as(enum vc_alloc_kind kind, uint64_t key, int index, uint64_t bytes, uint64_t ctx, int burst);
 
 #endif

@@ -2,6 +2,7 @@
  * process and device), and the in-container view of device memory: the limit is the card. */
 #include "charge.h"
 #include "hooks.h"
+#include "hooks_burst.h"
 #include "init.h"
 #include "real.h"
 
@@ -83,7 +84,11 @@ VC_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
   return rc;
 }
 
-/* (limit - container usage, limit), never underflowing and never more than the card has free. */
+/* (what is left of the guarantee, the guarantee): vc_container_free. Burst bytes are not in it: the total is
+ * the guarantee, so a framework sizing its cache from these figures never depends on a burst. Not
+ * capped at what the card shows free: the ledger never places more guarantees than the card has,
+ * and what else the card holds may be a neighbour's burst, which the driver evicts on demand (a
+ * guaranteed server that saw it as taken would refuse to start). */
 VC_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
   __typeof__(&cuMemGetInfo_v2) real = VC_REAL_CUDA(cuMemGetInfo_v2);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
@@ -93,11 +98,9 @@ VC_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
   int index = -1;
   rc = vc_current_index(&index);
   if (rc != CUDA_SUCCESS) return rc;
+  vc_burst_note_residency(index);
   uint64_t visible = vc_visible_total(index, real_total);
-  uint64_t used = vc_container_used(index);
-  uint64_t left = visible > used ? visible - used : 0;
-  if (left > real_free) left = real_free;
-  if (free) *free = (size_t)left;
+  if (free) *free = (size_t)vc_container_free(index, visible);
   if (total) *total = (size_t)visible;
   return CUDA_SUCCESS;
 }

@@ -80,7 +80,7 @@ static int in_context(enum vc_alloc_kind kind, const struct vc_alloc *a, const v
 static void release(enum vc_alloc_kind kind, const struct vc_alloc *a, void *unused) {
   (void)kind;
   (void)unused;
-  vc_uncharge(a->device, a->bytes);
+  vc_uncharge_alloc(a);
 }
 
 static void drop_context(CUcontext ctx) {

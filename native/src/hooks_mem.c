@@ -1,10 +1,13 @@
 /* Linear device memory: every path reserves against the container budget BEFORE the driver
  * allocates (over the limit the driver is never asked, so nothing stays allocated), records the
  * pointer, and gives the bytes back on free. Pitch allocations are charged after the driver
- * chose the pitch and freed again when they do not fit. */
+ * chose the pitch and freed again when they do not fit. Past the guarantee, cuMemAlloc(_v2) and
+ * cuMemAllocManaged burst into managed memory where the limit file allows it (hooks_burst.c);
+ * pitch and the legacy 32-bit entry point stay within the guarantee. */
 #include "alloc_table.h"
 #include "charge.h"
 #include "hooks.h"
+#include "hooks_burst.h"
 #include "real.h"
 
 /* Reserve -> allocate -> record; undoes the reservation when the driver fails. */
@@ -39,11 +42,13 @@ VC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!dptr || bytesize == 0) return real(dptr, bytesize);
   CURRENT_INDEX_OR_RETURN(index);
-  if (vc_charge(index, bytesize) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (vc_charge(index, bytesize) != CUDA_SUCCESS)
+    return vc_burst_alloc(index, dptr, bytesize, VC_MEM_ATTACH_GLOBAL, 1);
   CUresult rc = real(dptr, bytesize);
   return charge_then(index, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0, free_v2);
 }
 
+/* A 32-bit pointer cannot hold a managed allocation: the legacy entry point never bursts. */
 VC_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
   __typeof__(&cuMemAlloc) real = VC_REAL_CUDA(cuMemAlloc);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
@@ -59,8 +64,9 @@ VC_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!dptr || bytesize == 0) return real(dptr, bytesize, flags);
   CURRENT_INDEX_OR_RETURN(index);
-  /* Managed memory may migrate to the host, but it can all be resident on the device: count it. */
-  if (vc_charge(index, bytesize) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
+  /* Managed memory may migrate to the host, but it can all be resident on the device: count it.
+   * Past the guarantee it is a burst like any other; its advice stays the application's. */
+  if (vc_charge(index, bytesize) != CUDA_SUCCESS) return vc_burst_alloc(index, dptr, bytesize, flags, 0);
   CUresult rc = real(dptr, bytesize, flags);
   return charge_then(index, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0, free_v2);
 }
@@ -121,8 +127,12 @@ static CUresult free_with(CUdeviceptr ptr, CUresult (*real)(CUdeviceptr), CUresu
   int known = vc_alloc_take(VC_ALLOC_LINEAR, ptr, &a) == 0;
   rc = real(ptr);
   if (!known) return rc;
-  if (rc == CUDA_SUCCESS) vc_uncharge(a.device, a.bytes);
-  else vc_alloc_record(VC_ALLOC_LINEAR, ptr, &a, NULL); /* still allocated */
+  if (rc != CUDA_SUCCESS) {
+    vc_alloc_record(VC_ALLOC_LINEAR, ptr, &a, NULL); /* still allocated */
+    return rc;
+  }
+  vc_uncharge_alloc(&a);
+  if (a.burst) vc_burst_note_residency(a.device);
   return rc;
 }
 

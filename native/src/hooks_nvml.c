@@ -36,7 +36,8 @@ static void container_view(nvmlDevice_t device, unsigned long long physical_tota
                            unsigned long long *used) {
   int index = nvml_index(device);
   *total = vc_visible_total(index, physical_total);
-  *used = vc_container_used(index);
+  /* Used is what free is not, so NVML and cuMemGetInfo agree for a bursting container too. */
+  *used = *total - vc_container_free(index, *total);
 }
 
 VC_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {

@@ -204,7 +204,7 @@ static CUresult free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdeviceptr 
   struct vc_alloc a;
   int known = vc_alloc_take(VC_ALLOC_LINEAR, dptr, &a) == 0;
   rc = real(dptr, stream);
-  if (known && rc == CUDA_SUCCESS) vc_uncharge(a.device, a.bytes);
+  if (known && rc == CUDA_SUCCESS) vc_uncharge_alloc(&a);
   else if (known) vc_alloc_record(VC_ALLOC_LINEAR, dptr, &a, NULL);
   return rc;
 }

@@ -76,6 +76,12 @@ static struct vc_process_slot *slot(uint32_t k) {
   return (struct vc_process_slot *)(rg.map + VC_REGION_SLOTS_OFFSET + VC_REGION_SLOT_SIZE * k);
 }
 
+static struct vc_burst_slot *burst_slot(uint32_t k) {
+  return (struct vc_burst_slot *)(rg.map + VC_REGION_BURST_OFFSET + VC_REGION_BURST_SLOT_SIZE * k);
+}
+
+static uint64_t sub_floor(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
 static uint64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -90,13 +96,20 @@ static int is_slot_dead(const struct vc_process_slot *s) {
   return start != s->start_ticks;
 }
 
+/* Takes `mine` out of a container-wide counter and zeroes the slot's share. */
+static void give_back(_Atomic uint64_t *total, _Atomic uint64_t *mine) {
+  uint64_t m = atomic_load_explicit(mine, memory_order_relaxed);
+  if (!m) return;
+  atomic_store_explicit(total, sub_floor(atomic_load_explicit(total, memory_order_relaxed), m), memory_order_release);
+  atomic_store_explicit(mine, 0, memory_order_relaxed);
+}
+
 static void free_slot_locked(struct vc_process_slot *s) {
+  struct vc_burst_slot *b = burst_slot((uint32_t)(((unsigned char *)s - rg.map - VC_REGION_SLOTS_OFFSET) / VC_REGION_SLOT_SIZE));
   for (uint32_t i = 0; i < rg.device_count; i++) {
-    uint64_t mine = atomic_load_explicit(&s->used_bytes[i], memory_order_relaxed);
-    if (!mine) continue;
-    uint64_t used = atomic_load_explicit(&block(i)->used_bytes, memory_order_relaxed);
-    atomic_store_explicit(&block(i)->used_bytes, used > mine ? used - mine : 0, memory_order_release);
-    atomic_store_explicit(&s->used_bytes[i], 0, memory_order_relaxed);
+    give_back(&block(i)->used_bytes, &s->used_bytes[i]);
+    give_back(&block(i)->burst_bytes, &b->burst_bytes[i]);
+    give_back(&block(i)->burst_evicted_bytes, &b->evicted_bytes[i]);
   }
   atomic_store_explicit(&s->state, VC_SLOT_FREE, memory_order_release);
 }
@@ -121,12 +134,16 @@ static int reclaim_locked(void) {
 static void repair_locked(void) {
   uint32_t hw = atomic_load_explicit(&hdr()->slot_high_water, memory_order_acquire);
   for (uint32_t i = 0; i < rg.device_count; i++) {
-    uint64_t sum = 0;
+    uint64_t sum = 0, burst = 0, evicted = 0;
     for (uint32_t k = 0; k < hw; k++) {
-      if (atomic_load_explicit(&slot(k)->state, memory_order_acquire) == VC_SLOT_LIVE)
-        sum += atomic_load_explicit(&slot(k)->used_bytes[i], memory_order_relaxed);
+      if (atomic_load_explicit(&slot(k)->state, memory_order_acquire) != VC_SLOT_LIVE) continue;
+      sum += atomic_load_explicit(&slot(k)->used_bytes[i], memory_order_relaxed);
+      burst += atomic_load_explicit(&burst_slot(k)->burst_bytes[i], memory_order_relaxed);
+      evicted += atomic_load_explicit(&burst_slot(k)->evicted_bytes[i], memory_order_relaxed);
     }
     atomic_store_explicit(&block(i)->used_bytes, sum, memory_order_release);
+    atomic_store_explicit(&block(i)->burst_bytes, burst, memory_order_release);
+    atomic_store_explicit(&block(i)->burst_evicted_bytes, evicted, memory_order_release);
   }
   vc_log(VC_LOG_WARN, "a process died while updating the accounting region; counters rebuilt from slots");
 }
@@ -232,7 +249,12 @@ static int own_slot_locked(void) {
   struct vc_process_slot *s = slot(k);
   s->pid = (uint32_t)pid;
   s->start_ticks = start;
-  for (uint32_t i = 0; i < VC_REGION_MAX_DEVICES; i++) atomic_store_explicit(&s->used_bytes[i], 0, memory_order_relaxed);
+  struct vc_burst_slot *b = burst_slot(k);
+  for (uint32_t i = 0; i < VC_REGION_MAX_DEVICES; i++) {
+    atomic_store_explicit(&s->used_bytes[i], 0, memory_order_relaxed);
+    atomic_store_explicit(&b->burst_bytes[i], 0, memory_order_relaxed);
+    atomic_store_explicit(&b->evicted_bytes[i], 0, memory_order_relaxed);
+  }
   atomic_store_explicit(&s->state, VC_SLOT_LIVE, memory_order_release);
   rg.own_slot = (int)k;
   rg.own_pid = pid;
@@ -346,7 +368,34 @@ struct vc_device_block *vc_region_device(int config_index) {
   return block((uint32_t)config_index);
 }
 
-int vc_region_reserve(int index, uint64_t bytes, uint64_t limit) {
+/* Whether `bytes` more fit: guaranteed + burst within the ceiling, and the guaranteed budget
+ * within the guarantee. Written so that no sum can overflow. */
+static int fits(const struct vc_device_block *b, uint64_t bytes, enum vc_budget budget, uint64_t guarantee,
+                uint64_t ceiling) {
+  uint64_t used = atomic_load_explicit(&b->used_bytes, memory_order_relaxed);
+  uint64_t burst = atomic_load_explicit(&b->burst_bytes, memory_order_relaxed);
+  if (budget == VC_BUDGET_GUARANTEED && (bytes > guarantee || used > guarantee - bytes)) return 0;
+  return bytes <= ceiling && used <= ceiling - bytes && burst <= ceiling - bytes - used;
+}
+
+static _Atomic uint64_t *counter_of(struct vc_device_block *b, enum vc_budget budget) {
+  return budget == VC_BUDGET_BURST ? &b->burst_bytes : &b->used_bytes;
+}
+
+static _Atomic uint64_t *share_of(uint32_t k, int index, enum vc_budget budget) {
+  return budget == VC_BUDGET_BURST ? &burst_slot(k)->burst_bytes[index] : &slot(k)->used_bytes[index];
+}
+
+static void add(_Atomic uint64_t *counter, uint64_t bytes) {
+  atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + bytes, memory_order_release);
+}
+
+static void sub(_Atomic uint64_t *counter, uint64_t bytes) {
+  atomic_store_explicit(counter, sub_floor(atomic_load_explicit(counter, memory_order_relaxed), bytes),
+                        memory_order_release);
+}
+
+int vc_region_reserve_in(int index, uint64_t bytes, enum vc_budget budget, uint64_t guarantee, uint64_t ceiling) {
   if (!rg.map || index < 0 || (uint32_t)index >= rg.device_count) return -ENODEV;
   if (lock_region() != 0) return -EIO;
   maybe_reclaim_locked();
@@ -356,34 +405,48 @@ int vc_region_reserve(int index, uint64_t bytes, uint64_t limit) {
     return k;
   }
   struct vc_device_block *b = block((uint32_t)index);
-  uint64_t used = atomic_load_explicit(&b->used_bytes, memory_order_relaxed);
-  if (bytes > limit || used > limit - bytes) {
-    if (reclaim_locked() > 0) used = atomic_load_explicit(&b->used_bytes, memory_order_relaxed);
-    if (bytes > limit || used > limit - bytes) {
-      unlock_region();
-      return -ENOMEM;
-    }
+  if (!fits(b, bytes, budget, guarantee, ceiling) && (reclaim_locked() == 0 || !fits(b, bytes, budget, guarantee, ceiling))) {
+    unlock_region();
+    return -ENOMEM;
   }
   /* Release stores: lock-free readers (views, node agent) see a value that was true. */
-  atomic_store_explicit(&b->used_bytes, used + bytes, memory_order_release);
-  struct vc_process_slot *s = slot((uint32_t)k);
-  uint64_t mine = atomic_load_explicit(&s->used_bytes[index], memory_order_relaxed);
-  atomic_store_explicit(&s->used_bytes[index], mine + bytes, memory_order_release);
+  add(counter_of(b, budget), bytes);
+  add(share_of((uint32_t)k, index, budget), bytes);
   unlock_region();
   return 0;
 }
 
-void vc_region_release(int index, uint64_t bytes) {
+int vc_region_reserve(int index, uint64_t bytes, uint64_t limit) {
+  return vc_region_reserve_in(index, bytes, VC_BUDGET_GUARANTEED, limit, UINT64_MAX);
+}
+
+void vc_region_release_in(int index, uint64_t bytes, enum vc_budget budget) {
   if (!rg.map || index < 0 || (uint32_t)index >= rg.device_count || bytes == 0) return;
   if (lock_region() != 0) return;
+  sub(counter_of(block((uint32_t)index), budget), bytes);
+  if (rg.own_slot >= 0 && rg.own_pid == self_pid()) sub(share_of((uint32_t)rg.own_slot, index, budget), bytes);
+  unlock_region();
+}
+
+void vc_region_release(int index, uint64_t bytes) { vc_region_release_in(index, bytes, VC_BUDGET_GUARANTEED); }
+
+uint64_t vc_region_burst(int index) {
+  if (!rg.map || index < 0 || (uint32_t)index >= rg.device_count) return 0;
+  return atomic_load_explicit(&block((uint32_t)index)->burst_bytes, memory_order_acquire);
+}
+
+void vc_region_note_residency(int index, uint64_t evicted, uint64_t new_evictions) {
+  if (!rg.map || index < 0 || (uint32_t)index >= rg.device_count) return;
+  if (rg.own_slot < 0 || rg.own_pid != self_pid() || lock_region() != 0) return;
   struct vc_device_block *b = block((uint32_t)index);
-  uint64_t used = atomic_load_explicit(&b->used_bytes, memory_order_relaxed);
-  atomic_store_explicit(&b->used_bytes, used > bytes ? used - bytes : 0, memory_order_release);
-  if (rg.own_slot >= 0 && rg.own_pid == self_pid()) {
-    struct vc_process_slot *s = slot((uint32_t)rg.own_slot);
-    uint64_t mine = atomic_load_explicit(&s->used_bytes[index], memory_order_relaxed);
-    atomic_store_explicit(&s->used_bytes[index], mine > bytes ? mine - bytes : 0, memory_order_release);
-  }
+  struct vc_burst_slot *mine = burst_slot((uint32_t)rg.own_slot);
+  uint64_t burst = atomic_load_explicit(&mine->burst_bytes[index], memory_order_relaxed);
+  if (evicted > burst) evicted = burst;
+  uint64_t before = atomic_load_explicit(&mine->evicted_bytes[index], memory_order_relaxed);
+  atomic_store_explicit(&mine->evicted_bytes[index], evicted, memory_order_relaxed);
+  add(&b->burst_evicted_bytes, evicted);
+  sub(&b->burst_evicted_bytes, before);
+  add(&b->burst_evictions, new_evictions);
   unlock_region();
 }
 

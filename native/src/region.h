@@ -23,13 +23,22 @@
 #define VC_REGION_PIDMAP_ENTRY_SIZE 16u
 #define VC_REGION_PIDMAP_CAPACITY 4096u
 #define VC_REGION_PIDMAP_VERSION 1u
-#define VC_REGION_FILE_SIZE \
+#define VC_REGION_PIDMAP_END \
   (VC_REGION_PIDMAP_OFFSET + VC_REGION_PIDMAP_HEADER_SIZE + VC_REGION_PIDMAP_ENTRY_SIZE * VC_REGION_PIDMAP_CAPACITY)
+/* Burst slots: per process slot k, its burst bytes per device (what a dead process gives back to
+ * the burst budget), from the page after the pid map. A region created before they existed is
+ * extended (sparse) by the first process that opens it. */
+#define VC_REGION_BURST_OFFSET ((VC_REGION_PIDMAP_END + 4095u) / 4096u * 4096u)
+#define VC_REGION_BURST_SLOT_SIZE 256u
+#define VC_REGION_FILE_SIZE (VC_REGION_BURST_OFFSET + VC_REGION_BURST_SLOT_SIZE * VC_REGION_SLOT_CAPACITY)
 
 /* Device block i at 4096 + 256·i. */
 struct vc_device_block {
-  _Atomic uint64_t used_bytes;     /* 0: all processes of the container (libvcuda) */
-  uint8_t reserved0[56];           /* 8..63 */
+  _Atomic uint64_t used_bytes;     /* 0: guaranteed bytes, all processes of the container (libvcuda) */
+  _Atomic uint64_t burst_bytes;    /* 8: managed bytes above the guarantee (the burst), all processes */
+  _Atomic uint64_t burst_evicted_bytes; /* 16: of those, on the host, where the driver reports it */
+  _Atomic uint64_t burst_evictions;     /* 24: times the driver evicted them, where it reports it */
+  uint8_t reserved0[32];           /* 32..63 */
   _Atomic uint64_t sample_seq;     /* 64: node agent seqlock over 72..95 */
   uint64_t sample_time_ms;         /* 72 */
   uint32_t measured_share_bp;      /* 80 */
@@ -39,6 +48,9 @@ struct vc_device_block {
   uint8_t limiter_state[160];      /* 96..255: native/src/limiter.c */
 };
 _Static_assert(sizeof(struct vc_device_block) == VC_REGION_DEVICE_BLOCK_SIZE, "device block is 256 bytes");
+_Static_assert(offsetof(struct vc_device_block, burst_bytes) == 8, "burst bytes at +8");
+_Static_assert(offsetof(struct vc_device_block, burst_evicted_bytes) == 16, "burst evicted bytes at +16");
+_Static_assert(offsetof(struct vc_device_block, burst_evictions) == 24, "burst evictions at +24");
 _Static_assert(offsetof(struct vc_device_block, sample_seq) == 64, "sample seq at +64");
 _Static_assert(offsetof(struct vc_device_block, measured_share_bp) == 80, "measured share at +80");
 _Static_assert(offsetof(struct vc_device_block, limiter_state) == 96, "limiter state at +96");
@@ -54,6 +66,13 @@ struct vc_process_slot {
   uint8_t reserved[112];                        /* 144..255 */
 };
 _Static_assert(sizeof(struct vc_process_slot) == VC_REGION_SLOT_SIZE, "slot is 256 bytes");
+
+/* Burst slot k at VC_REGION_BURST_OFFSET + 256·k, owned by whoever owns process slot k. */
+struct vc_burst_slot {
+  _Atomic uint64_t burst_bytes[VC_REGION_MAX_DEVICES];   /* 0..127 */
+  _Atomic uint64_t evicted_bytes[VC_REGION_MAX_DEVICES]; /* 128..255 */
+};
+_Static_assert(sizeof(struct vc_burst_slot) == VC_REGION_BURST_SLOT_SIZE, "burst slot is 256 bytes");
 
 /* The host-pid map's header at VC_REGION_PIDMAP_OFFSET. One writer (the node agent) updates it
  * under `seq`: odd while writing, even when the header and entries agree. */
@@ -97,6 +116,22 @@ int vc_region_reserve(int index, uint64_t bytes, uint64_t limit);
 
 /* Gives back what vc_region_reserve took. */
 void vc_region_release(int index, uint64_t bytes);
+
+/* The two budgets of a device: guaranteed bytes (ordinary device memory, within the limit file's
+ * memory limit) and burst bytes (managed memory above it). */
+enum vc_budget { VC_BUDGET_GUARANTEED = 0, VC_BUDGET_BURST = 1 };
+
+/* Reserves `bytes` in `budget` when guaranteed + burst stays within `ceiling` and, for the
+ * guaranteed budget, guaranteed stays within `guarantee`. Errors as vc_region_reserve. */
+int vc_region_reserve_in(int index, uint64_t bytes, enum vc_budget budget, uint64_t guarantee, uint64_t ceiling);
+void vc_region_release_in(int index, uint64_t bytes, enum vc_budget budget);
+
+/* Container-wide burst bytes on device `index`. */
+uint64_t vc_region_burst(int index);
+
+/* Records this process's burst bytes on the host as the driver reports them (`evicted`, capped at
+ * its burst bytes) and `new_evictions` more evictions; the device block then holds the sums. */
+void vc_region_note_residency(int index, uint64_t evicted, uint64_t new_evictions);
 
 /* Container-wide bytes in use on device `index` (after reclaiming dead processes at most every
  * 200 ms). */
