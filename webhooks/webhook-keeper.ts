@@ -2,9 +2,11 @@
  * Keeps a running control plane's webhook current: the serving certificate (re-issued in the
  * shared Secret before expiry, or re-read from supplied files that cert-manager renews in place)
  * and the webhook configurations' caBundle. The caller swaps the TLS context in `onCertificate`
- * (`server.setSecureContext`), so a rotation needs no restart.
+ * (`server.setSecureContext`), so a rotation needs no restart. The keeping itself (swap only on
+ * change, the timer, retries) is certificate-keeper.ts, which the extender's listener shares.
  */
 import type { ResourceNames } from '../contract/index.js';
+import { createCertificateKeeper, refreshEvery } from './certificate-keeper.js';
 import {
   type CertificateSecretStore,
   type CertificateSubject,
@@ -56,7 +58,6 @@ export type WebhookKeeper = {
 
 export function createWebhookKeeper(deps: WebhookKeeperDeps): WebhookKeeper {
   const { certificates: c, registration } = deps.config;
-  let current: ServingCertificate | undefined;
   let lastRegistration = '';
 
   async function loadCertificate(): Promise<ServingCertificate> {
@@ -81,12 +82,14 @@ export function createWebhookKeeper(deps: WebhookKeeperDeps): WebhookKeeper {
     return outcome;
   }
 
+  const keeper = createCertificateKeeper<ServingCertificate>({
+    load: loadCertificate,
+    same: (a, b) => a.certPem === b.certPem && a.keyPem === b.keyPem,
+    onChange: deps.onCertificate,
+  });
+
   async function refresh() {
-    const certificate = await loadCertificate();
-    if (current?.certPem !== certificate.certPem || current.keyPem !== certificate.keyPem) {
-      current = certificate;
-      deps.onCertificate(certificate);
-    }
+    const certificate = await keeper.refresh();
     if (!deps.registrationClient) return { certificate };
     const outcome = await ensureWebhookRegistration(deps.registrationClient, {
       config: registration,
@@ -104,12 +107,6 @@ export function createWebhookKeeper(deps: WebhookKeeperDeps): WebhookKeeper {
 
   return {
     refresh,
-    start(intervalMs) {
-      const timer = setInterval(() => {
-        refresh().catch((err: unknown) => deps.logger.warn({ err }, 'webhook refresh failed; retrying later'));
-      }, intervalMs);
-      timer.unref();
-      return () => clearInterval(timer);
-    },
+    start: (intervalMs) => refreshEvery(intervalMs, refresh, deps.logger, 'webhook refresh failed; retrying later'),
   };
 }

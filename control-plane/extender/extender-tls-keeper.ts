@@ -2,9 +2,11 @@
  * Keeps a running replica's extender TLS current: in `self` mode the shared Secret (client
  * certificate re-issued before expiry) and this replica's serving certificate from its CA; in
  * `files` mode the supplied files, re-read (cert-manager renews them in place). The caller swaps
- * the listener's TLS context in `onTls`, so a rotation needs no restart.
+ * the listener's TLS context in `onTls`, so a rotation needs no restart. The keeping itself is the
+ * webhook listener's too (webhooks/certificate-keeper.ts); this file says where the material comes from.
  */
 import { X509Certificate } from 'node:crypto';
+import { createCertificateKeeper, refreshEvery } from '../../webhooks/certificate-keeper.js';
 import type { CertificateSubject } from '../../webhooks/certificates.js';
 import {
   type ExtenderCertificateConfig,
@@ -42,7 +44,6 @@ export type ExtenderTlsKeeper = {
 export function createExtenderTlsKeeper(deps: ExtenderTlsKeeperDeps): ExtenderTlsKeeper {
   const { config } = deps;
   const lifetime = { validityDays: config.validityDays, rotateBeforeDays: config.rotateBeforeDays };
-  let current: ExtenderListenerTls | undefined;
   let ephemeral: { listener: ExtenderListenerTls; client: ExtenderClientCredentials } | undefined;
 
   const servingDue = (tls: ExtenderListenerTls, caPem: string) =>
@@ -50,7 +51,7 @@ export function createExtenderTlsKeeper(deps: ExtenderTlsKeeperDeps): ExtenderTl
     new Date(new X509Certificate(tls.cert).validTo).getTime() - deps.clock().getTime() <
       lifetime.rotateBeforeDays * DAY_MS;
 
-  async function fromSecret(): Promise<ExtenderListenerTls> {
+  async function fromSecret(current: ExtenderListenerTls | undefined): Promise<ExtenderListenerTls> {
     if (!deps.store) throw new Error('extender.certificates.mode "self" needs the Secret');
     const now = deps.clock();
     const outcome = await ensureExtenderSecret(deps.store, deps.clientName, lifetime, now);
@@ -64,7 +65,7 @@ export function createExtenderTlsKeeper(deps: ExtenderTlsKeeperDeps): ExtenderTl
     return { cert: serving.certPem, key: serving.keyPem, ca: caPem };
   }
 
-  async function load(): Promise<ExtenderListenerTls> {
+  async function load(current: ExtenderListenerTls | undefined): Promise<ExtenderListenerTls> {
     if (config.mode === 'files') {
       if (!config.certFile || !config.keyFile || !config.clientCaFile) {
         throw new Error('extender.certificates.mode "files" needs certFile, keyFile and clientCaFile');
@@ -76,26 +77,23 @@ export function createExtenderTlsKeeper(deps: ExtenderTlsKeeperDeps): ExtenderTl
       ephemeral ??= await issueEphemeralExtenderTls(deps.serving, deps.clientName, lifetime, deps.clock());
       return ephemeral.listener;
     }
-    return fromSecret();
+    return fromSecret(current);
   }
 
+  const keeper = createCertificateKeeper<ExtenderListenerTls>({
+    load,
+    same: (a, b) => a.cert === b.cert && a.key === b.key && a.ca === b.ca,
+    onChange: deps.onTls,
+  });
+
   async function refresh() {
-    const tls = await load();
-    if (current?.cert !== tls.cert || current.key !== tls.key || current.ca !== tls.ca) {
-      current = tls;
-      deps.onTls(tls);
-    }
+    const tls = await keeper.refresh();
     return { tls, ...(ephemeral ? { client: ephemeral.client } : {}) };
   }
 
   return {
     refresh,
-    start(intervalMs) {
-      const timer = setInterval(() => {
-        refresh().catch((err: unknown) => deps.logger.warn({ err }, 'extender TLS refresh failed; retrying later'));
-      }, intervalMs);
-      timer.unref();
-      return () => clearInterval(timer);
-    },
+    start: (intervalMs) =>
+      refreshEvery(intervalMs, refresh, deps.logger, 'extender TLS refresh failed; retrying later'),
   };
 }
