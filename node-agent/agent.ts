@@ -12,10 +12,16 @@ import { type ResourceNames, resourceNames } from '../contract/index.js';
 import type { AgentLog } from './agent-log.js';
 import { Allocator } from './allocation/allocator.js';
 import type { EventRecorder, JwksSource, PodAnnotator, PodResourcesLister, PodSource } from './allocation/ports.js';
-import { type CardSampler, createCardSampler } from './compute/card-sampler.js';
-import { createHostPidPublisher, type HostPidPublisher, procSource } from './compute/host-pids.js';
-import { createMemoryDriftMonitor, type MemoryDriftMonitor } from './compute/memory-drift.js';
-import { containerKey, driftTargetsOn, placementOf, procCgroupReader, regionCharge } from './compute-wiring.js';
+import { type CardSampler, createCardSampler } from './card-sampling/card-sampler.js';
+import { createHostPidPublisher, type HostPidPublisher, procSource } from './card-sampling/host-pids.js';
+import { createMemoryDriftMonitor, type MemoryDriftMonitor } from './card-sampling/memory-drift.js';
+import {
+  containerKey,
+  driftTargetsOn,
+  placementOf,
+  procCgroupReader,
+  regionCharge,
+} from './card-sampling/placement.js';
 import type { NodeAgentConfig } from './config.js';
 import { type MemoryAdvertisePlan, planMemoryAdvertise } from './device-plugin/device-list.js';
 import { PluginRunner, type PluginSpec } from './device-plugin/plugin-runner.js';

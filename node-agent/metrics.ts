@@ -1,11 +1,11 @@
 /**
  * Prometheus metrics (`vcuda_*`): per container memory used and limit and SM share, per card
  * totals, Allocate latency. Container and card gauges are rebuilt from the records at scrape time;
- * the memory-drift gauge is set by each card's drift monitor (compute/memory-drift.ts).
+ * the memory-drift gauge is set by each card's drift monitor (card-sampling/memory-drift.ts).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ContainerRecord } from './allocation/ports.js';
-import type { DriftSink, DriftTarget } from './compute/memory-drift.js';
+import type { DriftSink, DriftTarget } from './card-sampling/memory-drift.js';
 import type { UsageSample } from './usage.js';
 
 function driftLabels(t: DriftTarget) {

@@ -8,7 +8,7 @@
  * so only the map can claim it, and `alias` is the pid the container is told it has.
  *
  *   pidns_test               runs the scenarios (pinned offsets, map reader, lists through the map)
- *   pidns_test --dump REGION prints the map as libvcuda reads it, as JSON (node-agent/compute's
+ *   pidns_test --dump REGION prints the map as libvcuda reads it, as JSON (node-agent/card-sampling's
  *                            host-pids test feeds it a map written by the TypeScript writer) */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, readlinkSync, writeFileSync } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseProcCgroup } from '../../node-agent/compute/cgroup-identity.js';
+import { parseProcCgroup } from '../../node-agent/card-sampling/cgroup-identity.js';
 import { processAlive } from '../../test/support/process.js';
 import { ContainerRuntime, stopContainer } from './container-runtime.js';
 

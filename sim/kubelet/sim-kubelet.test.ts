@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { parseProcCgroup } from '../../node-agent/compute/cgroup-identity.js';
+import { parseProcCgroup } from '../../node-agent/card-sampling/cgroup-identity.js';
 import {
   DevicePluginService,
   PodResourcesListerService,

@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import { REGION_FILE_SIZE, REGION_MAGIC } from '../../contract/region-layout.js';
 import type { PodView } from '../../node-agent/allocation/pod-view.js';
 import type { ContainerRecord } from '../../node-agent/allocation/ports.js';
-import { createHostPidPublisher, procSource } from '../../node-agent/compute/host-pids.js';
-import { containerKey, placementOf, procCgroupReader } from '../../node-agent/compute-wiring.js';
+import { createHostPidPublisher, procSource } from '../../node-agent/card-sampling/host-pids.js';
+import { containerKey, placementOf, procCgroupReader } from '../../node-agent/card-sampling/placement.js';
 import { atMost, type Benchmark, percentile } from './harness.js';
 
 const PROCESSES = 2000;

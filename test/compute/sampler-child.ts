@@ -5,7 +5,7 @@
  * stdin as tenants start, samples every period and exits after `seconds`.
  */
 import { createInterface } from 'node:readline';
-import { type ContainerOnCard, createCardSampler } from '../../node-agent/compute/card-sampler.js';
+import { type ContainerOnCard, createCardSampler } from '../../node-agent/card-sampling/card-sampler.js';
 import { NvmlGpuSource } from '../../node-agent/nvml/nvml-gpu-source.js';
 
 type Settings = {

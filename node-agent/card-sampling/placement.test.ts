@@ -2,10 +2,10 @@ import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, wri
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { regionDeviceOffset } from '../contract/region-layout.js';
-import { type Harness, runPod, startHarness } from '../test/support/node-agent/agent-harness.js';
-import { GpuPodBuilder } from '../test/support/node-agent/gpu-pod.js';
-import { readRegionUsage } from './limits/region-file.js';
+import { regionDeviceOffset } from '../../contract/region-layout.js';
+import { type Harness, runPod, startHarness } from '../../test/support/node-agent/agent-harness.js';
+import { GpuPodBuilder } from '../../test/support/node-agent/gpu-pod.js';
+import { readRegionUsage } from '../limits/region-file.js';
 
 const proc = mkdtempSync(join(tmpdir(), 'vcuda-proc-'));
 afterAll(() => rmSync(proc, { recursive: true, force: true }));

@@ -1,16 +1,16 @@
 /**
- * Connects node-agent/compute's per-card samplers to what the allocation path knows: which
+ * Connects the per-card samplers to what the allocation path knows: which
  * containers hold a share of each card (the records) and which container a host PID belongs to
  * (`/proc/PID/cgroup` → pod UID + runtime id → container name from the pod's status).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { PodView } from './allocation/pod-view.js';
-import type { ContainerRecord } from './allocation/ports.js';
-import type { ContainerOnCard, ContainerPlacement } from './compute/card-sampler.js';
-import { parseProcCgroup } from './compute/cgroup-identity.js';
-import type { DriftTarget } from './compute/memory-drift.js';
-import { readRegionUsage } from './limits/region-file.js';
+import type { PodView } from '../allocation/pod-view.js';
+import type { ContainerRecord } from '../allocation/ports.js';
+import { readRegionUsage } from '../limits/region-file.js';
+import type { ContainerOnCard, ContainerPlacement } from './card-sampler.js';
+import { parseProcCgroup } from './cgroup-identity.js';
+import type { DriftTarget } from './memory-drift.js';
 
 export function containerKey(podUid: string, container: string): string {
   return `${podUid}/${container}`;

@@ -17,7 +17,6 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { REGION_FILE_SIZE, REGION_MAGIC, regionPidMap } from '../../contract/region-layout.js';
 import type { PodView } from '../allocation/pod-view.js';
 import type { ContainerRecord } from '../allocation/ports.js';
-import { containerKey, placementOf, procCgroupReader } from '../compute-wiring.js';
 import {
   cachedPidFacts,
   collectHostPids,
@@ -30,6 +29,7 @@ import {
   procSource,
   writeHostPidMap,
 } from './host-pids.js';
+import { containerKey, placementOf, procCgroupReader } from './placement.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'vcuda-host-pids-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
