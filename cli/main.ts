@@ -1,20 +1,11 @@
 /**
- * `vcuda` command dispatcher. Each component contributes its own commands; this file only
- * lists them, so `vcuda --help` shows exactly the commands that exist.
+ * `vcuda` command dispatcher. Each component contributes its own commands; commands.ts lists
+ * them and loads only the one asked for, so `vcuda --help` shows exactly the commands that exist
+ * and `vcuda --version` answers without loading any.
  */
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
-import { registerComputeCommand } from '../node-agent/compute/compute-command.js';
-import { registerWebhookCommand } from '../webhooks/webhook-command.js';
-import { registerConfigCommand } from './config-command.js';
-import { registerControlPlaneCommand } from './control-plane-command.js';
-import { registerDbCommand } from './db-command.js';
-import { registerDoctorCommand } from './doctor-command.js';
-import { registerLocalCommand } from './local-command.js';
-import { registerNodeAgentCommand } from './node-agent-command.js';
-import { registerQuotaCommands } from './quota-command.js';
-import { registerReportCommand } from './report-command.js';
-import { registerWhatifCommand } from './whatif-command.js';
+import { registerCommands } from './commands.js';
 
 const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
   version: string;
@@ -28,19 +19,8 @@ const program = new Command('vcuda')
     process.exit(err.exitCode);
   });
 
-registerConfigCommand(program);
-registerDbCommand(program);
-registerQuotaCommands(program);
-registerReportCommand(program);
-registerComputeCommand(program);
-registerNodeAgentCommand(program);
-registerWhatifCommand(program);
-registerLocalCommand(program);
-registerControlPlaneCommand(program);
-registerWebhookCommand(program);
-registerDoctorCommand(program);
-
 try {
+  await registerCommands(program, process.argv.slice(2));
   await program.parseAsync(process.argv);
 } catch (err) {
   // Expected failures (bad input, corrupt files, refused operations) are one clear line, not a stack.

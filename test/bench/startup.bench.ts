@@ -35,7 +35,12 @@ function rssMiB(pid: number): number {
 /** Spawns `node ENTRY args` and polls `url` until it answers `ok`; returns the time and the RSS then. */
 async function timeStart(entry: string, args: string[], url: string, env: NodeJS.ProcessEnv): Promise<Started> {
   const started = performance.now();
-  const child: ChildProcess = spawn(process.execPath, [entry, ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  // bin/vcuda.js runs a fresh build when there is one: the tsx figures must come from the sources.
+  const sources = { ...env, VCUDA_FROM_SOURCES: '1' };
+  const child: ChildProcess = spawn(process.execPath, [entry, ...args], {
+    env: sources,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => {
     stderr += d.toString();
