@@ -22,9 +22,9 @@ import { admissionApps, plainApp, schedulerApp, webhookConfigOf } from './starte
 import { connectCluster, startSigningKeys } from './starters/cluster.js';
 import { closerStack, type StartContext } from './starters/context.js';
 import { followPods, watchRefusals } from './starters/follow.js';
+import { listen } from './starters/http-listener.js';
 import { followCapacity, startLedgerHousekeeping, startLedgerStore, startUsageStore } from './starters/ledger.js';
-import { listen } from './starters/listen.js';
-import { serveExtender, serveWebhooks } from './starters/listeners.js';
+import { serveExtender, serveWebhooks } from './starters/tls-listeners.js';
 
 export type ControlPlaneOverrides = {
   /** Use this database (left open on close) instead of connecting from config. */

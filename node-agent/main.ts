@@ -4,7 +4,7 @@
  */
 import { serve } from '@hono/node-server';
 import pino from 'pino';
-import { PooledKubeConfig } from '../kube/pooled-kube-config.js';
+import { PooledKubeConfig } from '../kube-connections/pooled-kube-config.js';
 import { parseConfig, readConfigFile } from './config.js';
 import { createAgentHttp } from './http.js';
 import { jwksFromFile } from './kube-adapters.js';

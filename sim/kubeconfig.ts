@@ -6,7 +6,7 @@
 import { writeFileSync } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
-import { PooledKubeConfig } from '../kube/pooled-kube-config.js';
+import { PooledKubeConfig } from '../kube-connections/pooled-kube-config.js';
 
 export function kubeconfigDocument(server: string, token?: string, namespace = 'default') {
   return {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventReasons, podEvent } from '../../contract/index.js';
 import { type SimApiServer, startApiServer } from '../../sim/apiserver/api-server.js';
 import { watchRefusalEvents } from './refusal-events.js';
-import { createRefusalLog } from './refusals.js';
+import { createRefusalLog } from './refusal-log.js';
 
 function kubeConfigFor(url: string): KubeConfig {
   const kc = new KubeConfig();

@@ -4,7 +4,7 @@
  * ones it emitted itself. List, then watch from that list's resourceVersion; relist on any end.
  */
 import { CoreV1Api, type KubeConfig, Watch } from '@kubernetes/client-node';
-import type { PodEventLike, RefusalLog } from './refusals.js';
+import type { PodEventLike, RefusalLog } from './refusal-log.js';
 
 /** Refusals are Warning Events on Pods; the reason is filtered here (one selector cannot OR reasons). */
 export const REFUSAL_EVENT_SELECTOR = 'type=Warning,involvedObject.kind=Pod';

@@ -5,7 +5,7 @@
  */
 import type { ClusterSnapshot } from '../placement/cluster-snapshot.js';
 import type { FitContext, Refusal } from '../placement/fit.js';
-import { scoreOrRefuseNode } from '../placement/judge.js';
+import { scoreOrRefuseNode } from '../placement/node-verdict.js';
 import type { PlacementRequest } from '../placement/placement-request.js';
 import type { HostPriority } from './extender-api.js';
 

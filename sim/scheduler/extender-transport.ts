@@ -21,7 +21,7 @@ import https from 'node:https';
 import { isIP } from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls, { type TLSSocket } from 'node:tls';
-import { tlsMaterialKey } from '../../kube/pooled-kube-config.js';
+import { tlsMaterialKey } from '../../kube-connections/pooled-kube-config.js';
 
 /** The TLS side of one call: trust, client certificate, the name the server must prove. */
 export type TlsMaterial = {

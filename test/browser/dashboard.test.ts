@@ -11,7 +11,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventReasons } from '../../contract/index.js';
 import { createApp } from '../../control-plane/app.js';
-import { createRefusalLog } from '../../control-plane/dashboard/refusals.js';
+import { createRefusalLog } from '../../control-plane/dashboard/refusal-log.js';
 import { dashboardRoutes } from '../../control-plane/dashboard/routes.js';
 import { chromiumPath, hasChromium, launchChromium, saveScreenshot } from './chromium.js';
 import { seededDashboard } from './seeded-dashboard.js';

@@ -26,7 +26,7 @@ import { loadControlPlaneConfig } from '../../control-plane/config.js';
 import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
-import { PooledKubeConfig } from '../../kube/pooled-kube-config.js';
+import { PooledKubeConfig } from '../../kube-connections/pooled-kube-config.js';
 import { type ClusterSpec, expandNodes } from '../../sim/cluster-spec.js';
 import { KubeClient } from '../../sim/kube-client.js';
 import { mountExtenderSecret, NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/local-cluster.js';

@@ -19,7 +19,7 @@ import { createApp } from '../app.js';
 import { EXTENDER_SECRET_KEYS, type ExtenderClientCredentials } from '../extender/extender-tls.js';
 import { createExtenderTlsKeeper } from '../extender/extender-tls-keeper.js';
 import type { Closer, StartContext } from './context.js';
-import { type Listening, listen } from './listen.js';
+import { type Listening, listen } from './http-listener.js';
 
 /** Certificate and webhook-configuration re-check; rotation happens days before expiry. */
 const WEBHOOK_REFRESH_MS = 10 * 60_000;

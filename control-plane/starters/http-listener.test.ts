@@ -22,7 +22,7 @@ import {
   issueLeafCertificate,
 } from '../../webhooks/certificates.js';
 import { guardedExtender } from '../extender/client-certificate.js';
-import { type ListenerTls, type Listening, listen, type RequestFront } from './listen.js';
+import { type ListenerTls, type Listening, listen, type RequestFront } from './http-listener.js';
 
 const now = new Date();
 const later = new Date(now.getTime() + 86_400_000);

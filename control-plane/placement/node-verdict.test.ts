@@ -14,7 +14,7 @@ import {
   policy,
 } from '../../test/support/control-plane/builders.js';
 import { type FitContext, fitPod } from './fit.js';
-import { judgeNode } from './judge.js';
+import { judgeNode } from './node-verdict.js';
 import { readPlacementRequest } from './placement-request.js';
 import { scoreNode } from './score.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { eventReasons, podEvent } from '../../contract/index.js';
-import { createRefusalLog, refusalFromEvent } from './refusals.js';
+import { createRefusalLog, refusalFromEvent } from './refusal-log.js';
 
 const now = new Date('2026-03-01T12:00:00.000Z');
 const pod = { namespace: 'ml', name: 'train', uid: 'u1' };
