@@ -28,8 +28,13 @@ const tmp = mkdtempSync(join(tmpdir(), 'vcuda-cudart-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 let serial = 0;
 
-/** A fresh container: its own limit file, region and simulated 4 GiB card (the limit is smaller). */
-function container(coreLimit = 100, contextMiB = 0): NodeJS.ProcessEnv {
+type Card = { state: string; devices: string };
+
+/**
+ * A fresh container: its own limit file and region, on a simulated 4 GiB card of its own unless
+ * `card` puts it beside others; `burstMiB` is its burst ceiling (none by default).
+ */
+function container(coreLimit = 100, contextMiB = 0, opts: { burstMiB?: number; card?: Card } = {}): NodeJS.ProcessEnv {
   const dir = join(tmp, String(++serial));
   execFileSync('mkdir', ['-p', dir]);
   const config = join(dir, 'vcuda.conf');
@@ -48,6 +53,7 @@ function container(coreLimit = 100, contextMiB = 0): NodeJS.ProcessEnv {
           memoryLimitBytes: LIMIT_MIB * MiB,
           coreRequest: coreLimit,
           coreLimit,
+          ...(opts.burstMiB ? { memoryBurstLimitBytes: opts.burstMiB * MiB } : {}),
         },
       ],
     }),
@@ -56,8 +62,8 @@ function container(coreLimit = 100, contextMiB = 0): NodeJS.ProcessEnv {
     ...process.env,
     LD_PRELOAD: join(build, 'libvcuda.so'),
     LD_LIBRARY_PATH: join(build, 'fake'),
-    FAKEGPU_STATE: join(dir, 'fakegpu.state'),
-    FAKEGPU_DEVICES: '1x4096',
+    FAKEGPU_STATE: opts.card?.state ?? join(dir, 'fakegpu.state'),
+    FAKEGPU_DEVICES: opts.card?.devices ?? '1x4096',
     VCUDA_CONFIG: config,
     VCUDA_CONTEXT_OVERHEAD_MIB: String(contextMiB),
   };
@@ -156,6 +162,43 @@ describe.skipIf(!hasToolkit)(
         expect(Number(free.wallMs)).toBeLessThan(100);
         expect(Number(limited.wallMs)).toBeGreaterThan(100);
         expect(Number(limited.wallMs)).toBeGreaterThan(Number(free.wallMs) * 10);
+      });
+
+      it('a 1 GiB container bursting to 2 GiB: 1.5 GiB through cudaMalloc, the views show the guarantee, a 1 GiB neighbour on the 2 GiB card gets all of its own', async () => {
+        const card = { state: join(tmp, `burst-${runtime}.state`), devices: '1x2048' };
+        const burster = spawn(binary(runtime), ['burst', '1536', '513'], {
+          env: container(100, 0, { burstMiB: 2048, card }),
+          stdio: ['pipe', 'pipe', 'inherit'],
+        });
+        const lines: string[] = [];
+        const exited = new Promise((done) => burster.once('exit', done));
+        const first = new Promise<void>((done) =>
+          burster.stdout.on('data', (d: Buffer) => {
+            lines.push(...String(d).trim().split('\n'));
+            done();
+          }),
+        );
+        try {
+          await first;
+          const b = JSON.parse(lines[0] ?? '{}') as Case;
+          expect(b).toMatchObject({
+            malloc: 0,
+            over: CUDA_ERROR_MEMORY_ALLOCATION,
+            asyncOver: CUDA_ERROR_MEMORY_ALLOCATION,
+          });
+          expect(b.total).toBe(LIMIT_MIB * MiB);
+          expect(b.totalGlobalMem).toBe(LIMIT_MIB * MiB);
+          expect(b.free).toBe(512 * MiB); // the ceiling leaves 512 MiB beside the 1.5 GiB burst
+          expect(b.async).toBe(0); // ...which a stream-ordered allocation may take, within the guarantee
+          expect(Number(b.used)).toBe(2048 * MiB); // burst, and the stream-ordered 512 MiB: the card is full
+          for (let i = 0; i < 3; i++) {
+            expect(run(runtime, container(100, 0, { card }), 'try', String(LIMIT_MIB)).code).toBe(0);
+          }
+        } finally {
+          burster.stdin.end();
+          await exited;
+        }
+        expect(JSON.parse(lines.at(-1) ?? '{}')).toEqual({ freeAfter: LIMIT_MIB * MiB });
       });
 
       it("pool destroy returns the pool's memory", () => {

@@ -160,6 +160,38 @@ static int hold(size_t bytes) {
   return 0;
 }
 
+// A container with a burst limit: cudaMalloc past the guarantee gets managed memory; the views
+// show the guarantee; a stream-ordered allocation stays within what the ceiling leaves; then it
+// holds everything until stdin closes (a neighbour allocates meanwhile) and frees it.
+static int burst(size_t bytes, size_t over) {
+  void *p = nullptr, *q = nullptr, *a = nullptr;
+  cudaError_t malloc_rc = cudaMalloc(&p, bytes);
+  cudaError_t over_rc = cudaMalloc(&q, over);
+  cudaGetLastError();
+  size_t free_b = 0, total_b = 0;
+  CHECK(cudaMemGetInfo(&free_b, &total_b));
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  cudaError_t async_over = cudaMallocAsync(&a, free_b + MiB, 0);
+  cudaGetLastError();
+  cudaError_t async_rc = cudaMallocAsync(&a, free_b, 0);
+  CHECK(cudaStreamSynchronize(0));
+  printf("{\"malloc\":%d,\"over\":%d,\"free\":%zu,\"total\":%zu,\"totalGlobalMem\":%zu,"
+         "\"asyncOver\":%d,\"async\":%d,\"used\":%llu}\n",
+         (int)malloc_rc, (int)over_rc, free_b, total_b, prop.totalGlobalMem, (int)async_over,
+         (int)async_rc, device_used());
+  fflush(stdout);
+  char buf[64];
+  while (read(0, buf, sizeof buf) > 0) {
+  }
+  if (async_rc == cudaSuccess) CHECK(cudaFreeAsync(a, 0));
+  if (malloc_rc == cudaSuccess) CHECK(cudaFree(p));
+  CHECK(cudaStreamSynchronize(0));
+  CHECK(cudaMemGetInfo(&free_b, &total_b));
+  printf("{\"freeAfter\":%zu}\n", free_b);
+  return 0;
+}
+
 // A pool that keeps what is freed holds it on the card (charged) until trimmed.
 static int pool_cache(size_t bytes, bool destroy) {
   cudaMemPoolProps props = {};
@@ -322,6 +354,7 @@ int main(int argc, char **argv) {
   if (!strcmp(c, "fill") && argc == 4) return fill(argv[2], arg_mib(argv, 3));
   if (!strcmp(c, "try") && argc == 3) return try_alloc(arg_mib(argv, 2));
   if (!strcmp(c, "hold") && argc == 3) return hold(arg_mib(argv, 2));
+  if (!strcmp(c, "burst") && argc == 4) return burst(arg_mib(argv, 2), arg_mib(argv, 3));
   if (!strcmp(c, "pool-cache") && argc == 3) return pool_cache(arg_mib(argv, 2), false);
   if (!strcmp(c, "pool-destroy") && argc == 3) return pool_cache(arg_mib(argv, 2), true);
   if (!strcmp(c, "free-async") && argc == 3) return free_async(arg_mib(argv, 2));
