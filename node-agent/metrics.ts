@@ -42,6 +42,24 @@ export class AgentMetrics implements DriftSink {
     labelNames: this.containerLabels,
     registers: [this.registry],
   });
+  readonly memoryBurst = new Gauge({
+    name: 'vcuda_container_memory_burst_bytes',
+    help: 'Managed memory the container holds above its guarantee on this card (vcuda-memory-limit), from its accounting region',
+    labelNames: this.containerLabels,
+    registers: [this.registry],
+  });
+  readonly memoryBurstEvicted = new Gauge({
+    name: 'vcuda_container_memory_burst_evicted_bytes',
+    help: "Of the container's burst bytes, those evicted to host memory (0 where the driver reports no residency)",
+    labelNames: this.containerLabels,
+    registers: [this.registry],
+  });
+  readonly memoryBurstEvictions = new Gauge({
+    name: 'vcuda_container_memory_burst_evictions',
+    help: "Times the driver evicted the container's burst bytes since the container started (where the driver reports it)",
+    labelNames: this.containerLabels,
+    registers: [this.registry],
+  });
   readonly smShare = new Gauge({
     name: 'vcuda_container_sm_share_ratio',
     help: "Container's measured share of the card's SM time, 0..1",
@@ -121,11 +139,18 @@ export class AgentMetrics implements DriftSink {
 
   /** Replaces the container and card gauges with the current state. */
   update(cards: readonly CardMetricView[], records: readonly ContainerRecord[], usage: readonly UsageSample[]): void {
-    for (const g of [this.memoryUsed, this.memoryLimit, this.smShare, this.coreLimit]) g.reset();
+    const perContainer = [this.memoryUsed, this.memoryLimit, this.smShare, this.coreLimit];
+    for (const g of [...perContainer, this.memoryBurst, this.memoryBurstEvicted, this.memoryBurstEvictions]) g.reset();
     for (const s of usage) {
       const labels = { namespace: s.namespace, pod: s.pod, container: s.container, card: s.cardUuid };
       this.memoryUsed.set(labels, s.memoryUsedBytes);
       this.memoryLimit.set(labels, s.memoryLimitBytes);
+      // Only bursting containers get the series: most never burst, and a 0 per container is noise.
+      if (s.memoryBurstBytes || s.memoryBurstEvictions) {
+        this.memoryBurst.set(labels, s.memoryBurstBytes ?? 0);
+        this.memoryBurstEvicted.set(labels, s.memoryBurstEvictedBytes ?? 0);
+        this.memoryBurstEvictions.set(labels, s.memoryBurstEvictions ?? 0);
+      }
       this.coreLimit.set(labels, s.coreLimit / 100);
       if (s.smShare !== null) this.smShare.set(labels, s.smShare);
     }

@@ -50,6 +50,9 @@ describe('usage from regions', () => {
     expect(ensureRegionFile(r.paths.regionPath, 2)).toBe(false);
     expect(readRegionUsage(r.paths.regionPath, 2)?.[1]).toEqual({
       usedBytes: 777,
+      burstBytes: 0,
+      burstEvictedBytes: 0,
+      burstEvictions: 0,
       measuredShareBp: 2500,
       cardBusyBp: 0,
       sampleTimeMs: 1_700_000_000_000,
@@ -70,6 +73,28 @@ describe('usage from regions', () => {
     writeSync(fd, sampledAt, 0, 8, regionDeviceOffset(0) + regionOffsets.device.sampleTimeMs);
     closeSync(fd);
     expect(collectUsage([r]).map((s) => s.smShare)).toEqual([0, null]);
+  });
+
+  it('reads what libvcuda records of a burst: burst bytes, evicted bytes, evictions', () => {
+    const r = record('pod-burst');
+    ensureRegionFile(r.paths.regionPath, 2);
+    const fd = openSync(r.paths.regionPath, 'r+');
+    const put = (offset: number, value: bigint) => {
+      const b = Buffer.alloc(8);
+      b.writeBigUInt64LE(value);
+      writeSync(fd, b, 0, 8, regionDeviceOffset(1) + offset);
+    };
+    put(regionOffsets.device.burstBytes, 3n << 30n);
+    put(regionOffsets.device.burstEvictedBytes, 1n << 30n);
+    put(regionOffsets.device.burstEvictions, 4n);
+    closeSync(fd);
+    const b = collectUsage([r])[1];
+    expect([b?.memoryBurstBytes, b?.memoryBurstEvictedBytes, b?.memoryBurstEvictions]).toEqual([
+      3 * 2 ** 30,
+      2 ** 30,
+      4,
+    ]);
+    expect(collectUsage([r])[0]?.memoryBurstBytes).toBe(0);
   });
 
   it('reports a missing region as zero use, not a crash', () => {

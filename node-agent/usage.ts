@@ -14,6 +14,10 @@ export type UsageSample = {
   cardUuid: string;
   memoryUsedBytes: number;
   memoryLimitBytes: number;
+  /** Managed bytes above the guarantee, of them on the host, and evictions so far (0: no burst). */
+  memoryBurstBytes?: number;
+  memoryBurstEvictedBytes?: number;
+  memoryBurstEvictions?: number;
   coreRequest: number;
   coreLimit: number;
   /** This container's measured share of the card's SM time, 0..1 (0: measured idle); null before the first sample. */
@@ -36,6 +40,9 @@ export function collectUsage(records: readonly ContainerRecord[], read: RegionRe
         cardUuid: d.uuid,
         memoryUsedBytes: u?.usedBytes ?? 0,
         memoryLimitBytes: d.memoryLimitBytes,
+        memoryBurstBytes: u?.burstBytes ?? 0,
+        memoryBurstEvictedBytes: u?.burstEvictedBytes ?? 0,
+        memoryBurstEvictions: u?.burstEvictions ?? 0,
         coreRequest: d.coreRequest,
         coreLimit: d.coreLimit,
         // A measured 0 is an idle allocation, which the idle report exists to find: only a

@@ -38,7 +38,13 @@ export function ensureRegionFile(path: string, deviceCount: number): boolean {
 }
 
 export type RegionDeviceUsage = {
+  /** Guaranteed bytes: ordinary device memory within the memory limit. */
   usedBytes: number;
+  /** Managed bytes above the guarantee (vcuda-memory-limit), and of those the bytes on the host. */
+  burstBytes: number;
+  burstEvictedBytes: number;
+  /** Evictions of burst bytes since the container started (where the driver reports them). */
+  burstEvictions: number;
   measuredShareBp: number;
   cardBusyBp: number;
   /** When the compute sampler last wrote the shares (unix ms); 0 = never measured. */
@@ -64,6 +70,9 @@ export function readRegionUsage(path: string, deviceCount: number): RegionDevice
       const base = regionDeviceOffset(i);
       out.push({
         usedBytes: Number(buf.readBigUInt64LE(base + regionOffsets.device.usedBytes)),
+        burstBytes: Number(buf.readBigUInt64LE(base + regionOffsets.device.burstBytes)),
+        burstEvictedBytes: Number(buf.readBigUInt64LE(base + regionOffsets.device.burstEvictedBytes)),
+        burstEvictions: Number(buf.readBigUInt64LE(base + regionOffsets.device.burstEvictions)),
         measuredShareBp: buf.readUInt32LE(base + regionOffsets.device.measuredShareBp),
         cardBusyBp: buf.readUInt32LE(base + regionOffsets.device.cardBusyBp),
         sampleTimeMs: Number(buf.readBigUInt64LE(base + regionOffsets.device.sampleTimeMs)),
