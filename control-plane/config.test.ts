@@ -77,6 +77,7 @@ describe('control plane config', () => {
       usageWriters: ['system:serviceaccount:gpu-system:vcuda-node-agent'],
       tokenAudiences: [],
       maxBodyBytes: 16 * 1024 * 1024,
+      usageSamplePeriodSeconds: 10,
     });
     const local = loadControlPlaneConfig({ flags: { kube: { mode: 'none' }, signingKeys: { source: 'ephemeral' } } });
     expect(local.api.auth).toBe('none');

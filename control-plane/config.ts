@@ -145,6 +145,11 @@ export const controlPlaneConfigSchema = z
         usageWriters: z.array(z.string().min(1)).min(1).optional(),
         /** Audiences a token must carry (TokenReview spec.audiences); empty = the API server's. */
         tokenAudiences: z.array(z.string().min(1)).default([]),
+        /**
+         * The node agents' usage sampling interval (their `usagePeriodMs` / 1000): a report
+         * claiming a period more than half again as long is refused.
+         */
+        usageSamplePeriodSeconds: z.number().positive().max(2400).default(10),
         /** Largest request body /api/v1 reads; larger ones get 413 before they are read. */
         maxBodyBytes: z
           .number()
@@ -153,7 +158,7 @@ export const controlPlaneConfigSchema = z
           .max(256 * 1024 * 1024)
           .default(DEFAULT_API_MAX_BODY_BYTES),
       })
-      .default({ tokenAudiences: [], maxBodyBytes: DEFAULT_API_MAX_BODY_BYTES }),
+      .default({ tokenAudiences: [], maxBodyBytes: DEFAULT_API_MAX_BODY_BYTES, usageSamplePeriodSeconds: 10 }),
     logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   })
   .superRefine((c, ctx) => {
@@ -206,6 +211,7 @@ export const controlPlaneConfigSchema = z
       usageWriters: c.api.usageWriters ?? [`system:serviceaccount:${c.namespace}:vcuda-node-agent`],
       tokenAudiences: c.api.tokenAudiences,
       maxBodyBytes: c.api.maxBodyBytes,
+      usageSamplePeriodSeconds: c.api.usageSamplePeriodSeconds,
     },
   }));
 
@@ -270,6 +276,7 @@ export const envKeys: Record<string, [path: string, kind: 'string' | 'int' | 'bo
   VCUDA_EXTENDER_KEY_FILE: ['extender.certificates.keyFile', 'string'],
   VCUDA_EXTENDER_CLIENT_CA_FILE: ['extender.certificates.clientCaFile', 'string'],
   VCUDA_API_AUTH: ['api.auth', 'string'],
+  VCUDA_USAGE_SAMPLE_PERIOD_SECONDS: ['api.usageSamplePeriodSeconds', 'int'],
   VCUDA_LOG_LEVEL: ['logLevel', 'string'],
 };
 

@@ -97,7 +97,7 @@ describe.each(kinds)('reports on %s', (kind) => {
     });
     await ledger.recordUsage([
       sample('c1', 'ml', 'p2', 'GPU-b', '03-02T11:00:00', 3600, 80), // 0.8 GPU-h used
-      sample('c1', 'ops', 'p3', 'GPU-a', '03-02T11:30:00', 1800, 2), // 0.01
+      sample('c1', 'ops', 'p3', 'GPU-a', '03-02T11:30:00', 900, 4), // 0.01
       sample('c1', 'ops', 'p3', 'GPU-a', '03-02T11:45:00', 900, 4), // 0.01
       sample('c2', 'ml2', 'q1', 'GPU-z', '03-01T10:00:00', 3600, 50), // 0.5
     ]);
@@ -205,7 +205,7 @@ describe.each(kinds)('reports on %s', (kind) => {
 
   it('idle allocations: held 30 min with a mean SM share under 5 %', async () => {
     const r = await runReport(t.db, 'idle', { idleBelowPct: 5, idleForMinutes: 30 }, clock);
-    // p3: (2 x 1800 + 4 x 900) / 2700 = 2.67 %. p2 has no sample in the last 30 min; p4 is new.
+    // p3: 4 % over 11:30..12:00. p2 has no sample in the last 30 min; p4 is new.
     expect(r.rows).toEqual([
       {
         cluster: 'c1',
@@ -217,7 +217,7 @@ describe.each(kinds)('reports on %s', (kind) => {
         core: 25,
         memoryMiB: 4_000,
         heldSince: '2026-03-02T00:00:00Z',
-        meanSmPct: 2.67,
+        meanSmPct: 4,
         samples: 2,
       },
     ]);

@@ -30,8 +30,13 @@ describe.each(kinds)('usage samples on %s', (kind) => {
   }
 
   it('downsamples raw -> hourly -> daily and keeps GPU-hours used unchanged', async () => {
-    let now = new Date('2026-03-10T00:00:00Z');
+    let now = new Date('2026-02-28T00:00:00Z');
     const ledger = createLedger(t.db, { clock: () => now });
+    // Usage counts only while an allocation holds the card: p1 holds GPU-a from the day before.
+    await ledger.upsertNode('c1', 'n1', [{ uuid: 'GPU-a', index: 0, model: 'A100', memoryMiB: 40_960 }]);
+    const items = ['a', 'b'].map((container) => ({ container, cardUuid: 'GPU-a', core: 50, memoryMiB: 1024 }));
+    await ledger.reserve({ cluster: 'c1', podUid: 'p1', namespace: 'ml', pod: 'p1', node: 'n1', items });
+    now = new Date('2026-03-10T00:00:00Z');
     // 3 hours of 60 s samples on 2026-03-01 (00:00..03:00), two containers; SM 0..90 %.
     const samples = [];
     for (let i = 0; i < 180; i++) {
@@ -55,7 +60,9 @@ describe.each(kinds)('usage samples on %s', (kind) => {
     const window = { since: '2026-03-01', until: '2026-03-10', groupBy: 'cluster' as const };
     const before = await runReport(t.db, 'gpu-hours', window, () => now);
     // 2026-03-01: a at a mean 45 % x 3 h = 1.35, b at 50 % x 3 h = 1.5; 2026-03-09: one minute at 0 %.
-    expect(before.rows.map((r) => r.usedGpuHours)).toEqual([2.85, 0]);
+    expect(before.rows.filter((r) => r.usedGpuHours !== 0).map((r) => [r.day, r.usedGpuHours])).toEqual([
+      ['2026-03-01', 2.85],
+    ]);
 
     // GPU-seconds used, straight from the samples (the reports read whole days from usage_days).
     const usedSeconds = async () =>
@@ -109,44 +116,58 @@ const usedSeconds = async (db: VcudaDb) =>
 
 describe.each(kinds)('recording usage on %s', (kind) => {
   let t: TestDatabase;
-  beforeAll(async () => {
-    t = await createTestDatabase(kind);
-  });
   afterAll(async () => {
     await t?.drop();
   });
 
+  // 25 pods hold 4 cards each from an hour before DAY; sample i is pod i % 25, card (i / 25) % 4,
+  // over the i / 100-th 10 s period of DAY.
+  const pods = Array.from({ length: 25 }, (_, p) => `pod-${p}`);
   const sampleOf = (i: number, over: Partial<UsageSample> = {}): UsageSample => ({
     cluster: 'c1',
-    namespace: `ns-${i % 7}`,
-    podUid: `pod-${Math.floor(i / 4)}`,
+    namespace: `ns-${(i % 25) % 7}`,
+    podUid: pods[i % 25] as string,
     container: 'main',
-    cardUuid: `GPU-${i % 4}`,
-    sampledAt: at(0),
+    cardUuid: `GPU-${Math.floor(i / 25) % 4}`,
+    sampledAt: new Date(DAY.getTime() + Math.floor(i / 100) * 10_000),
     periodS: 10,
     smPct: 50,
     memoryUsedMiB: 100,
     ...over,
   });
+  let now = new Date(DAY.getTime() - 3_600_000);
+  const clock = () => now;
+
+  beforeAll(async () => {
+    t = await createTestDatabase(kind);
+    const ledger = createLedger(t.db, { clock });
+    const cards = [0, 1, 2, 3].map((i) => ({ uuid: `GPU-${i}`, index: i, model: 'A100', memoryMiB: 40_960 }));
+    await ledger.upsertNode('c1', 'n1', cards);
+    for (const [p, podUid] of [...pods, 'replayed'].entries()) {
+      const items = cards.map((c) => ({ container: 'main', cardUuid: c.uuid, core: 1, memoryMiB: 1 }));
+      await ledger.reserve({ cluster: 'c1', podUid, namespace: `ns-${p % 7}`, pod: podUid, node: 'n1', items });
+    }
+    now = new Date(DAY.getTime() + 3_600_000);
+  });
 
   it('writes a batch of 10,000 samples (past the 65,535 bind parameters of one statement) at once', async () => {
-    const ledger = createLedger(t.db, { clock: () => DAY });
+    const ledger = createLedger(t.db, { clock });
     const batch = Array.from({ length: 10_000 }, (_, i) => sampleOf(i));
-    expect(await ledger.recordUsage(batch)).toEqual({ recorded: 10_000 });
+    expect(await ledger.recordUsage(batch)).toEqual({ recorded: 10_000, duplicate: 0, outsideAllocation: 0 });
     const n = rowsOf<{ n: number }>(await t.db.execute(sql`select count(*)::int as n from usage_samples`))[0]?.n;
     expect(n).toBe(10_000);
     // 10,000 x 10 s x 50 %.
     expect(await usedSeconds(t.db)).toBe(50_000);
     // The same batch again adds nothing.
-    expect(await ledger.recordUsage(batch)).toEqual({ recorded: 0 });
+    expect(await ledger.recordUsage(batch)).toMatchObject({ recorded: 0, duplicate: 10_000 });
     expect(await usedSeconds(t.db)).toBe(50_000);
   });
 
   it('counts a sample once whether it comes twice in a batch or in batches racing each other', async () => {
-    const ledger = createLedger(t.db, { clock: () => DAY });
+    const ledger = createLedger(t.db, { clock });
     const before = await usedSeconds(t.db);
     const one = sampleOf(0, { podUid: 'replayed', sampledAt: at(5) });
-    expect(await ledger.recordUsage([one, { ...one }])).toEqual({ recorded: 1 });
+    expect(await ledger.recordUsage([one, { ...one }])).toEqual({ recorded: 1, duplicate: 1, outsideAllocation: 0 });
     const racing = await Promise.all([1, 2, 3, 4].map(() => ledger.recordUsage([{ ...one, sampledAt: at(6) }])));
     expect(racing.map((r) => r.recorded).sort()).toEqual([0, 0, 0, 1]);
     expect(((await usedSeconds(t.db)) ?? 0) - (before ?? 0)).toBe(10);
@@ -205,7 +226,7 @@ describe.each(kinds)('migration 0009 on %s', (kind) => {
       expect(await usedSeconds(t.db)).toBe(6);
       const ledger = createLedger(t.db, { clock: () => DAY });
       const again = { cluster: 'c1', namespace: 'ml', podUid: 'p', container: 'c', cardUuid: 'GPU-1', periodS: 10 };
-      expect(await ledger.recordUsage([{ ...again, sampledAt: at(1), smPct: 40, memoryUsedMiB: 1 }])).toEqual({
+      expect(await ledger.recordUsage([{ ...again, sampledAt: at(1), smPct: 40, memoryUsedMiB: 1 }])).toMatchObject({
         recorded: 0,
       });
     } finally {

@@ -9,20 +9,39 @@ import { z } from 'zod';
 import { fieldErrorsFromZod, ValidationError } from '../contract/index.js';
 import { rowsOf, type VcudaDb } from './connect.js';
 import { usageDays, usageSamples } from './schema.js';
+import { type AllocationLife, acceptSamples, type Period } from './usage-bounds.js';
 
 const name = z.string().min(1).max(253);
+/** Raw periods are at most an hour: `period_s` is a `real`, exact to the millisecond below ~4.6 h. */
+export const MAX_RAW_PERIOD_S = 3600;
+const MIN_NONZERO_PCT = 0.0001;
 export const usageSampleSchema = z.object({
   cluster: name,
   namespace: name,
   podUid: name,
   container: name,
   cardUuid: name,
-  sampledAt: z.date(),
-  periodS: z.number().positive().max(86_400),
-  smPct: z.number().min(0).max(100),
-  memoryUsedMiB: z.number().int().min(0),
+  /** Start of the period the sample covers. */
+  sampledAt: z.date().refine((d) => !Number.isNaN(d.getTime()), { message: 'must be a valid time' }),
+  /** A millisecond at least: what a `real` holds exactly, and the node agents' clock resolution. */
+  periodS: z.number().min(0.001).max(MAX_RAW_PERIOD_S),
+  /** Percent of the card; a share finer than a hundredth of a basis point is no measurement (and no `real`). */
+  smPct: z
+    .number()
+    .min(0)
+    .max(100)
+    .refine((v) => v === 0 || v >= MIN_NONZERO_PCT, { message: `must be 0 or at least ${MIN_NONZERO_PCT}` }),
+  /** int4 in the table. */
+  memoryUsedMiB: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 31 - 1),
 });
 export type UsageSample = z.infer<typeof usageSampleSchema>;
+
+/** What happened to a batch's samples: stored, already covered, or outside any allocation. */
+export type RecordedUsage = { recorded: number; duplicate: number; outsideAllocation: number };
 
 export type DownsampleOptions = {
   /** Raw samples older than this become hourly rows (default one day). */
@@ -64,7 +83,11 @@ export const USAGE_ROWS_PER_INSERT = 1_000;
 
 /** What makes a raw sample the same sample: posted twice, it counts once. */
 const sampleKey = (u: Pick<UsageSample, 'cluster' | 'podUid' | 'container' | 'cardUuid' | 'sampledAt'>) =>
-  `${u.cluster}\u0000${u.podUid}\u0000${u.container}\u0000${u.cardUuid}\u0000${u.sampledAt.getTime()}`;
+  `${holdKey(u)}\u0000${u.sampledAt.getTime()}`;
+
+/** One container's hold on one card: the key of its allocation and of its periods. */
+const holdKey = (u: { cluster: string; podUid: string; container: string; cardUuid: string }) =>
+  `${u.cluster}\u0000${u.podUid}\u0000${u.container}\u0000${u.cardUuid}`;
 
 /** GPU-seconds used per (cluster, namespace, UTC day of the sample), in a fixed (lock) order. */
 function usedPerDay(samples: readonly UsageSample[]) {
@@ -86,58 +109,183 @@ function slices<T>(items: readonly T[], size: number): T[][] {
   return out;
 }
 
+type PodRef = { cluster: string; pod_uid: string };
+const podsJson = (pods: readonly PodRef[]) => JSON.stringify(pods);
+
+/**
+ * Serialises batches that touch the same pods, each pod's lock taken in one order: two reports
+ * about one pod cannot both find a period free and both claim it.
+ */
+async function lockPods(tx: VcudaDb, pods: readonly PodRef[]): Promise<void> {
+  // A key that collides only serialises two batches more than needed; NUL is no text for PostgreSQL.
+  const keys = pods.map((p) => JSON.stringify([p.cluster, p.pod_uid])).sort();
+  await tx.execute(sql`select count(pg_advisory_xact_lock(hashtextextended(k, 31)))::int as n
+    from (select k from jsonb_array_elements_text(${JSON.stringify(keys)}::jsonb) k order by k) x`);
+}
+
+/** Every allocation of these pods, released ones included: when each container held each card. */
+async function loadLives(tx: VcudaDb, pods: readonly PodRef[]): Promise<Map<string, AllocationLife[]>> {
+  const rows = rowsOf<{
+    cluster: string;
+    pod_uid: string;
+    container: string;
+    card_uuid: string;
+    namespace: string;
+    from_ms: number;
+    to_ms: number | null;
+  }>(
+    await tx.execute(sql`
+      select a.cluster, a.pod_uid, a.container, a.card_uuid, a.namespace,
+        (extract(epoch from a.reserved_at) * 1000)::float8 as from_ms,
+        (extract(epoch from a.released_at) * 1000)::float8 as to_ms
+      from allocations a join jsonb_to_recordset(${podsJson(pods)}::jsonb)
+        as p(cluster text, pod_uid text) on a.cluster = p.cluster and a.pod_uid = p.pod_uid`),
+  );
+  const lives = new Map<string, AllocationLife[]>();
+  for (const r of rows) {
+    const key = holdKey({ cluster: r.cluster, podUid: r.pod_uid, container: r.container, cardUuid: r.card_uuid });
+    const life = {
+      fromMs: Number(r.from_ms),
+      toMs: r.to_ms === null ? undefined : Number(r.to_ms),
+      namespace: r.namespace,
+    };
+    lives.set(key, [...(lives.get(key) ?? []), life]);
+  }
+  return lives;
+}
+
+/** Raw periods already stored for these pods that may touch `[fromMs, toMs)`. */
+async function loadStoredPeriods(
+  tx: VcudaDb,
+  pods: readonly PodRef[],
+  fromMs: number,
+  toMs: number,
+): Promise<Map<string, Period[]>> {
+  const rows = rowsOf<{
+    cluster: string;
+    pod_uid: string;
+    container: string;
+    card_uuid: string;
+    start_ms: number;
+    period_s: number;
+  }>(
+    await tx.execute(sql`
+      select s.cluster, s.pod_uid, s.container, s.card_uuid,
+        (extract(epoch from s.sampled_at) * 1000)::float8 as start_ms, s.period_s::float8 as period_s
+      from usage_samples s join jsonb_to_recordset(${podsJson(pods)}::jsonb)
+        as p(cluster text, pod_uid text) on s.cluster = p.cluster and s.pod_uid = p.pod_uid
+      where s.resolution = 'raw'
+        and s.sampled_at >= ${new Date(fromMs - MAX_RAW_PERIOD_S * 1000).toISOString()}::timestamptz
+        and s.sampled_at < ${new Date(toMs).toISOString()}::timestamptz`),
+  );
+  const stored = new Map<string, Period[]>();
+  for (const r of rows) {
+    const key = holdKey({ cluster: r.cluster, podUid: r.pod_uid, container: r.container, cardUuid: r.card_uuid });
+    const startMs = Math.round(Number(r.start_ms));
+    // A real holds a raw period exactly to the millisecond once rounded (MAX_RAW_PERIOD_S).
+    const period = { startMs, endMs: startMs + Math.round(Number(r.period_s) * 1000) };
+    stored.set(key, [...(stored.get(key) ?? []), period]);
+  }
+  return stored;
+}
+
+/** Inserts rows (new keys only) and adds them to the daily roll-up; returns how many were new. */
+async function insertSamples(tx: VcudaDb, rows: readonly UsageSample[]): Promise<number> {
+  const stored = new Set<string>();
+  for (const slice of slices(rows, USAGE_ROWS_PER_INSERT)) {
+    const inserted = await tx
+      .insert(usageSamples)
+      .values(slice.map((u) => ({ ...u, resolution: 'raw' as const })))
+      .onConflictDoNothing({
+        target: [
+          usageSamples.cluster,
+          usageSamples.podUid,
+          usageSamples.container,
+          usageSamples.cardUuid,
+          usageSamples.sampledAt,
+        ],
+        where: sql`${usageSamples.resolution} = 'raw'`,
+      })
+      .returning({
+        cluster: usageSamples.cluster,
+        podUid: usageSamples.podUid,
+        container: usageSamples.container,
+        cardUuid: usageSamples.cardUuid,
+        sampledAt: usageSamples.sampledAt,
+      });
+    for (const row of inserted) stored.add(sampleKey(row));
+  }
+  // Only what was new adds to the daily roll-up (a few rows per namespace and day).
+  const fresh = rows.filter((u) => stored.has(sampleKey(u)));
+  for (const days of slices(usedPerDay(fresh), USAGE_ROWS_PER_INSERT)) {
+    await tx
+      .insert(usageDays)
+      .values(days)
+      .onConflictDoUpdate({
+        target: [usageDays.cluster, usageDays.namespace, usageDays.day],
+        set: { usedGpuSeconds: sql`${usageDays.usedGpuSeconds} + excluded.used_gpu_seconds` },
+      });
+  }
+  return fresh.length;
+}
+
+/** The distinct pods of a batch. */
+function podsIn(samples: readonly UsageSample[]): PodRef[] {
+  const pods = new Map(
+    samples.map((u) => [`${u.cluster}\u0000${u.podUid}`, { cluster: u.cluster, pod_uid: u.podUid }]),
+  );
+  return [...pods.values()];
+}
+
 export function createUsageStore(db: VcudaDb, opts: { clock: () => Date }) {
   return {
     /**
-     * Records raw samples; one already stored (same cluster, pod, container, card and time) is
-     * skipped, so a retried or replayed report counts once. Returns how many were new.
+     * Records samples as far as they can be true (usage-bounds.ts): inside the allocation's life,
+     * never over time already accounted for. A retried or replayed report therefore counts once,
+     * and an overlapping or backdated one adds nothing. The namespace is the allocation's.
      */
-    async recordUsage(samples: UsageSample[]): Promise<{ recorded: number }> {
+    async recordUsage(samples: UsageSample[]): Promise<RecordedUsage> {
       const parsed = z.array(usageSampleSchema).safeParse(samples);
       if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), 'usage samples');
-      if (parsed.data.length === 0) return { recorded: 0 };
-      // One row per key, in key order: batches racing on the same samples wait on each other's
-      // unique-index entries in the same order, so they cannot deadlock.
-      const unique = [...new Map(parsed.data.map((u) => [sampleKey(u), u])).entries()]
-        .sort(([a], [b]) => (a < b ? -1 : 1))
-        .map(([, u]) => u);
+      const batch = parsed.data;
+      if (batch.length === 0) return { recorded: 0, duplicate: 0, outsideAllocation: 0 };
+      const offered = batch.map((u) => ({
+        key: holdKey(u),
+        startMs: u.sampledAt.getTime(),
+        endMs: u.sampledAt.getTime() + Math.round(u.periodS * 1000),
+        smPct: u.smPct,
+        memoryUsedMiB: u.memoryUsedMiB,
+      }));
+      const pods = podsIn(batch);
+      const fromMs = Math.min(...offered.map((o) => o.startMs));
+      const toMs = Math.max(...offered.map((o) => o.endMs));
       return db.transaction(async (tx) => {
-        const stored = new Set<string>();
-        for (const slice of slices(unique, USAGE_ROWS_PER_INSERT)) {
-          const rows = await tx
-            .insert(usageSamples)
-            .values(slice.map((u) => ({ ...u, resolution: 'raw' as const })))
-            .onConflictDoNothing({
-              target: [
-                usageSamples.cluster,
-                usageSamples.podUid,
-                usageSamples.container,
-                usageSamples.cardUuid,
-                usageSamples.sampledAt,
-              ],
-              where: sql`${usageSamples.resolution} = 'raw'`,
-            })
-            .returning({
-              cluster: usageSamples.cluster,
-              podUid: usageSamples.podUid,
-              container: usageSamples.container,
-              cardUuid: usageSamples.cardUuid,
-              sampledAt: usageSamples.sampledAt,
-            });
-          for (const row of rows) stored.add(sampleKey(row));
-        }
-        // Only what was new adds to the daily roll-up (a few rows per namespace and day).
-        const fresh = unique.filter((u) => stored.has(sampleKey(u)));
-        for (const days of slices(usedPerDay(fresh), USAGE_ROWS_PER_INSERT)) {
-          await tx
-            .insert(usageDays)
-            .values(days)
-            .onConflictDoUpdate({
-              target: [usageDays.cluster, usageDays.namespace, usageDays.day],
-              set: { usedGpuSeconds: sql`${usageDays.usedGpuSeconds} + excluded.used_gpu_seconds` },
-            });
-        }
-        return { recorded: fresh.length };
+        await lockPods(tx, pods);
+        const lives = await loadLives(tx, pods);
+        const stored = await loadStoredPeriods(tx, pods, fromMs, toMs);
+        const { accepted, verdicts } = acceptSamples(offered, lives, stored, opts.clock().getTime());
+        const byKey = new Map(batch.map((u) => [holdKey(u), u]));
+        const rows = accepted.map((a): UsageSample => {
+          const u = byKey.get(a.key) as UsageSample;
+          return {
+            cluster: u.cluster,
+            namespace: a.namespace,
+            podUid: u.podUid,
+            container: u.container,
+            cardUuid: u.cardUuid,
+            sampledAt: new Date(a.startMs),
+            periodS: (a.endMs - a.startMs) / 1000,
+            smPct: a.smPct,
+            memoryUsedMiB: a.memoryUsedMiB,
+          };
+        });
+        await insertSamples(tx, rows);
+        const count = (v: string) => verdicts.filter((x) => x === v).length;
+        return {
+          recorded: count('accepted'),
+          duplicate: count('duplicate'),
+          outsideAllocation: count('outside-allocation'),
+        };
       });
     },
 

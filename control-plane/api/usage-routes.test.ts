@@ -1,7 +1,9 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeDb, connectDb, rowsOf, type VcudaDb } from '../../db/connect.js';
+import { createLedger } from '../../db/ledger.js';
 import { migrate } from '../../db/migrate.js';
+import { runReport } from '../../db/reports.js';
 import { createUsageStore } from '../../db/usage.js';
 import { assignedPod, cardUuid, grantsAsWritten } from '../../test/support/control-plane/builders.js';
 import { apiRoutes, createApp } from '../app.js';
@@ -11,6 +13,7 @@ import { usageRoutes } from './usage-routes.js';
 import { NODE_NAME_EXTRA, POD_NAME_EXTRA, POD_UID_EXTRA } from './usage-writer.js';
 
 const NOW = new Date('2026-11-22T04:00:00Z');
+const BOUND = new Date('2026-11-22T02:00:00Z');
 const NODE_AGENT = 'system:serviceaccount:vcuda-system:vcuda-node-agent';
 const agentOf = (extra: Caller['extra']): Caller => ({ username: NODE_AGENT, groups: [], ...(extra ? { extra } : {}) });
 
@@ -67,6 +70,21 @@ const trainSample = sample({
 beforeAll(async () => {
   db = await connectDb({});
   await migrate(db);
+  // Both pods were bound two hours before NOW, the ledger's allocations say.
+  const ledger = createLedger(db, { clock: () => BOUND });
+  const card = { index: 0, model: 'A100', memoryMiB: 40_960 };
+  await ledger.upsertNode('prod-eu', 'gpu-node-a', [
+    { ...card, uuid: cardUuid('gpu-node-a', 0) },
+    { ...card, index: 1, uuid: cardUuid('gpu-node-a', 1) },
+  ]);
+  await ledger.upsertNode('prod-eu', 'gpu-node-b', [{ ...card, uuid: cardUuid('gpu-node-b', 0) }]);
+  for (const [uid, namespace, pod, node, container, core] of [
+    ['uid-infer', 'team-a', 'infer', 'gpu-node-a', 'model', 30],
+    ['uid-train', 'team-b', 'train', 'gpu-node-b', 'main', 50],
+  ] as const) {
+    const items = [{ container, cardUuid: cardUuid(node, 0), core, memoryMiB: 1024 }];
+    await ledger.reserve({ cluster: 'prod-eu', podUid: uid, namespace, pod, node, items });
+  }
   const usage = createUsageStore(db, { clock: () => NOW });
   const guard = requireCaller(async (t) => callers[t], [NODE_AGENT], 'POST /api/v1/usage');
   app = createApp({
@@ -99,7 +117,7 @@ describe('POST /api/v1/usage', () => {
       samples: [sample(), sample({ smShare: null, cardUuid: cardUuid('gpu-node-a', 0) })],
     });
     expect(res.status).toBe(200);
-    expect(await res.json()).toEqual({ recorded: 1, duplicate: 0, unknown: 0, skipped: 1 });
+    expect(await res.json()).toEqual({ recorded: 1, duplicate: 0, outsideAllocation: 0, unknown: 0, skipped: 1 });
     const rows = rowsOf<{
       cluster: string;
       container: string;
@@ -118,11 +136,11 @@ describe('POST /api/v1/usage', () => {
     const answers = [];
     for (let i = 0; i < 4; i++) answers.push(await (await post(report)).json());
     expect(answers).toEqual([
-      { recorded: 1, duplicate: 0, unknown: 0, skipped: 0 },
-      ...Array(3).fill({ recorded: 0, duplicate: 1, unknown: 0, skipped: 0 }),
+      { recorded: 1, duplicate: 0, outsideAllocation: 0, unknown: 0, skipped: 0 },
+      ...Array(3).fill({ recorded: 0, duplicate: 1, outsideAllocation: 0, unknown: 0, skipped: 0 }),
     ]);
     const rows = rowsOf<{ n: number }>(
-      await db.execute(sql`select count(*)::int as n from usage_samples where sampled_at = '2026-11-22T03:00:00Z'`),
+      await db.execute(sql`select count(*)::int as n from usage_samples where sampled_at = '2026-11-22T02:59:50Z'`),
     );
     expect(rows[0]?.n).toBe(1);
     // 03:59:50 and 03:00:00, 10 s each at 25 %: 5 GPU-seconds, not 2.5 + 4 x 2.5.
@@ -157,7 +175,7 @@ describe('POST /api/v1/usage', () => {
   it("takes the node of an older cluster's token from its bound pod, and refuses a token bound to none", async () => {
     const at = '2026-11-22T03:20:00.000Z';
     const ok = await post({ node: 'gpu-node-b', at, samples: [trainSample] }, 'agent-b');
-    expect(await ok.json()).toEqual({ recorded: 1, duplicate: 0, unknown: 0, skipped: 0 });
+    expect(await ok.json()).toEqual({ recorded: 1, duplicate: 0, outsideAllocation: 0, unknown: 0, skipped: 0 });
     expect((await post({ node: 'gpu-node-a', at, samples: [sample()] }, 'agent-b')).status).toBe(403);
     const legacy = await post({ node: 'gpu-node-a', at, samples: [sample()] }, 'legacy');
     expect(legacy.status).toBe(403);
@@ -172,7 +190,7 @@ describe('POST /api/v1/usage', () => {
       at: '2026-11-22T03:30:00.000Z',
       samples: [sample({ podUid: 'uid-gone', pod: 'gone' }), sample({ podUid: 'uid-old' })],
     });
-    expect(await res.json()).toEqual({ recorded: 0, duplicate: 0, unknown: 2, skipped: 0 });
+    expect(await res.json()).toEqual({ recorded: 0, duplicate: 0, outsideAllocation: 0, unknown: 2, skipped: 0 });
   });
 
   it.each([
@@ -207,12 +225,79 @@ describe('POST /api/v1/usage', () => {
       'samples[0].memoryUsedBytes',
     ],
     ['period too long', { node: 'n', at: '2026-11-22T00:00:00Z', periodS: 7200, samples: [] }, 'periodS'],
+    // Each used to reach PostgreSQL and answer 500 ("out of range for type real" or integer).
+    ['period of 1e-300 s', { node: 'n', at: '2026-11-22T03:50:00Z', periodS: 1e-300, samples: [sample()] }, 'periodS'],
+    [
+      'period past the sampling interval',
+      { node: 'n', at: '2026-11-22T03:50:00Z', periodS: 16, samples: [] },
+      'periodS',
+    ],
+    [
+      'a share of 1e-300',
+      { node: 'n', at: '2026-11-22T03:50:00Z', samples: [sample({ smShare: 1e-300 })] },
+      'samples[0].smShare',
+    ],
+    [
+      'memory past a petabyte',
+      { node: 'n', at: '2026-11-22T03:50:00Z', samples: [sample({ memoryUsedBytes: 2 ** 52 })] },
+      'samples[0].memoryUsedBytes',
+    ],
   ])('refuses %s with a 400 naming the field', async (_name, body, field) => {
     const res = await post(body);
     expect(res.status).toBe(400);
     const error = await errorOf(res);
     expect(error.code).toBe('invalid');
     expect(error.message).toContain(field);
+  });
+});
+
+describe('usage bounded by what the pod could have used', () => {
+  const usedGpuHours = async () => {
+    const r = await runReport(db, 'gpu-hours', { since: '2026-11-21', until: '2026-11-23' }, () => NOW);
+    return r.rows.find((row) => row.namespace === 'team-b')?.usedGpuHours ?? 0;
+  };
+  const allTrain = (over: Record<string, unknown> = {}) => ({ ...trainSample, smShare: 1, ...over });
+
+  it('adds nothing for reports overlapping a period already counted (50 posts 1 ms apart)', async () => {
+    const first = await post({ node: 'gpu-node-b', at: '2026-11-22T03:40:00.000Z', samples: [allTrain()] }, 'agent-b');
+    expect(first.status).toBe(200);
+    const before = await usedGpuHours();
+    let recorded = 0;
+    for (let i = 1; i <= 50; i++) {
+      const at = new Date(Date.parse('2026-11-22T03:40:00.000Z') - i).toISOString();
+      const res = await post({ node: 'gpu-node-b', at, periodS: 15, samples: [allTrain()] }, 'agent-b');
+      recorded += ((await res.json()) as { recorded: number }).recorded;
+    }
+    expect(recorded).toBe(0);
+    expect(await usedGpuHours()).toBe(before);
+    // The hour the attack claimed is not a period any node agent samples.
+    const hour = await post(
+      { node: 'gpu-node-b', at: '2026-11-22T03:45:00.000Z', periodS: 3600, samples: [allTrain()] },
+      'agent-b',
+    );
+    expect(hour.status).toBe(400);
+    expect(await usedGpuHours()).toBe(before);
+  });
+
+  it('adds nothing for samples dated before the pod was bound', async () => {
+    const before = await usedGpuHours();
+    for (let hour = 0; hour < 2; hour++) {
+      const at = new Date(BOUND.getTime() - hour * 3_600_000).toISOString();
+      const res = await post({ node: 'gpu-node-b', at, samples: [allTrain()] }, 'agent-b');
+      expect(await res.json()).toMatchObject({ recorded: 0, outsideAllocation: 1 });
+    }
+    expect(await usedGpuHours()).toBe(before);
+  });
+
+  it("counts a share above the container's core limit as the limit", async () => {
+    const res = await post({ node: 'gpu-node-b', at: '2026-11-22T03:50:00.000Z', samples: [allTrain()] }, 'agent-b');
+    expect(await res.json()).toMatchObject({ recorded: 1 });
+    const rows = rowsOf<{ sm_pct: number }>(
+      await db.execute(
+        sql`select sm_pct from usage_samples where pod_uid = 'uid-train' and sampled_at = '2026-11-22T03:49:50Z'`,
+      ),
+    );
+    expect(rows.map((r) => Number(r.sm_pct))).toEqual([50]);
   });
 });
 
@@ -238,7 +323,7 @@ describe('the body limit of /api/v1', () => {
           usage: {
             recordUsage: async (s) => {
               recorded.push(s.length);
-              return { recorded: s.length };
+              return { recorded: s.length, duplicate: 0, outsideAllocation: 0 };
             },
           },
           clock: () => NOW,

@@ -7,7 +7,7 @@
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { z } from 'zod';
 import { fieldError, fieldErrorsFromZod, ValidationError, VcudaError } from '../../contract/index.js';
-import type { UsageSample } from '../../db/usage.js';
+import type { RecordedUsage, UsageSample } from '../../db/usage.js';
 import type { PodWithStatus } from '../placement/cluster-snapshot.js';
 import type { Caller } from './caller-auth.js';
 import { judgeSample, memoizedGrants, type PodGrants, type PodLookup, writerNodeOf } from './usage-writer.js';
@@ -17,12 +17,22 @@ const MIB = 1024 * 1024;
 const MAX_SAMPLES = 10_000;
 const name = z.string().min(1).max(253);
 
+/** Bytes of memory: a petabyte is beyond any card, and MiB of it fit the table's int4. */
+const bytes = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 50);
+/** The node agents measure shares in basis points: anything finer is not a measurement. */
+const MIN_NONZERO_SHARE = 0.0001;
+
 /** What a node agent sends (`node-agent/usage.ts`). */
 export const usageReportSchema = z.object({
   node: name,
+  /** When the period the samples cover ended. */
   at: z.iso.datetime(),
-  /** Seconds the samples cover; node agents send their reporting period. */
-  periodS: z.number().positive().max(3600).default(10),
+  /** Seconds the samples cover; node agents send their reporting period. At least a millisecond. */
+  periodS: z.number().min(0.001).max(3600).default(10),
   samples: z
     .array(
       z.object({
@@ -31,11 +41,16 @@ export const usageReportSchema = z.object({
         pod: name,
         container: name,
         cardUuid: name,
-        memoryUsedBytes: z.number().int().min(0),
-        memoryLimitBytes: z.number().int().min(0),
+        memoryUsedBytes: bytes,
+        memoryLimitBytes: bytes,
         coreRequest: z.number().int().min(1).max(100),
         coreLimit: z.number().int().min(1).max(100),
-        smShare: z.number().min(0).max(1).nullable(),
+        smShare: z
+          .number()
+          .min(0)
+          .max(1)
+          .refine((v) => v === 0 || v >= MIN_NONZERO_SHARE, { message: `must be 0 or at least ${MIN_NONZERO_SHARE}` })
+          .nullable(),
       }),
     )
     .max(MAX_SAMPLES),
@@ -44,7 +59,7 @@ type UsageReport = z.infer<typeof usageReportSchema>;
 
 export type UsageRoutesDeps = {
   clusterName: string;
-  usage: { recordUsage: (samples: UsageSample[]) => Promise<{ recorded: number }> };
+  usage: { recordUsage: (samples: UsageSample[]) => Promise<RecordedUsage> };
   /** Who may write (caller-auth.ts); absent: whoever reaches the port, for the node it names. */
   guard?: MiddlewareHandler;
   /**
@@ -55,7 +70,15 @@ export type UsageRoutesDeps = {
   /** What a pod's verified assignment grants (required with `pods`). */
   grants?: (pod: PodWithStatus) => PodGrants | undefined;
   clock?: () => Date;
+  /**
+   * The node agents' sampling interval (their `usagePeriodMs`), seconds: a sample claiming a
+   * longer period than this plus SAMPLE_PERIOD_SLACK is refused. Default 10.
+   */
+  samplePeriodS?: number;
 };
+
+/** A report's period may exceed the configured interval by half (a slow tick), never by more. */
+const SAMPLE_PERIOD_SLACK = 1.5;
 
 /** A node agent's clock may run a little ahead; a sample from further in the future is refused. */
 const MAX_FUTURE_MS = 60_000;
@@ -69,7 +92,7 @@ function refuseAt(rule: string, detail: string): never {
   throw new ValidationError([fieldError('at', rule, detail)], 'usage report');
 }
 
-async function readReport(c: Context, now: Date): Promise<UsageReport> {
+async function readReport(c: Context, now: Date, maxPeriodS: number): Promise<UsageReport> {
   let body: unknown;
   try {
     body = await c.req.json();
@@ -81,6 +104,12 @@ async function readReport(c: Context, now: Date): Promise<UsageReport> {
   const at = new Date(parsed.data.at).getTime();
   if (at > now.getTime() + MAX_FUTURE_MS) refuseAt('not-future', `${parsed.data.at} is more than a minute ahead`);
   if (at < now.getTime() - MAX_AGE_MS) refuseAt('too-old', `${parsed.data.at} is more than 23 hours old`);
+  if (parsed.data.periodS > maxPeriodS) {
+    throw new ValidationError(
+      [fieldError('periodS', 'at-most-sampling-interval', `${parsed.data.periodS} s is longer than ${maxPeriodS} s`)],
+      'usage report',
+    );
+  }
   return parsed.data;
 }
 
@@ -115,14 +144,31 @@ function ownSamples(deps: UsageRoutesDeps, caller: Caller | undefined, report: U
   return { own, unknown: report.samples.length - own.length };
 }
 
+/**
+ * The most of its card a container can have used, percent: its core limit (a soft limit's burst)
+ * from the verified assignment; a whole card when the cluster view is not consulted.
+ */
+function mostOfCard(
+  deps: UsageRoutesDeps,
+  grants: (pod: PodWithStatus) => PodGrants | undefined,
+  s: UsageReport['samples'][number],
+): number {
+  const pod = deps.pods?.(s.namespace, s.pod);
+  const limit = pod ? grants(pod)?.coreLimitByContainer.get(s.container) : undefined;
+  return limit ?? 100;
+}
+
 export function usageRoutes(deps: UsageRoutesDeps): Hono {
   const app = new Hono();
   const clock = deps.clock ?? (() => new Date());
+  const maxPeriodS = (deps.samplePeriodS ?? 10) * SAMPLE_PERIOD_SLACK;
   if (deps.guard) app.use('/usage', deps.guard);
   app.post('/usage', async (c) => {
-    const report = await readReport(c, clock());
+    const report = await readReport(c, clock(), maxPeriodS);
     const { own, unknown } = ownSamples(deps, c.get('caller'), report);
-    const sampledAt = new Date(report.at);
+    const periodMs = Math.round(report.periodS * 1000);
+    const sampledAt = new Date(new Date(report.at).getTime() - periodMs);
+    const grants = memoizedGrants(deps.grants ?? (() => undefined));
     // A container not yet measured (smShare null) has no SM figure to record; its memory alone
     // would read as an idle allocation, so it waits for its first measured period.
     const measured = own.filter((s) => s.smShare !== null);
@@ -133,17 +179,12 @@ export function usageRoutes(deps: UsageRoutesDeps): Hono {
       container: s.container,
       cardUuid: s.cardUuid,
       sampledAt,
-      periodS: report.periodS,
-      smPct: (s.smShare ?? 0) * 100,
+      periodS: periodMs / 1000,
+      smPct: Math.min((s.smShare ?? 0) * 100, mostOfCard(deps, grants, s)),
       memoryUsedMiB: Math.floor(s.memoryUsedBytes / MIB),
     }));
-    const { recorded } = await deps.usage.recordUsage(samples);
-    return c.json({
-      recorded,
-      duplicate: samples.length - recorded,
-      unknown,
-      skipped: own.length - measured.length,
-    });
+    const { recorded, duplicate, outsideAllocation } = await deps.usage.recordUsage(samples);
+    return c.json({ recorded, duplicate, outsideAllocation, unknown, skipped: own.length - measured.length });
   });
   return app;
 }

@@ -48,8 +48,15 @@ export function writerNodeOf(caller: Caller, pods: PodLookup): string {
   return pod.spec.nodeName;
 }
 
-/** Cards granted to each container of a pod on a node, as the control plane reads its assignment. */
-export type PodGrants = { node: string; cardsByContainer: ReadonlyMap<string, ReadonlySet<string>> };
+/**
+ * Cards granted to each container of a pod on a node, and the most of a card each may use (its
+ * core limit, the burst a soft limit allows), as the control plane reads its assignment.
+ */
+export type PodGrants = {
+  node: string;
+  cardsByContainer: ReadonlyMap<string, ReadonlySet<string>>;
+  coreLimitByContainer: ReadonlyMap<string, number>;
+};
 
 /**
  * The pod's grants; undefined while it has no assignment for this very pod. The one place that
@@ -62,12 +69,16 @@ export type PodGrants = { node: string; cardsByContainer: ReadonlyMap<string, Re
 export function grantsOf(assignment: Assignment | undefined, podUid: string | undefined): PodGrants | undefined {
   if (!assignment || assignment.pod.uid !== podUid) return undefined;
   const cardsByContainer = new Map<string, Set<string>>();
+  const coreLimitByContainer = new Map<string, number>();
   for (const c of assignment.containers) {
     const cards = cardsByContainer.get(c.name) ?? new Set<string>();
     for (const g of c.cards) cards.add(g.uuid);
     cardsByContainer.set(c.name, cards);
+    // A whole card (core 100) may use all of it; a share up to its limit, never below its request.
+    const most = Math.max(c.coreLimit, ...c.cards.map((g) => g.core));
+    coreLimitByContainer.set(c.name, Math.max(coreLimitByContainer.get(c.name) ?? 0, most));
   }
-  return { node: assignment.node, cardsByContainer };
+  return { node: assignment.node, cardsByContainer, coreLimitByContainer };
 }
 
 export type SampleRef = { podUid: string; namespace: string; pod: string; container: string; cardUuid: string };

@@ -56,6 +56,7 @@ describe.each(kinds)('ledger dashboard source on %s', (kind) => {
       node: 'node-b',
       items: [{ container: 'main', cardUuid: 'GPU-b0', core: 100, memoryMiB: 15360 }],
     });
+    clockMs = NOW.getTime();
     await ledger.recordUsage([
       {
         cluster: 'west',

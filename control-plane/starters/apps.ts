@@ -171,6 +171,7 @@ export function plainApp(
         grants: (pod) =>
           grantsOf(state.heldAssignment(pod.metadata?.namespace ?? '', pod.metadata?.name ?? ''), pod.metadata?.uid),
         clock,
+        samplePeriodS: config.api.usageSamplePeriodSeconds,
       }),
     ),
     dashboard: dashboardRoutes({

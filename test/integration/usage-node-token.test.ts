@@ -102,7 +102,7 @@ describe.skipIf(!available)('usage writers against a real kube-apiserver', () =>
           usage: {
             recordUsage: async (s) => {
               written.push(s.length);
-              return { recorded: s.length };
+              return { recorded: s.length, duplicate: 0, outsideAllocation: 0 };
             },
           },
           guard,

@@ -12,6 +12,7 @@ import { cachedAuthenticator, requireCaller, tokenReview } from '../../control-p
 import { usageRoutes } from '../../control-plane/api/usage-routes.js';
 import { apiRoutes, createApp } from '../../control-plane/app.js';
 import { closeDb, connectDb, rowsOf, type VcudaDb } from '../../db/connect.js';
+import { createLedger } from '../../db/ledger.js';
 import { migrate } from '../../db/migrate.js';
 import { createUsageStore } from '../../db/usage.js';
 import { HttpUsageSink, tokenFromFile, type UsageSample } from '../../node-agent/usage.js';
@@ -26,6 +27,18 @@ let dir: string;
 beforeAll(async () => {
   db = await connectDb({});
   await migrate(db);
+  // The pod holds GPU-1 from an hour before the report: usage counts only while it does.
+  const ledger = createLedger(db, { clock: () => new Date('2026-11-22T03:00:00Z') });
+  await ledger.upsertNode('c1', 'gpu-node-a', [{ uuid: 'GPU-1', index: 0, model: 'A100', memoryMiB: 40_960 }]);
+  const items = [{ container: 'model', cardUuid: 'GPU-1', core: 30, memoryMiB: 8192 }];
+  await ledger.reserve({
+    cluster: 'c1',
+    podUid: 'uid-a',
+    namespace: 'team-a',
+    pod: 'infer',
+    node: 'gpu-node-a',
+    items,
+  });
   dir = mkdtempSync(join(tmpdir(), 'vcuda-usage-'));
   api = await startApiServer({
     tokens: {
