@@ -67,6 +67,9 @@ const STATUS_OF_CODE: { readonly [C in VcudaErrorCode]: ErrorStatus } = {
   internal: 500,
 };
 
+/** Seconds a 503's caller is told to wait: a ledger or API server restart takes about this long. */
+const RETRY_AFTER_S = 5;
+
 type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 413 | 500 | 503;
 
 const isGeneralCode = (code: string): code is VcudaErrorCode => Object.hasOwn(STATUS_OF_CODE, code);
@@ -102,6 +105,8 @@ export function createApp(parts: AppParts): Hono {
     const status = statusOf(err);
     const code = err instanceof VcudaError ? err.code : 'internal';
     if (status === 500) parts.log?.error({ err, method: c.req.method, path: c.req.path }, 'request failed');
+    // Unavailable is temporary by definition: say when to come back (RFC 9110, 10.2.3).
+    if (status === 503) c.header('Retry-After', String(RETRY_AFTER_S));
     return c.json({ error: { code, message: status === 500 ? 'internal error' : err.message } }, status);
   });
   return app;

@@ -24,3 +24,33 @@ export async function retryTransient<T>(run: () => Promise<T>, attempts = 5): Pr
     }
   }
 }
+
+/**
+ * Socket errors and the postgres.js codes for a connection that went away: the server is gone,
+ * restarting or partitioned, not the statement at fault.
+ */
+const CONNECTION_ERRORS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'CONNECT_TIMEOUT',
+]);
+/** SQLSTATEs of a server that cannot serve now: connection exceptions (08), shutdown, too many clients. */
+const SERVER_UNAVAILABLE = /^(08...|57P0[1-3]|53300)$/;
+
+/** Whether `err` says the ledger could not be reached (retry later) rather than what was asked is wrong. */
+export function isLedgerUnreachable(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && (CONNECTION_ERRORS.has(code) || SERVER_UNAVAILABLE.test(code))) return true;
+  }
+  return false;
+}

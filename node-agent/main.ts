@@ -10,6 +10,7 @@ import { createAgentHttp } from './http.js';
 import { jwksFromFile } from './kube-adapters.js';
 import { NvmlGpuSource } from './nvml/nvml-gpu-source.js';
 import { HttpUsageSink, tokenFromFile } from './usage.js';
+import { UsageBacklog } from './usage-backlog.js';
 import { startWiredAgent, type WiredAgent } from './wiring.js';
 
 export type RunOptions = {
@@ -37,9 +38,11 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
       jwks: jwksFromFile(config.paths.jwksPath),
       ...(config.controlPlaneUrl
         ? {
-            usageSink: new HttpUsageSink(config.controlPlaneUrl, {
-              token: tokenFromFile(config.paths.serviceAccountTokenPath),
-            }),
+            // Reports the control plane cannot take now are kept and sent again: an outage loses no usage.
+            usageSink: new UsageBacklog(
+              new HttpUsageSink(config.controlPlaneUrl, { token: tokenFromFile(config.paths.serviceAccountTokenPath) }),
+              { onDropped: (reports, reason) => log.warn({ reports, reason }, 'usage reports given up') },
+            ),
           }
         : {}),
       log,

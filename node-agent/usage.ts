@@ -75,6 +75,20 @@ export function tokenFromFile(path: string): TokenSource {
   };
 }
 
+/** A report not taken; `retryable` when sending the same report later can succeed (the ledger or network was down). */
+export class UsageReportError extends Error {
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Statuses that say "not now": a timeout, too many requests, or the server (or its ledger) unavailable. */
+const isRetryableStatus = (status: number) => status === 408 || status === 429 || status >= 500;
+
 /**
  * `POST {baseUrl}/api/v1/usage` with `{ node, at, periodS, samples }`, carrying the service
  * account token the control plane reviews; a 404 means the endpoint does not exist yet.
@@ -87,12 +101,18 @@ export class HttpUsageSink implements UsageSink {
 
   async report(node: string, samples: readonly UsageSample[], at: Date, periodS: number): Promise<void> {
     const token = await this.options.token?.();
-    const res = await (this.options.fetchFn ?? fetch)(new URL('/api/v1/usage', this.baseUrl), {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-      body: JSON.stringify({ node, at: at.toISOString(), periodS, samples }),
-      signal: AbortSignal.timeout(this.options.timeoutMs ?? 5000),
-    });
+    let res: Response;
+    try {
+      res = await (this.options.fetchFn ?? fetch)(new URL('/api/v1/usage', this.baseUrl), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: JSON.stringify({ node, at: at.toISOString(), periodS, samples }),
+        signal: AbortSignal.timeout(this.options.timeoutMs ?? 5000),
+      });
+    } catch (err) {
+      // Refused, reset or timed out: the same report may well be taken later.
+      throw new UsageReportError(`usage report: ${this.baseUrl}: ${(err as Error).message}`, true, { cause: err });
+    }
     if (res.ok || res.status === 404) return;
     // The control plane says why (an unaccepted token, a service account not allowed): pass it on.
     const why = await res
@@ -100,6 +120,9 @@ export class HttpUsageSink implements UsageSink {
       .then((b) => (b as { error?: { message?: string } }).error?.message)
       // A body that is not JSON: the status alone goes into the error thrown below.
       .catch(() => undefined);
-    throw new Error(`usage report: HTTP ${res.status} from ${this.baseUrl}${why ? `: ${why}` : ''}`);
+    throw new UsageReportError(
+      `usage report: HTTP ${res.status} from ${this.baseUrl}${why ? `: ${why}` : ''}`,
+      isRetryableStatus(res.status),
+    );
   }
 }

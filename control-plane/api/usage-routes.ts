@@ -7,6 +7,8 @@
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { z } from 'zod';
 import { fieldError, fieldErrorsFromZod, ValidationError, VcudaError } from '../../contract/index.js';
+import { withDeadline } from '../../db/deadline.js';
+import { isLedgerUnreachable } from '../../db/pg-errors.js';
 import type { RecordedUsage, UsageSample } from '../../db/usage.js';
 import type { PodWithStatus } from '../placement/cluster-snapshot.js';
 import type { Caller } from './caller-auth.js';
@@ -75,6 +77,8 @@ export type UsageRoutesDeps = {
    * longer period than this plus SAMPLE_PERIOD_SLACK is refused. Default 10.
    */
   samplePeriodS?: number;
+  /** How long a write may take before the answer is 503 (the write may still commit; a retry then counts once). */
+  writeTimeoutMs?: number;
 };
 
 /** A report's period may exceed the configured interval by half (a slow tick), never by more. */
@@ -144,6 +148,18 @@ function ownSamples(deps: UsageRoutesDeps, caller: Caller | undefined, report: U
   return { own, unknown: report.samples.length - own.length };
 }
 
+/** The write, with a deadline; an unreachable ledger is `unavailable` (503 and Retry-After: the agent retries). */
+async function writeUsage(deps: UsageRoutesDeps, samples: UsageSample[]): Promise<RecordedUsage> {
+  try {
+    return await withDeadline(deps.usage.recordUsage(samples), deps.writeTimeoutMs ?? 5000, 'usage report');
+  } catch (err) {
+    if (!(err instanceof VcudaError) && isLedgerUnreachable(err)) {
+      throw new VcudaError('unavailable', 'usage report: the ledger cannot be reached; retry later', { cause: err });
+    }
+    throw err;
+  }
+}
+
 /**
  * The most of its card a container can have used, percent: its core limit (a soft limit's burst)
  * from the verified assignment; a whole card when the cluster view is not consulted.
@@ -183,7 +199,7 @@ export function usageRoutes(deps: UsageRoutesDeps): Hono {
       smPct: Math.min((s.smShare ?? 0) * 100, mostOfCard(deps, grants, s)),
       memoryUsedMiB: Math.floor(s.memoryUsedBytes / MIB),
     }));
-    const { recorded, duplicate, outsideAllocation } = await deps.usage.recordUsage(samples);
+    const { recorded, duplicate, outsideAllocation } = await writeUsage(deps, samples);
     return c.json({ recorded, duplicate, outsideAllocation, unknown, skipped: own.length - measured.length });
   });
   return app;

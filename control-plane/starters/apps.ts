@@ -172,6 +172,8 @@ export function plainApp(
           grantsOf(state.heldAssignment(pod.metadata?.namespace ?? '', pod.metadata?.name ?? ''), pod.metadata?.uid),
         clock,
         samplePeriodS: config.api.usageSamplePeriodSeconds,
+        // A node's batch is thousands of rows: more than one ledger call's time, less than the agent's 5 s.
+        writeTimeoutMs: Math.min(4 * config.database.callTimeoutMs, 4000),
       }),
     ),
     dashboard: dashboardRoutes({

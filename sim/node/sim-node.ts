@@ -13,6 +13,7 @@ import type { NodeAgent } from '../../node-agent/agent.js';
 import type { AgentLog } from '../../node-agent/agent-log.js';
 import { type NodeAgentConfig, parseConfig } from '../../node-agent/config.js';
 import { HttpUsageSink } from '../../node-agent/usage.js';
+import { UsageBacklog } from '../../node-agent/usage-backlog.js';
 import { startWiredAgent, type WiredAgent } from '../../node-agent/wiring.js';
 import { nodeSeedOf, type SimNode } from '../cluster-spec.js';
 import type { KubeClient } from '../kube-client.js';
@@ -80,8 +81,8 @@ export function visibleDevicesEnv(node: SimNode, root: string, devices: readonly
   return { ...nodeDriverEnv(node, root), FAKEGPU_VISIBLE_DEVICES: devices.length > 0 ? devices.join(',') : 'none' };
 }
 
-function usageSink(controlPlaneUrl: string, token: string | undefined): HttpUsageSink {
-  return new HttpUsageSink(controlPlaneUrl, { token: async () => token });
+function usageSink(controlPlaneUrl: string, token: string | undefined): UsageBacklog {
+  return new UsageBacklog(new HttpUsageSink(controlPlaneUrl, { token: async () => token }));
 }
 
 export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode> {
