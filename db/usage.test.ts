@@ -215,7 +215,9 @@ describe.each(kinds)('migration 0009 on %s', (kind) => {
         values ('c1', 'ml', 'p', 'c', 'GPU-1', ${at(1).toISOString()}, 3600, 10, 1, 'hour')`);
       await t.db.execute(sql`insert into usage_days values ('c1', 'ml', ${DAY.toISOString()}, 14)`);
 
-      expect(await migrate(t.db)).toEqual({ applied: 4, total: 13 });
+      // Every migration from 0009 on, however many later ones there are.
+      const upgraded = await migrate(t.db);
+      expect(upgraded.applied).toBe(upgraded.total - 9);
       const rows = rowsOf<{ resolution: string; n: number }>(
         await t.db.execute(sql`select resolution, count(*)::int as n from usage_samples group by 1 order by 1`),
       );
