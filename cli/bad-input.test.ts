@@ -45,7 +45,7 @@ describe('vcuda: bad input', () => {
     [
       'whatif without a workload',
       ['whatif'],
-      'vcuda: --workload <file> is required (a workload trace; see sim/examples/workload.yaml)\n',
+      'vcuda: --workload: <file> is required (a workload trace; see sim/examples/workload.yaml)\n',
     ],
     [
       'a limit file without the card UUID',

@@ -1,10 +1,11 @@
 /** `vcuda control-plane`: runs the control plane (webhooks, scheduler extender, ledger API, dashboard, metrics). */
-import type { Command } from 'commander';
+import { type Command, InvalidArgumentError } from 'commander';
 import type { ControlPlaneFlags } from '../control-plane/main.js';
 
 const int = (v: string) => {
   const n = Number(v);
-  if (!Number.isInteger(n)) throw new Error(`"${v}" is not an integer`);
+  // Commander names the option and its argument around this message.
+  if (!Number.isInteger(n)) throw new InvalidArgumentError(`"${v}" is not an integer`);
   return n;
 };
 

@@ -4,7 +4,7 @@
  * stranded GPU capacity and quota refusals. No cluster, no processes.
  */
 import type { Command } from 'commander';
-import { resourceNames } from '../contract/index.js';
+import { resourceNames, ValidationError } from '../contract/index.js';
 
 export function registerWhatifCommand(program: Command): void {
   program
@@ -17,10 +17,15 @@ export function registerWhatifCommand(program: Command): void {
     .option('--domain <domain>', 'resource domain', 'nvidia.com')
     .option('--json', 'print the report as JSON')
     .action(async (opts: { cluster?: string; workload?: string; policy: string; domain: string; json?: boolean }) => {
-      if (!opts.workload)
-        throw new Error('--workload <file> is required (a workload trace; see sim/examples/workload.yaml)');
+      if (!opts.workload) {
+        throw ValidationError.forField(
+          '--workload',
+          'required',
+          '<file> is required (a workload trace; see sim/examples/workload.yaml)',
+        );
+      }
       if (opts.policy !== 'binpack' && opts.policy !== 'spread')
-        throw new Error(`--policy must be binpack or spread, not "${opts.policy}"`);
+        throw ValidationError.forField('--policy', 'enum', `must be binpack or spread, not "${opts.policy}"`);
       // Imported here: sim/ is built for a checkout but left out of the production image, and the
       // other commands must load without it.
       const { DEFAULT_CLUSTER, loadClusterSpec } = await import('../sim/cluster-spec.js');

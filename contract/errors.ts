@@ -70,6 +70,13 @@ export class ValidationError extends VcudaError {
   ) {
     super('invalid', `${what} is invalid:\n${formatFieldErrors(errors)}`);
   }
+
+  /** One bad value, named by its field (a flag, a config key): the message is that one line. */
+  static forField(field: string, rule: string, detail: string): ValidationError {
+    const error = new ValidationError([fieldError(field, rule, detail)]);
+    error.message = fieldError(field, rule, detail).message;
+    return error;
+  }
 }
 
 /** Turns zod issues into FieldErrors so every boundary reports the same way. */

@@ -37,6 +37,9 @@ describe('resourceNames', () => {
     };
     const bad = refusal('Nvidia.com', '--domain');
     expect(bad).toBeInstanceOf(ValidationError);
+    expect((bad as ValidationError).message).toBe(
+      '--domain: resource domain "Nvidia.com" is not a DNS subdomain (e.g. nvidia.com)',
+    );
     expect((bad as ValidationError).errors).toEqual([
       {
         path: '--domain',

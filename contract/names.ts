@@ -7,7 +7,7 @@
  * so their presence on a pod means the control plane put them there.
  */
 
-import { fieldError, ValidationError } from './errors.js';
+import { ValidationError } from './errors.js';
 
 export const DEFAULT_RESOURCE_DOMAIN = 'nvidia.com';
 export const VCUDA_PREFIX = 'vcuda.io/';
@@ -82,7 +82,7 @@ export function resourceDomainProblem(domain: string): { rule: string; detail: s
  */
 export function resourceNames(domain: string = DEFAULT_RESOURCE_DOMAIN, field = 'resourceDomain'): ResourceNames {
   const problem = resourceDomainProblem(domain);
-  if (problem) throw new ValidationError([fieldError(field, problem.rule, problem.detail)], 'resource domain');
+  if (problem) throw ValidationError.forField(field, problem.rule, problem.detail);
   return Object.freeze({
     domain,
     core: `${domain}/vcuda-core`,

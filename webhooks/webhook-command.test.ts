@@ -28,7 +28,7 @@ describe('vcuda webhook manifests', () => {
   });
 
   it('refuses a version it cannot read', () => {
-    expect(() => renderManifests({ ...base, serverVersion: 'latest' })).toThrow('--server-version "latest"');
+    expect(() => renderManifests({ ...base, serverVersion: 'latest' })).toThrow('--server-version: "latest" is not MAJOR.MINOR');
   });
 });
 

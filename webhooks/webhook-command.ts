@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import fastJsonPatch from 'fast-json-patch';
 import { stringify as toYaml } from 'yaml';
-import { parseManifestText, resourceNames } from '../contract/index.js';
+import { parseManifestText, resourceNames, ValidationError } from '../contract/index.js';
 import type { AdmissionReviewOut } from './admission-review.js';
 import { admissionRoutes } from './admission-routes.js';
 import { registrationConfigSchema, webhookConfigSchema } from './config.js';
@@ -34,7 +34,13 @@ export function renderManifests(o: ManifestOptions): string {
   });
   const [major = '', minor = ''] = o.serverVersion.replace(/^v/, '').split('.');
   const version = parseServerVersion({ major, minor });
-  if (!version) throw new Error(`--server-version ${JSON.stringify(o.serverVersion)} is not MAJOR.MINOR (e.g. 1.26)`);
+  if (!version) {
+    throw ValidationError.forField(
+      '--server-version',
+      'version',
+      `${JSON.stringify(o.serverVersion)} is not MAJOR.MINOR (e.g. 1.26)`,
+    );
+  }
   const built = buildWebhookConfigurations({
     config,
     names: resourceNames(o.domain, '--domain'),

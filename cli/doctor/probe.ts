@@ -21,7 +21,7 @@ import {
 } from '@kubernetes/client-node';
 import { sql } from 'drizzle-orm';
 import { decodeProtectedHeader } from 'jose';
-import { vcudaAnnotations } from '../../contract/index.js';
+import { ValidationError, vcudaAnnotations } from '../../contract/index.js';
 import { toVcudaError } from '../../control-plane/kube-client.js';
 import { JWKS_CONFIGMAP_KEY, JWKS_CONFIGMAP_NAME } from '../../control-plane/signing-keys.js';
 import { closeDb, connectDb, rowsOf } from '../../db/connect.js';
@@ -351,7 +351,12 @@ export async function clientCredentials(
 ): Promise<Tls | undefined> {
   const read = (f: string | undefined) => (f ? readFileSync(f, 'utf8') : undefined);
   if (t.certFile || t.keyFile) {
-    if (!(t.certFile && t.keyFile)) throw new Error('--extender-cert and --extender-key go together');
+    if (!(t.certFile && t.keyFile)) {
+      const [missing, given] = t.certFile
+        ? ['--extender-key', '--extender-cert']
+        : ['--extender-cert', '--extender-key'];
+      throw ValidationError.forField(missing, 'required', `is required with ${given} (they go together)`);
+    }
     return { cert: read(t.certFile)!, key: read(t.keyFile)!, ...(t.caFile ? { ca: read(t.caFile)! } : {}) };
   }
   const data = await secret().catch(() => undefined);

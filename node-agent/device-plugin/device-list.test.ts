@@ -77,7 +77,9 @@ describe('unit policy', () => {
         mode: 'device-plugin',
         budgetBytes: KUBELET_BUDGET,
       }),
-    ).toThrow(/over the 4128768-byte budget; raise memoryUnitMiB or use memoryAdvertise: auto/);
+    ).toThrow(
+      /^memoryAdvertise: device-plugin: .* over the 4128768-byte budget; raise memoryUnitMiB or use memoryAdvertise: auto$/,
+    );
   });
 });
 

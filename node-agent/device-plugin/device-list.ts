@@ -4,6 +4,7 @@
  * `vcuda-memory`: one device per memory unit, `m<base36>`, no topology: every byte counts when a
  * node has a million units (README: unit policy).
  */
+import { ValidationError } from '../../contract/index.js';
 import { CORE_DEVICES_PER_CARD, coreDeviceId } from '../allocation/core-devices.js';
 import { type Device, HEALTHY, UNHEALTHY } from '../kubelet/protocol.js';
 
@@ -96,9 +97,11 @@ export function planMemoryAdvertise(
     return { via: 'node-status', units, listAndWatchBytes: worst, reason: 'configured memoryAdvertise: node-status' };
   }
   if (opts.mode === 'device-plugin' && !fits) {
-    throw new Error(
-      `vcuda-memory: ${units} devices of ${opts.memoryUnitMiB} MiB make a ${worst}-byte ListAndWatch message, ` +
-        `over the ${opts.budgetBytes}-byte budget; raise memoryUnitMiB or use memoryAdvertise: auto`,
+    throw ValidationError.forField(
+      'memoryAdvertise',
+      'fits-list-and-watch',
+      `device-plugin: vcuda-memory's ${units} devices of ${opts.memoryUnitMiB} MiB make a ${worst}-byte ` +
+        `ListAndWatch message, over the ${opts.budgetBytes}-byte budget; raise memoryUnitMiB or use memoryAdvertise: auto`,
     );
   }
   if (fits) {

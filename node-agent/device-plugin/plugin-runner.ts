@@ -7,6 +7,7 @@
 import { existsSync, type FSWatcher, watch } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
+import { ValidationError } from '../../contract/index.js';
 import type { AgentLog } from '../agent-log.js';
 import { RegistrationService, unixTarget } from '../kubelet/grpc-services.js';
 import { DEVICE_PLUGIN_VERSION, KUBELET_SOCKET, type RegisterRequest } from '../kubelet/protocol.js';
@@ -58,8 +59,10 @@ export class PluginRunner {
   /** Fails when the kubelet's device-plugin directory is missing: nothing could ever register there. */
   async start(): Promise<void> {
     if (!existsSync(this.opts.pluginDir)) {
-      throw new Error(
-        `kubelet.devicePluginDir: ${this.opts.pluginDir} does not exist (is the kubelet's device-plugins directory mounted?)`,
+      throw ValidationError.forField(
+        'kubelet.devicePluginDir',
+        'exists',
+        `${this.opts.pluginDir} does not exist (is the kubelet's device-plugins directory mounted?)`,
       );
     }
     this.watcher = watch(this.opts.pluginDir, (_event, file) => this.onDirEvent(String(file ?? '')));
