@@ -28,7 +28,9 @@ describe('vcuda webhook manifests', () => {
   });
 
   it('refuses a version it cannot read', () => {
-    expect(() => renderManifests({ ...base, serverVersion: 'latest' })).toThrow('--server-version: "latest" is not MAJOR.MINOR');
+    expect(() => renderManifests({ ...base, serverVersion: 'latest' })).toThrow(
+      '--server-version: "latest" is not MAJOR.MINOR',
+    );
   });
 });
 
