@@ -21,6 +21,8 @@ export type ReplicaSettings = {
   logLevel: 'silent' | 'error' | 'warn' | 'info' | 'debug';
   /** The dashboard's idle view: allocations idle this long (minutes). */
   idleForMinutes: number;
+  /** A node agent silent for longer is offered no pods and shown not reporting; default the control plane's (60). */
+  heartbeatStaleSeconds?: number;
   /** The ledger every replica shares; it may still be starting. */
   db: Promise<VcudaDb>;
   apiUrl: string;
@@ -96,6 +98,7 @@ async function startReplica(settings: ReplicaSettings, i: number): Promise<Runni
       webhookRegistration: 'auto',
       webhook: { schedulerName: 'vcuda-scheduler' },
       dashboard: { idleForMinutes: settings.idleForMinutes },
+      ...(settings.heartbeatStaleSeconds ? { heartbeatStaleSeconds: settings.heartbeatStaleSeconds } : {}),
       logLevel: settings.logLevel,
     },
   });

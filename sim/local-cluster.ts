@@ -61,6 +61,12 @@ export type LocalClusterOptions = {
   /** How often node agents report usage to the control plane (ms); default the agent's (10 s). */
   usageReportMs?: number;
   /**
+   * Node agents' heartbeat period (ms; default 10 s) and how old a heartbeat may be before the
+   * control plane stops placing pods there and the dashboard shows the node not reporting
+   * (seconds, at least 5; default 60).
+   */
+  heartbeat?: { periodMs?: number; staleSeconds?: number };
+  /**
    * true: each node (kubelet + node agent) runs in a process of its own, as on a real cluster, so
    * nodes work beside the API server, scheduler and control plane; false (default): all in this
    * process, where tests can reach a node's internals (`inThisProcess`).
@@ -145,6 +151,7 @@ async function startLedgerAndReplicas(
     logLevel,
     // A demo's idle pods show in the idle view within minutes, not after half an hour.
     idleForMinutes: opts.idleForMinutes ?? 2,
+    ...(opts.heartbeat?.staleSeconds ? { heartbeatStaleSeconds: opts.heartbeat.staleSeconds } : {}),
     db: dbReady,
     apiUrl: where.apiUrl,
     logger,
@@ -187,6 +194,7 @@ async function bootCluster(
     log: logger,
     logLevel,
     inProcesses: opts.nodeProcesses ?? false,
+    ...(opts.heartbeat?.periodMs ? { heartbeatPeriodMs: opts.heartbeat.periodMs } : {}),
   });
   closers.push(async () => {
     for (const n of nodes) await n.close();
@@ -314,7 +322,10 @@ function startClusterApi(
   });
 }
 
-type NodeSettings = Pick<SimNodeOptions, 'client' | 'apiUrl' | 'domain' | 'jwks' | 'usage' | 'log'> & {
+type NodeSettings = Pick<
+  SimNodeOptions,
+  'client' | 'apiUrl' | 'domain' | 'jwks' | 'usage' | 'log' | 'heartbeatPeriodMs'
+> & {
   cluster: ClusterSpec;
   workDir: string;
   logLevel: NonNullable<LocalClusterOptions['logLevel']>;
@@ -327,7 +338,8 @@ type NodeSettings = Pick<SimNodeOptions, 'client' | 'apiUrl' | 'domain' | 'jwks'
  * are; when one fails, those that started are closed again.
  */
 async function startNodes(settings: NodeSettings): Promise<LocalNode[]> {
-  const { cluster, workDir, logLevel, inProcesses, client, jwks, log, usage, apiUrl, domain } = settings;
+  const { cluster, workDir, logLevel, inProcesses, client, jwks, log, usage, apiUrl, domain, heartbeatPeriodMs } =
+    settings;
   const startOne = (node: SimNode): Promise<LocalNode> =>
     startLocalNode(
       {
@@ -340,6 +352,7 @@ async function startNodes(settings: NodeSettings): Promise<LocalNode[]> {
         nativeBuildDir: NATIVE_BUILD_DIR,
         ...(existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {}),
         ...(usage ? { usage } : {}),
+        ...(heartbeatPeriodMs ? { heartbeatPeriodMs } : {}),
         logLevel,
       },
       inProcesses ? undefined : { client, jwks, log },

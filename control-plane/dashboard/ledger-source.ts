@@ -12,6 +12,7 @@ import type {
   DashboardSource,
   GpuHoursRow,
   IdleAllocation,
+  NodeAgentHealth,
   QuotaUse,
   Refusal,
 } from './source.js';
@@ -31,6 +32,8 @@ export type LiveNodeCards = {
   cluster: string;
   node: string;
   cards: { uuid: string; index: number; model: string; memoryMiB: number; healthy: boolean }[];
+  /** Whether the node's agent still reports (its heartbeat within the control plane's limit). */
+  agent?: NodeAgentHealth;
 };
 
 export type LedgerSourceDeps = {
@@ -124,9 +127,13 @@ export function groupCapacity(
     nodes.set(c.node, list);
     clusters.set(c.cluster, nodes);
   }
+  const agents = new Map(liveNodes.map((n) => [`${n.cluster}/${n.node}`, n.agent]));
   return [...clusters].map(([name, nodes]) => ({
     name,
-    nodes: [...nodes].map(([node, nodeCards]) => ({ name: node, cards: nodeCards })),
+    nodes: [...nodes].map(([node, nodeCards]) => {
+      const agent = agents.get(`${name}/${node}`);
+      return { name: node, cards: nodeCards, ...(agent ? { agent } : {}) };
+    }),
   }));
 }
 

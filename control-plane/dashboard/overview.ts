@@ -9,6 +9,7 @@ import type {
   ClusterState,
   DashboardReports,
   IdleAllocation,
+  NodeAgentHealth,
   NodeState,
   QuotaUse,
   Refusal,
@@ -49,6 +50,8 @@ export type Totals = {
 
 export type NodeView = {
   name: string;
+  /** null when unknown; a node whose agent stopped reporting shows every card unhealthy. */
+  agent: NodeAgentHealth | null;
   cards: CardView[];
   totals: Totals;
   /** Free compute summed over the node's cards that still have memory to give. */
@@ -61,7 +64,7 @@ export type NodeView = {
   strandedCore: number;
 };
 
-export type ClusterView = { name: string; nodes: NodeView[]; totals: Totals };
+export type ClusterView = { name: string; nodes: NodeView[]; totals: Totals; nodesNotReporting: number };
 
 export type QuotaView = QuotaUse & { corePct: number; memoryPct: number; isAtLimit: boolean };
 
@@ -81,6 +84,9 @@ export type Overview = {
   /** The cluster shown, or null for all. */
   cluster: string | null;
   totals: Totals;
+  /** Nodes shown, and those whose agent stopped reporting. */
+  nodes: number;
+  nodesNotReporting: number;
   clusters: ClusterView[];
   quotas: QuotaView[];
   reports: {
@@ -160,7 +166,12 @@ function sumTotals(cards: readonly CardView[]): Totals {
 }
 
 export function viewNode(node: NodeState, opts: OverviewOptions = defaultOverviewOptions): NodeView {
-  const cards = [...node.cards].sort((a, b) => a.index - b.index).map(viewCard);
+  const silent = node.agent?.reporting === false;
+  // Nothing a silent agent said still holds: its cards may be gone or broken.
+  const cards = [...node.cards]
+    .sort((a, b) => a.index - b.index)
+    .map(viewCard)
+    .map((c) => (silent ? { ...c, healthy: false } : c));
   let freeCore = 0;
   let largestFreeCore = 0;
   let strandedCore = 0;
@@ -179,6 +190,7 @@ export function viewNode(node: NodeState, opts: OverviewOptions = defaultOvervie
   }
   return {
     name: node.name,
+    agent: node.agent ?? null,
     cards,
     totals: sumTotals(cards),
     freeCore,
@@ -254,7 +266,12 @@ export function buildOverview(all: OverviewInput, opts: OverviewOptions = defaul
     .sort((a, b) => a.name.localeCompare(b.name))
     .map((c) => {
       const nodes = [...c.nodes].sort((a, b) => a.name.localeCompare(b.name)).map((n) => viewNode(n, opts));
-      return { name: c.name, nodes, totals: sumTotals(nodes.flatMap((n) => n.cards)) };
+      return {
+        name: c.name,
+        nodes,
+        totals: sumTotals(nodes.flatMap((n) => n.cards)),
+        nodesNotReporting: nodes.filter((n) => n.agent?.reporting === false).length,
+      };
     });
   const allNodes = clusters.flatMap((c) => c.nodes.map((n) => ({ cluster: c.name, node: n })));
   return {
@@ -263,6 +280,8 @@ export function buildOverview(all: OverviewInput, opts: OverviewOptions = defaul
     clusterNames,
     cluster: all.cluster ?? null,
     totals: sumTotals(allNodes.flatMap((n) => n.node.cards)),
+    nodes: allNodes.length,
+    nodesNotReporting: clusters.reduce((n, c) => n + c.nodesNotReporting, 0),
     clusters,
     quotas: input.quotas
       .map(viewQuota)

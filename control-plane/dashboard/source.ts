@@ -30,7 +30,14 @@ export type CardState = {
   allocations: CardAllocation[];
 };
 
-export type NodeState = { name: string; cards: CardState[] };
+/**
+ * Whether a node's agent is still reporting: its last heartbeat (null: never) and the limit it is
+ * judged by (the control plane's `heartbeatStaleSeconds`, after which it offers the node no pods).
+ */
+export type NodeAgentHealth = { reporting: boolean; lastHeartbeat: string | null; limitSeconds: number };
+
+/** `agent`: absent when the source does not know (no live view of the cluster). */
+export type NodeState = { name: string; cards: CardState[]; agent?: NodeAgentHealth };
 
 export type ClusterState = { name: string; nodes: NodeState[] };
 

@@ -199,11 +199,21 @@ export function plainApp(
   });
 }
 
-/** Idle nodes (not in the ledger before their first bind) and card health, from the watch cache. */
-function liveNodes({ config }: StartContext, cluster: ClusterView) {
+/**
+ * Idle nodes (not in the ledger before their first bind), card health, and whether each node's
+ * agent still reports (judged by the limit the extender's filter uses), from the watch cache.
+ */
+function liveNodes({ config, clock }: StartContext, cluster: ClusterView) {
+  const nowMs = clock().getTime();
+  const limitMs = config.heartbeatStaleSeconds * 1000;
   return [...cluster.state.snapshot().nodes.values()].map((n) => ({
     cluster: config.clusterName,
     node: n.name,
     cards: n.cards.map(({ uuid, index, model, memoryMiB, healthy }) => ({ uuid, index, model, memoryMiB, healthy })),
+    agent: {
+      reporting: n.heartbeatMs > 0 && nowMs - n.heartbeatMs <= limitMs,
+      lastHeartbeat: n.heartbeatMs > 0 ? new Date(n.heartbeatMs).toISOString() : null,
+      limitSeconds: config.heartbeatStaleSeconds,
+    },
   }));
 }

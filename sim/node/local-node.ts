@@ -33,6 +33,7 @@ export function simNodeOptionsOf(spec: NodeProcessSpec, io: NodeIo): SimNodeOpti
     nativeBuildDir: spec.nativeBuildDir,
     ...(spec.workloadDir ? { workloadDir: spec.workloadDir } : {}),
     ...(spec.usage ? { usage: spec.usage } : {}),
+    ...(spec.heartbeatPeriodMs ? { heartbeatPeriodMs: spec.heartbeatPeriodMs } : {}),
   };
 }
 

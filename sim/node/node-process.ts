@@ -26,6 +26,7 @@ export const nodeProcessSpecSchema = z.object({
   nativeBuildDir: z.string().min(1),
   workloadDir: z.string().min(1).optional(),
   usage: z.object({ controlPlaneUrl: z.url(), periodMs: z.number().int().positive().optional() }).optional(),
+  heartbeatPeriodMs: z.number().int().positive().optional(),
   logLevel: z.enum(['silent', 'error', 'warn', 'info', 'debug']),
 });
 export type NodeProcessSpec = z.infer<typeof nodeProcessSpecSchema>;

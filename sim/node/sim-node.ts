@@ -37,6 +37,8 @@ export type SimNodeOptions = {
   jwks: () => Promise<JSONWebKeySet>;
   /** Where the agent reports usage (the control plane's Service), and how often; absent: not reported. */
   usage?: { controlPlaneUrl: string; periodMs?: number };
+  /** How often the agent renews its heartbeat on the Node (ms); default 10 s. */
+  heartbeatPeriodMs?: number;
   log: AgentLog;
 };
 
@@ -186,7 +188,7 @@ function agentConfig(opts: SimNodeOptions, kubelet: SimKubelet): NodeAgentConfig
       },
       ...(opts.usage ? { controlPlaneUrl: opts.usage.controlPlaneUrl } : {}),
       ...(opts.usage?.periodMs ? { usagePeriodMs: opts.usage.periodMs } : {}),
-      heartbeatPeriodMs: 10_000,
+      heartbeatPeriodMs: opts.heartbeatPeriodMs ?? 10_000,
       inventoryCheckMs: 2_000,
     },
   });

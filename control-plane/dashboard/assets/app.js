@@ -45,15 +45,29 @@ function durationText(ms) {
   return h < 48 ? `${h} h ${min % 60} min` : `${Math.floor(h / 24)} d ${h % 24} h`;
 }
 
-function renderTotals(t) {
+function renderTotals(t, o) {
   const box = document.getElementById('totals');
   box.replaceChildren(
-    el('span', {}, 'cards ', el('b', { 'data-testid': 'total-cards' }, fmt(t.cards)), ` (${fmt(t.freeCards)} free)`),
-    el('span', {}, 'core ', el('b', { 'data-testid': 'total-core' }, `${fmt(t.coreUsed)} / ${fmt(t.coreCapacity)}`)),
     el(
       'span',
-      {},
-      'memory ',
+      { class: o.nodesNotReporting > 0 ? 'alarm' : '' },
+      'nodes ',
+      el('b', { 'data-testid': 'total-nodes' }, fmt(o.nodes)),
+      o.nodesNotReporting > 0
+        ? el('b', { 'data-testid': 'nodes-not-reporting' }, ` (${fmt(o.nodesNotReporting)} not reporting)`)
+        : null,
+    ),
+    el('span', {}, 'cards ', el('b', { 'data-testid': 'total-cards' }, fmt(t.cards)), ` (${fmt(t.freeCards)} free)`),
+    el(
+      'span',
+      { title: 'what pods requested and were granted, not what they measure' },
+      'core promised ',
+      el('b', { 'data-testid': 'total-core' }, `${fmt(t.coreUsed)} / ${fmt(t.coreCapacity)}`),
+    ),
+    el(
+      'span',
+      { title: 'what pods requested and were granted, not what they measure' },
+      'memory promised ',
       el('b', { 'data-testid': 'total-memory' }, `${fmt(t.memoryUsedMiB)} / ${fmt(t.memoryCapacityMiB)} MiB`),
     ),
   );
@@ -79,9 +93,9 @@ function renderCard(cluster, node, c) {
       c.healthy === false ? el('span', { class: 'stage stage-quota' }, 'unhealthy') : null,
     ),
     el('div', { class: 'uuid', title: c.uuid }, c.uuid),
-    el('div', { class: 'bar-label' }, 'core'),
+    el('div', { class: 'bar-label' }, 'core promised (granted shares; measured use is in Reports)'),
     bar('core', c.corePct, `${c.coreUsed} / 100 core`, 'core-bar'),
-    el('div', { class: 'bar-label' }, 'memory'),
+    el('div', { class: 'bar-label' }, 'memory promised'),
     bar('mem', c.memoryPct, `${fmt(c.memoryUsedMiB)} / ${fmt(c.memoryMiB)} MiB`, 'memory-bar'),
     c.pods.length === 0
       ? el('p', { class: 'empty' }, 'no pods')
@@ -104,7 +118,20 @@ function renderCard(cluster, node, c) {
   );
 }
 
-function renderClusters(clusters) {
+// A node whose agent stopped reporting: nothing on it can be trusted or placed, so say it loudly.
+function agentBadge(agent, generatedAt) {
+  if (!agent || agent.reporting) return null;
+  const age = agent.lastHeartbeat
+    ? `last heartbeat ${Math.round((Date.parse(generatedAt) - Date.parse(agent.lastHeartbeat)) / 1000)} s ago`
+    : 'never reported';
+  return el(
+    'span',
+    { class: 'stage stage-quota', 'data-testid': 'agent-not-reporting' },
+    `node agent not reporting: ${age} (limit ${agent.limitSeconds} s); no new pods are placed here`,
+  );
+}
+
+function renderClusters(clusters, generatedAt) {
   const box = document.getElementById('clusters');
   if (clusters.length === 0) {
     box.replaceChildren(el('p', { class: 'empty' }, 'No nodes with vcuda cards yet: is the node agent running?'));
@@ -128,11 +155,17 @@ function renderClusters(clusters) {
         cl.nodes.map((n) =>
           el(
             'div',
-            { class: 'node', 'data-testid': 'node', 'data-node': n.name },
+            {
+              class: n.agent?.reporting === false ? 'node unhealthy' : 'node',
+              'data-testid': 'node',
+              'data-node': n.name,
+              'data-agent': n.agent ? (n.agent.reporting ? 'reporting' : 'not-reporting') : 'unknown',
+            },
             el(
               'div',
               { class: 'node-head' },
               el('strong', {}, n.name),
+              agentBadge(n.agent, generatedAt),
               el(
                 'span',
                 { class: 'sub' },
@@ -154,18 +187,22 @@ function renderClusters(clusters) {
 function table(head, rows, empty) {
   if (rows.length === 0) return el('p', { class: 'empty' }, empty);
   return el(
-    'table',
-    {},
+    'div',
+    { class: 'table-scroll' },
     el(
-      'thead',
+      'table',
       {},
       el(
-        'tr',
+        'thead',
         {},
-        head.map((h) => el('th', {}, h)),
+        el(
+          'tr',
+          {},
+          head.map((h) => el('th', {}, h)),
+        ),
       ),
+      el('tbody', {}, rows),
     ),
-    el('tbody', {}, rows),
   );
 }
 
@@ -231,8 +268,19 @@ const hoursItem = (x, color, innerColor) => ({
   inner: x.usedGpuHours,
   color,
   innerColor,
-  text: `${fmt(x.allocatedGpuHours, 2)} h, ${x.efficiencyPct === null ? '-' : fmt(x.efficiencyPct, 1)} % used`,
+  text: hoursText(x),
 });
+
+// Measured above promised is not an error: a soft limit (vcuda-core-limit above the request) lets a
+// pod burst into compute nobody else is using, so say so where the number shows.
+function hoursText(x) {
+  const promised = `${fmt(x.allocatedGpuHours, 2)} h promised`;
+  if (x.efficiencyPct === null) return `${promised}, nothing measured`;
+  const measured = `${fmt(x.efficiencyPct, 1)} % measured`;
+  return x.efficiencyPct > 100
+    ? `${promised}, ${measured}: soft-limit burst above the request`
+    : `${promised}, ${measured}`;
+}
 
 function renderReports(r) {
   document.getElementById('chart-ns').replaceChildren(
@@ -316,8 +364,8 @@ function renderClusterPicker(names, chosen) {
 
 function render(o) {
   renderClusterPicker(o.clusterNames, o.cluster);
-  renderTotals(o.totals);
-  renderClusters(o.clusters);
+  renderTotals(o.totals, o);
+  renderClusters(o.clusters, o.generatedAt);
   renderQuotas(o.quotas);
   renderReports(o.reports);
   renderRefusals(o.refusals);
@@ -326,6 +374,16 @@ function render(o) {
   updated.setAttribute('datetime', o.generatedAt);
   document.body.dataset.rendered = o.generatedAt;
 }
+
+// The sticky header wraps onto more lines on a narrow screen: headings reached from the navigation
+// must land below however tall it is now.
+function trackHeaderHeight() {
+  const header = document.querySelector('header');
+  const update = () => document.documentElement.style.setProperty('--header-height', `${header.offsetHeight}px`);
+  update();
+  new ResizeObserver(update).observe(header);
+}
+trackHeaderHeight();
 
 function setLive(state) {
   const live = document.getElementById('live');
