@@ -11,6 +11,9 @@ import 'reflect-metadata';
 import { createPrivateKey, X509Certificate as NodeX509, webcrypto } from 'node:crypto';
 import * as x509 from '@peculiar/x509';
 import { messageOf, VcudaError } from '../contract/index.js';
+import { joinPemBundle, splitPemBundle } from './pem-bundle.js';
+
+export { joinPemBundle, splitPemBundle };
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 
@@ -140,19 +143,6 @@ export async function issueServingCertificate(
   );
   const leaf = await issueLeafCertificate(ca, { ...subject, usage: 'server' }, now, notAfter);
   return { caPem: ca.certPem, certPem: leaf.certPem, keyPem: leaf.keyPem, notAfter };
-}
-
-/**
- * Joins certificates into one bundle, each on its own lines: OpenSSL stops reading a bundle
- * where an END line runs into the next BEGIN, so the CAs after it would be silently ignored.
- */
-export function joinPemBundle(pems: readonly string[]): string {
-  return pems.map((p) => `${p.trim()}\n`).join('');
-}
-
-/** Splits a PEM bundle into its certificates. */
-export function splitPemBundle(bundle: string): string[] {
-  return bundle.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)?.map((c) => `${c}\n`) ?? [];
 }
 
 /**

@@ -4,7 +4,7 @@
  * verdict is tested without a cluster.
  */
 import { X509Certificate } from 'node:crypto';
-import { splitPemBundle } from '../../webhooks/certificates.js';
+import { splitPemBundle } from '../../webhooks/pem-bundle.js';
 
 export type Verdict = 'ok' | 'warn' | 'fail' | 'skip';
 export type Finding = { check: string; verdict: Verdict; summary: string; fix?: string };

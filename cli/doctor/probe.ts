@@ -19,14 +19,10 @@ import {
   type V1Pod,
   VersionApi,
 } from '@kubernetes/client-node';
-import { sql } from 'drizzle-orm';
 import { decodeProtectedHeader } from 'jose';
 import { ValidationError, vcudaAnnotations } from '../../contract/index.js';
 import { toVcudaError } from '../../control-plane/kube-client.js';
 import { JWKS_CONFIGMAP_KEY, JWKS_CONFIGMAP_NAME } from '../../control-plane/signing-keys.js';
-import { closeDb, connectDb, rowsOf } from '../../db/connect.js';
-import { MIGRATIONS_FOLDER } from '../../db/migrate.js';
-import { pgErrorCode } from '../../db/pg-errors.js';
 import { VCUDA_POD_LABEL } from '../../webhooks/validate.js';
 import {
   type AnonymousAnswer,
@@ -260,6 +256,13 @@ async function readiness(url: string, signal: AbortSignal) {
 
 /** Applied migrations (drizzle's bookkeeping, as db/migrate.ts keeps it) next to the ones this vcuda ships. */
 export async function probeMigrations(databaseUrl: string, timeoutMs: number): Promise<MigrationFacts> {
+  // Loaded here, not with the doctor: only --database-url needs the database drivers.
+  const [{ sql }, { closeDb, connectDb, rowsOf }, { MIGRATIONS_FOLDER }, { pgErrorCode }] = await Promise.all([
+    import('drizzle-orm'),
+    import('../../db/connect.js'),
+    import('../../db/migrate.js'),
+    import('../../db/pg-errors.js'),
+  ]);
   // The journal is what drizzle's readMigrationFiles orders by: `when` is each migration's folderMillis.
   const journal = JSON.parse(readFileSync(`${MIGRATIONS_FOLDER}/meta/_journal.json`, 'utf8')) as {
     entries: { tag: string; when: number }[];
