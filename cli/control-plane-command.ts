@@ -47,8 +47,8 @@ export function registerControlPlaneCommand(program: Command): void {
       // Loaded here: the control plane's dependencies cost every other command ~2 s of start-up.
       const { buildConfig, runControlPlane } = await import('../control-plane/main.js');
       if (opts.printConfig) {
-        const { redactSecrets } = await import('../control-plane/config.js');
-        process.stdout.write(`${JSON.stringify(redactSecrets(buildConfig(opts, process.env)), null, 2)}\n`);
+        const { redactConfig } = await import('../contract/redact.js');
+        process.stdout.write(`${JSON.stringify(redactConfig(buildConfig(opts, process.env)), null, 2)}\n`);
         return;
       }
       await runControlPlane(opts);

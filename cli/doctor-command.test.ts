@@ -48,7 +48,20 @@ describe('vcuda doctor flags', () => {
     const lc = { kubeconfigPath: '/tmp/k', url: 'http://127.0.0.1:7080' };
     expect(localDoctorCommand(lc)).toBe('vcuda doctor --kubeconfig /tmp/k --url http://127.0.0.1:7080');
     expect(localDoctorCommand({ ...lc, extenderUrl: 'https://127.0.0.1:9' }, 'postgres://db/x')).toBe(
-      'vcuda doctor --kubeconfig /tmp/k --url http://127.0.0.1:7080 --extender-url https://127.0.0.1:9 --database-url postgres://db/x',
+      "vcuda doctor --kubeconfig /tmp/k --url http://127.0.0.1:7080 --extender-url https://127.0.0.1:9 --database-url 'postgres://db/x'",
     );
+  });
+
+  it('never prints the ledger password in the command line it suggests', () => {
+    const lc = { kubeconfigPath: '/tmp/k', url: 'http://127.0.0.1:7080' };
+    for (const url of [
+      'postgres://u:pw-S3cret@db/x',
+      ' POSTGRES://u:pw-S3cret@db/x',
+      'postgres://db/x?password=pw-S3cret',
+    ]) {
+      const line = localDoctorCommand(lc, url);
+      expect(line).not.toContain('pw-S3cret');
+      expect(line).toContain('(put the password where **** stands)');
+    }
   });
 });

@@ -5,7 +5,7 @@
  * is wrong and how to fix it. Exit status 1 when any check fails.
  */
 import type { Command } from 'commander';
-import { DNS1123_LABEL_RULE, isDns1123Label, VcudaError } from '../contract/index.js';
+import { DNS1123_LABEL_RULE, isDns1123Label, REDACTED, redactCredentials, VcudaError } from '../contract/index.js';
 import type { CliOutput } from './db-command.js';
 import { DEFAULT_HEARTBEAT_STALE_MS, type Finding, formatFindings, hasFailure, judgeAll } from './doctor/judge.js';
 import { gatherFacts, type ProbeTargets } from './doctor/probe.js';
@@ -83,8 +83,11 @@ export function localDoctorCommand(
   databaseUrl?: string,
 ) {
   const extender = lc.extenderUrl ? ` --extender-url ${lc.extenderUrl}` : '';
-  const ledger = databaseUrl ? ` --database-url ${databaseUrl}` : '';
-  return `vcuda doctor --kubeconfig ${lc.kubeconfigPath} --url ${lc.url}${extender}${ledger}`;
+  // The password is never printed: the line says where it goes instead.
+  const redacted = databaseUrl ? redactCredentials(databaseUrl) : undefined;
+  const ledger = redacted ? ` --database-url '${redacted}'` : '';
+  const hint = redacted && redacted !== databaseUrl?.trim() ? `   (put the password where ${REDACTED} stands)` : '';
+  return `vcuda doctor --kubeconfig ${lc.kubeconfigPath} --url ${lc.url}${extender}${ledger}${hint}`;
 }
 
 /** Runs every check; the findings and whether any failed. */

@@ -7,5 +7,6 @@ export * from './manifest-text.js';
 export * from './names.js';
 export * from './pod-request.js';
 export * from './quantities.js';
+export * from './redact.js';
 export * from './region-layout.js';
 export * from './stranded.js';

@@ -11,6 +11,7 @@ import type { Hono } from 'hono';
 import type * as jose from 'jose';
 import { type Logger, pino } from 'pino';
 import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+import { redactingLogHooks } from '../contract/redact.js';
 import type { VcudaDb } from '../db/connect.js';
 import type { ClusterState } from './cluster-state.js';
 import type { ControlPlaneConfig } from './config.js';
@@ -62,7 +63,8 @@ export async function startControlPlane(
   overrides: ControlPlaneOverrides = {},
 ): Promise<RunningControlPlane> {
   const clock = overrides.clock ?? (() => new Date());
-  const log = overrides.logger ?? pino({ level: config.logLevel, name: 'vcuda-control-plane' });
+  const log =
+    overrides.logger ?? pino({ level: config.logLevel, name: 'vcuda-control-plane', hooks: redactingLogHooks });
   const ctx: StartContext = { config, clock, log };
   const closers = closerStack(log);
   try {

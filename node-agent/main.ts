@@ -4,6 +4,7 @@
  */
 import { serve } from '@hono/node-server';
 import pino from 'pino';
+import { redactingLogHooks } from '../contract/redact.js';
 import { PooledKubeConfig } from '../kube-connections/pooled-kube-config.js';
 import { parseConfig, readConfigFile } from './config.js';
 import { createAgentHttp } from './http.js';
@@ -25,7 +26,7 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
     env: opts.env,
     flags: opts.flags ?? {},
   });
-  const log = pino({ name: 'vcuda-node-agent', level: config.logLevel });
+  const log = pino({ name: 'vcuda-node-agent', level: config.logLevel, hooks: redactingLogHooks });
   const kc = new PooledKubeConfig();
   kc.loadFromDefault();
   const gpu = new NvmlGpuSource({ libraryPath: config.paths.nvmlLibrary, sysfsRoot: config.paths.sysfsRoot });

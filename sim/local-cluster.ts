@@ -9,6 +9,7 @@ import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Logger, pino } from 'pino';
 import { resourceNames } from '../contract/index.js';
+import { redactingLogHooks } from '../contract/redact.js';
 import type { RunningControlPlane } from '../control-plane/server.js';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { createQuotaAdmin } from '../db/quotas.js';
@@ -102,7 +103,7 @@ export type LocalCluster = {
 export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise<LocalCluster> {
   const { workDir, isOwn } = prepareWorkDir(opts.workDir);
   const logLevel = opts.logLevel ?? 'warn';
-  const logger = pino({ level: logLevel, name: 'vcuda-local' });
+  const logger = pino({ level: logLevel, name: 'vcuda-local', hooks: redactingLogHooks });
   const closers = closerStack((m) => logger.warn(m));
   const close = async () => {
     await closers.closeAll();

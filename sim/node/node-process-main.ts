@@ -4,6 +4,7 @@
  * told to or when the channel closes (the parent is gone).
  */
 import { pino } from 'pino';
+import { redactingLogHooks } from '../../contract/redact.js';
 import { KubeClient } from '../kube-client.js';
 import { simNodeOptionsOf } from './local-node.js';
 import type { ChildMessage, NodeProcessSpec, ParentMessage } from './node-process.js';
@@ -22,7 +23,9 @@ async function start(raw: unknown): Promise<void> {
   if (!parsed.success) throw new Error(`invalid node description: ${parsed.error.message}`);
   const spec: NodeProcessSpec = parsed.data;
   const client = new KubeClient(spec.apiUrl);
-  const log = pino({ level: spec.logLevel, name: 'vcuda-local' }).child({ node: spec.nodeName });
+  const log = pino({ level: spec.logLevel, name: 'vcuda-local', hooks: redactingLogHooks }).child({
+    node: spec.nodeName,
+  });
   node = await startSimNode(simNodeOptionsOf(spec, { client, jwks: publishedJwks(client), log }));
 }
 
