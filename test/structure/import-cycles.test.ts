@@ -77,6 +77,16 @@ describe('production code', () => {
     expect(cycles, `import cycles:\n${cycles.join('\n\n')}`).toEqual([]);
   });
 
+  it("keeps the kubelet's protocol types a leaf, and allocation below every plugin kind", () => {
+    expect(graph.get('node-agent/kubelet/protocol.ts')).toEqual([]);
+    const allocationReachesUp = [...graph]
+      .filter(([file]) => file.startsWith('node-agent/allocation/'))
+      .flatMap(([file, targets]) =>
+        targets.filter((t) => t.startsWith('node-agent/device-plugin/')).map((t) => `${file} → ${t}`),
+      );
+    expect(allocationReachesUp).toEqual([]);
+  });
+
   it('has no import cycle between sibling folders', () => {
     const folders = siblingFolderGraph(graph);
     const cycles = findImportCycles(folders).map((cycle) => describeCycle(folders, cycle));
