@@ -66,24 +66,47 @@ CUresult vc_current_index(int *index) {
 }
 
 /* Guaranteed bytes stay within the memory limit, and guaranteed + burst within the burst limit
- * when there is one (a container that burst first may not then fill its guarantee past it). */
-static CUresult charge_in(int index, uint64_t bytes, enum vc_budget budget) {
-  if (index < 0) return CUDA_ERROR_OUT_OF_MEMORY;
-  uint64_t limit = vc_config_memory_limit(index);
-  uint64_t burst = limit ? vc_config_burst_limit(index) : 0;
-  if (budget == VC_BUDGET_BURST && burst == 0) return CUDA_ERROR_OUT_OF_MEMORY;
-  int rc = vc_region_reserve_in(index, bytes, budget, limit, burst ? burst : UINT64_MAX);
-  if (rc == 0) return CUDA_SUCCESS;
+ * when there is one (a container that burst first may not then fill its guarantee past it).
+ * Returns the budget charged, or -1. */
+static int charge_in(int index, uint64_t bytes, unsigned budgets, uint64_t limit, uint64_t burst) {
+  if (index < 0) return -1;
+  if (!burst) budgets &= VC_BUDGET_BIT(VC_BUDGET_GUARANTEED);
+  if (!budgets) return -1;
+  int rc = vc_region_reserve_in(index, bytes, budgets, limit, burst ? burst : UINT64_MAX);
+  if (rc >= 0) return rc;
   if (rc == -ENOMEM)
-    vc_log(VC_LOG_DEBUG, "device record %d: %llu %s bytes refused (limit %llu, burst limit %llu)", index,
-           (unsigned long long)bytes, budget == VC_BUDGET_BURST ? "burst" : "guaranteed", (unsigned long long)limit,
-           (unsigned long long)burst);
-  return CUDA_ERROR_OUT_OF_MEMORY;
+    vc_log(VC_LOG_DEBUG, "device record %d: %llu bytes refused (limit %llu, burst limit %llu)", index,
+           (unsigned long long)bytes, (unsigned long long)limit, (unsigned long long)burst);
+  return -1;
 }
 
-CUresult vc_charge(int index, uint64_t bytes) { return charge_in(index, bytes, VC_BUDGET_GUARANTEED); }
+static int charge_live(int index, uint64_t bytes, unsigned budgets) {
+  uint64_t limit = 0, burst = 0;
+  if (index >= 0) vc_config_memory_limits(index, &limit, &burst);
+  return charge_in(index, bytes, budgets, limit, burst);
+}
 
-CUresult vc_charge_burst(int index, uint64_t bytes) { return charge_in(index, bytes, VC_BUDGET_BURST); }
+CUresult vc_charge(int index, uint64_t bytes) {
+  return charge_live(index, bytes, VC_BUDGET_BIT(VC_BUDGET_GUARANTEED)) < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult vc_charge_burst(int index, uint64_t bytes) {
+  return charge_live(index, bytes, VC_BUDGET_BIT(VC_BUDGET_BURST)) < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult vc_charge_either(int index, uint64_t bytes, const struct vc_limits *limits, int allow_burst,
+                          enum vc_budget *budget) {
+  unsigned budgets = VC_BUDGET_BIT(VC_BUDGET_GUARANTEED) | (allow_burst ? VC_BUDGET_BIT(VC_BUDGET_BURST) : 0u);
+  int rc = charge_in(index, bytes, budgets, limits->memory, limits->burst);
+  if (rc < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  *budget = (enum vc_budget)rc;
+  return CUDA_SUCCESS;
+}
+
+void vc_limits_of(int index, struct vc_limits *out) {
+  out->memory = out->burst = 0;
+  if (index >= 0) vc_config_memory_limits(index, &out->memory, &out->burst);
+}
 
 void vc_uncharge(int index, uint64_t bytes) {
   if (index >= 0) vc_region_release(index, bytes);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "alloc_table.h"
+#include "region.h"
 #include "vc_cuda.h"
 
 /* Formats a 16-byte UUID as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (out: 48 bytes). */
@@ -26,6 +27,19 @@ void vc_uncharge(int index, uint64_t bytes);
 /* Reserves `bytes` of burst (managed memory above the guarantee) on record `index`: OUT_OF_MEMORY
  * when the record has no burst limit or guaranteed + burst would pass it. */
 CUresult vc_charge_burst(int index, uint64_t bytes);
+
+/* Record `index`'s live memory limit and burst limit (0: none), read once for one allocation. */
+struct vc_limits {
+  uint64_t memory;
+  uint64_t burst;
+};
+void vc_limits_of(int index, struct vc_limits *out);
+
+/* Reserves `bytes` in the guarantee when they fit there, else (with `allow_burst` and a burst
+ * limit in `limits`) in the burst budget, under one lock; *budget says which.
+ * CUDA_ERROR_OUT_OF_MEMORY when neither fits. */
+CUresult vc_charge_either(int index, uint64_t bytes, const struct vc_limits *limits, int allow_burst,
+                          enum vc_budget *budget);
 void vc_uncharge_burst(int index, uint64_t bytes);
 
 /* Gives an allocation-table entry's bytes back to the budget it was charged to. */

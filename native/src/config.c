@@ -240,12 +240,19 @@ uint64_t vc_config_memory_limit(int index) {
 }
 
 uint64_t vc_config_burst_limit(int index) {
-  uint64_t limit = 0;
+  uint64_t limit = 0, burst = 0;
+  vc_config_memory_limits(index, &limit, &burst);
+  return burst;
+}
+
+void vc_config_memory_limits(int index, uint64_t *limit, uint64_t *burst) {
+  *limit = *burst = 0;
   pthread_mutex_lock(&cfg.lock);
-  if (refresh_locked() == 0 && index >= 0 && (uint32_t)index < cfg.snap.device_count)
-    limit = cfg.snap.devices[index].memory_burst_limit_bytes;
+  if (refresh_locked() == 0 && index >= 0 && (uint32_t)index < cfg.snap.device_count) {
+    *limit = cfg.snap.devices[index].memory_limit_bytes;
+    *burst = cfg.snap.devices[index].memory_burst_limit_bytes;
+  }
   pthread_mutex_unlock(&cfg.lock);
-  return limit;
 }
 
 int vc_config_find_uuid(const char *uuid) {

@@ -95,6 +95,9 @@ uint64_t vc_config_memory_limit(int index);
 /* The live burst ceiling of record `index`; 0 when it has none (no burst), is unknown or corrupt. */
 uint64_t vc_config_burst_limit(int index);
 
+/* Both of record `index` from one snapshot (0 and 0 when unknown or corrupt). */
+void vc_config_memory_limits(int index, uint64_t *limit, uint64_t *burst);
+
 /* Index of the record whose UUID equals `uuid` (case-insensitive), or -1. */
 int vc_config_find_uuid(const char *uuid);
 

@@ -7,6 +7,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "charge.h"
 #include "hooks.h"
@@ -66,15 +67,16 @@ static void remember_ordinal(int index, CUdevice dev) {
   if (index >= 0 && index < MAX_RECORDS) atomic_store_explicit(&record_ordinal[index], dev + 1, memory_order_relaxed);
 }
 
-CUresult vc_burst_alloc(int index, CUdeviceptr *dptr, size_t bytes, unsigned int flags, int advise) {
-  __typeof__(&cuMemAllocManaged) managed = VC_REAL_CUDA(cuMemAllocManaged);
+int vc_burst_allowed(const struct vc_limits *limits, CUdevice *dev) {
   __typeof__(&cuCtxGetDevice) get_device = VC_REAL_CUDA(cuCtxGetDevice);
-  CUdevice dev = -1;
-  /* A capture would record neither the allocation nor its advice: a burst there is not exact. */
-  if (!managed || !get_device || vc_capture_maybe_active()) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (get_device(&dev) != CUDA_SUCCESS || !concurrent_managed(dev)) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (vc_charge_burst(index, bytes) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult rc = managed(dptr, bytes, flags);
+  if (!limits->burst || vc_capture_maybe_active() || !get_device) return 0;
+  return get_device(dev) == CUDA_SUCCESS && concurrent_managed(*dev);
+}
+
+CUresult vc_burst_alloc_charged(int index, CUdevice dev, CUdeviceptr *dptr, size_t bytes, unsigned int flags,
+                                int advise) {
+  __typeof__(&cuMemAllocManaged) managed = VC_REAL_CUDA(cuMemAllocManaged);
+  CUresult rc = managed ? managed(dptr, bytes, flags) : CUDA_ERROR_NOT_INITIALIZED;
   if (rc != CUDA_SUCCESS) {
     vc_uncharge_burst(index, bytes);
     return rc;
@@ -87,12 +89,24 @@ CUresult vc_burst_alloc(int index, CUdeviceptr *dptr, size_t bytes, unsigned int
   }
   if (advise) advise_device(*dptr, bytes, dev);
   remember_ordinal(index, dev);
-  vc_burst_note_residency(index);
+  vc_burst_note_residency(index, 0);
   return CUDA_SUCCESS;
 }
 
-void vc_burst_note_residency(int index) {
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+#define RESIDENCY_PERIOD_MS 100u
+static _Atomic uint64_t noted_at[MAX_RECORDS];
+
+void vc_burst_note_residency(int index, int now) {
   if (index < 0 || index >= MAX_RECORDS) return;
+  uint64_t t = now_ms();
+  if (!now && t - atomic_load_explicit(&noted_at[index], memory_order_relaxed) < RESIDENCY_PERIOD_MS) return;
+  atomic_store_explicit(&noted_at[index], t, memory_order_relaxed);
   int ordinal = atomic_load_explicit(&record_ordinal[index], memory_order_relaxed) - 1;
   /* Looked up once: absent from NVIDIA's driver, and a failed lookup is not cached by the macro. */
   static _Atomic int looked_up;

@@ -10,15 +10,22 @@
 
 #define VC_MEM_ATTACH_GLOBAL 1u
 
-/* Allocates `bytes` on config record `index` (the current context's device) from the burst
- * budget with the driver's cuMemAllocManaged(flags); with `advise`, sets the device as preferred
- * location and accessor. CUDA_ERROR_OUT_OF_MEMORY, the driver never asked, when the record has no
- * burst limit, the budget is spent, a stream capture is in progress in this process, or the
- * device has no concurrent managed access. */
-CUresult vc_burst_alloc(int index, CUdeviceptr *dptr, size_t bytes, unsigned int flags, int advise);
+struct vc_limits;
+
+/* Whether an allocation that does not fit in the guarantee may burst now: the record has a burst
+ * limit, no stream capture is in progress in this process (neither the allocation nor its advice
+ * would be captured), and the current device has concurrent managed access (*dev set to it). */
+int vc_burst_allowed(const struct vc_limits *limits, CUdevice *dev);
+
+/* Allocates `bytes`, already charged to record `index`'s burst budget, with the driver's
+ * cuMemAllocManaged(flags) on `dev`; with `advise`, sets the device as preferred location and
+ * accessor. The charge is undone when the driver fails. */
+CUresult vc_burst_alloc_charged(int index, CUdevice dev, CUdeviceptr *dptr, size_t bytes, unsigned int flags,
+                                int advise);
 
 /* Publishes this process's evicted burst bytes on record `index` in the region where the driver
- * reports residency (the fake driver does; NVIDIA's has no per-process query). */
-void vc_burst_note_residency(int index);
+ * reports residency (the fake driver does; NVIDIA's has no per-process query). Without `now`, at
+ * most every 100 ms: it is a statistic, not a charge. */
+void vc_burst_note_residency(int index, int now);
 
 #endif

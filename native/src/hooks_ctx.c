@@ -98,7 +98,7 @@ VC_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
   int index = -1;
   rc = vc_current_index(&index);
   if (rc != CUDA_SUCCESS) return rc;
-  vc_burst_note_residency(index);
+  vc_burst_note_residency(index, 1);
   uint64_t visible = vc_visible_total(index, real_total);
   if (free) *free = (size_t)vc_container_free(index, visible);
   if (total) *total = (size_t)visible;

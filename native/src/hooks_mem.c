@@ -42,8 +42,13 @@ VC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!dptr || bytesize == 0) return real(dptr, bytesize);
   CURRENT_INDEX_OR_RETURN(index);
-  if (vc_charge(index, bytesize) != CUDA_SUCCESS)
-    return vc_burst_alloc(index, dptr, bytesize, VC_MEM_ATTACH_GLOBAL, 1);
+  struct vc_limits limits;
+  enum vc_budget budget;
+  CUdevice dev = -1;
+  vc_limits_of(index, &limits);
+  if (vc_charge_either(index, bytesize, &limits, vc_burst_allowed(&limits, &dev), &budget) != CUDA_SUCCESS)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (budget == VC_BUDGET_BURST) return vc_burst_alloc_charged(index, dev, dptr, bytesize, VC_MEM_ATTACH_GLOBAL, 1);
   CUresult rc = real(dptr, bytesize);
   return charge_then(index, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0, free_v2);
 }
@@ -66,7 +71,13 @@ VC_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
   CURRENT_INDEX_OR_RETURN(index);
   /* Managed memory may migrate to the host, but it can all be resident on the device: count it.
    * Past the guarantee it is a burst like any other; its advice stays the application's. */
-  if (vc_charge(index, bytesize) != CUDA_SUCCESS) return vc_burst_alloc(index, dptr, bytesize, flags, 0);
+  struct vc_limits limits;
+  enum vc_budget budget;
+  CUdevice dev = -1;
+  vc_limits_of(index, &limits);
+  if (vc_charge_either(index, bytesize, &limits, vc_burst_allowed(&limits, &dev), &budget) != CUDA_SUCCESS)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (budget == VC_BUDGET_BURST) return vc_burst_alloc_charged(index, dev, dptr, bytesize, flags, 0);
   CUresult rc = real(dptr, bytesize, flags);
   return charge_then(index, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0, free_v2);
 }
@@ -132,7 +143,7 @@ static CUresult free_with(CUdeviceptr ptr, CUresult (*real)(CUdeviceptr), CUresu
     return rc;
   }
   vc_uncharge_alloc(&a);
-  if (a.burst) vc_burst_note_residency(a.device);
+  if (a.burst) vc_burst_note_residency(a.device, 0);
   return rc;
 }
 

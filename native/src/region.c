@@ -395,7 +395,15 @@ static void sub(_Atomic uint64_t *counter, uint64_t bytes) {
                         memory_order_release);
 }
 
-int vc_region_reserve_in(int index, uint64_t bytes, enum vc_budget budget, uint64_t guarantee, uint64_t ceiling) {
+/* The first budget of `budgets` (guaranteed before burst) that `bytes` fit in, or -1. */
+static int first_fit(const struct vc_device_block *b, uint64_t bytes, unsigned budgets, uint64_t guarantee,
+                     uint64_t ceiling) {
+  for (int budget = VC_BUDGET_GUARANTEED; budget <= VC_BUDGET_BURST; budget++)
+    if ((budgets & VC_BUDGET_BIT(budget)) && fits(b, bytes, (enum vc_budget)budget, guarantee, ceiling)) return budget;
+  return -1;
+}
+
+int vc_region_reserve_in(int index, uint64_t bytes, unsigned budgets, uint64_t guarantee, uint64_t ceiling) {
   if (!rg.map || index < 0 || (uint32_t)index >= rg.device_count) return -ENODEV;
   if (lock_region() != 0) return -EIO;
   maybe_reclaim_locked();
@@ -405,26 +413,41 @@ int vc_region_reserve_in(int index, uint64_t bytes, enum vc_budget budget, uint6
     return k;
   }
   struct vc_device_block *b = block((uint32_t)index);
-  if (!fits(b, bytes, budget, guarantee, ceiling) && (reclaim_locked() == 0 || !fits(b, bytes, budget, guarantee, ceiling))) {
+  int budget = first_fit(b, bytes, budgets, guarantee, ceiling);
+  if (budget < 0 && reclaim_locked() > 0) budget = first_fit(b, bytes, budgets, guarantee, ceiling);
+  if (budget < 0) {
     unlock_region();
     return -ENOMEM;
   }
   /* Release stores: lock-free readers (views, node agent) see a value that was true. */
-  add(counter_of(b, budget), bytes);
-  add(share_of((uint32_t)k, index, budget), bytes);
+  add(counter_of(b, (enum vc_budget)budget), bytes);
+  add(share_of((uint32_t)k, index, (enum vc_budget)budget), bytes);
   unlock_region();
-  return 0;
+  return budget;
 }
 
 int vc_region_reserve(int index, uint64_t bytes, uint64_t limit) {
-  return vc_region_reserve_in(index, bytes, VC_BUDGET_GUARANTEED, limit, UINT64_MAX);
+  int rc = vc_region_reserve_in(index, bytes, VC_BUDGET_BIT(VC_BUDGET_GUARANTEED), limit, UINT64_MAX);
+  return rc < 0 ? rc : 0;
 }
 
 void vc_region_release_in(int index, uint64_t bytes, enum vc_budget budget) {
   if (!rg.map || index < 0 || (uint32_t)index >= rg.device_count || bytes == 0) return;
   if (lock_region() != 0) return;
-  sub(counter_of(block((uint32_t)index), budget), bytes);
-  if (rg.own_slot >= 0 && rg.own_pid == self_pid()) sub(share_of((uint32_t)rg.own_slot, index, budget), bytes);
+  struct vc_device_block *b = block((uint32_t)index);
+  sub(counter_of(b, budget), bytes);
+  if (rg.own_slot >= 0 && rg.own_pid == self_pid()) {
+    uint32_t k = (uint32_t)rg.own_slot;
+    sub(share_of(k, index, budget), bytes);
+    /* Evicted bytes are a part of the burst: never more than what is left of it. */
+    struct vc_burst_slot *mine = burst_slot(k);
+    uint64_t left = atomic_load_explicit(&mine->burst_bytes[index], memory_order_relaxed);
+    uint64_t evicted = atomic_load_explicit(&mine->evicted_bytes[index], memory_order_relaxed);
+    if (budget == VC_BUDGET_BURST && evicted > left) {
+      atomic_store_explicit(&mine->evicted_bytes[index], left, memory_order_relaxed);
+      sub(&b->burst_evicted_bytes, evicted - left);
+    }
+  }
   unlock_region();
 }
 

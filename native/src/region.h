@@ -121,9 +121,13 @@ void vc_region_release(int index, uint64_t bytes);
  * memory limit) and burst bytes (managed memory above it). */
 enum vc_budget { VC_BUDGET_GUARANTEED = 0, VC_BUDGET_BURST = 1 };
 
-/* Reserves `bytes` in `budget` when guaranteed + burst stays within `ceiling` and, for the
- * guaranteed budget, guaranteed stays within `guarantee`. Errors as vc_region_reserve. */
-int vc_region_reserve_in(int index, uint64_t bytes, enum vc_budget budget, uint64_t guarantee, uint64_t ceiling);
+#define VC_BUDGET_BIT(budget) (1u << (budget))
+
+/* Reserves `bytes` in the first budget of the mask `budgets` (guaranteed before burst) where
+ * guaranteed + burst stays within `ceiling` and, for the guaranteed budget, guaranteed stays
+ * within `guarantee`: one lock, one reclaim pass before a refusal. Returns the budget taken, or
+ * an error as vc_region_reserve. */
+int vc_region_reserve_in(int index, uint64_t bytes, unsigned budgets, uint64_t guarantee, uint64_t ceiling);
 void vc_region_release_in(int index, uint64_t bytes, enum vc_budget budget);
 
 /* Container-wide burst bytes on device `index`. */
