@@ -122,10 +122,10 @@ async function startLocalApi(
   opts: LocalClusterOptions,
   cluster: ClusterSpec,
   workDir: string,
-  webhookPort: number,
+  service: { webhookPort: number; dashboardPort: number },
   closers: CloserStack,
 ) {
-  const api = await startClusterApi(cluster, workDir, webhookPort, opts.kubernetesVersion);
+  const api = await startClusterApi(cluster, workDir, service, opts.kubernetesVersion);
   closers.push(() => api.close());
   const client = new KubeClient(api.url);
   const kubeconfigPath = join(workDir, 'kubeconfig');
@@ -171,7 +171,8 @@ async function bootCluster(
   const service = await startControlPlaneService(opts.port ?? 0);
   closers.push(service.close);
   // 1. The API server, with a token per component so webhooks see service accounts.
-  const { api, client, kubeconfigPath } = await startLocalApi(opts, cluster, workDir, service.https.port, closers);
+  const ports = { webhookPort: service.https.port, dashboardPort: service.http.port };
+  const { api, client, kubeconfigPath } = await startLocalApi(opts, cluster, workDir, ports, closers);
 
   // 2. The ledger, shared by every replica, and 3. control-plane replicas behind the Service.
   const { dbReady, replicas, replicaCount } = await startLedgerAndReplicas(
@@ -304,11 +305,12 @@ function componentTokens(cluster: ClusterSpec): Record<string, UserInfo> {
 function startClusterApi(
   cluster: ClusterSpec,
   workDir: string,
-  httpsServicePort: number,
+  service: { webhookPort: number; dashboardPort: number },
   kubernetesVersion: ServedVersion | undefined,
 ): Promise<SimApiServer> {
   return startApiServer({
     ...(kubernetesVersion ? { kubernetesVersion } : {}),
+    dashboardUrl: `http://127.0.0.1:${service.dashboardPort}/`,
     namespaces: ['vcuda-system'],
     tokens: componentTokens(cluster),
     podLog: (pod, container) => {
@@ -319,7 +321,8 @@ function startClusterApi(
       return existsSync(file) ? readFileSync(file, 'utf8') : undefined;
     },
     // The webhook registration names the control plane's Service; it is the HTTPS proxy here.
-    resolveService: (svc) => (svc.name === 'vcuda-control-plane' ? `https://127.0.0.1:${httpsServicePort}` : undefined),
+    resolveService: (svc) =>
+      svc.name === 'vcuda-control-plane' ? `https://127.0.0.1:${service.webhookPort}` : undefined,
   });
 }
 

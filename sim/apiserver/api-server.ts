@@ -37,6 +37,8 @@ export type ApiServerOptions = {
    * are evaluated (1.32) or, as before 1.28, not there at all.
    */
   kubernetesVersion?: ServedVersion;
+  /** The control plane's dashboard: what exec, port-forward and top point people to instead. */
+  dashboardUrl?: string;
 };
 
 export type SimApiServer = {
@@ -67,6 +69,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<SimAp
     serverAddress: () => serverAddress,
     watches: new Set(),
     version,
+    ...(opts.dashboardUrl ? { dashboardUrl: opts.dashboardUrl } : {}),
   };
   const server = http.createServer(requestListener(ctx));
   server.keepAliveTimeout = 5_000;

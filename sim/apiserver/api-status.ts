@@ -12,6 +12,7 @@ export type StatusReason =
   | 'MethodNotAllowed'
   | 'UnsupportedMediaType'
   | 'InternalError'
+  | 'ServiceUnavailable'
   | 'Forbidden';
 
 export type ApiStatus = {

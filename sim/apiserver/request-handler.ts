@@ -15,6 +15,7 @@ import type { ResourceHandlers, UserInfo, WriteOptions } from './resource-handle
 import { toScale } from './scale-subresource.js';
 import { type KubeObject, type Matcher, parseFieldSelector, parseLabelSelector } from './selectors.js';
 import { includeObjectOf, toTable, wantsTable } from './table-view.js';
+import { unavailable, unavailableFeatureOf } from './unavailable.js';
 import { type SharedEventLines, serveWatch } from './watch-stream.js';
 
 /** What `pods/{name}/log` shows of a container; undefined: its logs are not available. */
@@ -36,6 +37,8 @@ export type ServerContext = {
   watches: Set<() => void>;
   /** The Kubernetes version `/version` reports. */
   version: ServedVersion;
+  /** Named where kubectl asks for what the simulator has not (exec, port-forward, top). */
+  dashboardUrl?: string;
 };
 
 /** The caller of a request without a known bearer token. */
@@ -83,6 +86,8 @@ async function handleRequest(ctx: ServerContext, req: IncomingMessage, res: Serv
   const route = parseRoute(url.pathname);
   if (route.kind === 'discovery') return serveDiscovery(res, url.pathname, ctx.serverAddress(), ctx.version);
   if (route.kind === 'unknown') throw notFound('', '', url.pathname);
+  const missing = unavailableFeatureOf(route.type.group, route.subresource);
+  if (missing) throw unavailable(missing, ctx.dashboardUrl);
   const call = resourceCall(ctx, req, res, url, route);
   switch (call.method) {
     case 'GET':

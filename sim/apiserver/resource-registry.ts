@@ -24,6 +24,21 @@ const SCALE = {
   verbs: ['get', 'patch', 'update'],
 };
 
+const SUBRESOURCE_VERBS: Record<string, string[]> = {
+  binding: ['create'],
+  log: ['get'],
+  exec: ['create', 'get'],
+  attach: ['create', 'get'],
+  portforward: ['create', 'get'],
+};
+
+const SUBRESOURCE_KINDS: Record<string, string> = {
+  binding: 'Binding',
+  exec: 'PodExecOptions',
+  attach: 'PodAttachOptions',
+  portforward: 'PodPortForwardOptions',
+};
+
 const VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
 
 function type(
@@ -49,7 +64,10 @@ function type(
 export const resourceTypes: readonly ResourceType[] = [
   type('', 'v1', 'namespaces', 'Namespace', false, { shortNames: ['ns'], subresources: ['status'] }),
   type('', 'v1', 'nodes', 'Node', false, { shortNames: ['no'], subresources: ['status'] }),
-  type('', 'v1', 'pods', 'Pod', true, { shortNames: ['po'], subresources: ['status', 'binding', 'log'] }),
+  type('', 'v1', 'pods', 'Pod', true, {
+    shortNames: ['po'],
+    subresources: ['status', 'binding', 'log', 'exec', 'attach', 'portforward'],
+  }),
   type('', 'v1', 'events', 'Event', true, { shortNames: ['ev'] }),
   type('', 'v1', 'configmaps', 'ConfigMap', true, { shortNames: ['cm'] }),
   type('', 'v1', 'secrets', 'Secret', true),
@@ -58,6 +76,9 @@ export const resourceTypes: readonly ResourceType[] = [
   type('apps', 'v1', 'deployments', 'Deployment', true, { shortNames: ['deploy'], subresources: ['status', 'scale'] }),
   type('apps', 'v1', 'replicasets', 'ReplicaSet', true, { shortNames: ['rs'], subresources: ['status', 'scale'] }),
   type('batch', 'v1', 'jobs', 'Job', true, { subresources: ['status'] }),
+  // Listed so `kubectl top` asks, and hears what the simulator offers instead (`unavailable.ts`).
+  type('metrics.k8s.io', 'v1beta1', 'pods', 'PodMetrics', true),
+  type('metrics.k8s.io', 'v1beta1', 'nodes', 'NodeMetrics', false),
   type('admissionregistration.k8s.io', 'v1', 'mutatingwebhookconfigurations', 'MutatingWebhookConfiguration', false),
   type(
     'admissionregistration.k8s.io',
@@ -139,8 +160,8 @@ export function apiResourceList(group: string, version: string) {
         name: `${t.resource}/${sub}`,
         singularName: '',
         namespaced: t.namespaced,
-        kind: sub === 'binding' ? 'Binding' : t.kind,
-        verbs: sub === 'binding' ? ['create'] : sub === 'log' ? ['get'] : ['get', 'patch', 'update'],
+        kind: SUBRESOURCE_KINDS[sub] ?? t.kind,
+        verbs: SUBRESOURCE_VERBS[sub] ?? ['get', 'patch', 'update'],
       });
     }
   }

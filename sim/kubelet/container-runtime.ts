@@ -151,7 +151,7 @@ export class ContainerRuntime {
       : undefined;
     if (mirror) env['VCUDA_CONFIG'] = mirror.path;
     const requested = [...(spec.command ?? []), ...(spec.args ?? [])];
-    appendFileSync(logPath, argv === IDLE && requested.length > 0 ? idleNote(requested[0]!, cfg.workloadDir) : '');
+    appendFileSync(logPath, argv === IDLE ? idleNote(requested[0], cfg.workloadDir) : '');
     const [file, ...rest] = argv;
     const id = randomBytes(32).toString('hex');
     const proc = cfg.procDir ? { procDir: cfg.procDir, cgroup: containerCgroupText(podUid, id) } : undefined;
@@ -180,12 +180,19 @@ export function rfc3339Now(): string {
   return `${new Date().toISOString().slice(0, 19)}Z`;
 }
 
-/** Written to a container's log when its command is not something the simulator can run. */
-function idleNote(command: string, workloadDir: string | undefined): string {
+/**
+ * Written to a container's log when its command is not something the simulator can run (or it has
+ * none: the simulator pulls no images), with what would print something instead.
+ */
+function idleNote(command: string | undefined, workloadDir: string | undefined): string {
   const workloads = workloadDir && existsSync(workloadDir) ? readdirSync(workloadDir).join(', ') : 'none built';
+  const what = command
+    ? `"${command}" is neither a simulated workload (${workloads}) nor an allowed host command (${[...HOST_COMMANDS].join(', ')})`
+    : 'the container has no command and the simulator runs no images';
   return (
-    `vcuda sim: "${command}" is neither a simulated workload (${workloads}) nor an allowed host command ` +
-    `(${[...HOST_COMMANDS].join(', ')}); the container idles like a server\n`
+    `vcuda sim: ${what}; the container idles like a server and logs nothing more. ` +
+    `For output, give it a command: a simulated workload (${workloads}, e.g. cuda-workload --alloc-mib 1024 --hold-seconds 600) ` +
+    `or one of ${[...HOST_COMMANDS].join(', ')}\n`
   );
 }
 
