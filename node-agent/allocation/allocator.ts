@@ -144,7 +144,7 @@ export class Allocator {
   private refuse(pod: PodView, code: AllocationErrorCode, detail: string, cause?: unknown): never {
     const message = `pod ${podKey(pod)}: ${detail}`;
     this.d.events.podEvent(pod, eventReasons.allocateFailed, message);
-    this.d.log.warn(`PreStartContainer refused: ${message}`);
+    this.d.log.warn({ pod: podKey(pod), code }, `PreStartContainer refused: ${message}`);
     throw new AllocationError(code, message, { cause });
   }
 
@@ -217,7 +217,7 @@ export class Allocator {
       const pod = this.podNamed(p.namespace, p.name);
       if (pod) this.d.events.podEvent(pod, eventReasons.allocateFailed, message);
     }
-    this.d.log.warn(message);
+    this.d.log.warn({ code: result.code }, message);
     throw new AllocationError(result.code, message);
   }
 
