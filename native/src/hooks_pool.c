@@ -201,6 +201,9 @@ static CUresult free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdeviceptr 
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc;
   if (vc_pool_free(dptr, real, stream, &rc)) return rc;
+  /* On a capturing stream the free becomes a graph node and the memory stays allocated until a
+   * launch: the charge (guaranteed or burst) stays too, high rather than low, until cuMemFree. */
+  if (vc_capture_maybe_active() && vc_stream_capturing(stream)) return real(dptr, stream);
   struct vc_alloc a;
   int known = vc_alloc_take(VC_ALLOC_LINEAR, dptr, &a) == 0;
   rc = real(dptr, stream);

@@ -5,6 +5,7 @@
  *   p:N / P:N   cuMemAllocAsync        V:N         cuMemCreate on the device (refused)
  *   T:N         cuMemAllocPitch, N rows of 1 MiB (refused)
  *   f:I         free allocation I (0-based, in order made)      F   free all
+ *   q:I         cuMemFreeAsync of allocation I, on the capturing stream while a capture runs
  *   c           begin stream capture on a new stream; again: end it
  *   k           launch a kernel and synchronize (touches this process's managed memory)
  *   i:FREE:TOTAL   cuMemGetInfo must say so      n:USED:TOTAL   NVML memory info must say so
@@ -129,6 +130,8 @@ static void run(const char *op) {
   if (strchr("aAmMpPVT", kind)) allocate(kind, x, op);
   else if (strchr("indur", kind)) check_views(kind, x, y, op);
   else if (kind == 'f') CHECK(x < (uint64_t)n_allocs && cuMemFree_v2(allocs[x]) == CUDA_SUCCESS, "%s: free", op);
+  else if (kind == 'q')
+    CHECK(x < (uint64_t)n_allocs && cuMemFreeAsync(allocs[x], capture_stream) == CUDA_SUCCESS, "%s: free async", op);
   else if (kind == 'F') {
     for (int i = 0; i < n_allocs; i++) cuMemFree_v2(allocs[i]);
     n_allocs = 0;

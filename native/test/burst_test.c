@@ -221,6 +221,8 @@ static void held_to_request(void) {
   struct container c;
   make_container(&c, "held", 64, 1024);
   CHECK(run(&c, "P:100 V:100 T:100 c A:100 c a:100 p:64 P:1 F") == 0, "no burst for pools, VMM, pitch, capture");
+  CHECK(run(&c, "a:1000 q:0 a:1000 c q:1 c A:100 f:1 a:100 F") == 0,
+        "cuMemFreeAsync returns a burst at once, but not while the free is only captured");
   setenv("FAKEGPU_CONCURRENT_MANAGED", "0", 1);
   CHECK(run(&c, "a:64 A:1 F") == 0, "no burst without concurrent managed access");
   unsetenv("FAKEGPU_CONCURRENT_MANAGED");
