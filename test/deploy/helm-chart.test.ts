@@ -329,4 +329,53 @@ describe.each(RIGS)('kube-apiserver $minor', ({ minor, dir, reason }) => {
     },
     120_000,
   );
+
+  it.skipIf(reason !== undefined)(
+    'accepts the kustomize base too (server-side dry run)',
+    () => {
+      const applied = kubectl(['apply', '--dry-run=server', '-k', base]);
+      expect(applied.stderr.replace(/^Warning: .*\n/gm, '')).toBe('');
+      expect(applied.status).toBe(0);
+    },
+    120_000,
+  );
+
+  it.skipIf(reason !== undefined)(
+    'installs, and an upgrade keeps the signing keys the control plane published',
+    () => {
+      const install = helm(['install', 'vcuda', chartDir, '-n', 'vcuda-system', '--kubeconfig', kubeconfig]);
+      expect(install.status, install.stderr).toBe(0);
+      const published =
+        '{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","kid":"k1"}]}';
+      const jwks = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'vcuda-jwks', namespace: 'vcuda-system' } };
+      expect(
+        kubectl(['replace', '-f', '-'], JSON.stringify({ ...jwks, data: { 'jwks.json': published } })).status,
+      ).toBe(0);
+      const upgrade = helm([
+        'upgrade',
+        'vcuda',
+        chartDir,
+        '-n',
+        'vcuda-system',
+        '--kubeconfig',
+        kubeconfig,
+        '--reuse-values',
+        '--set',
+        'logLevel=debug',
+      ]);
+      expect(upgrade.status, upgrade.stderr).toBe(0);
+      const live = kubectl([
+        '-n',
+        'vcuda-system',
+        'get',
+        'configmap',
+        'vcuda-jwks',
+        '-o',
+        'jsonpath={.data.jwks\\.json}',
+      ]);
+      expect(live.stdout).toBe(published);
+      expect(helm(['uninstall', 'vcuda', '-n', 'vcuda-system', '--kubeconfig', kubeconfig]).status).toBe(0);
+    },
+    120_000,
+  );
 });
