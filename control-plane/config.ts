@@ -32,6 +32,11 @@ const extenderConfigSchema = z.object({
   allowedClients: z.array(z.string().min(1)).min(1).default(['vcuda-scheduler']),
   /** Larger bodies get 413 before they are read whole. */
   maxBodyBytes: z.number().int().min(1024).default(EXTENDER_MAX_BODY_BYTES),
+  /**
+   * Filter and prioritize calls read and judged at once; more wait, unread, up to 5 s. With the
+   * body limit it bounds the memory parallel calls can take.
+   */
+  maxConcurrentCalls: z.number().int().min(1).max(64).default(4),
   certificates: z
     .object({
       /**

@@ -5,8 +5,17 @@
 import { z } from 'zod';
 import type { PodWithStatus } from '../placement/cluster-snapshot.js';
 
+/** The most nodes a cluster has (Kubernetes' supported maximum), and the longest name one can have. */
+export const MAX_NODES = 5000;
+export const MAX_NODE_NAME = 253;
+
 const nodeList = z
-  .object({ items: z.array(z.object({ metadata: z.object({ name: z.string() }).loose() }).loose()).nullish() })
+  .object({
+    items: z
+      .array(z.object({ metadata: z.object({ name: z.string().max(MAX_NODE_NAME) }).loose() }).loose())
+      .max(MAX_NODES)
+      .nullish(),
+  })
   .loose();
 
 /** The index of the first entry that is not a string; -1 when every entry is one. */
@@ -15,15 +24,28 @@ function firstNonString(list: readonly unknown[]): number {
   return -1;
 }
 
+/** The index of the first entry that is not a node name; -1 when every entry is one. */
+function firstNonName(list: readonly unknown[]): number {
+  const i = firstNonString(list);
+  if (i >= 0) return i;
+  return list.findIndex((n) => (n as string).length > MAX_NODE_NAME);
+}
+
 /**
  * A call can name 5,000 nodes: they are checked where they lie, not copied entry by entry as
- * `z.array(z.string())` would (a parse result per entry, on every filter and prioritize).
+ * `z.array(z.string())` would (a parse result per entry, on every filter and prioritize). More
+ * nodes than a cluster can have, or a longer name than a node can have, is no call
+ * kube-scheduler makes: refused, so the answer's size and the work are bounded too.
  */
-const nodeNames = z.custom<string[]>((v) => Array.isArray(v) && firstNonString(v) < 0, {
+const nodeNames = z.custom<string[]>((v) => Array.isArray(v) && v.length <= MAX_NODES && firstNonName(v) < 0, {
   error: (issue) => {
     const list = issue.input;
     if (!Array.isArray(list)) return 'expected an array of node names';
-    return `entry [${firstNonString(list)}] is not a string; expected node names`;
+    if (list.length > MAX_NODES) return `${list.length} node names; a cluster has at most ${MAX_NODES}`;
+    const i = firstNonName(list);
+    return typeof list[i] === 'string'
+      ? `entry [${i}] is longer than the ${MAX_NODE_NAME} characters of a node name`
+      : `entry [${i}] is not a string; expected node names`;
   },
 });
 

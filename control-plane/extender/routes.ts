@@ -22,6 +22,7 @@ import { capacityReasons, type FitContext } from '../placement/fit.js';
 import { type PlacementRequest, readPlacementRequest } from '../placement/placement-request.js';
 import type { AssignmentSigner } from '../signing-keys.js';
 import { Binder, type BinderConfig, type BindLedger, fitContextOf } from './binder.js';
+import { CallGate } from './call-gate.js';
 import {
   type BindingArgs,
   bindingArgsSchema,
@@ -40,6 +41,11 @@ import type { Nudger } from './nudger.js';
 import type { PodWriteBatcher } from './pod-write-batcher.js';
 
 export const EXTENDER_COMPONENT = 'vcuda-scheduler-extender';
+export const DEFAULT_MAX_CONCURRENT_CALLS = 4;
+/** A refusal's words per node: 5,000 of them make an answer of a few MiB at most. */
+const MAX_REASON_CHARS = 512;
+const bounded = (message: string) =>
+  message.length <= MAX_REASON_CHARS ? message : `${message.slice(0, MAX_REASON_CHARS - 1)}…`;
 
 export type ExtenderDeps = {
   config: BinderConfig & {
@@ -47,6 +53,8 @@ export type ExtenderDeps = {
     instanceId: string;
     /** The same pod's unschedulable Event at most this often (default 30 s). */
     eventIntervalMs?: number;
+    /** Filter and prioritize calls judged at once (call-gate.ts; default 4). */
+    maxConcurrentCalls?: number;
   };
   state: ClusterState;
   kube: ControlPlaneKube;
@@ -88,15 +96,23 @@ export function extenderRoutes(deps: ExtenderDeps): Hono {
     }
   };
 
+  // Bodies are read only once the call has its turn: waiting calls hold no parsed body.
+  const gate = new CallGate({
+    maxInFlight: deps.config.maxConcurrentCalls ?? DEFAULT_MAX_CONCURRENT_CALLS,
+    maxWaiting: 64,
+    waitMs: 5000,
+  });
   const app = new Hono();
   app.post('/filter', (c) =>
-    timed('filter', async () =>
-      c.json(verbs.filter(await readArgs(c.req.raw, extenderArgsSchema, 'extender filter args'))),
+    timed('filter', () =>
+      gate.run(async () => c.json(verbs.filter(await readArgs(c.req.raw, extenderArgsSchema, 'extender filter args')))),
     ),
   );
   app.post('/prioritize', (c) =>
-    timed('prioritize', async () =>
-      c.json(verbs.prioritize(await readArgs(c.req.raw, extenderArgsSchema, 'extender prioritize args'))),
+    timed('prioritize', () =>
+      gate.run(async () =>
+        c.json(verbs.prioritize(await readArgs(c.req.raw, extenderArgsSchema, 'extender prioritize args'))),
+      ),
     ),
   );
   app.post('/bind', (c) =>
@@ -106,6 +122,7 @@ export function extenderRoutes(deps: ExtenderDeps): Hono {
   );
   app.onError((err, c) => {
     if (err instanceof ValidationError) return c.json({ Error: err.message }, 400);
+    if (err instanceof VcudaError && err.code === 'unavailable') return c.json({ Error: err.message }, 503);
     deps.log?.('extender error', { err });
     return c.json({ Error: 'internal error' }, 500);
   });
@@ -142,7 +159,8 @@ class ExtenderVerbs {
     }
     const req = this.readRequest(pod);
     if (req instanceof ValidationError) {
-      for (const n of names) result.FailedAndUnresolvableNodes[n] = req.message;
+      const message = bounded(req.message);
+      for (const n of names) result.FailedAndUnresolvableNodes[n] = message;
       return result;
     }
     const outcome = filterNodes(req, this.deps.state.snapshot(), names, this.fitContext());
@@ -152,7 +170,7 @@ class ExtenderVerbs {
     // preemption, so evicting pods the scheduler picks would not free the GPU capacity it lacks.
     const byReason = new Map<string, number>();
     for (const [node, r] of outcome.refused) {
-      result.FailedAndUnresolvableNodes[node] = r.message;
+      result.FailedAndUnresolvableNodes[node] = bounded(r.message);
       byReason.set(r.reason, (byReason.get(r.reason) ?? 0) + 1);
     }
     for (const [reason, n] of byReason) this.deps.metrics.nodeRefusals.inc({ reason }, n);

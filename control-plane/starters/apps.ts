@@ -111,6 +111,7 @@ export function schedulerApp(
       heartbeatStaleMs: config.heartbeatStaleSeconds * 1000,
       assignmentTtlMs: config.assignmentTtlSeconds * 1000,
       instanceId: config.instanceId,
+      maxConcurrentCalls: config.extender.maxConcurrentCalls,
     },
     state: cluster.state,
     kube: cluster.kube,
