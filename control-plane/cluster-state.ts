@@ -30,7 +30,7 @@ import { SnapshotNodes } from './placement/snapshot-nodes.js';
 /** Why capacity may have freed on a node: pending pods refused for capacity should be retried. */
 export type CapacityFreed = {
   node: string;
-  why: 'pod-ended' | 'assignment-withdrawn' | 'pod-allocated' | 'node-recovered';
+  why: 'pod-ended' | 'assignment-withdrawn' | 'pod-allocated' | 'node-recovered' | 'ledger-released';
   /** The pod that ended (its ledger rows are released) or was allocated (its size stops being pending). */
   pod?: { uid: string; namespace: string; name: string };
 };
@@ -84,6 +84,11 @@ export class ClusterState {
   private readonly pods = new Map<string, PodEntry>();
   /** Node name -> keys of pods holding cards there. */
   private readonly holdsByNode = new Map<string, Set<string>>();
+  /**
+   * The shared ledger's holds of pods this view does not count through their own assignment, keyed
+   * `ledger:<pod uid>` in `holdsByNode` (pod keys always hold a '/', so the two never meet).
+   */
+  private readonly ledgerHolds = new Map<string, CardHold>();
   private readonly nodeSnapshots = new Map<string, NodeSnapshot>();
   private version = 0;
   private current: ClusterSnapshot | undefined;
@@ -273,7 +278,42 @@ export class ClusterState {
     const before = this.pods.get(key);
     this.pods.set(key, held ? { pod, hold, held } : { pod, hold });
     this.moveHold(key, before?.hold, hold);
+    // Counted through its verified assignment from now on, not its ledger reservation as well. An
+    // assumed hold does not replace it: a bind that fails (the pod held by another attempt) rolls back.
+    if (held) this.dropLedgerHold(`ledger:${pod.metadata?.uid ?? ''}`);
     return before;
+  }
+
+  /**
+   * The shared ledger's live holds of this cluster as last read (db/ledger-holds.ts), each with the
+   * card hold it makes: those of pods this view counts through their verified assignment are
+   * skipped, and this replica's own (`isOwn`) while it counts the pod as assumed by its bind; the
+   * rest (another replica's bind in flight, a dead replica's leftover) count on their cards until a
+   * later call leaves them out or the pod's verified assignment replaces them.
+   */
+  setLedgerHolds(
+    holds: Iterable<{ podUid: string; namespace: string; pod: string; isOwn: boolean; hold: CardHold }>,
+  ): void {
+    const next = new Map<string, CardHold>();
+    for (const h of holds) {
+      const entry = this.pods.get(`${h.namespace}/${h.pod}`);
+      const counted = entry?.pod.metadata?.uid === h.podUid && (entry.held || (h.isOwn && entry.hold));
+      if (!counted) next.set(`ledger:${h.podUid}`, h.hold);
+    }
+    for (const key of [...this.ledgerHolds.keys()]) if (!next.has(key)) this.dropLedgerHold(key);
+    for (const [key, hold] of next) {
+      const before = this.ledgerHolds.get(key);
+      this.ledgerHolds.set(key, hold);
+      this.moveHold(key, before, hold);
+    }
+  }
+
+  private dropLedgerHold(key: string): void {
+    const before = this.ledgerHolds.get(key);
+    if (!before) return;
+    this.ledgerHolds.delete(key);
+    this.moveHold(key, before, undefined);
+    this.emit({ node: before.node, why: 'ledger-released' });
   }
 
   private moveHold(key: string, from: CardHold | undefined, to: CardHold | undefined): void {
@@ -294,7 +334,7 @@ export class ClusterState {
     if (!inv) return; // pods on a node not seen yet count once the node arrives
     const holds: CardHold[] = [];
     for (const key of this.holdsByNode.get(node) ?? []) {
-      const h = this.pods.get(key)?.hold;
+      const h = this.pods.get(key)?.hold ?? this.ledgerHolds.get(key);
       if (h) holds.push(h);
     }
     const next = composeNodeSnapshot(inv, holds);

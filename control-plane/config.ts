@@ -124,6 +124,11 @@ export const controlPlaneConfigSchema = z
     assignmentTtlSeconds: z.number().int().min(30).default(600),
     /** Ledger reservations a bind never confirmed are released after this (a replica died mid-bind). */
     reservationTimeoutSeconds: z.number().int().min(10).default(60),
+    /**
+     * Each replica renews a lease in the ledger; once it lapses (the replica died), any other
+     * replica settles the reservations it left at once instead of after the timeout above.
+     */
+    replicaLeaseSeconds: z.number().int().min(2).max(300).default(5),
     signingKeys: z
       .object({
         source: z.enum(['secret', 'file', 'ephemeral']).default('secret'),
@@ -265,6 +270,7 @@ export const envKeys: Record<string, [path: string, kind: 'string' | 'int' | 'bo
   VCUDA_HEARTBEAT_STALE_SECONDS: ['heartbeatStaleSeconds', 'int'],
   VCUDA_ASSIGNMENT_TTL_SECONDS: ['assignmentTtlSeconds', 'int'],
   VCUDA_RESERVATION_TIMEOUT_SECONDS: ['reservationTimeoutSeconds', 'int'],
+  VCUDA_REPLICA_LEASE_SECONDS: ['replicaLeaseSeconds', 'int'],
   VCUDA_SIGNING_KEY_SOURCE: ['signingKeys.source', 'string'],
   VCUDA_SIGNING_KEY_FILE: ['signingKeys.file', 'string'],
   VCUDA_WEBHOOK_REGISTRATION: ['webhookRegistration', 'string'],

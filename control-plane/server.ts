@@ -15,6 +15,7 @@ import { redactingLogHooks } from '../contract/redact.js';
 import type { VcudaDb } from '../db/connect.js';
 import type { ClusterState } from './cluster-state.js';
 import type { ControlPlaneConfig } from './config.js';
+import type { BindFaults } from './extender/binder.js';
 import { createExtenderMetrics } from './extender/extender-metrics.js';
 import type { ExtenderClientCredentials } from './extender/extender-tls.js';
 import { PodWriteBatcher } from './extender/pod-write-batcher.js';
@@ -25,6 +26,7 @@ import { closerStack, type StartContext } from './starters/context.js';
 import { followPods, watchRefusals } from './starters/follow.js';
 import { listen } from './starters/http-listener.js';
 import { followCapacity, startLedgerHousekeeping, startLedgerStore, startUsageStore } from './starters/ledger.js';
+import { followLedgerHolds, startReplicaLease } from './starters/ledger-follow.js';
 import { serveExtender, serveWebhooks } from './starters/tls-listeners.js';
 
 export type ControlPlaneOverrides = {
@@ -40,6 +42,8 @@ export type ControlPlaneOverrides = {
    * config's `httpsPort` cannot say so, its 0 turns the webhooks off.
    */
   httpsPort?: number;
+  /** Fault injection for tests: called at each step of every bind (extender/binder.ts). */
+  bindFaults?: BindFaults;
 };
 
 export type RunningControlPlane = {
@@ -86,6 +90,10 @@ export async function startControlPlane(
     closers.push(capacity.close);
     const housekeeping = startLedgerHousekeeping(ctx, { store, state: cluster.state, watch: cluster.watch });
     closers.push(housekeeping.close);
+    // This replica's lease, and the other replicas' holds counted and, once left behind, settled.
+    const lease = await startReplicaLease(ctx, { ledger: store.ledger, replica: store.replica });
+    closers.push(lease.close);
+    closers.push(followLedgerHolds(ctx, { ledger: store.ledger, cluster, replica: store.replica }));
     // 6. The composed apps.
     const webhook = webhookConfigOf(ctx);
     const admission = admissionApps(ctx, { webhook, cluster, store, registry });
@@ -95,7 +103,17 @@ export async function startControlPlane(
     // shutdown, once every listener has closed and before the ledger does.
     const confirms = new PodWriteBatcher((uids) => store.boundedLedger.confirmMany(config.clusterName, uids));
     closers.push(() => confirms.drain());
-    const scheduler = schedulerApp(ctx, { cluster, store, keys, metrics, nudger, ledgerNodes, confirms });
+    const scheduler = schedulerApp(ctx, {
+      cluster,
+      store,
+      keys,
+      metrics,
+      nudger,
+      ledgerNodes,
+      confirms,
+      lease,
+      faults: overrides.bindFaults,
+    });
     const usage = startUsageStore(ctx, store.db);
     closers.push(usage.close);
     const app = plainApp(ctx, { cluster, store, usage: usage.usage, registry, scheduler });

@@ -40,7 +40,7 @@ describe.each(kinds)('ledger on %s', (kind) => {
   });
   beforeEach(async () => {
     await t.db.execute(
-      sql`truncate allocations, pod_holds, cards, nodes, clusters, quotas, team_namespaces, usage_samples`,
+      sql`truncate allocations, pod_holds, cards, nodes, clusters, quotas, team_namespaces, usage_samples, replica_leases`,
     );
     now = new Date('2026-03-01T10:00:00Z');
     ledger = createLedger(t.db, { clock: () => now });
@@ -151,16 +151,46 @@ describe.each(kinds)('ledger on %s', (kind) => {
     expect(await ledger.reserve(pod('p1', [share('GPU-a', 70, 5_000)]))).toEqual({ reused: false });
   });
 
-  it('confirms, and expires only reservations never confirmed', async () => {
+  it('confirms, and releases as unconfirmed only reservations never confirmed', async () => {
     await ledger.reserve(pod('p1', [share('GPU-a', 30, 100)]));
     await ledger.reserve(pod('p2', [share('GPU-a', 30, 100)]));
     await ledger.confirm('c1', 'p1');
-    now = new Date(now.getTime() + 60_000);
-    await ledger.reserve(pod('p3', [share('GPU-a', 30, 100)]));
-    expect(await ledger.expireReservations(30_000)).toBe(1); // p2 only: p1 bound, p3 young
-    expect(await cardTotals('GPU-a')).toEqual({ core_used: 60, memory_used_mib: 200 });
+    expect(await ledger.releaseUnconfirmed('c1', 'p1')).toBe(false); // bound: kept
+    expect(await ledger.releaseUnconfirmed('c1', 'p2')).toBe(true);
+    expect(await ledger.releaseUnconfirmed('c1', 'p2')).toBe(false);
+    expect(await cardTotals('GPU-a')).toEqual({ core_used: 30, memory_used_mib: 100 });
     await expectCode(ledger.confirm('c1', 'p2'), 'not-found', /expired/);
     await ledger.confirm('c1', 'p1'); // idempotent
+  });
+
+  it("lists a cluster's live holds with their cards, state and owner, whose lease it judges", async () => {
+    const a = createLedger(t.db, { clock: () => now, replica: 'replica-a' });
+    const b = createLedger(t.db, { clock: () => now, replica: 'replica-b' });
+    await a.renewLease('replica-a', 'c1', 60_000);
+    await b.renewLease('replica-b', 'c1', 1); // lapses at once
+    await a.reserve(pod('p1', [share('GPU-a', 30, 100, 'x'), share('GPU-b', 10, 50, 'x')]));
+    await b.reserve(pod('p2', [share('GPU-a', 20, 200, 'x'), share('GPU-a', 5, 10, 'y')]));
+    await ledger.reserve(pod('p3', [share('GPU-b', 10, 10)])); // no owner
+    await ledger.reserve(pod('z1', [share('GPU-z', 10, 10)], { cluster: 'c2', node: 'm1' }));
+    await a.confirm('c1', 'p1');
+    await new Promise((r) => setTimeout(r, 20));
+    const holds = (await ledger.liveHolds('c1')).sort((x, y) => x.podUid.localeCompare(y.podUid));
+    expect(holds.map((h) => [h.podUid, h.node, h.isBound, h.owner, h.isOwnerLapsed])).toEqual([
+      ['p1', 'n1', true, 'replica-a', false],
+      ['p2', 'n1', false, 'replica-b', true],
+      ['p3', 'n1', false, null, false],
+    ]);
+    expect(holds[0]?.cards.sort((x, y) => x.cardUuid.localeCompare(y.cardUuid))).toEqual([
+      { cardUuid: 'GPU-a', core: 30, memoryMiB: 100 },
+      { cardUuid: 'GPU-b', core: 10, memoryMiB: 50 },
+    ]);
+    expect(holds[1]?.cards).toEqual([{ cardUuid: 'GPU-a', core: 25, memoryMiB: 210 }]);
+    expect(holds[0]?.reservedAt.getTime()).toBe(now.getTime());
+    // Renewed, the lease holds again; released, a hold is listed no more.
+    await b.renewLease('replica-b', 'c1', 60_000);
+    expect((await ledger.liveHolds('c1')).find((h) => h.podUid === 'p2')?.isOwnerLapsed).toBe(false);
+    await ledger.release('c1', 'p2');
+    expect((await ledger.liveHolds('c1')).map((h) => h.podUid).sort()).toEqual(['p1', 'p3']);
   });
 
   it('confirms many pods of one cluster at once and names those without a reservation', async () => {
@@ -171,9 +201,8 @@ describe.each(kinds)('ledger on %s', (kind) => {
     expect(await ledger.confirmMany('c1', ['p1', 'gone', 'p2', 'p3'])).toEqual({ missing: ['gone', 'p3'] });
     expect(await ledger.confirmMany('c2', ['p1'])).toEqual({ missing: ['p1'] }); // another cluster's pod
     expect(await ledger.confirmMany('c1', [])).toEqual({ missing: [] });
-    // Bound pods are not expired, and confirming them again is harmless.
-    now = new Date(now.getTime() + 60_000);
-    expect(await ledger.expireReservations(30_000)).toBe(0);
+    // Bound pods are never released as unconfirmed, and confirming them again is harmless.
+    expect(await ledger.releaseUnconfirmed('c1', 'p1')).toBe(false);
     expect(await ledger.confirmMany('c1', ['p1', 'p2'])).toEqual({ missing: [] });
     expect(await cardTotals('GPU-a')).toEqual({ core_used: 60, memory_used_mib: 200 });
   });

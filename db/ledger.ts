@@ -17,11 +17,12 @@
  * holds the SQL to an independent statement of the rules (test/support/db/ledger-spec.ts).
  * Deadlocks (possible only against administrative operations and other replicas' batches) are retried.
  */
-import { and, eq, lt, ne, sql } from 'drizzle-orm';
+import { and, eq, ne, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { fieldErrorsFromZod, ValidationError, VcudaError } from '../contract/index.js';
 import { rawQueryOf, rowsOf, type VcudaDb } from './connect.js';
 import { createGroupCommit } from './group-commit.js';
+import { createLedgerHolds, type LedgerQuery } from './ledger-holds.js';
 import { pgErrorCode, retryTransient, UNIQUE_VIOLATION } from './pg-errors.js';
 import { createQuotaAdmin, type QuotaRequest } from './quotas.js';
 import { allocations } from './schema.js';
@@ -47,6 +48,11 @@ export type LedgerOptions = {
    * operation is its own transaction. Callers see the same results either way.
    */
   groupCommit?: { maxBatch: number; maxInFlight?: number } | false;
+  /**
+   * The control-plane replica this ledger reserves for (its lease: `renewLease`); the holds it
+   * makes name it as their owner. Absent: holds without an owner, settled only by age.
+   */
+  replica?: string;
 };
 
 export const DEFAULT_GROUP_COMMIT = { maxBatch: 64, maxInFlight: 1 } as const;
@@ -108,7 +114,9 @@ type ReleaseOp = { op: 'release'; cluster: string; podUid: string; at: string; o
 type LedgerOp = ReserveOp | ReleaseOp;
 type LedgerOpResult = ReserveVerdict | { released: number };
 
-const APPLY_SQL = 'select vcuda_ledger_apply($1::jsonb) as r';
+// In the name of the replica making it (migration 0014: the holds it inserts name their owner).
+const APPLY_SQL = 'select vcuda_ledger_apply_as($1::jsonb, $2::text) as r';
+const UPSERT_NODE_SQL = 'select vcuda_upsert_node($1, $2, $3::jsonb, $4::timestamptz)';
 
 // One prepared statement each, like reserve: the query builder cost more client CPU than the call.
 const CONFIRM_SQL = `with bound as (
@@ -127,12 +135,16 @@ const PRECHECK_SQL = 'select vcuda_quota_precheck($1, $2, $3::int, $4::int, $5) 
 
 const parseJson = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T;
 
-export function createLedger(db: VcudaDb, opts: LedgerOptions) {
-  const { clock } = opts;
-  // The hot calls (reserve, confirm, release, node registration) go straight to the driver when
-  // it is ours: the query builder costs more client CPU than the call itself.
+/** A statement with numbered placeholders, straight to the driver when it is ours. */
+type Query = LedgerQuery;
+
+/**
+ * The hot calls (reserve, confirm, release, node registration) go straight to the driver when it
+ * is ours: the query builder costs more client CPU than the call itself.
+ */
+function queryOf(db: VcudaDb): Query {
   const raw = rawQueryOf(db);
-  async function query<T>(text: string, params: unknown[]): Promise<T[]> {
+  return async <T>(text: string, params: unknown[]): Promise<T[]> => {
     if (raw) return (await raw(text, params)) as T[];
     // Split keeps the placeholder numbers at odd positions, so $3 before $1 binds the right value.
     const parts = text.split(/\$(\d+)/);
@@ -141,10 +153,18 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
       sql``,
     );
     return rowsOf<T>(await db.execute(built));
-  }
+  };
+}
 
+/**
+ * How reservations and releases reach `vcuda_ledger_apply`: grouped into shared transactions
+ * (group commit) or one transaction each. Reservations are made in `replica`'s name (the hold's
+ * owner, migration 0014), so another replica can tell a dead one's leftovers from its own.
+ */
+function submitterOf(query: Query, opts: LedgerOptions): (op: LedgerOp) => Promise<LedgerOpResult> {
+  const replica = opts.replica ?? null;
   async function applyBatch(ops: readonly LedgerOp[]): Promise<LedgerOpResult[]> {
-    const rows = await query<{ r: unknown }>(APPLY_SQL, [JSON.stringify(ops)]);
+    const rows = await query<{ r: unknown }>(APPLY_SQL, [JSON.stringify(ops), replica]);
     const results = parseJson<LedgerOpResult[] | null>(rows[0]?.r);
     if (!Array.isArray(results)) throw new Error(`vcuda_ledger_apply answered ${JSON.stringify(results)}`);
     return results;
@@ -164,24 +184,28 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
   }
 
   const grouping = opts.groupCommit === undefined ? DEFAULT_GROUP_COMMIT : opts.groupCommit;
-  const submit = grouping
-    ? createGroupCommit<LedgerOp, LedgerOpResult>({
-        maxBatch: grouping.maxBatch,
-        maxInFlight: grouping.maxInFlight ?? 1,
-        keyOf: (op) => `${op.cluster}\u0000${op.podUid}`,
-        runOne,
-        runBatch: applyBatch,
-      })
-    : runOne;
+  if (!grouping) return runOne;
+  return createGroupCommit<LedgerOp, LedgerOpResult>({
+    maxBatch: grouping.maxBatch,
+    maxInFlight: grouping.maxInFlight ?? 1,
+    keyOf: (op) => `${op.cluster}\u0000${op.podUid}`,
+    runOne,
+    runBatch: applyBatch,
+  });
+}
 
-  /** Releases every live row of one pod; returns how many rows it released. */
-  async function releasePod(cluster: string, podUid: string, onlyState?: 'reserved'): Promise<number> {
+/** Releases every live row of one pod (only while still `reserved`, if asked); returns how many rows. */
+type ReleasePod = (cluster: string, podUid: string, onlyState?: 'reserved') => Promise<number>;
+
+/** Registration of nodes' cards, and a pod's reservation through its life: reserve, confirm, release. */
+function reservationsOf(query: Query, submit: (op: LedgerOp) => Promise<LedgerOpResult>, clock: () => Date) {
+  const releasePod: ReleasePod = async (cluster, podUid, onlyState) => {
     const at = clock().toISOString();
     const result = await submit({ op: 'release', cluster, podUid, at, onlyState: onlyState ?? null });
     return 'released' in result ? result.released : 0;
-  }
-
+  };
   return {
+    releasePod,
     /**
      * Records a node's cards; cards it no longer reports take no new reservations. One call of
      * `vcuda_upsert_node` (migration 0007): one multi-row upsert instead of a statement per card.
@@ -191,22 +215,15 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
       // A card listed twice keeps its last entry, as the per-card upserts used to leave it.
       const byUuid = new Map(list.map((c) => [c.uuid, c]));
       const payload = JSON.stringify([...byUuid.values()]);
-      await retryTransient(() =>
-        query('select vcuda_upsert_node($1, $2, $3::jsonb, $4::timestamptz)', [
-          cluster,
-          node,
-          payload,
-          clock().toISOString(),
-        ]),
-      );
+      const at = clock().toISOString();
+      await retryTransient(() => query(UPSERT_NODE_SQL, [cluster, node, payload, at]));
     },
 
     /** All-or-nothing for every item of the pod; idempotent by (cluster, podUid). */
     async reserve(request: ReserveRequest): Promise<{ reused: boolean }> {
       const req = parse(reserveRequestSchema, request, 'reservation');
       const what = `reserve ${req.namespace}/${req.pod}`;
-      const at = clock().toISOString();
-      const verdict = await submit({ op: 'reserve', ...req, at });
+      const verdict = await submit({ op: 'reserve', ...req, at: clock().toISOString() });
       if ('violations' in verdict) {
         throwViolations(what, verdict.violations);
         throw new VcudaError('capacity-conflict', `${what}: refused`);
@@ -229,11 +246,8 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
      */
     async confirmMany(cluster: string, podUids: readonly string[]): Promise<{ missing: string[] }> {
       if (podUids.length === 0) return { missing: [] };
-      const rows = await query<{ pod_uid: string }>(CONFIRM_MANY_SQL, [
-        cluster,
-        JSON.stringify(podUids),
-        clock().toISOString(),
-      ]);
+      const at = clock().toISOString();
+      const rows = await query<{ pod_uid: string }>(CONFIRM_MANY_SQL, [cluster, JSON.stringify(podUids), at]);
       const confirmed = new Set(rows.map((r) => r.pod_uid));
       return { missing: [...new Set(podUids)].filter((uid) => !confirmed.has(uid)) };
     },
@@ -251,66 +265,77 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
       return { released: await releasePod(cluster, podUid) };
     },
 
-    /** Releases pods whose reservation was never confirmed within `olderThanMs`; returns how many pods. */
-    async expireReservations(olderThanMs: number): Promise<number> {
-      const cutoff = new Date(clock().getTime() - olderThanMs);
-      const stale = await db
-        .selectDistinct({ cluster: allocations.cluster, podUid: allocations.podUid })
-        .from(allocations)
-        .where(and(eq(allocations.state, 'reserved'), lt(allocations.reservedAt, cutoff)));
-      // All at once: with group commit they share batches instead of a transaction each.
-      const released = await Promise.all(stale.map((pod) => releasePod(pod.cluster, pod.podUid, 'reserved')));
-      return released.filter((rows) => rows > 0).length;
-    },
-
     /**
-     * Brings the ledger in line with a cluster's live GPU pods: releases what no longer exists
-     * and reports live pods the ledger does not hold. Rows reserved after `listedAt` are left
-     * alone: the pod list was taken before they existed.
+     * Releases the pod's rows only while they are still `reserved` (never a confirmed pod's);
+     * returns whether it released any.
      */
-    async reconcile(
-      cluster: string,
-      livePods: LivePod[],
-      options: { listedAt?: Date } = {},
-    ): Promise<{ released: string[]; missingFromLedger: LivePod[] }> {
-      const held = await db
-        .selectDistinct({ podUid: allocations.podUid, reservedAt: allocations.reservedAt })
-        .from(allocations)
-        .where(and(eq(allocations.cluster, cluster), ne(allocations.state, 'released')));
-      const liveUids = new Set(livePods.map((p) => p.uid));
-      const heldUids = new Set(held.map((h) => h.podUid));
-      const listedAt = options.listedAt?.getTime() ?? Number.POSITIVE_INFINITY;
-      const gone = [
-        ...new Set(
-          held.filter((h) => !liveUids.has(h.podUid) && h.reservedAt.getTime() <= listedAt).map((h) => h.podUid),
-        ),
-      ].sort();
-      const rows = await Promise.all(gone.map((uid) => releasePod(cluster, uid)));
-      const released = gone.filter((_, i) => (rows[i] ?? 0) > 0);
-      return { released, missingFromLedger: livePods.filter((p) => !heldUids.has(p.uid)) };
+    async releaseUnconfirmed(cluster: string, podUid: string): Promise<boolean> {
+      return (await releasePod(cluster, podUid, 'reserved')) > 0;
     },
+  };
+}
 
-    /** Admission's dry run: would this much more fit the namespace's and team's quotas now? */
-    async precheckQuota(q: {
-      cluster: string;
-      namespace: string;
-      core: number;
-      memoryMiB: number;
-      gpuModel?: string;
-    }): Promise<{ ok: true } | { ok: false; message: string }> {
-      // Without a model, only model-independent quotas can be judged.
-      const [row] = await query<{ r: unknown }>(PRECHECK_SQL, [
-        q.cluster,
-        q.namespace,
-        q.core,
-        q.memoryMiB,
-        q.gpuModel ?? '',
-      ]);
-      const violations = parseJson<Violation[]>(row?.r) ?? [];
-      if (violations.length === 0) return { ok: true };
-      return { ok: false, message: `${q.namespace}: ${violations.map((v) => v.message).join('; ')}` };
-    },
+/**
+ * Brings the ledger in line with a cluster's live GPU pods: releases what no longer exists and
+ * reports live pods the ledger does not hold. Rows reserved after `listedAt` are left alone: the
+ * pod list was taken before they existed.
+ */
+function reconcilerOf(db: VcudaDb, releasePod: ReleasePod) {
+  return async function reconcile(
+    cluster: string,
+    livePods: LivePod[],
+    options: { listedAt?: Date } = {},
+  ): Promise<{ released: string[]; missingFromLedger: LivePod[] }> {
+    const held = await db
+      .selectDistinct({ podUid: allocations.podUid, reservedAt: allocations.reservedAt })
+      .from(allocations)
+      .where(and(eq(allocations.cluster, cluster), ne(allocations.state, 'released')));
+    const liveUids = new Set(livePods.map((p) => p.uid));
+    const heldUids = new Set(held.map((h) => h.podUid));
+    const listedAt = options.listedAt?.getTime() ?? Number.POSITIVE_INFINITY;
+    const gone = [
+      ...new Set(
+        held.filter((h) => !liveUids.has(h.podUid) && h.reservedAt.getTime() <= listedAt).map((h) => h.podUid),
+      ),
+    ].sort();
+    const rows = await Promise.all(gone.map((uid) => releasePod(cluster, uid)));
+    const released = gone.filter((_, i) => (rows[i] ?? 0) > 0);
+    return { released, missingFromLedger: livePods.filter((p) => !heldUids.has(p.uid)) };
+  };
+}
 
+/** Admission's dry run: would this much more fit the namespace's and team's quotas now? */
+function quotaPrecheckOf(query: Query) {
+  return async function precheckQuota(q: {
+    cluster: string;
+    namespace: string;
+    core: number;
+    memoryMiB: number;
+    gpuModel?: string;
+  }): Promise<{ ok: true } | { ok: false; message: string }> {
+    // Without a model, only model-independent quotas can be judged.
+    const [row] = await query<{ r: unknown }>(PRECHECK_SQL, [
+      q.cluster,
+      q.namespace,
+      q.core,
+      q.memoryMiB,
+      q.gpuModel ?? '',
+    ]);
+    const violations = parseJson<Violation[]>(row?.r) ?? [];
+    if (violations.length === 0) return { ok: true };
+    return { ok: false, message: `${q.namespace}: ${violations.map((v) => v.message).join('; ')}` };
+  };
+}
+
+export function createLedger(db: VcudaDb, opts: LedgerOptions) {
+  const { clock } = opts;
+  const query = queryOf(db);
+  const { releasePod, ...reservations } = reservationsOf(query, submitterOf(query, opts), clock);
+  return {
+    ...reservations,
+    ...createLedgerHolds(query),
+    reconcile: reconcilerOf(db, releasePod),
+    precheckQuota: quotaPrecheckOf(query),
     ...createQuotaAdmin(db, { clock }),
     ...createUsageStore(db, { clock }),
   };

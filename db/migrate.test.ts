@@ -30,6 +30,7 @@ describe('migrate', () => {
         'nodes',
         'pod_holds',
         'quotas',
+        'replica_leases',
         'team_namespaces',
         'usage_days',
         'usage_samples',

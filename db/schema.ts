@@ -135,11 +135,33 @@ export const podHolds = pgTable(
     node: text('node'),
     coreAmounts: integer('core_amounts').array().notNull().default(sql`'{}'::integer[]`),
     allocatedAt: ts('allocated_at'),
+    /**
+     * The control-plane replica whose bind reserved the pod (its lease is in `replica_leases`); set
+     * by the reservation's transaction (migration 0014). Null for holds older than that.
+     */
+    owner: text('owner'),
   },
   (t) => [
     primaryKey({ columns: [t.cluster, t.podUid] }),
     index('pod_holds_pending_idx').on(t.cluster, t.node).where(sql`${t.allocatedAt} is null`),
   ],
+);
+
+/**
+ * A control-plane replica's lease: renewed while the replica runs. A reservation whose owner's
+ * lease lapsed was left by a replica that died mid-bind; any live replica settles it at once
+ * (confirmed when its pod runs on it, released when the pod has no Binding). Times are the
+ * database's own clock, so replicas' clocks never disagree about it.
+ */
+export const replicaLeases = pgTable(
+  'replica_leases',
+  {
+    replica: text('replica').primaryKey(),
+    cluster: text('cluster').notNull(),
+    renewedAt: ts('renewed_at').notNull(),
+    expiresAt: ts('expires_at').notNull(),
+  },
+  (t) => [index('replica_leases_cluster_idx').on(t.cluster)],
 );
 
 /** One container's share of one card. A pod is all rows with its (cluster, pod_uid). */

@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import { loadControlPlaneConfig } from '../control-plane/config.js';
+import type { BindFaults } from '../control-plane/extender/binder.js';
 import { type RunningControlPlane, startControlPlane } from '../control-plane/server.js';
 import type { VcudaDb } from '../db/connect.js';
 import type { ClusterSpec } from './cluster-spec.js';
@@ -27,6 +28,8 @@ export type ReplicaSettings = {
   db: Promise<VcudaDb>;
   apiUrl: string;
   logger: Logger;
+  /** Fault injection for tests: replica `i`'s hook at each step of its binds. */
+  bindFaults?: (replica: number) => BindFaults | undefined;
 };
 
 export type ControlPlaneReplicas = {
@@ -107,5 +110,6 @@ async function startReplica(settings: ReplicaSettings, i: number): Promise<Runni
     kubeConfig: kubeConfigFor(settings.apiUrl, 'vcuda-control-plane-token'),
     logger: settings.logger.child({ replica: i }),
     httpsPort: 0,
+    bindFaults: settings.bindFaults?.(i),
   });
 }

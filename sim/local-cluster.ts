@@ -4,12 +4,14 @@
  * kube-scheduler-like loop calling the extender, and per node a kubelet plus vcuda's node agent.
  * `vcuda local` runs it for people; the end-to-end tests run it for CI.
  */
+
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Logger, pino } from 'pino';
 import { resourceNames } from '../contract/index.js';
 import { redactingLogHooks } from '../contract/redact.js';
+import type { BindFaults } from '../control-plane/extender/binder.js';
 import type { RunningControlPlane } from '../control-plane/server.js';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { createQuotaAdmin } from '../db/quotas.js';
@@ -78,6 +80,8 @@ export type LocalClusterOptions = {
    * registers its webhooks with matchConditions, which the API server then evaluates (CEL).
    */
   kubernetesVersion?: ServedVersion;
+  /** Fault injection for tests: replica `i`'s hook at each step of its binds (see BindFaults). */
+  bindFaults?: (replica: number) => BindFaults | undefined;
 };
 
 export type LocalCluster = {
@@ -156,6 +160,7 @@ async function startLedgerAndReplicas(
     db: dbReady,
     apiUrl: where.apiUrl,
     logger,
+    ...(opts.bindFaults ? { bindFaults: opts.bindFaults } : {}),
   });
   return { dbReady, replicas, replicaCount };
 }

@@ -26,16 +26,18 @@ import { type LedgerItem, ledgerItemsOf } from './ledger-items.js';
 import { LedgerNodes, type NodeRegistrationLedger } from './ledger-nodes.js';
 import { PodWriteBatcher } from './pod-write-batcher.js';
 
+type ReserveRequest = {
+  cluster: string;
+  podUid: string;
+  namespace: string;
+  pod: string;
+  node: string;
+  items: LedgerItem[];
+};
+
 /** The slice of the ledger (db/ledger.ts) bind uses: node registration (LedgerNodes) and reservations. */
 export type BindLedger = NodeRegistrationLedger & {
-  reserve(req: {
-    cluster: string;
-    podUid: string;
-    namespace: string;
-    pod: string;
-    node: string;
-    items: LedgerItem[];
-  }): Promise<{ reused: boolean }>;
+  reserve(req: ReserveRequest): Promise<{ reused: boolean }>;
   confirmMany(cluster: string, podUids: readonly string[]): Promise<{ missing: string[] }>;
   release(cluster: string, podUid: string): Promise<{ released: number }>;
 };
@@ -57,6 +59,28 @@ export function fitContextOf(config: BinderConfig, now: Date): FitContext {
   };
 }
 
+/**
+ * The steps of a bind between which a replica may die: `planned` (assumed in this view, nothing in
+ * the ledger), `reserved` (the ledger holds the cards, no Binding yet), `bound` (the Binding exists,
+ * the reservation is not confirmed yet).
+ */
+export type BindStep = 'planned' | 'reserved' | 'bound';
+
+/**
+ * Called at each step with the pod's uid; what it awaits, the bind awaits. Fault injection for
+ * tests: a hook that never resolves is a replica that died right there.
+ */
+export type BindFaults = (step: BindStep, podUid: string) => Promise<void> | void;
+
+/** This replica's lease in the ledger (control-plane/starters/replica-lease.ts). */
+export type BindLease = {
+  /**
+   * Whether the lease surely has not lapsed: once it has, other replicas release this replica's
+   * reservations of pods without a Binding, so no Binding may follow one of them.
+   */
+  isHeld(): boolean;
+};
+
 export type BinderDeps = {
   config: BinderConfig;
   state: ClusterState;
@@ -73,6 +97,9 @@ export type BinderDeps = {
   confirms?: PodWriteBatcher;
   /** Told of a step that failed after the bind's outcome was decided (the reconcile mends it). */
   log?: (msg: string, fields?: Record<string, unknown>) => void;
+  /** Without one, binds never check a lease (a single replica, or tests). */
+  lease?: BindLease;
+  faults?: BindFaults;
 };
 
 export type BindOutcome = { pod: string; node: string; cards: string[]; reused: boolean };
@@ -176,6 +203,7 @@ export class Binder {
     const assignedAt = now.toISOString();
     state.assumePod(pod, assumedHoldOf(assignment, assignedAt));
     try {
+      await this.deps.faults?.('planned', args.PodUID);
       return await this.reserveAndBind(pod, args, assignment, items, isExisting, assignedAt, now);
     } catch (err) {
       // Back to what the cluster says, unless the watch has reported a newer pod meanwhile.
@@ -211,6 +239,11 @@ export class Binder {
       throw new VcudaError('conflict', `bind ${podRef}: another bind of this pod is in progress; retry`);
     }
     try {
+      await this.deps.faults?.('reserved', args.PodUID);
+      // A lapsed lease lets other replicas release this reservation while the pod has no Binding.
+      if (this.deps.lease && !this.deps.lease.isHeld()) {
+        throw new VcudaError('unavailable', `bind ${podRef}: this replica's ledger lease lapsed; retry`);
+      }
       const token = await signer.sign(assignment, now);
       // Ours: it holds in this replica's view the moment the pod carries it, before any watch event.
       state.trust.vouch(token, assignment);
@@ -231,7 +264,8 @@ export class Binder {
     // Nor does the answer wait for it: the reservation already holds the cards, and whatever the
     // confirm's outcome the bind has succeeded. Waiting would add a second ledger commit to every
     // bind's latency, which with kube-scheduler's bounded binds in flight bounds binds per second.
-    void this.confirm(args.PodUID);
+    await this.deps.faults?.('bound', args.PodUID);
+    void this.confirm(args.PodUID, request);
     return {
       pod: podRef,
       node: args.Node,
@@ -245,10 +279,29 @@ export class Binder {
    * A confirm that still fails leaves the rows reserved for the reconcile to mend; it must not
    * fail the bind, whose Binding already exists. Never rejects.
    */
-  private async confirm(podUid: string): Promise<void> {
-    await this.confirms
-      .write(podUid)
-      .catch((err: unknown) => this.deps.log?.('confirm failed; the reconcile confirms it later', { err, podUid }));
+  private async confirm(podUid: string, request?: ReserveRequest): Promise<void> {
+    try {
+      const outcome = await this.confirms.write(podUid);
+      if (outcome === 'missing' && request) await this.reserveAgain(request);
+    } catch (err) {
+      this.deps.log?.('confirm failed; the reconcile confirms it later', { err, podUid });
+    }
+  }
+
+  /**
+   * The pod is bound but its reservation is gone (released while this replica's lease seemed to
+   * lapse): it runs on these cards, so the ledger takes them back at once rather than at the next
+   * reconcile. If they were taken meanwhile, that is said, not hidden.
+   */
+  private async reserveAgain(request: ReserveRequest): Promise<void> {
+    const pod = `${request.namespace}/${request.pod}`;
+    try {
+      const { reused } = await this.deps.ledger.reserve(request);
+      if (!reused) await this.confirms.write(request.podUid);
+      this.deps.log?.('a bound pod had lost its reservation; reserved again', { pod });
+    } catch (err) {
+      this.deps.log?.('a bound pod lost its reservation and could not get it back', { err, pod });
+    }
   }
 
   /** Binds the pod with `annotations` on it; returns the pod as it now stands. */

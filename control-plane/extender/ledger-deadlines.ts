@@ -8,7 +8,7 @@
  * after its bind already failed would hold cards nobody will use: it is released as soon as it
  * lands, and only when it was this call that made it (`reused: false`) — a reservation another
  * attempt of the pod made is never touched. Should that release fail too, the rows stay
- * `reserved` and the housekeeping expires them after `reservationTimeoutSeconds`.
+ * `reserved` and are settled after `reservationTimeoutSeconds` (starters/ledger-follow.ts).
  */
 import { LedgerTimeoutError, withDeadline } from '../../db/deadline.js';
 import type { BindLedger } from './binder.js';

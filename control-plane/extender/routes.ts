@@ -21,7 +21,7 @@ import type { PodWithStatus } from '../placement/cluster-snapshot.js';
 import { capacityReasons, type FitContext } from '../placement/fit.js';
 import { type PlacementRequest, readPlacementRequest } from '../placement/placement-request.js';
 import type { AssignmentSigner } from '../signing-keys.js';
-import { Binder, type BinderConfig, type BindLedger, fitContextOf } from './binder.js';
+import { Binder, type BinderConfig, type BinderDeps, type BindLedger, fitContextOf } from './binder.js';
 import { CallGate } from './call-gate.js';
 import {
   type BindingArgs,
@@ -68,6 +68,9 @@ export type ExtenderDeps = {
   /** Binds' confirms, drained at shutdown (server.ts); the binder makes its own otherwise. */
   confirms?: PodWriteBatcher;
   log?: (msg: string, fields?: Record<string, unknown>) => void;
+  /** This replica's ledger lease and the fault-injection hook, handed to the binder. */
+  lease?: BinderDeps['lease'];
+  faults?: BinderDeps['faults'];
 };
 
 async function readJson(req: Request, what: string): Promise<unknown> {

@@ -20,6 +20,7 @@ import { grantsOf } from '../api/usage-writer.js';
 import { apiRoutes, createApp } from '../app.js';
 import { createLedgerDashboardSource } from '../dashboard/ledger-source.js';
 import { dashboardRoutes } from '../dashboard/routes.js';
+import type { BindFaults, BindLease } from '../extender/binder.js';
 import { guardedExtender } from '../extender/client-certificate.js';
 import type { ExtenderMetrics } from '../extender/extender-metrics.js';
 import type { LedgerNodes } from '../extender/ledger-nodes.js';
@@ -100,6 +101,8 @@ export function schedulerApp(
     nudger: Nudger;
     ledgerNodes: LedgerNodes;
     confirms: PodWriteBatcher;
+    lease?: BindLease | undefined;
+    faults?: BindFaults | undefined;
   },
 ): Hono {
   const { cluster } = deps;
@@ -123,6 +126,8 @@ export function schedulerApp(
     ledgerNodes: deps.ledgerNodes,
     confirms: deps.confirms,
     log: (msg, fields) => log.info(fields ?? {}, msg),
+    ...(deps.lease ? { lease: deps.lease } : {}),
+    ...(deps.faults ? { faults: deps.faults } : {}),
   });
   return guardedExtender(verbs, {
     allowedClients: config.extender.allowedClients,

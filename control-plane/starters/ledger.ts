@@ -2,6 +2,7 @@
  * The quota ledger and what keeps it true: the database (migrated), the capacity follower that
  * releases an ended pod's rows at once, and the periodic housekeeping behind it.
  */
+import { randomUUID } from 'node:crypto';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { createLedger, type Ledger } from '../../db/ledger.js';
 import { createLedgerProbe, type LedgerProbe } from '../../db/ledger-probe.js';
@@ -32,6 +33,8 @@ const READINESS_CACHE_MS = 2000;
 
 export type LedgerStore = {
   db: VcudaDb;
+  /** This process's name in the ledger: the owner of the holds it reserves, and of its lease. */
+  replica: string;
   ledger: Ledger;
   /** What bind and node registration call: every call with a deadline (a late reservation is released). */
   boundedLedger: BindLedger;
@@ -49,7 +52,9 @@ export async function startLedgerStore({ config, clock, log }: StartContext, giv
     await close();
     throw err;
   }
-  const ledger = createLedger(db, { clock });
+  // Per process, not per replica name: a restarted replica must not pass for the one that died.
+  const replica = `${config.instanceId}-${randomUUID().slice(0, 8)}`;
+  const ledger = createLedger(db, { clock, replica });
   const boundedLedger = withLedgerDeadlines(ledger, {
     timeoutMs: config.database.callTimeoutMs,
     onLateReservation: (podUid, err) =>
@@ -58,7 +63,7 @@ export async function startLedgerStore({ config, clock, log }: StartContext, giv
         : log.info({ podUid }, 'a reservation landed after its bind failed; released'),
   });
   const probe = createLedgerProbe(db, { timeoutMs: config.database.callTimeoutMs, cacheMs: READINESS_CACHE_MS });
-  return { db, ledger, boundedLedger, probe, close };
+  return { db, replica, ledger, boundedLedger, probe, close };
 }
 
 /**
@@ -117,7 +122,8 @@ export type LedgerHousekeeping = {
 
 /**
  * The ledger learns every watched node's cards in the background, so first binds do not wait for
- * it; unconfirmed reservations expire; with a watch, the ledger is reconciled with the cluster.
+ * it; with a watch, the ledger is reconciled with the cluster (its unconfirmed holds are settled
+ * by ledger-follow.ts).
  */
 export function startLedgerHousekeeping(
   ctx: StartContext,
@@ -136,13 +142,7 @@ export function startLedgerHousekeeping(
       )
       .catch((err) => log.warn({ err }, 'registering nodes in the ledger failed'));
   };
-  const stopHousekeeping = every(HOUSEKEEPING_MS, () => {
-    registerNodes();
-    store.ledger
-      .expireReservations(config.reservationTimeoutSeconds * 1000)
-      .then((n) => n > 0 && log.info({ released: n }, 'expired unconfirmed reservations'))
-      .catch((err) => log.warn({ err }, 'expiring reservations failed'));
-  });
+  const stopHousekeeping = every(HOUSEKEEPING_MS, registerNodes);
   const stopReconcile = watch ? every(RECONCILE_MS, () => reconcileOnce(ctx, deps, ledgerNodes)) : undefined;
   return {
     ledgerNodes,

@@ -5,8 +5,11 @@
  * beside the pod assignment's (pod-assignment.ts); nothing downstream changes.
  */
 
-/** Every kind of holder the cluster view counts. Today a pod's verified assignment only. */
-export type HolderKind = 'pod-assignment';
+/**
+ * Every kind of holder the cluster view counts: a pod's verified assignment, and a ledger
+ * reservation of a pod the view does not count through its assignment (ledger-reservation.ts).
+ */
+export type HolderKind = 'pod-assignment' | 'ledger-reservation';
 
 export type CardUse = { core: number; memoryMiB: number };
 

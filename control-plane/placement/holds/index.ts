@@ -14,6 +14,7 @@ export {
   parseTimeMs,
   podCardUse,
 } from './card-hold.js';
+export { holdOfLedgerReservation, type LedgerReservation } from './ledger-reservation.js';
 export {
   assumedHoldOf,
   carriesAssignment,

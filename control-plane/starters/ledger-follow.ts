@@ -1,0 +1,120 @@
+/**
+ * This replica's standing in the shared ledger, and what it does with the other replicas' holds:
+ * it renews its lease (so its reservations are known to belong to a live replica), counts every
+ * live ledger hold in placement (another replica's bind in flight takes its cards here too, so no
+ * bind goes to a card the ledger will refuse), and settles unconfirmed holds once their owner's
+ * lease lapsed or their time is up (extender/unconfirmed-holds.ts), so a dead replica's leftovers
+ * cost seconds.
+ */
+import type { Ledger } from '../../db/ledger.js';
+import type { LedgerHold } from '../../db/ledger-holds.js';
+import type { BindLease } from '../extender/binder.js';
+import { isDueForSettling, settleHold, type UnconfirmedHoldsDeps } from '../extender/unconfirmed-holds.js';
+import { holdOfLedgerReservation, verifiedAssignmentOf } from '../placement/holds/index.js';
+import type { ClusterView } from './cluster.js';
+import { type Closer, every, type StartContext } from './context.js';
+
+/** How often the ledger's holds are read: the longest another replica's hold goes uncounted here. */
+const FOLLOW_MS = 1000;
+/** A lease is trusted this much less long than it was taken for: time for a Binding in flight to land. */
+const LEASE_MARGIN_MS = 1500;
+/**
+ * A pod that ended here is not counted again from a read of the ledger taken before its release
+ * committed; by then a later read shows it released.
+ */
+const ENDED_MEMORY_MS = 10_000;
+
+export type ReplicaLease = BindLease & { close: Closer };
+
+/** Takes this replica's lease now and renews it three times per lease period. */
+export async function startReplicaLease(
+  { config, log }: StartContext,
+  deps: { ledger: Pick<Ledger, 'renewLease' | 'forgetOldLeases'>; replica: string },
+): Promise<ReplicaLease> {
+  const ttlMs = config.replicaLeaseSeconds * 1000;
+  let heldUntil = 0;
+  let renewing = false;
+  const renew = async () => {
+    if (renewing) return;
+    renewing = true;
+    // From before the call: the database counts its period from later, never earlier.
+    const sentAt = performance.now();
+    try {
+      await deps.ledger.renewLease(deps.replica, config.clusterName, ttlMs);
+      heldUntil = sentAt + ttlMs - Math.min(LEASE_MARGIN_MS, ttlMs / 3);
+    } catch (err) {
+      log.warn({ err, replica: deps.replica }, 'renewing the ledger lease failed');
+    } finally {
+      renewing = false;
+    }
+  };
+  await renew();
+  deps.ledger.forgetOldLeases().catch((err) => log.debug({ err }, 'forgetting old leases failed'));
+  const stop = every(Math.max(200, Math.floor(ttlMs / 3)), () => void renew());
+  return { isHeld: () => performance.now() < heldUntil, close: stop };
+}
+
+/**
+ * Every FOLLOW_MS: the cluster's live ledger holds go to placement, and the unconfirmed ones due
+ * are settled (each pod at most once at a time).
+ */
+export function followLedgerHolds(
+  { config, clock, log }: StartContext,
+  deps: { ledger: Ledger; cluster: ClusterView; replica: string },
+): Closer {
+  const { ledger, cluster } = deps;
+  const { state } = cluster;
+  const ended = new Map<string, number>();
+  const unsubscribe = state.onCapacityFreed((e) => {
+    if (e.why === 'pod-ended' && e.pod?.uid) ended.set(e.pod.uid, performance.now());
+  });
+  const settling = new Set<string>();
+  const settleDeps: UnconfirmedHoldsDeps = {
+    cluster: config.clusterName,
+    ledger,
+    readPod: (namespace, name) => cluster.kube.readPod(namespace, name),
+    verifiedAssignment: (pod) =>
+      verifiedAssignmentOf(pod, (token) => state.trust.verify(token), {
+        names: cluster.names,
+        memoryUnitMiB: config.memoryUnitMiB,
+      }),
+  };
+  const settle = (hold: LedgerHold) => {
+    settling.add(hold.podUid);
+    settleHold(settleDeps, hold)
+      .then((o) => {
+        const fields = { pod: o.pod, podUid: o.podUid, why: o.why };
+        if (o.action === 'keep') log.warn(fields, 'unconfirmed ledger hold kept');
+        else log.info(fields, o.action === 'confirm' ? 'confirmed a hold no bind confirmed' : 'released a stale hold');
+      })
+      .catch((err) => log.warn({ err, podUid: hold.podUid }, 'settling a ledger hold failed; retried'))
+      .finally(() => settling.delete(hold.podUid));
+  };
+  let reading = false;
+  const follow = async () => {
+    const now = performance.now();
+    for (const [uid, at] of ended) if (now - at > ENDED_MEMORY_MS) ended.delete(uid);
+    const holds = await ledger.liveHolds(config.clusterName);
+    state.setLedgerHolds(
+      holds
+        .filter((h) => !ended.has(h.podUid))
+        .map((h) => ({ ...h, isOwn: h.owner === deps.replica, hold: holdOfLedgerReservation(h) })),
+    );
+    const nowMs = clock().getTime();
+    const timeoutMs = config.reservationTimeoutSeconds * 1000;
+    for (const h of holds) if (!settling.has(h.podUid) && isDueForSettling(h, nowMs, timeoutMs)) settle(h);
+  };
+  const stop = every(FOLLOW_MS, () => {
+    if (reading) return;
+    reading = true;
+    follow()
+      .catch((err) => log.warn({ err }, 'reading the ledger holds failed'))
+      .finally(() => {
+        reading = false;
+      });
+  });
+  return () => {
+    stop();
+    unsubscribe();
+  };
+}
