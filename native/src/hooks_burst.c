@@ -73,6 +73,12 @@ int vc_burst_allowed(const struct vc_limits *limits, CUdevice *dev) {
   return get_device(dev) == CUDA_SUCCESS && concurrent_managed(*dev);
 }
 
+CUresult vc_charge_or_burst(int index, size_t bytes, enum vc_budget *budget, CUdevice *dev) {
+  struct vc_limits limits;
+  vc_limits_of(index, &limits);
+  return vc_charge_either(index, bytes, &limits, vc_burst_allowed(&limits, dev), budget);
+}
+
 CUresult vc_burst_alloc_charged(int index, CUdevice dev, CUdeviceptr *dptr, size_t bytes, unsigned int flags,
                                 int advise) {
   __typeof__(&cuMemAllocManaged) managed = VC_REAL_CUDA(cuMemAllocManaged);

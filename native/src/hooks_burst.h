@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "region.h"
 #include "vc_cuda.h"
 
 #define VC_MEM_ATTACH_GLOBAL 1u
@@ -16,6 +17,11 @@ struct vc_limits;
  * limit, no stream capture is in progress in this process (neither the allocation nor its advice
  * would be captured), and the current device has concurrent managed access (*dev set to it). */
 int vc_burst_allowed(const struct vc_limits *limits, CUdevice *dev);
+
+/* Charges `bytes` on record `index` to the guarantee when they fit there, else to the burst
+ * budget when vc_burst_allowed; *budget says which, and *dev is the device a burst is for.
+ * CUDA_ERROR_OUT_OF_MEMORY when neither fits. */
+CUresult vc_charge_or_burst(int index, size_t bytes, enum vc_budget *budget, CUdevice *dev);
 
 /* Allocates `bytes`, already charged to record `index`'s burst budget, with the driver's
  * cuMemAllocManaged(flags) on `dev`; with `advise`, sets the device as preferred location and

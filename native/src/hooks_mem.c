@@ -42,12 +42,9 @@ VC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!dptr || bytesize == 0) return real(dptr, bytesize);
   CURRENT_INDEX_OR_RETURN(index);
-  struct vc_limits limits;
   enum vc_budget budget;
   CUdevice dev = -1;
-  vc_limits_of(index, &limits);
-  if (vc_charge_either(index, bytesize, &limits, vc_burst_allowed(&limits, &dev), &budget) != CUDA_SUCCESS)
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (vc_charge_or_burst(index, bytesize, &budget, &dev) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
   if (budget == VC_BUDGET_BURST) return vc_burst_alloc_charged(index, dev, dptr, bytesize, VC_MEM_ATTACH_GLOBAL, 1);
   CUresult rc = real(dptr, bytesize);
   return charge_then(index, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0, free_v2);
@@ -71,12 +68,9 @@ VC_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
   CURRENT_INDEX_OR_RETURN(index);
   /* Managed memory may migrate to the host, but it can all be resident on the device: count it.
    * Past the guarantee it is a burst like any other; its advice stays the application's. */
-  struct vc_limits limits;
   enum vc_budget budget;
   CUdevice dev = -1;
-  vc_limits_of(index, &limits);
-  if (vc_charge_either(index, bytesize, &limits, vc_burst_allowed(&limits, &dev), &budget) != CUDA_SUCCESS)
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (vc_charge_or_burst(index, bytesize, &budget, &dev) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
   if (budget == VC_BUDGET_BURST) return vc_burst_alloc_charged(index, dev, dptr, bytesize, flags, 0);
   CUresult rc = real(dptr, bytesize, flags);
   return charge_then(index, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0, free_v2);

@@ -12,6 +12,7 @@
  *   d:TOTAL     cuDeviceTotalMem must say so    u:MAX   the card's physical use at most MAX
  *   r:RES:HOST  this process's managed memory resident / on the host (fake driver's figures)
  *   w           print "ready" and wait for a line on stdin      x   destroy the context
+ *   z           make the device's primary context current      Z   cuDevicePrimaryCtxReset_v2
  * Exits 0 when every operation did what it says, 1 (naming the operation) otherwise. */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -139,6 +140,11 @@ static void run(const char *op) {
   else if (kind == 'k') kernel(op);
   else if (kind == 'w') wait_line();
   else if (kind == 'x') CHECK(cuCtxDestroy_v2(ctx) == CUDA_SUCCESS, "%s: destroy", op);
+  else if (kind == 'z') {
+    CUcontext primary;
+    CHECK(cuDevicePrimaryCtxRetain(&primary, 0) == CUDA_SUCCESS && cuCtxSetCurrent(primary) == CUDA_SUCCESS,
+          "%s: primary", op);
+  } else if (kind == 'Z') CHECK(cuDevicePrimaryCtxReset_v2(0) == CUDA_SUCCESS, "%s: reset", op);
   else CHECK(0, "unknown operation %s", op);
 }
 

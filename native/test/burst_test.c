@@ -212,6 +212,13 @@ static void budgets(void) {
         (unsigned long long)v.guaranteed, (unsigned long long)v.burst);
   go_on(&p);
   CHECK(finish(&p) == 0, "context destroy");
+  p = start(&c, "z a:32 a:100 Z w");
+  CHECK(ready(&p) == 0, "primary context reset");
+  v = region_block(&c);
+  CHECK(v.guaranteed == 0 && v.burst == 0, "a primary reset returns both: guaranteed %llu burst %llu",
+        (unsigned long long)v.guaranteed, (unsigned long long)v.burst);
+  go_on(&p);
+  CHECK(finish(&p) == 0, "primary reset");
 }
 
 /* Paths the driver cannot evict never burst: pools, VMM, pitch, and anything while a stream of the
