@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { regionDeviceOffset, regionOffsets } from '../contract/index.js';
 import type { ContainerRecord } from './allocation/ports.js';
+import { regionCharge } from './card-sampling/placement.js';
 import { allocationKey, containerPaths } from './limits/container-files.js';
 import { ensureRegionFile, readRegionUsage } from './limits/region-file.js';
 import { collectUsage, HttpUsageSink, tokenFromFile } from './usage.js';
@@ -95,6 +96,8 @@ describe('usage from regions', () => {
       4,
     ]);
     expect(collectUsage([r])[0]?.memoryBurstBytes).toBe(0);
+    // The drift monitor compares NVML with what is on the card: the burst, less what is on the host.
+    expect(regionCharge(r.paths.regionPath, 1)).toBe(2 * 2 ** 30);
   });
 
   it('reports a missing region as zero use, not a crash', () => {

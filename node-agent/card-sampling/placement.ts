@@ -76,9 +76,14 @@ export function driftTargetsOn(
   );
 }
 
-/** What a region charges on one of its devices; 0 before any process of the container created it. */
+/**
+ * What a region holds on one of its devices: guaranteed bytes plus the burst not known to be on
+ * the host (the driver's processes hold resident managed memory too); 0 before any process of the
+ * container created the region.
+ */
 export function regionCharge(regionPath: string, deviceIndex: number): number {
-  return readRegionUsage(regionPath, deviceIndex + 1)?.[deviceIndex]?.usedBytes ?? 0;
+  const u = readRegionUsage(regionPath, deviceIndex + 1)?.[deviceIndex];
+  return u ? u.usedBytes + Math.max(0, u.burstBytes - u.burstEvictedBytes) : 0;
 }
 
 export function procCgroupReader(procRoot: string): (pid: number) => string | undefined {
