@@ -2,7 +2,7 @@ import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import { VcudaError } from '../../contract/index.js';
 import { createApp } from '../app.js';
-import { type Caller, cachedAuthenticator, requireCaller } from './caller-auth.js';
+import { type Caller, cachedAuthenticator, ReviewPacing, requireCaller } from './caller-auth.js';
 
 const AGENT: Caller = { username: 'system:serviceaccount:vcuda-system:vcuda-node-agent', groups: [] };
 
@@ -30,6 +30,44 @@ describe('cachedAuthenticator', () => {
     now = 61_000;
     await auth('good');
     expect(asked).toEqual(['good', 'bad', 'bad', 'good']);
+  });
+
+  it('reviews at most the pace allows for tokens nobody knows, and a flood of them evicts no known one', async () => {
+    let now = 0;
+    const asked: string[] = [];
+    const auth = cachedAuthenticator(
+      async (t) => {
+        asked.push(t);
+        return t === 'agent' ? AGENT : undefined;
+      },
+      { maxEntries: 100, now: () => now, pacing: new ReviewPacing({ perClientBurst: 5, perClientPerSecond: 1 }) },
+    );
+    expect(await auth('agent', '10.0.0.1')).toEqual(AGENT);
+    // 1,000 made-up tokens from one pod: five reviews, then 503s without asking the API server.
+    let refusedUnasked = 0;
+    for (let i = 0; i < 1000; i++) {
+      await auth(`made-up-${i}`, '10.9.9.9').catch((err: VcudaError) => {
+        expect(err.code).toBe('unavailable');
+        refusedUnasked++;
+      });
+    }
+    expect(asked).toHaveLength(6);
+    expect(refusedUnasked).toBe(995);
+    // A refused token asked again is answered from the negative cache, pace or no pace.
+    expect(await auth('made-up-0', '10.9.9.9')).toBeUndefined();
+    // The node agent's accepted token is still known, from its own address or any other.
+    expect(await auth('agent', '10.0.0.1')).toEqual(AGENT);
+    expect(asked).toHaveLength(6);
+    // The pace refills: one more review a second.
+    now = 1_000;
+    expect(await auth('made-up-1000', '10.9.9.9')).toBeUndefined();
+    expect(asked).toHaveLength(7);
+  });
+
+  it('paces all clients together too', () => {
+    const pacing = new ReviewPacing({ totalBurst: 3, totalPerSecond: 1 });
+    expect([1, 2, 3, 4].map((i) => pacing.tryTake(`10.0.0.${i}`, 0))).toEqual([true, true, true, false]);
+    expect(pacing.tryTake('10.0.0.5', 1000)).toBe(true);
   });
 
   it('keeps at most maxEntries answers', async () => {
