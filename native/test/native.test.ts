@@ -129,4 +129,36 @@ describe('a limit file written by TypeScript is enforced by libvcuda', () => {
     expect(tryMiB(32)).toBe(0);
     expect(tryMiB(33)).toBe(3); // CUDA_ERROR_OUT_OF_MEMORY
   });
+
+  it('vcuda config write --device 0:memory=1GiB,memory-limit=2GiB gives a container that bursts to 2 GiB', () => {
+    const write = (name: string, device: string) => {
+      const out = join(tmp, `${name}.conf`);
+      const args = ['config', 'write', '--out', out, '--region', join(tmp, `${name}.region`), '--device', device];
+      execFileSync(process.execPath, [join(root, 'bin/vcuda.js'), ...args], { encoding: 'utf8' });
+      return out;
+    };
+    const uuid = 'uuid=GPU-fa4e6770-0000-4000-8000-000000000000';
+    const card = { FAKEGPU_STATE: join(tmp, 'burst.fakegpu'), FAKEGPU_DEVICES: '1x2048' };
+    const env = (config: string) => ({
+      ...process.env,
+      ...card,
+      LD_PRELOAD: join(build, 'libvcuda.so'),
+      LD_LIBRARY_PATH: join(build, 'fake'),
+      VCUDA_CONFIG: config,
+      VCUDA_CONTEXT_OVERHEAD_MIB: '0',
+    });
+    const first = write('bursting', `0:memory=1GiB,memory-limit=2GiB,core=50,${uuid}`);
+    const second = write('guaranteed', `0:memory=1GiB,core=50,${uuid}`);
+    // 1.5 GiB through cuMemAlloc, refused past 2 GiB, the views at the guarantee (README): total 1 GiB,
+    // free what the ceiling leaves beside the burst; every operation exits non-zero when it is not so.
+    const ops = ['a:1536', 'A:513', 'd:1024', 'i:512:1024', 'n:512:1024'];
+    const run = spawnSync(join(build, 'test/burst_client'), ops, { env: env(first), encoding: 'utf8' });
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+    const neighbour = spawnSync(join(build, 'test/burst_client'), ['a:1024', 'u:2048'], {
+      env: env(second),
+      encoding: 'utf8',
+    });
+    expect(neighbour.status).toBe(0);
+  });
 });
