@@ -15,6 +15,7 @@ import { withLedgerDeadlines } from '../extender/ledger-deadlines.js';
 import { LedgerNodes } from '../extender/ledger-nodes.js';
 import { reconcileLedger } from '../extender/ledger-reconciler.js';
 import { Nudger } from '../extender/nudger.js';
+import { PendingReleases } from '../extender/pending-releases.js';
 import { PodWriteBatcher } from '../extender/pod-write-batcher.js';
 import type { ControlPlaneKube } from '../kube-client.js';
 import type { WatchCache } from '../watch-cache.js';
@@ -89,10 +90,16 @@ export function followCapacity(
     await ledger.markAllocated(config.clusterName, uids);
     return { missing: [] };
   });
+  // A release the ledger could not take (it was unreachable) is tried again within seconds.
+  const releases = new PendingReleases((uid) => ledger.release(config.clusterName, uid), {
+    onError: (podUid, err, attempt) => {
+      if (attempt === 1) log.warn({ err, podUid }, 'release failed; trying again until the ledger takes it');
+    },
+  });
   const unsubscribe = deps.state.onCapacityFreed((e) => {
     if (e.why === 'pod-ended' && e.pod?.uid) {
       nudger.forget(e.pod.uid);
-      ledger.release(config.clusterName, e.pod.uid).catch((err) => log.warn({ err }, 'release failed'));
+      releases.add(e.pod.uid);
     }
     if (e.why === 'pod-allocated' && e.pod?.uid) {
       // Nudge once the ledger knows, or a pod waiting for this size would be refused again.
@@ -108,6 +115,7 @@ export function followCapacity(
     nudger,
     close: () => {
       unsubscribe();
+      releases.close();
       return nudger.close();
     },
   };

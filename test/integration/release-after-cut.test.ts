@@ -1,0 +1,71 @@
+/**
+ * A pod that ended while the ledger was cut: its release failed then, and must land promptly
+ * once the ledger is back (within the retry cap of about 2 s), not at the next reconcile.
+ *
+ * Needs PostgreSQL (PGlite has no network to cut); skipped, and says so, when unreachable.
+ */
+import { sql } from 'drizzle-orm';
+import { afterEach, describe, expect, it } from 'vitest';
+import { PendingReleases } from '../../control-plane/extender/pending-releases.js';
+import { closeDb, connectDb, rowsOf, type VcudaDb } from '../../db/connect.js';
+import { createLedger } from '../../db/ledger.js';
+import { createTestDatabase, postgresForTests, type TestDatabase } from '../support/db/test-databases.js';
+import { type ProxyMode, startTcpProxy, type TcpProxy } from './tcp-proxy.js';
+
+const reachable = await postgresForTests();
+
+describe.skipIf(!reachable)('the release of a pod that ended during a ledger cut', () => {
+  let t: TestDatabase | undefined;
+  let proxy: TcpProxy | undefined;
+  let viaProxy: VcudaDb | undefined;
+  let releases: PendingReleases | undefined;
+  afterEach(async () => {
+    releases?.close();
+    if (viaProxy) await closeDb(viaProxy);
+    await proxy?.close();
+    await t?.drop();
+  });
+
+  it.each<ProxyMode>(['refuse', 'blackhole'])(
+    'lands within seconds of the ledger coming back (%s)',
+    async (cut) => {
+      t = await createTestDatabase('postgres');
+      const seed = createLedger(t.db, { clock: () => new Date() });
+      await seed.upsertNode('c1', 'n1', [{ uuid: 'GPU-1', index: 0, model: 'A100', memoryMiB: 40_960 }]);
+      const items = [{ container: 'main', cardUuid: 'GPU-1', core: 50, memoryMiB: 1024 }];
+      await seed.reserve({ cluster: 'c1', podUid: 'gone', namespace: 'ns', pod: 'gone', node: 'n1', items });
+
+      const upstream = new URL(t.url as string);
+      proxy = await startTcpProxy({ host: upstream.hostname, port: Number(upstream.port || 5432) });
+      const url = new URL(t.url as string);
+      url.host = `127.0.0.1:${proxy.port}`;
+      viaProxy = await connectDb({ url: url.toString(), maxConnections: 1, connectTimeoutSeconds: 1 });
+      const ledger = createLedger(viaProxy, { clock: () => new Date() });
+      // The control plane's connection is open before the cut, as it would be.
+      await viaProxy.execute(sql`select 1`);
+      const failures: number[] = [];
+      releases = new PendingReleases((uid) => ledger.release('c1', uid), { onError: (_u, _e, n) => failures.push(n) });
+
+      await proxy.setMode(cut);
+      releases.add('gone');
+      await new Promise((r) => setTimeout(r, 3000));
+      const live = async () =>
+        rowsOf<{ n: number }>(
+          await t!.db.execute(
+            sql`select count(*)::int as n from allocations where pod_uid = 'gone' and state <> 'released'`,
+          ),
+        )[0]?.n;
+      expect(await live()).toBe(1);
+
+      await proxy.setMode('forward');
+      const back = performance.now();
+      while ((await live()) !== 0 && performance.now() - back < 10_000) await new Promise((r) => setTimeout(r, 50));
+      const tookMs = performance.now() - back;
+      expect(await live()).toBe(0);
+      // Well before the 15 s it took when only a reconcile released it.
+      expect(tookMs).toBeLessThan(5000);
+      expect(releases.size()).toBe(0);
+    },
+    60_000,
+  );
+});
