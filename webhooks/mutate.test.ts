@@ -96,6 +96,14 @@ describe('mutatePodCreate', () => {
     expect(chooseHardCoreLimit(req)).toBeUndefined();
   });
 
+  it('warns each bursting container that its burst may land in host memory vcuda does not reserve', () => {
+    const p = pod().share(30, 1024, 'model').share(20, 3072, 'side').memoryLimit(3072).obj();
+    expect(admitted(mutatePodCreate(p, policy)).warnings).toEqual([
+      'burst: model may hold 2048 MiB/card above its request, evictable to host RAM vcuda does not reserve',
+    ]);
+    expect(admitted(mutatePodCreate(pod().share(30, 1024).obj(), policy)).warnings).toEqual([]);
+  });
+
   it('strips every vcuda.io annotation with a warning, keeps the others, escapes the keys', () => {
     const p = pod('a')
       .share(30, 1024)

@@ -107,5 +107,20 @@ export function mutatePodCreate(pod: MutablePod, policy: MutationPolicy): Mutati
       warnings.push(`spec.schedulerName ${JSON.stringify(current)} kept; vcuda places pods through "${wanted}"`);
     }
   }
+  warnings.push(...burstWarnings(request));
   return { kind: 'admitted', patch, warnings, request };
+}
+
+/**
+ * One warning per bursting container: what it may hold above its request is evictable, and once
+ * evicted it lives in host memory that vcuda does not reserve (README, "Memory above the request").
+ */
+export function burstWarnings(request: PodGpuRequest): string[] {
+  return request.containers.flatMap((c) =>
+    c.memoryLimitMiBPerCard !== undefined && c.memoryMiBPerCard !== undefined
+      ? [
+          `burst: ${c.name} may hold ${c.memoryLimitMiBPerCard - c.memoryMiBPerCard} MiB/card above its request, evictable to host RAM vcuda does not reserve`,
+        ]
+      : [],
+  );
 }
