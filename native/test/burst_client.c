@@ -13,8 +13,11 @@
  *   r:RES:HOST  this process's managed memory resident / on the host (fake driver's figures)
  *   w           print "ready" and wait for a line on stdin      x   destroy the context
  *   z           make the device's primary context current      Z   cuDevicePrimaryCtxReset_v2
+ *   y:T:N       T threads each cuMemAlloc_v2 N MiB until refused; g:M  they got M MiB in all
  * Exits 0 when every operation did what it says, 1 (naming the operation) otherwise. */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,6 +34,26 @@ static CUcontext ctx;
 static CUdeviceptr allocs[MAX_ALLOCS];
 static int n_allocs;
 static CUstream capture_stream;
+
+static _Atomic uint64_t raced_mib;
+static uint64_t race_chunk_mib;
+
+/* One racer: allocates in this context until refused; what it got stays allocated. */
+static void *racer(void *unused) {
+  (void)unused;
+  CUdeviceptr p;
+  if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return NULL;
+  while (cuMemAlloc_v2(&p, race_chunk_mib * MiB) == CUDA_SUCCESS) atomic_fetch_add(&raced_mib, race_chunk_mib);
+  return NULL;
+}
+
+static void race(uint64_t threads, uint64_t chunk, const char *op) {
+  pthread_t t[64];
+  race_chunk_mib = chunk;
+  if (threads > 64) threads = 64;
+  for (uint64_t i = 0; i < threads; i++) CHECK(pthread_create(&t[i], NULL, racer, NULL) == 0, "%s: thread", op);
+  for (uint64_t i = 0; i < threads; i++) pthread_join(t[i], NULL);
+}
 
 static void expect_rc(CUresult rc, int want_ok, const char *op, CUdeviceptr p) {
   if (want_ok) {
@@ -137,6 +160,9 @@ static void run(const char *op) {
     for (int i = 0; i < n_allocs; i++) cuMemFree_v2(allocs[i]);
     n_allocs = 0;
   } else if (kind == 'c') capture(op);
+  else if (kind == 'y') race(x, y, op);
+  else if (kind == 'g') CHECK(atomic_load(&raced_mib) == x, "%s: the racers got %llu MiB", op,
+                              (unsigned long long)atomic_load(&raced_mib));
   else if (kind == 'k') kernel(op);
   else if (kind == 'w') wait_line();
   else if (kind == 'x') CHECK(cuCtxDestroy_v2(ctx) == CUDA_SUCCESS, "%s: destroy", op);

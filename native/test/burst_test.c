@@ -205,6 +205,7 @@ static void budgets(void) {
   CHECK(run(&c, "a:64 a:150 f:0 a:64 A:50 a:42 A:1 i:0:64 n:64:64 F a:256 A:1 F a:64 a:192 A:1") == 0,
         "guaranteed + burst never pass the ceiling");
   CHECK(run(&c, "m:64 m:192 M:1 f:1 a:192 F") == 0, "managed allocations burst like any other");
+  CHECK(run(&c, "y:16:16 g:256 u:4096 A:1") == 0, "16 racing threads get exactly the ceiling between them");
   struct proc p = start(&c, "a:32 a:100 x w");
   CHECK(ready(&p) == 0, "context destroyed");
   struct block_view v = region_block(&c);
