@@ -27,8 +27,16 @@ int main(int argc, char **argv) {
       printf("device %u %s memory %llu/%llu MiB busy %llu ms\n", i, uuid, (unsigned long long)(d->memory_used >> 20),
              (unsigned long long)(d->memory_total >> 20), (unsigned long long)(d->busy_total_ns / 1000000u));
     }
-    for (int k = 0; k < FG_MAX_PROCS; k++)
-      if (s->procs[k].live) printf("process %u\n", s->procs[k].pid);
+    for (int k = 0; k < FG_MAX_PROCS; k++) {
+      const struct fg_proc *p = &s->procs[k];
+      if (!p->live) continue;
+      printf("process %u\n", p->pid);
+      for (uint32_t i = 0; i < s->device_count; i++)
+        if (p->managed_resident[i] || p->managed_host[i])
+          printf("  device %u managed %llu MiB resident, %llu MiB on the host, %llu evictions\n", i,
+                 (unsigned long long)(p->managed_resident[i] >> 20), (unsigned long long)(p->managed_host[i] >> 20),
+                 (unsigned long long)p->evictions[i]);
+    }
     fg_unlock();
     return 0;
   }
