@@ -206,6 +206,11 @@ static void budgets(void) {
         "guaranteed + burst never pass the ceiling");
   CHECK(run(&c, "m:64 m:192 M:1 f:1 a:192 F") == 0, "managed allocations burst like any other");
   CHECK(run(&c, "y:16:16 g:256 u:4096 A:1") == 0, "16 racing threads get exactly the ceiling between them");
+  struct proc first = start(&c, "a:64 a:100 w");
+  CHECK(ready(&first) == 0, "one process holds the guarantee and a burst");
+  CHECK(run(&c, "A:100 a:92 A:1 i:0:64") == 0, "another process of the container shares both budgets");
+  go_on(&first);
+  CHECK(finish(&first) == 0, "the first process");
   struct proc p = start(&c, "a:32 a:100 x w");
   CHECK(ready(&p) == 0, "context destroyed");
   struct block_view v = region_block(&c);
