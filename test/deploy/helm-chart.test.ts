@@ -86,10 +86,28 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
     expect(r.status).toBe(0);
   });
 
-  it('ships the scheduler configuration of deploy/scheduler unchanged', () => {
-    expect(readFileSync(join(chartDir, 'files/kube-scheduler-config.yaml'), 'utf8')).toBe(
-      readFileSync(join(deployDir, 'scheduler/kube-scheduler-config.yaml'), 'utf8'),
-    );
+  it('ships the scheduler configuration of deploy/scheduler and the monitoring overlay unchanged', () => {
+    const same = (inChart: string, inDeploy: string) =>
+      expect(readFileSync(join(chartDir, 'files', inChart), 'utf8'), inChart).toBe(
+        readFileSync(join(deployDir, inDeploy), 'utf8'),
+      );
+    same('kube-scheduler-config.yaml', 'scheduler/kube-scheduler-config.yaml');
+    for (const f of ['service-monitor.yaml', 'pod-monitor.yaml', 'prometheus-rules.yaml']) {
+      same(`monitoring/${f}`, `overlays/monitoring/${f}`);
+    }
+  });
+
+  it("with monitoring, yields the monitoring overlay's objects, in the release's namespace", () => {
+    const overlay = objectsOfKustomization(join(deployDir, 'overlays/monitoring')).map((o) => o.object);
+    const rendered = render({ values: { 'monitoring.enabled': true }, kubeVersion: BASE_SCHEDULER_TAG });
+    expect(identities(rendered)).toEqual(identities(overlay.filter((o) => o.kind !== 'Namespace')));
+    for (const kind of ['ServiceMonitor', 'PodMonitor', 'PrometheusRule']) {
+      const o = overlay.find((x) => x.kind === kind) as K8sObject;
+      expect(find(rendered, kind, o.metadata.name), kind).toEqual(o);
+    }
+    const moved = renderText({ namespace: 'gpu-system', values: { 'monitoring.enabled': true } });
+    expect(moved).not.toContain('vcuda-system');
+    expect(moved).toContain('up{job="gpu-system/vcuda-node-agent"}');
   });
 
   describe('with default values', () => {
