@@ -10,6 +10,7 @@
  * The simulated components speak plain HTTP to a local front that forwards to the API server with
  * the admin client certificate, as `kubectl proxy` does.
  */
+
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -23,6 +24,7 @@ import { pino } from 'pino';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { resourceNames } from '../../contract/index.js';
 import { loadControlPlaneConfig } from '../../control-plane/config.js';
+import type { BindFaults } from '../../control-plane/extender/binder.js';
 import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
@@ -156,6 +158,8 @@ export type RealClusterOptions = {
   databaseUrl?: string;
   /** Each node (simulated kubelet + node agent) in a process of its own, as `LocalClusterOptions`. */
   nodeProcesses?: boolean;
+  /** Fault injection: the control plane's hook at each step of its binds, at every start. */
+  bindFaults?: BindFaults;
 };
 
 /** Starts etcd, kube-apiserver, the control plane, the nodes and kube-scheduler; ~15 s. */
@@ -218,7 +222,12 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
           logLevel: logger.level as 'silent',
         },
       });
-      cp = await startControlPlane(config, { db, kubeConfig: kc, logger: logger.child({ cp: 0 }) });
+      cp = await startControlPlane(config, {
+        db,
+        kubeConfig: kc,
+        logger: logger.child({ cp: 0 }),
+        ...(opts.bindFaults ? { bindFaults: opts.bindFaults } : {}),
+      });
       port = Number(new URL(cp.url).port);
       extenderPort = Number(new URL(cp.extenderUrl).port);
     };
