@@ -30,7 +30,7 @@ export function registerWhatifCommand(program: Command): void {
       // other commands must load without it.
       const { DEFAULT_CLUSTER, loadClusterSpec } = await import('../sim/cluster-spec.js');
       const { formatWhatIf, runWhatIf } = await import('../sim/whatif/whatif-run.js');
-      const { expandWorkload, loadWorkloadSpec } = await import('../sim/workload/workload-spec.js');
+      const { expandWorkload, loadWorkloadSpec } = await import('../sim/traces/workload-spec.js');
       const cluster = opts.cluster ? await loadClusterSpec(opts.cluster) : DEFAULT_CLUSTER;
       const names = resourceNames(opts.domain, '--domain');
       const trace = expandWorkload(await loadWorkloadSpec(opts.workload), names);

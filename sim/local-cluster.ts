@@ -23,6 +23,7 @@ import { type ControlPlaneService, controlPlaneReplicas } from './control-plane-
 import { type SimControllerManager, startControllerManager } from './controllers/controller-manager.js';
 import { KubeClient } from './kube-client.js';
 import { writeKubeconfig } from './kubeconfig.js';
+import { claimDataDir } from './local-ledger.js';
 import { type LocalNode, startLocalNode } from './node/local-node.js';
 import { publishedJwks } from './node/published-jwks.js';
 import type { SimNodeOptions } from './node/sim-node.js';
@@ -49,8 +50,10 @@ export type LocalClusterOptions = {
   replicas?: number;
   /** Existing directory for state, or a fresh temp dir removed on close. */
   workDir?: string;
-  /** postgres://… for a real ledger; absent = embedded PGlite in memory. */
+  /** postgres://… for a real ledger; absent = embedded PGlite (in `dataDir`, or in memory). */
   databaseUrl?: string;
+  /** PGlite's data directory, kept across runs and claimed by this one; absent (and no url): in memory. */
+  dataDir?: string;
   logLevel?: 'silent' | 'error' | 'warn' | 'info' | 'debug';
   schedulerBackoffMs?: { initial: number; max: number };
   /** false: the scheduler opens a connection per extender call, so the Service spreads them over replicas. */
@@ -147,7 +150,11 @@ async function startLedgerAndReplicas(
   where: { cluster: ClusterSpec; domain: string; service: ControlPlaneService; apiUrl: string },
   closers: CloserStack,
 ) {
-  const dbReady = connectDb(opts.databaseUrl ? { url: opts.databaseUrl } : {});
+  const release = !opts.databaseUrl && opts.dataDir ? claimDataDir(opts.dataDir) : undefined;
+  if (release) closers.push(async () => release());
+  const dbReady = connectDb(
+    opts.databaseUrl ? { url: opts.databaseUrl } : opts.dataDir ? { dataDir: opts.dataDir } : {},
+  );
   closers.push(() => dbReady.then(closeDb, () => undefined));
   const replicaCount = Math.max(1, opts.replicas ?? 1);
   const replicas = await controlPlaneReplicas(replicaCount, where.service, {
@@ -376,9 +383,15 @@ async function startNodes(settings: NodeSettings): Promise<LocalNode[]> {
   return nodes;
 }
 
+/**
+ * The cluster description's namespace quotas, each created when the ledger has none of that name:
+ * a ledger kept across runs keeps what `vcuda quota set` changed.
+ */
 async function setNamespaceQuotas(db: VcudaDb, cluster: ClusterSpec): Promise<void> {
   const quotas = createQuotaAdmin(db, { clock: () => new Date() });
+  const existing = new Set((await quotas.listQuotas()).map((q) => q.name));
   for (const [namespace, q] of Object.entries(cluster.quotas)) {
+    if (existing.has(`ns-${namespace}`)) continue;
     await quotas.setQuota({
       name: `ns-${namespace}`,
       scope: 'namespace',

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { resourceNames } from '../../contract/index.js';
 import { parseClusterSpec } from '../cluster-spec.js';
-import { expandWorkload, parseWorkloadSpec } from '../workload/workload-spec.js';
+import { expandWorkload, parseWorkloadSpec } from '../traces/workload-spec.js';
 import { runWhatIf } from './whatif-run.js';
 
 const names = resourceNames();

@@ -27,7 +27,7 @@ import {
 } from '../../control-plane/placement/placement-request.js';
 import { scoreNode } from '../../control-plane/placement/score.js';
 import { type ClusterSpec, expandNodes, inventoryOf } from '../cluster-spec.js';
-import type { TraceEntry } from '../workload/workload-spec.js';
+import type { TraceEntry } from '../traces/workload-spec.js';
 
 export type WhatIfOptions = { policy: PlacementPolicy; quantity: QuantityPolicy };
 

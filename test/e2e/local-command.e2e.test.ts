@@ -15,7 +15,9 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 /** `vcuda` with `args`, its stdout collected as it comes. */
 function runVcuda(args: string[]) {
-  const child = spawn(process.execPath, [join(root, 'bin', 'vcuda.js'), ...args], {
+  // Each run its own ledger directory: the default one is shared by every run of the machine.
+  const dataDir = join(mkdtempSync(join(tmpdir(), 'vcuda-local-data-')), 'ledger');
+  const child = spawn(process.execPath, [join(root, 'bin', 'vcuda.js'), ...args, '--data-dir', dataDir], {
     cwd: root,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -113,6 +115,8 @@ describe('npm start', () => {
       [
         'start',
         '--',
+        '--data-dir',
+        join(dir, 'ledger'),
         '--port',
         '0',
         '--summary-every',

@@ -31,6 +31,7 @@ describe.skipIf(!hasKubectl)('vcuda local runs Deployments and Jobs', () => {
     const dir = mkdtempSync(join(tmpdir(), 'vcuda-workloads-'));
     writeFileSync(join(dir, 'cluster.yaml'), 'nodes:\n  - { count: 2, cards: 2 }\n');
     const args = ['local', '--port', '0', '--workload', 'none', '--cluster', join(dir, 'cluster.yaml')];
+    args.push('--data-dir', join(dir, 'ledger'));
     const child = spawn(process.execPath, [join(root, 'bin', 'vcuda.js'), ...args], {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -40,7 +41,7 @@ describe.skipIf(!hasKubectl)('vcuda local runs Deployments and Jobs', () => {
     child.stderr.on('data', () => {});
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     try {
-      await expect.poll(() => /ready in/.test(out), { timeout: 90_000, interval: 250 }).toBe(true);
+      await expect.poll(() => /ready in/.test(out), { timeout: 150_000, interval: 250 }).toBe(true);
       const kubeconfig = /kubeconfig\s+(\/\S+kubeconfig)/.exec(out)![1]!;
       expect(kubectl(kubeconfig, 'create', 'deployment', 'web', '--image=cuda', '--replicas=3')).toContain(
         'deployment.apps/web created',
@@ -64,5 +65,5 @@ describe.skipIf(!hasKubectl)('vcuda local runs Deployments and Jobs', () => {
       child.kill('SIGINT');
     }
     expect(await exited).toBe(0);
-  }, 180_000);
+  }, 240_000);
 });
