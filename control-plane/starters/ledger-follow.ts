@@ -6,6 +6,7 @@
  * lease lapsed or their time is up (extender/unconfirmed-holds.ts), so a dead replica's leftovers
  * cost seconds.
  */
+import { withDeadline } from '../../db/deadline.js';
 import type { Ledger } from '../../db/ledger.js';
 import type { LedgerHold } from '../../db/ledger-holds.js';
 import type { BindLease } from '../extender/binder.js';
@@ -23,6 +24,8 @@ const LEASE_MARGIN_MS = 1500;
  * committed; by then a later read shows it released.
  */
 const ENDED_MEMORY_MS = 10_000;
+/** One hold's settling: a read of its pod, a verification and a ledger write. */
+const SETTLE_DEADLINE_MS = 10_000;
 
 export type ReplicaLease = BindLease & { close: Closer };
 
@@ -40,7 +43,9 @@ export async function startReplicaLease(
     // From before the call: the database counts its period from later, never earlier.
     const sentAt = performance.now();
     try {
-      await deps.ledger.renewLease(deps.replica, config.clusterName, ttlMs);
+      const renewal = deps.ledger.renewLease(deps.replica, config.clusterName, ttlMs);
+      // A silent ledger must not hold the renewals up: the next one tries again.
+      await withDeadline(renewal, config.database.callTimeoutMs, 'renew the ledger lease');
       heldUntil = sentAt + ttlMs - Math.min(LEASE_MARGIN_MS, ttlMs / 3);
     } catch (err) {
       log.warn({ err, replica: deps.replica }, 'renewing the ledger lease failed');
@@ -81,7 +86,8 @@ export function followLedgerHolds(
   };
   const settle = (hold: LedgerHold) => {
     settling.add(hold.podUid);
-    settleHold(settleDeps, hold)
+    // Its pod is tried again next round if the API server or the ledger does not answer in time.
+    withDeadline(settleHold(settleDeps, hold), SETTLE_DEADLINE_MS, `settle the hold of ${hold.namespace}/${hold.pod}`)
       .then((o) => {
         const fields = { pod: o.pod, podUid: o.podUid, why: o.why };
         if (o.action === 'keep') log.warn(fields, 'unconfirmed ledger hold kept');
@@ -94,7 +100,11 @@ export function followLedgerHolds(
   const follow = async () => {
     const now = performance.now();
     for (const [uid, at] of ended) if (now - at > ENDED_MEMORY_MS) ended.delete(uid);
-    const holds = await ledger.liveHolds(config.clusterName);
+    const holds = await withDeadline(
+      ledger.liveHolds(config.clusterName),
+      config.database.callTimeoutMs,
+      'read the ledger holds',
+    );
     state.setLedgerHolds(
       holds
         .filter((h) => !ended.has(h.podUid))
