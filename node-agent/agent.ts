@@ -213,6 +213,16 @@ async function startPlugins(deps: AgentDeps, parts: PluginParts): Promise<Plugin
   // The tie is decided at PreStartContainer now, so that is what the allocation metrics time.
   const timedCore = {
     ...core,
+    // An Allocate no pod here could hold is refused at once: counted with the PreStart refusals.
+    allocate: async (ids: string[]) => {
+      const start = performance.now();
+      try {
+        return await core.allocate(ids);
+      } catch (err) {
+        metrics.observeAllocate((performance.now() - start) / 1000, (err as { code?: string }).code ?? 'error');
+        throw err;
+      }
+    },
     preStart: async (ids: string[]) => {
       const start = performance.now();
       try {

@@ -18,6 +18,7 @@ export type AllocationErrorCode =
   | 'unknown-card'
   | 'unhealthy-card'
   | 'foreign-devices'
+  | 'no-assigned-pod'
   | 'not-allocated';
 
 export class AllocationError extends VcudaError<AllocationErrorCode> {}

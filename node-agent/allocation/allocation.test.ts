@@ -259,6 +259,22 @@ describe('PreStartContainer: the holder of the devices, or no start', () => {
     expect(h.agent.allocator.records()).toEqual([]);
   });
 
+  it('fails at admission a pod placed by hand (spec.nodeName, no assignment), so it holds no cards', async () => {
+    h = await startHarness();
+    await ready(h);
+    // Every card of the node, asked by a pod that skipped vcuda's admission and scheduling.
+    const cards = h.gpu.cards.length;
+    const bypass = h.pod('bypass').container('main', 100 * cards, 0);
+    h.cluster.put(bypass.onNode(NODE).obj());
+    await expect(h.kubelet.admitPod(bypass.kubelet(false))).rejects.toThrow(
+      new RegExp(`Allocate failed due to .*has no signed assignment|no pod bound to node ${NODE} asks ${100 * cards}`),
+    );
+    // The kubelet gave the devices back: a pod vcuda placed takes a card at once.
+    const placed = h.pod('placed').container('main', 100, 0);
+    await h.bind(placed, [[h.gpu.cards[0]?.uuid as string]]);
+    await h.kubelet.admitPod(placed.kubelet(false));
+  });
+
   it('a pod that is not bound to this node cannot take the devices', async () => {
     h = await startHarness();
     await ready(h);
@@ -268,7 +284,7 @@ describe('PreStartContainer: the holder of the devices, or no start', () => {
         name: 'ghost',
         containers: [{ name: 'x', requests: { [h.names.core]: 55 } }],
       }),
-    ).rejects.toThrow(/devices of this allocation on default\/ghost, which is not a pod bound to node node-a/);
+    ).rejects.toThrow(/no pod bound to node node-a asks 55 .* with a verified assignment/);
     expect(h.cluster.refreshes).toBeGreaterThan(0);
   });
 

@@ -127,6 +127,7 @@ export class Allocator {
         `Allocate names devices that are not vcuda-core: ${foreign.join(', ') || '(none)'}`,
       );
     }
+    await this.requireAssignedCandidate(deviceIds.length);
     const paths = containerPaths(this.d.containersDir, allocationKey(deviceIds));
     // The kubelet hands these devices to a new container: whatever an earlier holder left goes.
     this.dropRecord(paths.key);
@@ -134,6 +135,61 @@ export class Allocator {
     resetAllocationDir(paths);
     this.allocatedAt.set(paths.key, this.d.nowMs());
     return buildAllocateResponse(paths, this.d.response);
+  }
+
+  /**
+   * Refuses an Allocate no pod here could be the holder of: no unfinished pod bound to this node
+   * has a GPU container asking exactly this many core with an assignment that verifies. Such a
+   * pod skipped vcuda's scheduling (its `spec.nodeName` set by hand, admission exempt or down):
+   * the kubelet then fails it at admission (UnexpectedAdmissionError), so it holds no devices, and
+   * kube-scheduler no capacity, that the ledger does not know of. Which pod it is stays
+   * PreStartContainer's question; this only asks whether any could be.
+   */
+  private async requireAssignedCandidate(core: number): Promise<void> {
+    let jwks: Awaited<ReturnType<JwksSource>>;
+    try {
+      jwks = await this.d.jwks();
+    } catch {
+      // Without the keys nothing verifies; PreStartContainer refuses and says which file is wrong.
+      return;
+    }
+    const nowMs = this.d.nowMs();
+    /** The unfinished pods here that could hold `core` devices; `assigned` when one verifies. */
+    const candidates = async () => {
+      const pods: PodView[] = [];
+      for (const pod of this.d.pods.pods()) {
+        if (pod.nodeName !== this.d.nodeName || pod.isFinished) continue;
+        if (!pod.gpuContainers.some((c) => c.core === core)) continue;
+        const token = pod.annotations[vcudaAnnotations.assignment];
+        const verified =
+          token !== undefined &&
+          (await verifyAssignment(token, jwks, {
+            podUid: pod.uid,
+            node: this.d.nodeName,
+            nowSeconds: Math.floor(nowMs / 1000),
+          })
+            .then(() => true)
+            .catch(() => false));
+        if (verified) return { assigned: true, pods };
+        pods.push(pod);
+      }
+      return { assigned: false, pods };
+    };
+    let found = await candidates();
+    // The watch may not have brought the pod yet: once more on a fresh list before refusing.
+    if (!found.assigned) {
+      await this.d.pods.refresh();
+      found = await candidates();
+    }
+    if (found.assigned) return;
+    // One pod could be the holder: refuse with its own reason (and its Event), as PreStart would.
+    if (found.pods.length === 1) await this.verify(found.pods[0] as PodView, nowMs);
+    const message =
+      `no pod bound to node ${this.d.nodeName} asks ${core} ${this.d.names.core} with a verified assignment` +
+      (found.pods.length > 0 ? ` (unverified: ${found.pods.map(podKey).join(', ')})` : '') +
+      ': a GPU pod must be placed by vcuda (its spec.nodeName set by hand, or admission skipped, gives it no cards)';
+    this.d.log.warn({ core }, `Allocate refused: ${message}`);
+    throw new AllocationError('no-assigned-pod', message);
   }
 
   private dropRecord(key: string): ContainerRecord | undefined {
