@@ -13,9 +13,18 @@ export const eventReasons = {
   released: 'VcudaReleased',
   /** A pod's assignment annotation did not verify (unsigned, forged, another pod's): it holds nothing. */
   assignmentUnverified: 'VcudaAssignmentUnverified',
+  /** Lower-priority pods chosen to make room on specific cards for this pod. */
+  preempting: 'VcudaPreempting',
 } as const;
 
 export type EventReason = (typeof eventReasons)[keyof typeof eventReasons];
+
+/** Reasons that report progress, not trouble. */
+const normalReasons: ReadonlySet<EventReason> = new Set([
+  eventReasons.bound,
+  eventReasons.allocated,
+  eventReasons.preempting,
+]);
 
 export type PodRef = { namespace: string; name: string; uid?: string };
 
@@ -35,7 +44,7 @@ export function podEvent(
     reason,
     // Kubernetes caps event messages at 1 KiB; keep the start, which says what failed.
     message: message.length > 1024 ? `${message.slice(0, 1021)}...` : message,
-    type: opts.type ?? (reason === eventReasons.bound || reason === eventReasons.allocated ? 'Normal' : 'Warning'),
+    type: opts.type ?? (normalReasons.has(reason) ? 'Normal' : 'Warning'),
     source: { component: opts.component, ...(opts.host ? { host: opts.host } : {}) },
     firstTimestamp: time,
     lastTimestamp: time,

@@ -139,6 +139,23 @@ export class ClusterState {
     return this.pods.get(`${namespace}/${name}`)?.pod;
   }
 
+  /**
+   * What holds the cards of `node` now, pod by pod (assumed binds included), with its parsed
+   * inventory; undefined for a node not seen. Preemption asks it to weigh each pod's removal.
+   */
+  holdersOn(
+    node: string,
+  ): { inventory: NodeInventoryRead; holders: { pod: PodWithStatus; hold: CardHold }[] } | undefined {
+    const inventory = this.inventories.get(node);
+    if (!inventory) return undefined;
+    const holders: { pod: PodWithStatus; hold: CardHold }[] = [];
+    for (const key of this.holdsByNode.get(node) ?? []) {
+      const entry = this.pods.get(key);
+      if (entry?.hold) holders.push({ pod: entry.pod, hold: entry.hold });
+    }
+    return { inventory, holders };
+  }
+
   allPods(): IterableIterator<PodWithStatus> {
     const it = this.pods.values();
     return (function* () {

@@ -3,8 +3,16 @@
  * @kubernetes/client-node; tests point it at a small in-process API server, the simulator may pass
  * its own. Errors come back as VcudaError with a stable code so callers never parse HTTP.
  */
-import { ApiException, CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import {
+  ApiException,
+  CoreV1Api,
+  type KubeConfig,
+  PatchStrategy,
+  PolicyV1Api,
+  setHeaderOptions,
+} from '@kubernetes/client-node';
 import { messageOf, VcudaError } from '../contract/index.js';
+import type { PdbLike } from './extender/preempt-decision.js';
 import type { PodWithStatus } from './placement/cluster-snapshot.js';
 
 export type ConfigMapData = Record<string, string>;
@@ -34,6 +42,8 @@ export type ControlPlaneKube = {
   createSecret(namespace: string, name: string, data: ConfigMapData): Promise<void>;
   /** Creates or replaces a ConfigMap. */
   applyConfigMap(namespace: string, name: string, data: ConfigMapData): Promise<void>;
+  /** Every policy/v1 PodDisruptionBudget (preemption prefers victims no budget protects). */
+  listPodDisruptionBudgets?(): Promise<PdbLike[]>;
 };
 
 /** The pod as a Binding leaves it: on `node`, with the Binding's annotations merged into its own. */
@@ -77,8 +87,17 @@ async function orUndefinedOn404<T>(p: Promise<T>, what: string): Promise<T | und
   }
 }
 
+async function listPdbs(policy: PolicyV1Api): Promise<PdbLike[]> {
+  try {
+    return (await policy.listPodDisruptionBudgetForAllNamespaces({ limit: 5000 })).items as PdbLike[];
+  } catch (err) {
+    throw toVcudaError(err, 'list poddisruptionbudgets');
+  }
+}
+
 export function createKubeClient(kc: KubeConfig): ControlPlaneKube {
   const core = kc.makeApiClient(CoreV1Api);
+  const policy = kc.makeApiClient(PolicyV1Api);
   const decode = (data: Record<string, string> | undefined): ConfigMapData =>
     Object.fromEntries(Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
   return {
@@ -151,5 +170,6 @@ export function createKubeClient(kc: KubeConfig): ControlPlaneKube {
         }
       }
     },
+    listPodDisruptionBudgets: () => listPdbs(policy),
   };
 }

@@ -75,6 +75,47 @@ export const bindingArgsSchema = z
   })
   .loose();
 
+/** A scheduler cluster has at most 5,000 nodes; a node runs at most a few hundred pods. */
+const MAX_PREEMPT_NODES = 5000;
+const MAX_VICTIMS_PER_NODE = 1000;
+
+const victimsOf = <T extends z.ZodType>(pod: T) =>
+  z
+    .object({
+      Pods: z.array(pod).max(MAX_VICTIMS_PER_NODE).nullish(),
+      NumPDBViolations: z.number().int().min(0).nullish(),
+    })
+    .loose();
+
+const perNode = <T extends z.ZodType>(victims: T) =>
+  z
+    .record(z.string().min(1).max(253), victims)
+    .refine((m) => Object.keys(m).length <= MAX_PREEMPT_NODES, `at most ${MAX_PREEMPT_NODES} nodes`)
+    .nullish();
+
+/**
+ * ExtenderPreemptionArgs: the pod and kube-scheduler's victims per node, as full pods
+ * (NodeNameToVictims) or, with nodeCacheCapable, as UIDs (NodeNameToMetaVictims). Only the node
+ * names are used: the victims are chosen again here, card by card.
+ */
+export const preemptionArgsSchema = z
+  .object({
+    Pod: extenderArgsSchema.shape.Pod,
+    NodeNameToVictims: perNode(victimsOf(z.object({}).loose())),
+    NodeNameToMetaVictims: perNode(victimsOf(z.object({ UID: z.string().max(128) }).loose())),
+  })
+  .loose();
+
+export type PreemptionArgs = z.infer<typeof preemptionArgsSchema>;
+export type MetaVictims = { Pods: { UID: string }[]; NumPDBViolations: number };
+/** ExtenderPreemptionResult: always the Meta form (PROTOCOLS.md §3.3). */
+export type ExtenderPreemptionResult = { NodeNameToMetaVictims: Record<string, MetaVictims> };
+
+/** The nodes kube-scheduler proposes for preemption, whichever form it used. */
+export function preemptionNodeNames(args: PreemptionArgs): string[] {
+  return Object.keys(args.NodeNameToMetaVictims ?? args.NodeNameToVictims ?? {});
+}
+
 export type ExtenderArgs = z.infer<typeof extenderArgsSchema>;
 export type BindingArgs = z.infer<typeof bindingArgsSchema>;
 

@@ -29,16 +29,20 @@ import {
   type ExtenderArgs,
   type ExtenderBindingResult,
   type ExtenderFilterResult,
+  type ExtenderPreemptionResult,
   extenderArgsSchema,
   type HostPriority,
   offeredNodeNames,
+  type PreemptionArgs,
   podOf,
+  preemptionArgsSchema,
 } from './extender-api.js';
 import type { ExtenderMetrics } from './extender-metrics.js';
 import { coversNodes, type FilterOutcome, filterNodes, prioritizeNodes, summarizeRefusals } from './filter-decision.js';
 import type { LedgerNodes } from './ledger-nodes.js';
 import type { Nudger } from './nudger.js';
 import type { PodWriteBatcher } from './pod-write-batcher.js';
+import { answerPreemption } from './preempt-verb.js';
 
 export const EXTENDER_COMPONENT = 'vcuda-scheduler-extender';
 export const DEFAULT_MAX_CONCURRENT_CALLS = 4;
@@ -123,6 +127,13 @@ export function extenderRoutes(deps: ExtenderDeps): Hono {
       c.json(await verbs.bind(await readArgs(c.req.raw, bindingArgsSchema, 'extender binding args'))),
     ),
   );
+  app.post('/preempt', (c) =>
+    timed('preempt', () =>
+      gate.run(async () =>
+        c.json(await verbs.preempt(await readArgs(c.req.raw, preemptionArgsSchema, 'extender preemption args'))),
+      ),
+    ),
+  );
   app.onError((err, c) => {
     if (err instanceof ValidationError) return c.json({ Error: err.message }, 400);
     if (err instanceof VcudaError && err.code === 'unavailable') return c.json({ Error: err.message }, 503);
@@ -169,16 +180,35 @@ class ExtenderVerbs {
     const outcome = filterNodes(req, this.deps.state.snapshot(), names, this.fitContext());
     this.memo = { uid: req.podUid, outcome };
     result.NodeNames = outcome.feasible;
-    // Every refusal is unresolvable for kube-scheduler: this extender does not take part in
-    // preemption, so evicting pods the scheduler picks would not free the GPU capacity it lacks.
+    // A node short of card capacity may take the pod once lower-priority pods go: kube-scheduler
+    // offers such nodes (FailedNodes) to preemption, whose victims the preempt verb chooses card by
+    // card. Every other refusal (no inventory, stale heartbeat, no matching card) no eviction cures.
     const byReason = new Map<string, number>();
     for (const [node, r] of outcome.refused) {
-      result.FailedAndUnresolvableNodes[node] = bounded(r.message);
+      const failed = capacityReasons.has(r.reason) ? result.FailedNodes : result.FailedAndUnresolvableNodes;
+      failed[node] = bounded(r.message);
       byReason.set(r.reason, (byReason.get(r.reason) ?? 0) + 1);
     }
     for (const [reason, n] of byReason) this.deps.metrics.nodeRefusals.inc({ reason }, n);
     if (outcome.feasible.length === 0 && names.length > 0) this.noteUnschedulable(podRefOf(pod), names, outcome);
     return result;
+  }
+
+  /** Card-aware victims per proposed node (preempt-verb.ts); an Event on the pod names them. */
+  preempt(args: PreemptionArgs): Promise<ExtenderPreemptionResult> {
+    const { deps } = this;
+    return answerPreemption(
+      {
+        state: deps.state,
+        ...(deps.kube.listPodDisruptionBudgets ? { listPdbs: () => deps.kube.listPodDisruptionBudgets!() } : {}),
+        readRequest: (pod) => this.readRequest(pod),
+        fitContext: () => this.fitContext(),
+        isGpuPod: (pod) => requestsGpu(pod, deps.config.quantity.names),
+        recordEvent: (pod, reason, message) => this.recordEvent(pod, reason, message),
+        ...(deps.log ? { log: deps.log } : {}),
+      },
+      args,
+    );
   }
 
   prioritize(args: ExtenderArgs): HostPriority[] {
