@@ -28,6 +28,11 @@ const normalReasons: ReadonlySet<EventReason> = new Set([
 
 export type PodRef = { namespace: string; name: string; uid?: string };
 
+/** A core/v1 Event about a pod, as vcuda writes it (a repeat raises `count` and sets `series`). */
+export type PodEvent = ReturnType<typeof podEvent> & {
+  series?: { count: number; lastObservedTime: string };
+};
+
 /** A core/v1 Event about a pod, ready to POST to `/api/v1/namespaces/{ns}/events`. */
 export function podEvent(
   pod: PodRef,
@@ -42,8 +47,7 @@ export function podEvent(
     metadata: { name: `${pod.name}.${opts.nameSuffix}`, namespace: pod.namespace },
     involvedObject: { apiVersion: 'v1', kind: 'Pod', namespace: pod.namespace, name: pod.name, uid: pod.uid },
     reason,
-    // Kubernetes caps event messages at 1 KiB; keep the start, which says what failed.
-    message: message.length > 1024 ? `${message.slice(0, 1021)}...` : message,
+    message: eventMessage(message),
     type: opts.type ?? (normalReasons.has(reason) ? 'Normal' : 'Warning'),
     source: { component: opts.component, ...(opts.host ? { host: opts.host } : {}) },
     firstTimestamp: time,
@@ -51,5 +55,26 @@ export function podEvent(
     count: 1,
     reportingComponent: opts.component,
     reportingInstance: opts.host ?? opts.component,
+  };
+}
+
+/** Kubernetes caps event messages at 1 KiB; keep the start, which says what failed. */
+function eventMessage(message: string): string {
+  return message.length > 1024 ? `${message.slice(0, 1021)}...` : message;
+}
+
+/**
+ * The same Event seen `count` times, the last at `last` with `message`: what Kubernetes' own
+ * recorders write instead of a new Event per repeat (count, lastTimestamp, and the series).
+ */
+export function repeatedPodEvent(first: PodEvent, repeat: { count: number; last: Date; message: string }): PodEvent {
+  const last = repeat.last.toISOString();
+  return {
+    ...first,
+    message: eventMessage(repeat.message),
+    count: repeat.count,
+    lastTimestamp: last,
+    // series.lastObservedTime is a MicroTime: the API server parses exactly six fraction digits.
+    ...(repeat.count > 1 ? { series: { count: repeat.count, lastObservedTime: last.replace(/Z$/, '000Z') } } : {}),
   };
 }

@@ -11,7 +11,7 @@ import {
   PolicyV1Api,
   setHeaderOptions,
 } from '@kubernetes/client-node';
-import { messageOf, VcudaError } from '../contract/index.js';
+import { messageOf, type PodEvent, VcudaError } from '../contract/index.js';
 import type { PdbLike } from './extender/preempt-decision.js';
 import type { PodWithStatus } from './placement/cluster-snapshot.js';
 
@@ -36,7 +36,9 @@ export type ControlPlaneKube = {
     node: string,
     annotations: Record<string, string>,
   ): Promise<void>;
-  createEvent(namespace: string, event: object): Promise<void>;
+  createEvent(namespace: string, event: PodEvent): Promise<void>;
+  /** Writes a repeated Event's count, lastTimestamp, message and series; VcudaError 'not-found' when it is gone. */
+  updateEvent(namespace: string, event: PodEvent): Promise<void>;
   readSecret(namespace: string, name: string): Promise<ConfigMapData | undefined>;
   /** Creates a Secret; throws VcudaError 'conflict' when it already exists. */
   createSecret(namespace: string, name: string, data: ConfigMapData): Promise<void>;
@@ -137,6 +139,17 @@ export function createKubeClient(kc: KubeConfig): ControlPlaneKube {
         await core.createNamespacedEvent({ namespace, body: event as never });
       } catch (err) {
         throw toVcudaError(err, `create event in ${namespace}`);
+      }
+    },
+    async updateEvent(namespace, event) {
+      const { count, lastTimestamp, message, series } = event;
+      try {
+        await core.patchNamespacedEvent(
+          { namespace, name: event.metadata.name, body: { count, lastTimestamp, message, series } },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        );
+      } catch (err) {
+        throw toVcudaError(err, `update event ${namespace}/${event.metadata.name}`);
       }
     },
     async readSecret(namespace, name) {

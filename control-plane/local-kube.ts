@@ -4,14 +4,14 @@
  * the state by whoever plays the cluster; patches and Bindings land back in it, so the rest of the
  * control plane works unchanged. Secrets and ConfigMaps live in memory; Events go to `onEvent`.
  */
-import { VcudaError } from '../contract/index.js';
+import { type PodEvent, VcudaError } from '../contract/index.js';
 import type { ClusterState } from './cluster-state.js';
 import { type ConfigMapData, type ControlPlaneKube, withBinding } from './kube-client.js';
 import type { PodWithStatus } from './placement/cluster-snapshot.js';
 
 export function createLocalKube(
   state: ClusterState,
-  onEvent?: (namespace: string, event: object) => void,
+  onEvent?: (namespace: string, event: PodEvent) => void,
 ): ControlPlaneKube {
   const secrets = new Map<string, ConfigMapData>();
   const configMaps = new Map<string, ConfigMapData>();
@@ -43,6 +43,9 @@ export function createLocalKube(
       state.upsertPod(withBinding(pod, node, annotations));
     },
     async createEvent(namespace, event) {
+      onEvent?.(namespace, event);
+    },
+    async updateEvent(namespace, event) {
       onEvent?.(namespace, event);
     },
     async readSecret(namespace, name) {

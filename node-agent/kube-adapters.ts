@@ -5,7 +5,8 @@
 import { readFileSync, statSync } from 'node:fs';
 import * as k8s from '@kubernetes/client-node';
 import type { JSONWebKeySet } from 'jose';
-import { type EventReason, messageOf, podEvent, type ResourceNames, VcudaError } from '../contract/index.js';
+import { type EventReason, messageOf, type PodEvent, type ResourceNames, VcudaError } from '../contract/index.js';
+import { createEventRecorder, type PodEventRecorder } from '../kube-connections/event-recorder.js';
 import type { NodeCapacityPatcher } from './agent.js';
 import type { AgentLog } from './agent-log.js';
 import { type PodObject, type PodView, toPodView } from './allocation/pod-view.js';
@@ -99,40 +100,51 @@ export class PodWatchCache implements PodSource {
 
 export class KubeWriter implements PodAnnotator, EventRecorder, NodePatcher, NodeCapacityPatcher {
   private readonly api: k8s.CoreV1Api;
-  private seq = 0;
+  private readonly events: PodEventRecorder;
 
   constructor(
     kc: k8s.KubeConfig,
-    private readonly nodeName: string,
+    nodeName: string,
     private readonly log: Log,
   ) {
     this.api = kc.makeApiClient(k8s.CoreV1Api);
+    this.events = createEventRecorder({
+      writer: { create: (ns, e) => this.createEvent(ns, e), update: (ns, e) => this.updateEvent(ns, e) },
+      component: COMPONENT,
+      host: nodeName,
+      clock: () => new Date(),
+      onError: (err, pod) =>
+        this.log.warn({ err, pod: `${pod.namespace}/${pod.name}` }, `event for ${pod.namespace}/${pod.name}: writing failed`),
+    });
   }
 
   async annotatePod(namespace: string, name: string, annotations: Record<string, string>): Promise<void> {
     await this.api.patchNamespacedPod({ name, namespace, body: { metadata: { annotations } } }, mergePatch);
   }
 
+  /** Repeats for the same pod and reason raise one Event's count (kube/event-recorder.ts). */
   podEvent(pod: { namespace: string; name: string; uid: string }, reason: EventReason, message: string): void {
-    const now = new Date();
-    const body = podEvent(pod, reason, message, {
-      component: COMPONENT,
-      host: this.nodeName,
-      now,
-      nameSuffix: `${now.getTime().toString(36)}${(this.seq++).toString(36)}`,
-    });
-    this.api
-      // The client serializes timestamps from Date objects, not from strings.
-      .createNamespacedEvent({
-        namespace: pod.namespace,
-        body: { ...body, firstTimestamp: now, lastTimestamp: now } as unknown as k8s.CoreV1Event,
-      })
-      .catch((err) =>
-        this.log.warn(
-          { err, pod: `${pod.namespace}/${pod.name}` },
-          `event for ${pod.namespace}/${pod.name}: writing failed`,
-        ),
+    this.events.record(pod, reason, message);
+  }
+
+  private async createEvent(namespace: string, event: PodEvent): Promise<void> {
+    try {
+      await this.api.createNamespacedEvent({ namespace, body: event as unknown as k8s.CoreV1Event });
+    } catch (err) {
+      throw eventWriteError(err, `create event ${namespace}/${event.metadata.name}`);
+    }
+  }
+
+  private async updateEvent(namespace: string, event: PodEvent): Promise<void> {
+    const { count, lastTimestamp, message, series } = event;
+    try {
+      await this.api.patchNamespacedEvent(
+        { namespace, name: event.metadata.name, body: { count, lastTimestamp, message, series } },
+        mergePatch,
       );
+    } catch (err) {
+      throw eventWriteError(err, `update event ${namespace}/${event.metadata.name}`);
+    }
   }
 
   async patchNodeAnnotations(nodeName: string, annotations: Record<string, string>): Promise<void> {
@@ -161,4 +173,11 @@ export function jwksFromFile(path: string): JwksSource {
     cached = { mtimeMs, jwks: parsed };
     return cached.jwks;
   };
+}
+
+/** The recorder tells a gone Event (re-create it) and a name taken (update it) from other failures. */
+function eventWriteError(err: unknown, what: string): VcudaError {
+  const code = (err as { code?: number }).code;
+  const kind = code === 404 ? 'not-found' : code === 409 ? 'conflict' : 'unavailable';
+  return new VcudaError(kind, `${what}: ${messageOf(err)}`, { cause: err });
 }

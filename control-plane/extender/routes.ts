@@ -10,11 +10,11 @@ import {
   eventReasons,
   fieldErrorsFromZod,
   messageOf,
-  podEvent,
   requestsGpu,
   ValidationError,
   VcudaError,
 } from '../../contract/index.js';
+import { createEventRecorder, type PodEventRecorder } from '../../kube-connections/event-recorder.js';
 import type { ClusterState } from '../cluster-state.js';
 import type { ControlPlaneKube } from '../kube-client.js';
 import type { PodWithStatus } from '../placement/cluster-snapshot.js';
@@ -75,6 +75,8 @@ export type ExtenderDeps = {
   /** This replica's ledger lease and the fault-injection hook, handed to the binder. */
   lease?: BinderDeps['lease'];
   faults?: BinderDeps['faults'];
+  /** Where the verbs' Events go (the process's recorder for this component); by default one over `kube`. */
+  events?: PodEventRecorder;
 };
 
 async function readJson(req: Request, what: string): Promise<unknown> {
@@ -148,13 +150,22 @@ type PodRef = { namespace: string; name: string; uid: string };
 /** The three verbs over one replica's state: the binder, the filter memo and the Event pacing. */
 class ExtenderVerbs {
   private readonly binder: Binder;
-  private eventSeq = 0;
+  private readonly events: PodEventRecorder;
   private readonly lastUnschedulableEvent = new Map<string, number>();
   // Filter and prioritize of one scheduling cycle see the same snapshot: prioritize reuses filter's work.
   private memo: { uid: string; outcome: FilterOutcome } | undefined;
 
   constructor(private readonly deps: ExtenderDeps) {
     this.binder = new Binder(deps);
+    this.events =
+      deps.events ??
+      createEventRecorder({
+        writer: { create: (ns, e) => deps.kube.createEvent(ns, e), update: (ns, e) => deps.kube.updateEvent(ns, e) },
+        component: EXTENDER_COMPONENT,
+        host: deps.config.instanceId,
+        clock: deps.clock,
+        onError: (err) => deps.log?.('event not recorded', { err }),
+      });
   }
 
   filter(args: ExtenderArgs): ExtenderFilterResult {
@@ -281,17 +292,8 @@ class ExtenderVerbs {
     this.recordEvent(ref, eventReasons.unschedulable, summarizeRefusals(names.length, outcome.refused));
   }
 
-  private recordEvent(pod: { namespace: string; name: string; uid?: string }, reason: EventReason, message: string) {
-    const { config } = this.deps;
-    const now = this.deps.clock();
-    this.eventSeq += 1;
-    const event = podEvent(pod, reason, message, {
-      component: EXTENDER_COMPONENT,
-      host: config.instanceId,
-      now,
-      nameSuffix: `${now.getTime().toString(36)}.${config.instanceId}.${this.eventSeq}`,
-    });
-    this.deps.kube.createEvent(pod.namespace, event).catch((err) => this.deps.log?.('event not recorded', { err }));
+  private recordEvent(pod: PodRef, reason: EventReason, message: string) {
+    this.events.record(pod, reason, message);
   }
 }
 

@@ -6,7 +6,8 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type * as jose from 'jose';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import { eventReasons, podEvent, type ResourceNames, resourceNames } from '../../contract/index.js';
+import { eventReasons, type PodEvent, type ResourceNames, resourceNames } from '../../contract/index.js';
+import { createEventRecorder, type PodEventRecorder } from '../../kube-connections/event-recorder.js';
 import { PooledKubeConfig } from '../../kube-connections/pooled-kube-config.js';
 import { AssignmentTrust, createAssignmentTrustMetrics, type UnverifiedAssignment } from '../assignment-trust.js';
 import { ClusterState } from '../cluster-state.js';
@@ -27,30 +28,37 @@ export type ClusterView = {
   watch: WatchCache | undefined;
   kube: ControlPlaneKube;
   refusals: RefusalLog;
+  /** Each component's Event recorder (repeats aggregated, one write per pod and reason a minute). */
+  events: EventRecorders;
   /** The keys assignments are verified against; until given, every assignment is unverified. */
   trustKeys: (keys: KeySet) => void;
 };
 
 const NO_KEYS: jose.JSONWebKeySet = { keys: [] };
 
+/** One aggregating recorder per component (each Event names its source), closed together. */
+export type EventRecorders = { for(component: string): PodEventRecorder; close(): void };
+
 /**
  * Cluster connection and view. Assignments count only once verified against the keys given to
  * `trustKeys`; nothing is judged before (the watch starts last).
  */
 export function connectCluster(ctx: StartContext, registry: Registry, given?: KubeConfig): ClusterView {
-  const { config, clock, log } = ctx;
+  const { config, log } = ctx;
   const names = resourceNames(config.resourceDomain);
   const kc = loadKubeConfig(config, given);
   const refusals = createRefusalLog();
   let keys: KeySet | undefined;
   let kube: ControlPlaneKube;
+  const events = eventRecorders(ctx, () => kube);
+  const unverifiedEvents = events.for('vcuda-control-plane');
   const trust = new AssignmentTrust({
     jwks: () => keys?.jwks ?? NO_KEYS,
-    onUnverified: unverifiedReporter(registry, log, (u) => recordUnverified(kube, u, config.instanceId, clock)),
+    onUnverified: unverifiedReporter(registry, log, (u) => recordUnverified(unverifiedEvents, u)),
   });
   const state = new ClusterState({ trust, quantity: { names, memoryUnitMiB: config.memoryUnitMiB } });
   let watch: WatchCache | undefined;
-  const onEvent = (_ns: string, event: object) => {
+  const onEvent = (_ns: string, event: PodEvent) => {
     refusals.recordEvent(event as Parameters<typeof refusals.recordEvent>[0], config.clusterName);
   };
   if (kc) {
@@ -61,6 +69,10 @@ export function connectCluster(ctx: StartContext, registry: Registry, given?: Ku
       createEvent: async (ns, event) => {
         onEvent(ns, event);
         await client.createEvent(ns, event);
+      },
+      updateEvent: async (ns, event) => {
+        onEvent(ns, event);
+        await client.updateEvent(ns, event);
       },
     };
   } else {
@@ -73,6 +85,7 @@ export function connectCluster(ctx: StartContext, registry: Registry, given?: Ku
     watch,
     kube,
     refusals,
+    events,
     trustKeys: (k) => {
       keys = k;
     },
@@ -114,33 +127,42 @@ export async function startSigningKeys(
 function unverifiedReporter(
   registry: Registry,
   log: Logger,
-  recordEvent: (u: UnverifiedAssignment) => Promise<void>,
+  recordEvent: (u: UnverifiedAssignment) => void,
 ): (u: UnverifiedAssignment) => void {
   const metrics = createAssignmentTrustMetrics(registry);
   return (u) => {
     metrics.unverified.inc({ reason: u.reason });
     log.warn({ pod: `${u.pod.namespace}/${u.pod.name}`, reason: u.reason, detail: u.message }, 'unverified assignment');
-    recordEvent(u).catch((err) => log.warn({ err }, 'event not recorded'));
+    recordEvent(u);
   };
 }
 
 /** The Warning Event on a pod whose assignment annotation holds nothing. */
-async function recordUnverified(
-  kube: ControlPlaneKube,
-  u: UnverifiedAssignment,
-  instanceId: string,
-  clock: () => Date,
-): Promise<void> {
-  const now = clock();
+function recordUnverified(events: PodEventRecorder, u: UnverifiedAssignment): void {
   const message = `assignment ignored (${u.reason}): ${u.message}; it holds no GPU capacity`;
-  await kube.createEvent(
-    u.pod.namespace,
-    podEvent(u.pod, eventReasons.assignmentUnverified, message, {
-      type: 'Warning',
-      component: 'vcuda-control-plane',
-      host: instanceId,
-      now,
-      nameSuffix: `${now.getTime().toString(36)}.${instanceId}.${Math.floor(performance.now())}`,
-    }),
-  );
+  events.record(u.pod, eventReasons.assignmentUnverified, message, 'Warning');
+}
+
+/** Recorders over the cluster's Events (or the local stand-in), one per component, made on first use. */
+function eventRecorders({ config, clock, log }: StartContext, kube: () => ControlPlaneKube): EventRecorders {
+  const made = new Map<string, PodEventRecorder>();
+  return {
+    for(component) {
+      let recorder = made.get(component);
+      if (!recorder) {
+        recorder = createEventRecorder({
+          writer: { create: (ns, e) => kube().createEvent(ns, e), update: (ns, e) => kube().updateEvent(ns, e) },
+          component,
+          host: config.instanceId,
+          clock,
+          onError: (err, pod) => log.warn({ err, pod: `${pod.namespace}/${pod.name}` }, 'event not recorded'),
+        });
+        made.set(component, recorder);
+      }
+      return recorder;
+    },
+    close() {
+      for (const r of made.values()) r.close();
+    },
+  };
 }

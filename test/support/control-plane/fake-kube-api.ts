@@ -161,6 +161,14 @@ export async function startFakeKubeApi(): Promise<FakeKubeApi> {
         notify('events', 'ADDED', ev);
         return send(res, 201, ev);
       }
+      if (resource === 'events' && method === 'PATCH' && name) {
+        const at = events.findIndex((e) => e.metadata.namespace === ns && e.metadata.name === name);
+        if (at === -1) return status(res, 404, `events "${name}" not found`);
+        const next = stamp(mergePatch(events[at] as Obj, await readBody(req)) as Obj);
+        events[at] = next;
+        notify('events', 'MODIFIED', next);
+        return send(res, 200, next);
+      }
       if (resource === 'secrets') {
         if (method === 'GET' && name) {
           const s = secrets.get(podKey(ns, name));
