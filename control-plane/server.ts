@@ -6,6 +6,7 @@
  * Each step is a starter in `starters/` that owns one resource and hands back its closer; the
  * order below is the start order, and `close` stops them in reverse.
  */
+import { readFileSync } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Hono } from 'hono';
 import type * as jose from 'jose';
@@ -28,6 +29,7 @@ import { listen } from './starters/http-listener.js';
 import { followCapacity, startLedgerHousekeeping, startLedgerStore, startUsageStore } from './starters/ledger.js';
 import { followLedgerHolds, startReplicaLease } from './starters/ledger-follow.js';
 import { serveExtender, serveWebhooks } from './starters/tls-listeners.js';
+import { webhookCallers } from './webhook-callers.js';
 
 export type ControlPlaneOverrides = {
   /** Use this database (left open on close) instead of connecting from config. */
@@ -96,7 +98,9 @@ export async function startControlPlane(
     closers.push(followLedgerHolds(ctx, { ledger: store.ledger, cluster, replica: store.replica }));
     // 6. The composed apps.
     const webhook = webhookConfigOf(ctx);
-    const admission = admissionApps(ctx, { webhook, cluster, store, registry });
+    const callers = webhookCallers(webhook.callers, (path) => readFileSync(path, 'utf8'));
+    const admission = admissionApps(ctx, { webhook, cluster, store, registry, callers });
+    closers.push(() => cluster.events.close());
     const { nudger } = capacity;
     const { ledgerNodes, registerNodes } = housekeeping;
     // Binds answer before their confirm commits: the confirms still queued are waited for at
@@ -125,7 +129,7 @@ export async function startControlPlane(
       names: cluster.names,
       kc: cluster.kc,
       admission,
-      scheduler,
+      callers,
       port: overrides.httpsPort,
     });
     closers.push(https.close);

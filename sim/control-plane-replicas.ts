@@ -30,6 +30,8 @@ export type ReplicaSettings = {
   logger: Logger;
   /** Fault injection for tests: replica `i`'s hook at each step of its binds. */
   bindFaults?: (replica: number) => BindFaults | undefined;
+  /** The token the API server presents to the webhooks, in a file as a Secret would mount it. */
+  webhookCallerTokenFile?: string;
 };
 
 export type ControlPlaneReplicas = {
@@ -99,7 +101,10 @@ async function startReplica(settings: ReplicaSettings, i: number): Promise<Runni
       instanceId: `vcuda-control-plane-${i}`,
       kube: { mode: 'kubeconfig' },
       webhookRegistration: 'auto',
-      webhook: { schedulerName: 'vcuda-scheduler' },
+      webhook: {
+        schedulerName: 'vcuda-scheduler',
+        ...(settings.webhookCallerTokenFile ? { callers: { tokenFile: settings.webhookCallerTokenFile } } : {}),
+      },
       dashboard: { idleForMinutes: settings.idleForMinutes },
       ...(settings.heartbeatStaleSeconds ? { heartbeatStaleSeconds: settings.heartbeatStaleSeconds } : {}),
       logLevel: settings.logLevel,

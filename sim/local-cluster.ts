@@ -4,7 +4,7 @@
  * kube-scheduler-like loop calling the extender, and per node a kubelet plus vcuda's node agent.
  * `vcuda local` runs it for people; the end-to-end tests run it for CI.
  */
-
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -132,13 +132,19 @@ async function startLocalApi(
   service: { webhookPort: number; dashboardPort: number },
   closers: CloserStack,
 ) {
-  const api = await startClusterApi(cluster, workDir, service, opts.kubernetesVersion);
+  const webhookCallerTokenFile = join(workDir, 'webhook-caller-token');
+  const webhookToken = randomBytes(24).toString('base64url');
+  writeFileSync(webhookCallerTokenFile, webhookToken, { mode: 0o600 });
+  const api = await startClusterApi(cluster, workDir, service, {
+    kubernetesVersion: opts.kubernetesVersion,
+    webhookToken,
+  });
   closers.push(() => api.close());
   const client = new KubeClient(api.url);
   const kubeconfigPath = join(workDir, 'kubeconfig');
   writeKubeconfig(kubeconfigPath, api.url);
   opts.onProgress?.('API server');
-  return { api, client, kubeconfigPath };
+  return { api, client, kubeconfigPath, webhookCallerTokenFile };
 }
 
 type BootContext = { workDir: string; logLevel: NonNullable<LocalClusterOptions['logLevel']>; logger: Logger };
@@ -147,7 +153,13 @@ type BootContext = { workDir: string; logLevel: NonNullable<LocalClusterOptions[
 async function startLedgerAndReplicas(
   opts: LocalClusterOptions,
   { logLevel, logger }: BootContext,
-  where: { cluster: ClusterSpec; domain: string; service: ControlPlaneService; apiUrl: string },
+  where: {
+    cluster: ClusterSpec;
+    domain: string;
+    service: ControlPlaneService;
+    apiUrl: string;
+    webhookCallerTokenFile: string;
+  },
   closers: CloserStack,
 ) {
   const release = !opts.databaseUrl && opts.dataDir ? claimDataDir(opts.dataDir) : undefined;
@@ -168,6 +180,7 @@ async function startLedgerAndReplicas(
     apiUrl: where.apiUrl,
     logger,
     ...(opts.bindFaults ? { bindFaults: opts.bindFaults } : {}),
+    webhookCallerTokenFile: where.webhookCallerTokenFile,
   });
   return { dbReady, replicas, replicaCount };
 }
@@ -182,15 +195,19 @@ async function bootCluster(
   const domain = resourceNames(opts.resourceDomain).domain;
   const service = await startControlPlaneService(opts.port ?? 0);
   closers.push(service.close);
-  // 1. The API server, with a token per component so webhooks see service accounts.
-  const ports = { webhookPort: service.https.port, dashboardPort: service.http.port };
-  const { api, client, kubeconfigPath } = await startLocalApi(opts, cluster, workDir, ports, closers);
+  service: { webhookPort: number; dashboardPort: number },
+  { kubernetesVersion, webhookToken }: { kubernetesVersion: ServedVersion | undefined; webhookToken: string },
+): Promise<SimApiServer> {
+  return startApiServer({
+    ...(kubernetesVersion ? { kubernetesVersion } : {}),
+    dashboardUrl: `http://127.0.0.1:${service.dashboardPort}/`,
+    webhookToken,
 
   // 2. The ledger, shared by every replica, and 3. control-plane replicas behind the Service.
   const { dbReady, replicas, replicaCount } = await startLedgerAndReplicas(
     opts,
     { workDir, logLevel, logger },
-    { cluster, domain, service, apiUrl: api.url },
+    { cluster, domain, service, apiUrl: api.url, webhookCallerTokenFile },
     closers,
   );
   const url = `http://127.0.0.1:${service.http.port}`;
@@ -318,11 +335,12 @@ function startClusterApi(
   cluster: ClusterSpec,
   workDir: string,
   service: { webhookPort: number; dashboardPort: number },
-  kubernetesVersion: ServedVersion | undefined,
+  { kubernetesVersion, webhookToken }: { kubernetesVersion: ServedVersion | undefined; webhookToken: string },
 ): Promise<SimApiServer> {
   return startApiServer({
     ...(kubernetesVersion ? { kubernetesVersion } : {}),
     dashboardUrl: `http://127.0.0.1:${service.dashboardPort}/`,
+    webhookToken,
     namespaces: ['vcuda-system'],
     tokens: componentTokens(cluster),
     podLog: (pod, container) => {

@@ -58,9 +58,10 @@ export function createAdmissionListener(deps: AdmissionRoutesDeps, prefix = '/ad
   const limit = deps.maxBodyBytes;
   const tooLarge = `request body exceeds ${limit} bytes`;
 
-  function reply(hook: Hook, res: HookResponse, text: string): void {
+  function reply(hook: Hook, req: HookRequest, res: HookResponse, text: string): void {
+    const authenticated = deps.authenticateCaller?.(req) ?? false;
     // The answerer never rejects (malformed input is a 400 reply); a bug still must not hang the API server.
-    answer(hook, text).then(
+    answer(hook, text, { authenticated }).then(
       (r: AdmissionReply) => send(res, r.status, r.body),
       (err: unknown) => {
         deps.logger.warn({ err, hook }, 'admission answer failed');
@@ -105,7 +106,7 @@ export function createAdmissionListener(deps: AdmissionRoutesDeps, prefix = '/ad
     req.on('end', () => {
       if (refused) return;
       const body = sized ? sized.subarray(0, received) : Buffer.concat(chunks, received);
-      reply(hook, res, body.toString('utf8'));
+      reply(hook, req, res, body.toString('utf8'));
     });
     req.on('error', () => {
       refused = true;

@@ -23,7 +23,16 @@ export function createAdmissionMetrics(registry: Registry): AdmissionObserver {
     labelNames: ['reason'],
     registers,
   });
+  const unauthenticated = new Counter({
+    name: 'vcuda_admission_unauthenticated_reviews_total',
+    help: 'AdmissionReviews from a caller that proved no API server identity (answered; no Event, log line or dashboard row), by hook',
+    labelNames: ['hook'],
+    registers,
+  });
   return {
+    unauthenticated(hook) {
+      unauthenticated.inc({ hook });
+    },
     observe(hook, outcome, durationMs) {
       reviews.inc({ hook, outcome });
       seconds.observe({ hook }, durationMs / 1000);

@@ -4,6 +4,9 @@
  * (mutate.ts, validate.ts) -> AdmissionReview. Malformed input is answered with HTTP 400 and a
  * message naming every bad field; nothing a client sends can make it throw.
  */
+import type { IncomingMessage } from 'node:http';
+import type { Http2ServerRequest } from 'node:http2';
+import type { HttpBindings } from '@hono/node-server';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import {
@@ -48,7 +51,18 @@ export type AdmissionObserver = {
   observe(hook: 'mutate' | 'validate', outcome: AdmissionOutcome, durationMs: number): void;
   /** The quota pre-check was skipped: the ledger did not answer in time (`timeout`) or failed (`error`). */
   precheckSkipped?(reason: 'timeout' | 'error'): void;
+  /** A review came from a caller that did not prove it is the API server (answered, but left no trace). */
+  unauthenticated?(hook: 'mutate' | 'validate'): void;
 };
+
+/** A request as the node servers hand it over, HTTP/1.1 or HTTP/2. */
+export type CallerRequest = IncomingMessage | Http2ServerRequest;
+
+/**
+ * Whether the request came from the API server: it presented the client certificate or token of
+ * its AdmissionConfiguration's kubeconfig (the control plane decides; see control-plane/webhook-callers.ts).
+ */
+export type CallerCheck = (req: CallerRequest | undefined) => boolean;
 
 export type AdmissionRoutesDeps = {
   names: ResourceNames;
@@ -63,12 +77,21 @@ export type AdmissionRoutesDeps = {
   precheckTimeoutMs?: number | undefined;
   events?: AdmissionEventRecorder | undefined;
   observer?: AdmissionObserver | undefined;
+  /**
+   * Only reviews from an authenticated caller leave Events, refusal log lines and dashboard rows:
+   * anyone who reaches the port gets the same answers, but writes nothing. None: nobody is.
+   */
+  authenticateCaller?: CallerCheck | undefined;
   /** Monotonic milliseconds, for durations only. */
   nowMs?: () => number;
 };
 
 export type Hook = 'mutate' | 'validate';
 type Answer = { review: AdmissionReviewOut; outcome: AdmissionOutcome };
+
+/** Who sent a review: an authenticated caller's reviews are the only ones that leave a trace. */
+export type AdmissionCaller = { authenticated: boolean };
+const UNAUTHENTICATED: AdmissionCaller = { authenticated: false };
 
 function describePod(request: AdmissionRequest, pod: AdmissionPod | null | undefined): PodRef & { label: string } {
   const namespace = request.namespace ?? pod?.metadata?.namespace ?? '';
@@ -80,130 +103,185 @@ function describePod(request: AdmissionRequest, pod: AdmissionPod | null | undef
 /** What one POST to a hook is answered: the HTTP status and the JSON text, serialized once. */
 export type AdmissionReply = { status: 200 | 400; body: string };
 
-/** Answers a hook's body text; shared by the hono routes and the plain node:https handler. */
-export type AdmissionAnswerer = (hook: Hook, text: string) => Promise<AdmissionReply>;
+/**
+ * Answers a hook's body text; shared by the hono routes and the plain node:https handler. Without
+ * `caller`, the review is an unauthenticated one.
+ */
+export type AdmissionAnswerer = (hook: Hook, text: string, caller?: AdmissionCaller) => Promise<AdmissionReply>;
+
+/** One review being answered: its request, who sent it, and the answerer's settings. */
+type Review = { request: AdmissionRequest; caller: AdmissionCaller; hook: Hook };
+type Judge = { deps: AdmissionRoutesDeps; policy: MutationPolicy; trace: ReviewTrace };
 
 export function createAdmissionAnswerer(deps: AdmissionRoutesDeps): AdmissionAnswerer {
-  const policy: MutationPolicy = {
-    quantity: { names: deps.names, memoryUnitMiB: deps.memoryUnitMiB },
-    privilegedUsernames: new Set(deps.privilegedUsernames),
-    schedulerName: deps.schedulerName,
+  const judge: Judge = {
+    deps,
+    policy: {
+      quantity: { names: deps.names, memoryUnitMiB: deps.memoryUnitMiB },
+      privilegedUsernames: new Set(deps.privilegedUsernames),
+      schedulerName: deps.schedulerName,
+    },
+    trace: createReviewTrace(deps),
   };
   const nowMs = deps.nowMs ?? (() => performance.now());
-
-  function recordEvent(request: AdmissionRequest, pod: PodRef, reason: EventReason, message: string): void {
-    // A dry run must leave no trace; a pod without a name yet has nothing to attach an Event to.
-    if (!deps.events || request.dryRun || !pod.name || pod.name.endsWith('*')) return;
-    const events = deps.events;
-    Promise.resolve()
-      .then(() => events.record(pod, reason, message))
-      .catch((err: unknown) => deps.logger.warn({ err, pod: pod.name }, 'recording admission event failed'));
-  }
-
-  function refuse(request: AdmissionRequest, hook: Hook, errors: FieldError[], warnings: string[] = []): Answer {
-    const pod = describePod(request, request.object);
-    const message = refusalMessage(pod.label, errors);
-    const isForgery = errors.some((e) => e.rule === 'vcuda-annotation-reserved');
-    deps.logger.info(
-      { hook, pod: pod.label, user: request.userInfo?.username, rules: errors.map((e) => e.rule) },
-      'refused',
-    );
-    recordEvent(request, pod, eventReasons.admissionRefused, message);
-    const code = isForgery ? 403 : 422;
-    const reason = isForgery ? 'Forbidden' : 'Invalid';
-    return { review: denyResponse(request.uid, message, { code, reason, warnings }), outcome: 'refused' };
-  }
-
-  async function precheck(request: AdmissionRequest, usage: ReturnType<typeof measurePodQuotaUsage>) {
-    if (!deps.precheckQuota) return { ok: true as const, warnings: [] };
-    const pod = describePod(request, request.object);
-    const uncounted = usage.hasUncountedMemory
-      ? " (whole cards' memory is not counted here: the cards, and so their memory, are chosen at bind)"
-      : '';
-    const timeoutMs = deps.precheckTimeoutMs ?? DEFAULT_PRECHECK_TIMEOUT_MS;
-    try {
-      const check = deps.precheckQuota({
-        cluster: deps.clusterName,
-        namespace: pod.namespace,
-        core: usage.core,
-        memoryMiB: usage.memoryMiB,
-      });
-      // A known answer (a cached "ok") needs no deadline: no timer, no race, per review.
-      const result = 'then' in check ? await withDeadline(check, timeoutMs, 'quota pre-check') : check;
-      if (result.ok)
-        return {
-          ok: true as const,
-          warnings: usage.hasUncountedMemory ? ['quota: whole cards memory is checked at bind'] : [],
-        };
-      return { ok: false as const, message: `vcuda refused ${pod.label}: quota: ${result.message}${uncounted}` };
-    } catch (err) {
-      // The reservation at bind is the real gate: an unreachable or slow ledger must not block
-      // admission, nor hold the API server past its webhook timeout.
-      const reason = err instanceof LedgerTimeoutError ? 'timeout' : 'error';
-      deps.observer?.precheckSkipped?.(reason);
-      deps.logger.warn({ err, pod: pod.label, reason }, 'quota pre-check skipped');
-      const why = reason === 'timeout' ? `no answer from the ledger within ${timeoutMs} ms` : 'the ledger failed';
-      return { ok: true as const, warnings: [`quota pre-check skipped (${why}); the ledger checks the quota at bind`] };
+  return async (hook, text, caller = UNAUTHENTICATED) => {
+    const started = nowMs();
+    if (!caller.authenticated) deps.observer?.unauthenticated?.(hook);
+    const parsed = parseReviewText(text);
+    if (!parsed.ok) {
+      deps.observer?.observe(hook, 'bad-request', nowMs() - started);
+      return { status: 400, body: JSON.stringify({ error: { code: 'invalid', message: parsed.message } }) };
     }
-  }
-
-  async function answerMutate(request: AdmissionRequest): Promise<Answer> {
-    if (request.operation !== 'CREATE' || !request.object)
-      return { review: allowResponse(request.uid), outcome: 'allowed' };
-    const result = mutatePodCreate(request.object, policy);
-    if (result.kind === 'not-vcuda') return { review: allowResponse(request.uid), outcome: 'allowed' };
-    if (result.kind === 'refused') return refuse(request, 'mutate', result.errors, result.warnings);
-    const quota = await precheck(request, measurePodQuotaUsage(result.request));
-    if (!quota.ok) {
-      const pod = describePod(request, request.object);
-      deps.logger.info({ hook: 'mutate', pod: pod.label }, 'refused by quota pre-check');
-      recordEvent(request, pod, eventReasons.quotaRefused, quota.message);
-      const review = denyResponse(request.uid, quota.message, {
-        code: 403,
-        reason: 'Forbidden',
-        warnings: result.warnings,
-      });
-      return { review, outcome: 'refused' };
-    }
-    const warnings = [...result.warnings, ...quota.warnings];
-    return {
-      review: allowResponse(request.uid, result.patch, warnings),
-      outcome: result.patch.length ? 'patched' : 'allowed',
-    };
-  }
-
-  function answerValidate(request: AdmissionRequest): Answer {
-    const username = request.userInfo?.username;
-    let errors: FieldError[] = [];
-    if (request.operation === 'CREATE' && request.object) errors = validateCreate(request.object, policy);
-    else if (request.operation === 'UPDATE' && request.object && request.oldObject) {
-      errors = validateUpdate(request.object, request.oldObject, username, policy);
-    }
-    return errors.length
-      ? refuse(request, 'validate', errors)
-      : { review: allowResponse(request.uid), outcome: 'allowed' };
-  }
-
-  const nowMsOf = nowMs;
-  return async (hook, text) => {
-    const started = nowMsOf();
-    const badRequest = (message: string): AdmissionReply => {
-      deps.observer?.observe(hook, 'bad-request', nowMsOf() - started);
-      return { status: 400, body: JSON.stringify({ error: { code: 'invalid', message } }) };
-    };
-    if (text.trim() === '') return badRequest('request body is empty; expected an AdmissionReview (JSON)');
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch (err) {
-      return badRequest(`request body is not JSON: ${err instanceof Error ? err.message : String(err)}`);
-    }
-    const parsed = parseAdmissionReview(body);
-    if (!parsed.ok)
-      return badRequest(`not an admission.k8s.io/v1 AdmissionReview:\n${formatFieldErrors(parsed.errors)}`);
-    const answer = hook === 'mutate' ? await answerMutate(parsed.request) : answerValidate(parsed.request);
-    deps.observer?.observe(hook, answer.outcome, nowMsOf() - started);
+    const review: Review = { request: parsed.request, caller, hook };
+    const answer = hook === 'mutate' ? await answerMutate(judge, review) : answerValidate(judge, review);
+    deps.observer?.observe(hook, answer.outcome, nowMs() - started);
     return { status: 200, body: JSON.stringify(answer.review) };
+  };
+}
+
+/** The body text as an AdmissionRequest, or the message of a 400 naming what is wrong. */
+function parseReviewText(text: string): { ok: true; request: AdmissionRequest } | { ok: false; message: string } {
+  if (text.trim() === '') return { ok: false, message: 'request body is empty; expected an AdmissionReview (JSON)' };
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch (err) {
+    return { ok: false, message: `request body is not JSON: ${err instanceof Error ? err.message : String(err)}` };
+  }
+  const parsed = parseAdmissionReview(body);
+  if (!parsed.ok)
+    return { ok: false, message: `not an admission.k8s.io/v1 AdmissionReview:\n${formatFieldErrors(parsed.errors)}` };
+  return { ok: true, request: parsed.request };
+}
+
+async function answerMutate(judge: Judge, review: Review): Promise<Answer> {
+  const { request } = review;
+  if (request.operation !== 'CREATE' || !request.object)
+    return { review: allowResponse(request.uid), outcome: 'allowed' };
+  const result = mutatePodCreate(request.object, judge.policy);
+  if (result.kind === 'not-vcuda') return { review: allowResponse(request.uid), outcome: 'allowed' };
+  if (result.kind === 'refused') return refuse(judge, review, result.errors, result.warnings);
+  const quota = await precheck(judge, review, measurePodQuotaUsage(result.request));
+  if (!quota.ok) {
+    const pod = describePod(request, request.object);
+    judge.trace.refused(review, pod, eventReasons.quotaRefused, quota.message, ['quota']);
+    const denied = denyResponse(request.uid, quota.message, {
+      code: 403,
+      reason: 'Forbidden',
+      warnings: result.warnings,
+    });
+    return { review: denied, outcome: 'refused' };
+  }
+  const warnings = [...result.warnings, ...quota.warnings];
+  return {
+    review: allowResponse(request.uid, result.patch, warnings),
+    outcome: result.patch.length ? 'patched' : 'allowed',
+  };
+}
+
+function answerValidate(judge: Judge, review: Review): Answer {
+  const { request } = review;
+  const username = request.userInfo?.username;
+  let errors: FieldError[] = [];
+  if (request.operation === 'CREATE' && request.object) errors = validateCreate(request.object, judge.policy);
+  else if (request.operation === 'UPDATE' && request.object && request.oldObject) {
+    errors = validateUpdate(request.object, request.oldObject, username, judge.policy);
+  }
+  return errors.length ? refuse(judge, review, errors) : { review: allowResponse(request.uid), outcome: 'allowed' };
+}
+
+function refuse(judge: Judge, review: Review, errors: FieldError[], warnings: string[] = []): Answer {
+  const { request } = review;
+  const pod = describePod(request, request.object);
+  const message = refusalMessage(pod.label, errors);
+  const isForgery = errors.some((e) => e.rule === 'vcuda-annotation-reserved');
+  const rules = errors.map((e) => e.rule);
+  judge.trace.refused(review, pod, eventReasons.admissionRefused, message, rules);
+  const code = isForgery ? 403 : 422;
+  const reason = isForgery ? 'Forbidden' : 'Invalid';
+  return { review: denyResponse(request.uid, message, { code, reason, warnings }), outcome: 'refused' };
+}
+
+type Precheck = { ok: true; warnings: string[] } | { ok: false; message: string };
+
+/** The namespace's quota, asked early with a deadline; an unreachable ledger admits (bind is the gate). */
+async function precheck(
+  { deps, trace }: Judge,
+  review: Review,
+  usage: ReturnType<typeof measurePodQuotaUsage>,
+): Promise<Precheck> {
+  if (!deps.precheckQuota) return { ok: true, warnings: [] };
+  const pod = describePod(review.request, review.request.object);
+  const uncounted = usage.hasUncountedMemory
+    ? " (whole cards' memory is not counted here: the cards, and so their memory, are chosen at bind)"
+    : '';
+  const timeoutMs = deps.precheckTimeoutMs ?? DEFAULT_PRECHECK_TIMEOUT_MS;
+  try {
+    const check = deps.precheckQuota({
+      cluster: deps.clusterName,
+      namespace: pod.namespace,
+      core: usage.core,
+      memoryMiB: usage.memoryMiB,
+    });
+    // A known answer (a cached "ok") needs no deadline: no timer, no race, per review.
+    const result = 'then' in check ? await withDeadline(check, timeoutMs, 'quota pre-check') : check;
+    if (result.ok)
+      return { ok: true, warnings: usage.hasUncountedMemory ? ['quota: whole cards memory is checked at bind'] : [] };
+    return { ok: false, message: `vcuda refused ${pod.label}: quota: ${result.message}${uncounted}` };
+  } catch (err) {
+    // The reservation at bind is the real gate: an unreachable or slow ledger must not block
+    // admission, nor hold the API server past its webhook timeout.
+    const reason = err instanceof LedgerTimeoutError ? 'timeout' : 'error';
+    deps.observer?.precheckSkipped?.(reason);
+    trace.precheckSkipped(review, pod, err, reason);
+    const why = reason === 'timeout' ? `no answer from the ledger within ${timeoutMs} ms` : 'the ledger failed';
+    return { ok: true, warnings: [`quota pre-check skipped (${why}); the ledger checks the quota at bind`] };
+  }
+}
+
+/** How often one pod's refusal (or skipped pre-check) is logged, however often it is reviewed. */
+const TRACE_INTERVAL_MS = 60_000;
+/** Pods remembered for that; past it the table starts over (a log line more, never a leak). */
+const TRACE_MAX_KEYS = 4096;
+
+/**
+ * What a review leaves behind besides its answer: an Event on the refused pod (aggregated by the
+ * recorder) and a log line. Only an authenticated caller's reviews leave any, and log lines at
+ * most once a minute per pod and reason: the port's answers are open to whoever reaches it, its
+ * writes are not. A dry run and a pod without a name yet get no Event.
+ */
+type ReviewTrace = {
+  refused(review: Review, pod: PodRef & { label: string }, reason: EventReason, message: string, rules: string[]): void;
+  precheckSkipped(review: Review, pod: PodRef & { label: string }, err: unknown, reason: 'timeout' | 'error'): void;
+};
+
+function createReviewTrace(deps: AdmissionRoutesDeps): ReviewTrace {
+  const nowMs = deps.nowMs ?? (() => performance.now());
+  const loggedAt = new Map<string, number>();
+  const firstInInterval = (key: string): boolean => {
+    const now = nowMs();
+    const last = loggedAt.get(key);
+    if (last !== undefined && now - last < TRACE_INTERVAL_MS) return false;
+    if (loggedAt.size >= TRACE_MAX_KEYS) loggedAt.clear();
+    loggedAt.set(key, now);
+    return true;
+  };
+  const keyOf = (pod: PodRef, what: string) => `${pod.namespace}/${pod.name}/${pod.uid ?? ''}/${what}`;
+  return {
+    refused({ request, caller, hook }, pod, reason, message, rules) {
+      if (!caller.authenticated) return;
+      if (firstInInterval(keyOf(pod, `${hook}/${reason}`)))
+        deps.logger.info({ hook, pod: pod.label, user: request.userInfo?.username, rules }, 'refused');
+      if (!deps.events || request.dryRun || !pod.name || pod.name.endsWith('*')) return;
+      const events = deps.events;
+      Promise.resolve()
+        .then(() => events.record({ namespace: pod.namespace, name: pod.name, uid: pod.uid }, reason, message))
+        .catch((err: unknown) => deps.logger.warn({ err, pod: pod.name }, 'recording admission event failed'));
+    },
+    precheckSkipped({ caller }, pod, err, reason) {
+      if (caller.authenticated && firstInInterval(keyOf(pod, 'precheck-skipped')))
+        deps.logger.warn({ err, pod: pod.label, reason }, 'quota pre-check skipped');
+    },
   };
 }
 
@@ -230,7 +308,9 @@ export function admissionRoutes(deps: AdmissionRoutesDeps): Hono {
       } catch (err) {
         return c.json({ error: { code: 'invalid', message: `request body unreadable: ${String(err)}` } }, 400);
       }
-      const reply = await answer(hook, text);
+      const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming as CallerRequest | undefined;
+      const authenticated = deps.authenticateCaller?.(incoming) ?? false;
+      const reply = await answer(hook, text, { authenticated });
       return c.body(reply.body, reply.status, { 'content-type': 'application/json' });
     });
   }

@@ -52,6 +52,21 @@ export const certificateConfigSchema = z
     message: 'mode "files" needs certFile and keyFile',
   });
 
+/**
+ * How the webhook port tells the API server from anyone else who reaches it. kube-apiserver
+ * presents what its AdmissionConfiguration's `kubeConfigFile` gives for this webhook's host: a
+ * client certificate, or a bearer token. Reviews are answered whoever asks; only an authenticated
+ * caller's reviews leave Events, refusal log lines and dashboard rows. With neither set, none do.
+ */
+export const callerConfigSchema = z.object({
+  /** PEM CA bundle that signs the API server's client certificate (kubeadm: /etc/kubernetes/pki/ca.crt). */
+  clientCAFile: z.string().min(1).optional(),
+  /** The certificate must name one of these (subject CN or DNS SAN). */
+  allowedNames: z.array(z.string().min(1)).min(1).default(['kube-apiserver-kubelet-client']),
+  /** A file holding the bearer token the API server presents (kubeconfig `users[].user.token`). */
+  tokenFile: z.string().min(1).optional(),
+});
+
 export const webhookConfigSchema = z.object({
   resourceDomain: z.string().min(1).default(DEFAULT_RESOURCE_DOMAIN),
   memoryUnitMiB: z.number().int().min(1).default(1),
@@ -76,11 +91,13 @@ export const webhookConfigSchema = z.object({
     .default(3 * KIB * KIB),
   registration: registrationConfigSchema.default(registrationConfigSchema.parse({})),
   certificates: certificateConfigSchema.default(certificateConfigSchema.parse({})),
+  callers: callerConfigSchema.default(callerConfigSchema.parse({})),
 });
 
 export type WebhookConfig = z.infer<typeof webhookConfigSchema>;
 export type RegistrationConfig = z.infer<typeof registrationConfigSchema>;
 export type CertificateConfig = z.infer<typeof certificateConfigSchema>;
+export type CallerConfig = z.infer<typeof callerConfigSchema>;
 
 /** Parses and freezes the webhook configuration; throws a zod error naming each bad field. */
 export function loadWebhookConfig(raw: unknown): Readonly<WebhookConfig> {

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resourceNames } from '../contract/index.js';
 import { ensureServingCertificate, serviceDnsNames } from './certificates.js';
 import { registrationConfigSchema } from './config.js';
-import { kubeCertificateSecretStore, kubeEventRecorder, kubeWebhookConfigurationClient } from './kube-adapters.js';
+import { kubeCertificateSecretStore, kubeWebhookConfigurationClient } from './kube-adapters.js';
 import { ensureWebhookRegistration } from './registration.js';
 
 type Obj = { metadata: { name: string; namespace?: string; resourceVersion?: string }; [k: string]: unknown };
@@ -137,24 +137,6 @@ describe('client-node adapters against an API server on loopback', () => {
     ]);
     const updated = await ensureWebhookRegistration(client, { ...input, caBundlePem: 'NEW' });
     expect(updated).toMatchObject({ mutating: 'updated', validating: 'updated' });
-  });
-
-  it('records a refusal as a core/v1 Event on the pod', async () => {
-    const recorder = kubeEventRecorder(kc, {
-      clock: () => new Date('2026-11-22T04:00:00Z'),
-      randomSuffix: () => 'abc',
-    });
-    await recorder.record(
-      { namespace: 'team-a', name: 'bad' },
-      'VcudaAdmissionRefused',
-      'vcuda refused pod team-a/bad',
-    );
-    const event = api.objects.get('/api/v1/namespaces/team-a/events/bad.abc') as Obj & { reason: string; type: string };
-    expect(event).toMatchObject({
-      reason: 'VcudaAdmissionRefused',
-      type: 'Warning',
-      message: 'vcuda refused pod team-a/bad',
-    });
   });
 
   it('reports an unreachable API server with what it was doing', async () => {

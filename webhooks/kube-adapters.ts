@@ -1,21 +1,18 @@
 /**
  * The only file in webhooks/ that talks to the API server: @kubernetes/client-node behind the
- * narrow interfaces the rest declares (certificate Secret, webhook configurations, Events).
+ * narrow interfaces the rest declares (certificate Secret, webhook configurations).
  * It translates only: base64 for Secret data, HTTP 404 to "absent", HTTP 409 to a conflict.
  */
-import { randomBytes } from 'node:crypto';
 import {
   AdmissionregistrationV1Api,
   ApiException,
   CoreV1Api,
-  type CoreV1Event,
   type KubeConfig,
   type V1MutatingWebhookConfiguration,
   type V1ValidatingWebhookConfiguration,
   VersionApi,
 } from '@kubernetes/client-node';
-import { type EventReason, type PodRef, podEvent, VcudaError } from '../contract/index.js';
-import type { AdmissionEventRecorder } from './admission-routes.js';
+import { VcudaError } from '../contract/index.js';
 import { type CertificateSecretStore, type PemSecretStore, SecretConflictError } from './certificates.js';
 import type { StoredConfiguration, WebhookConfiguration, WebhookConfigurationClient } from './registration.js';
 
@@ -132,22 +129,5 @@ export function kubeWebhookConfigurationClient(kc: KubeConfig): WebhookConfigura
     },
     create: (obj) => write(obj, 'create'),
     replace: (obj) => write(obj, 'replace'),
-  };
-}
-
-/** Events on refused pods (core/v1, as `kubectl describe` shows them). */
-export function kubeEventRecorder(
-  kc: KubeConfig,
-  opts: { component?: string; clock: () => Date; randomSuffix?: () => string },
-): AdmissionEventRecorder {
-  const core = kc.makeApiClient(CoreV1Api);
-  const component = opts.component ?? 'vcuda-webhook';
-  const suffix = opts.randomSuffix ?? (() => randomBytes(8).toString('hex'));
-  return {
-    async record(pod: PodRef, reason: EventReason, message: string) {
-      const body = podEvent(pod, reason, message, { component, now: opts.clock(), nameSuffix: suffix() });
-      // client-node types timestamps as Date but sends ISO strings through unchanged.
-      await core.createNamespacedEvent({ namespace: pod.namespace, body: body as unknown as CoreV1Event });
-    },
   };
 }

@@ -24,17 +24,52 @@ export function certificateNames(cert: Pick<PeerCertificate, 'subject' | 'subjec
   return [...new Set([...cns, ...dns])];
 }
 
+/** A request as the node servers hand it over (`c.env.incoming` under hono), HTTP/1.1 or HTTP/2. */
+export type IncomingRequest = HttpBindings['incoming'] | Http2ServerRequest;
+
 /**
  * The request's TLS socket and the connection it came over. Over HTTP/2, `incoming.socket` is a
  * proxy made per stream (reading through to the session's TLS socket), so the connection is the
  * h2 session, one per TLS connection; over HTTP/1.1 it is the socket itself.
  */
-function tlsConnectionOf(c: { env: unknown }): { socket: TLSSocket; connection: object } | undefined {
-  const incoming = (c.env as { incoming?: HttpBindings['incoming'] | Http2ServerRequest } | undefined)?.incoming;
+function tlsConnectionOf(incoming: IncomingRequest | undefined): { socket: TLSSocket; connection: object } | undefined {
   const socket = incoming?.socket as Partial<TLSSocket> | undefined;
   if (!socket || typeof socket.getPeerCertificate !== 'function') return undefined;
   const session = (incoming as Partial<Http2ServerRequest>).stream?.session;
   return { socket: socket as TLSSocket, connection: session ?? socket };
+}
+
+/** A request's client certificate, judged: verified by TLS and naming an allowed client, or why not. */
+export type ClientVerdict =
+  | { ok: true; names: string[] }
+  | { ok: false; status: 401; reason: string; tls: boolean }
+  | { ok: false; status: 403; reason: string; names: string[] };
+
+/**
+ * Judges requests by the client certificate their TLS connection presented: 401 without one that
+ * TLS verified against the listener's CAs (for client use), 403 when it names none of `allowed`.
+ * Clients keep connections alive (over h2, one for every call): a connection's names are read once.
+ */
+export function clientCertificateCheck(
+  allowed: readonly string[],
+): (incoming: IncomingRequest | undefined) => ClientVerdict {
+  const names = new Set(allowed);
+  const presentedOn = new WeakMap<object, string[]>();
+  return (incoming) => {
+    const tls = tlsConnectionOf(incoming);
+    if (!tls?.socket.authorized) {
+      const socket = tls?.socket;
+      return { ok: false, status: 401, reason: socket ? String(socket.authorizationError) : 'not TLS', tls: !!socket };
+    }
+    let presented = presentedOn.get(tls.connection);
+    if (!presented) {
+      presented = certificateNames(tls.socket.getPeerCertificate());
+      presentedOn.set(tls.connection, presented);
+    }
+    if (!presented.some((n) => names.has(n)))
+      return { ok: false, status: 403, reason: 'name not allowed', names: presented };
+    return { ok: true, names: presented };
+  };
 }
 
 /** Told of each refusal: `status` 401 (no verified certificate) or 403 (a trusted one naming someone else). */
@@ -42,34 +77,24 @@ export type RefusalObserver = (refusal: { status: 401 | 403; path: string; reaso
 
 /** 401 without a verified client certificate, 403 when it names none of `allowed`. */
 export function requireClientCertificate(allowed: readonly string[], onRefused?: RefusalObserver): MiddlewareHandler {
-  const names = new Set(allowed);
-  // The scheduler keeps its connections alive (over h2, one for every call): a connection's
-  // certificate is read once, not per verb.
-  const presentedOn = new WeakMap<object, string[]>();
+  const check = clientCertificateCheck(allowed);
   return async (c, next) => {
-    const tls = tlsConnectionOf(c);
-    if (!tls?.socket.authorized) {
-      const socket = tls?.socket;
-      const why = socket?.authorizationError ? ` (${String(socket.authorizationError)})` : '';
-      onRefused?.({ status: 401, path: c.req.path, reason: socket ? String(socket.authorizationError) : 'not TLS' });
+    const verdict = check((c.env as { incoming?: IncomingRequest } | undefined)?.incoming);
+    if (verdict.ok) return next();
+    if (verdict.status === 401) {
+      const why =
+        verdict.tls && verdict.reason !== 'null' && verdict.reason !== 'undefined' ? ` (${verdict.reason})` : '';
+      onRefused?.({ status: 401, path: c.req.path, reason: verdict.reason });
       return c.json(
         { Error: `the scheduler extender answers only on its TLS port, to a client certificate it trusts${why}` },
         401,
       );
     }
-    let presented = presentedOn.get(tls.connection);
-    if (!presented) {
-      presented = certificateNames(tls.socket.getPeerCertificate());
-      presentedOn.set(tls.connection, presented);
-    }
-    if (!presented.some((n) => names.has(n))) {
-      onRefused?.({ status: 403, path: c.req.path, reason: 'name not allowed', names: presented });
-      return c.json(
-        { Error: `client certificate ${JSON.stringify(presented)} is not one of the allowed extender clients` },
-        403,
-      );
-    }
-    await next();
+    onRefused?.({ status: 403, path: c.req.path, reason: verdict.reason, names: verdict.names });
+    return c.json(
+      { Error: `client certificate ${JSON.stringify(verdict.names)} is not one of the allowed extender clients` },
+      403,
+    );
   };
 }
 
@@ -88,5 +113,18 @@ export function guardedExtender(
     }),
   );
   app.route('/', routes);
+  return app;
+}
+
+/**
+ * The extender's paths on a listener that is not the extender's: 401 before reading a byte. A
+ * listener that verifies other client certificates (the webhook port's API server callers) must
+ * not let one of them pass the extender's gate by naming an allowed client.
+ */
+export function extenderNotServedHere(): Hono {
+  const app = new Hono();
+  app.all('*', (c) =>
+    c.json({ Error: 'the scheduler extender answers only on its TLS port, to a client certificate it trusts' }, 401),
+  );
   return app;
 }

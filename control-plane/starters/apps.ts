@@ -5,7 +5,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Hono, MiddlewareHandler } from 'hono';
 import type { Registry } from 'prom-client';
-import { type PodRef, podEvent, VcudaError } from '../../contract/index.js';
+import { VcudaError } from '../../contract/index.js';
 import { createReportRunner } from '../../db/reports.js';
 import type { createUsageStore } from '../../db/usage.js';
 import { type AdmissionListener, createAdmissionListener } from '../../webhooks/admission-handler.js';
@@ -26,8 +26,9 @@ import type { ExtenderMetrics } from '../extender/extender-metrics.js';
 import type { LedgerNodes } from '../extender/ledger-nodes.js';
 import type { Nudger } from '../extender/nudger.js';
 import type { PodWriteBatcher } from '../extender/pod-write-batcher.js';
-import { extenderRoutes } from '../extender/routes.js';
+import { EXTENDER_COMPONENT, extenderRoutes } from '../extender/routes.js';
 import { createAssignmentSigner, type KeySet } from '../signing-keys.js';
+import type { WebhookCallers } from '../webhook-callers.js';
 import type { ClusterView } from './cluster.js';
 import type { StartContext } from './context.js';
 import type { LedgerStore } from './ledger.js';
@@ -52,8 +53,14 @@ export function webhookConfigOf({ config }: StartContext): WebhookConfig {
 
 /** The admission reviews, as hono routes and as the HTTPS listener's fast path. */
 export function admissionApps(
-  { config, clock, log }: StartContext,
-  deps: { webhook: WebhookConfig; cluster: ClusterView; store: LedgerStore; registry: Registry },
+  { config, log }: StartContext,
+  deps: {
+    webhook: WebhookConfig;
+    cluster: ClusterView;
+    store: LedgerStore;
+    registry: Registry;
+    callers: WebhookCallers;
+  },
 ): { routes: Hono; listener: AdmissionListener } {
   const { webhook, cluster } = deps;
   const admissionDeps: AdmissionRoutesDeps = {
@@ -70,18 +77,8 @@ export function admissionApps(
       staleMs: config.database.callTimeoutMs,
     }),
     precheckTimeoutMs: config.database.callTimeoutMs,
-    events: {
-      record: (pod: PodRef, reason, message) =>
-        cluster.kube.createEvent(
-          pod.namespace,
-          podEvent(pod, reason, message, {
-            component: 'vcuda-webhook',
-            host: config.instanceId,
-            now: clock(),
-            nameSuffix: `${clock().getTime().toString(36)}.${config.instanceId}.${Math.floor(performance.now())}`,
-          }),
-        ),
-    },
+    events: cluster.events.for('vcuda-webhook'),
+    authenticateCaller: deps.callers.check,
   };
   // The HTTPS listener answers reviews without building web Request/Response objects.
   return { routes: admissionRoutes(admissionDeps), listener: createAdmissionListener(admissionDeps) };
@@ -128,6 +125,7 @@ export function schedulerApp(
     log: (msg, fields) => log.info(fields ?? {}, msg),
     ...(deps.lease ? { lease: deps.lease } : {}),
     ...(deps.faults ? { faults: deps.faults } : {}),
+    events: cluster.events.for(EXTENDER_COMPONENT),
   });
   return guardedExtender(verbs, {
     allowedClients: config.extender.allowedClients,

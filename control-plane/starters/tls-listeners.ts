@@ -16,8 +16,10 @@ import {
 } from '../../webhooks/kube-adapters.js';
 import { createWebhookKeeper, type WebhookKeeper } from '../../webhooks/webhook-keeper.js';
 import { createApp } from '../app.js';
+import { extenderNotServedHere } from '../extender/client-certificate.js';
 import { EXTENDER_SECRET_KEYS, type ExtenderClientCredentials } from '../extender/extender-tls.js';
 import { createExtenderTlsKeeper } from '../extender/extender-tls-keeper.js';
+import type { WebhookCallers } from '../webhook-callers.js';
 import type { Closer, StartContext } from './context.js';
 import { type Listening, listen } from './http-listener.js';
 
@@ -25,10 +27,12 @@ import { type Listening, listen } from './http-listener.js';
 const WEBHOOK_REFRESH_MS = 10 * 60_000;
 
 /**
- * The webhook port, when served: the admission reviews (the listener in front answers them first)
- * and the extender verbs behind their gate. Its keeper's first pass issues, keeps or reads the
- * certificate and writes the configurations with its CA; then it rotates before expiry (or picks up
- * renewed files) and mends drifted configurations, without a restart.
+ * The webhook port, when served: the admission reviews (the listener in front answers them
+ * first); the extender's paths answer 401 (with `callers.clientCa` this listener verifies the API
+ * server's client certificates, which must never pass for kube-scheduler's). Its keeper's first
+ * pass issues, keeps or reads the certificate and writes the configurations with its CA; then it
+ * rotates before expiry (or picks up renewed files) and mends drifted configurations, without a
+ * restart.
  */
 export async function serveWebhooks(
   ctx: StartContext,
@@ -37,21 +41,23 @@ export async function serveWebhooks(
     names: ResourceNames;
     kc: KubeConfig | undefined;
     admission: { routes: Hono; listener: AdmissionListener };
-    scheduler: Hono;
+    callers: WebhookCallers;
     /** The port to listen on, 0 for any free one; config's `httpsPort` otherwise (where 0 turns the webhooks off). */
     port?: number | undefined;
   },
 ): Promise<{ url?: string; close: Closer }> {
   const { config } = ctx;
   let https: Listening | undefined;
-  const keeper = createKeeper(ctx, deps, (cert) => https?.setCertificate({ key: cert.keyPem, cert: cert.certPem }));
+  const clientCa = deps.callers.clientCa ? { ca: deps.callers.clientCa } : {};
+  const tlsOf = (cert: ServingCertificate) => ({ key: cert.keyPem, cert: cert.certPem, ...clientCa });
+  const keeper = createKeeper(ctx, deps, (cert) => https?.setCertificate(tlsOf(cert)));
   if (!keeper) return { close: () => undefined };
   const { certificate } = await keeper.refresh();
   https = await listen(
-    createApp({ admission: deps.admission.routes, scheduler: deps.scheduler }),
+    createApp({ admission: deps.admission.routes, scheduler: extenderNotServedHere() }),
     config.host,
     deps.port ?? config.httpsPort,
-    { key: certificate.keyPem, cert: certificate.certPem },
+    tlsOf(certificate),
     deps.admission.listener,
   );
   const served = https;

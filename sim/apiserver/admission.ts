@@ -62,6 +62,11 @@ export type AdmissionSources = {
   onCall?: (record: { webhook: string; allowed: boolean; error?: string }) => void;
   /** CEL for `matchConditions`; absent, as a server without the feature, they are not evaluated. */
   matchConditions?: MatchConditionEvaluator;
+  /**
+   * The bearer token presented to every webhook, as kube-apiserver presents the one its
+   * AdmissionConfiguration's `kubeConfigFile` gives for the webhook's host.
+   */
+  webhookToken?: string;
 };
 
 function matchesList(list: string[] | undefined, value: string): boolean {
@@ -184,6 +189,7 @@ async function post(
   caBundle: string | undefined,
   timeoutMs: number,
   servername?: string,
+  token?: string,
 ): Promise<unknown> {
   const u = new URL(url);
   const payload = Buffer.from(JSON.stringify(body));
@@ -194,7 +200,12 @@ async function post(
       u,
       {
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json', 'content-length': payload.length },
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json',
+          'content-length': payload.length,
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+        },
         ...(ca ? { ca } : {}),
         ...(servername ? { servername } : {}),
         timeout: timeoutMs,
@@ -261,7 +272,8 @@ async function callOne(
     const target = webhookTarget(hook, src);
     url = target.url;
     const timeoutMs = (hook.timeoutSeconds ?? 10) * 1000;
-    reply = (await post(url, review, hook.clientConfig.caBundle, timeoutMs, target.servername)) as Review;
+    const { caBundle } = hook.clientConfig;
+    reply = (await post(url, review, caBundle, timeoutMs, target.servername, src.webhookToken)) as Review;
     if (reply.apiVersion !== 'admission.k8s.io/v1' || reply.kind !== 'AdmissionReview' || !reply.response) {
       throw new Error('expected response.apiVersion admission.k8s.io/v1 and kind AdmissionReview with a response');
     }

@@ -39,6 +39,8 @@ export type ApiServerOptions = {
   kubernetesVersion?: ServedVersion;
   /** The control plane's dashboard: what exec, port-forward and top point people to instead. */
   dashboardUrl?: string;
+  /** Presented to every webhook as a bearer token (kube-apiserver's AdmissionConfiguration kubeconfig). */
+  webhookToken?: string;
 };
 
 export type SimApiServer = {
@@ -91,6 +93,7 @@ function admissionSources(store: ObjectStore, opts: ApiServerOptions, version: S
     namespaceLabels: (ns) => store.get('/namespaces', undefined, ns)?.metadata.labels ?? {},
     ...(opts.resolveService ? { resolveService: opts.resolveService } : {}),
     ...(opts.onAdmissionCall ? { onCall: opts.onAdmissionCall } : {}),
+    ...(opts.webhookToken ? { webhookToken: opts.webhookToken } : {}),
     // Servers before 1.28 had no matchConditions (the control plane registers none for them).
     ...(servesMatchConditions(version) ? { matchConditions: createMatchConditionEvaluator() } : {}),
   };

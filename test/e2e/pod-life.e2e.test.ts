@@ -48,6 +48,10 @@ describe('a pod through the simulated cluster', () => {
     expect((err as KubeApiError).message).toMatch(/^admission webhook "[^"]+" denied the request: /);
     expect((err as KubeApiError).message).toContain('spec.containers[0].resources.limits["nvidia.com/vcuda-core"]');
     expect((await lc.client.list(podPath(NS))).items).toEqual([]);
+    // The API server presents the webhook token local mode gave it: its review leaves an Event.
+    const reasons = async () =>
+      (await lc.client.list(`/api/v1/namespaces/${NS}/events`)).items.map((e) => (e as { reason?: string }).reason);
+    await expect.poll(reasons, { timeout: 10_000 }).toContain('VcudaAdmissionRefused');
   }, 90_000);
 
   it('lets no one but the scheduler bind: an anonymous bind on the Service gets 401 and changes nothing', async () => {
