@@ -5,7 +5,6 @@
  * answered and forgotten; the API server's repeats of one refusal make one aggregated Event.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -33,15 +32,6 @@ let cp: RunningControlPlane;
 let servingCa: string;
 const clients: Record<'apiServer' | 'otherName' | 'foreignCa' | 'schedulerName', TlsClient> = {} as never;
 const logLines: { msg: string; pod?: string }[] = [];
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** A mutate review of a pod vcuda refuses (150 core is neither a share nor whole cards). */
 function refusedReview(name: string, namespace = 'kube-system'): string {
@@ -103,7 +93,7 @@ beforeAll(async () => {
       logLevel: 'info',
       host: '127.0.0.1',
       port: 0,
-      httpsPort: await freePort(),
+      httpsPort: 8443,
       kube: { mode: 'kubeconfig' },
       webhookRegistration: 'off',
       signingKeys: { source: 'ephemeral' },
@@ -115,7 +105,7 @@ beforeAll(async () => {
     },
   });
   const logger = pino({ level: 'info' }, { write: (line: string) => void logLines.push(JSON.parse(line)) });
-  cp = await startControlPlane(config, { db, kubeConfig: api.kubeConfig, logger });
+  cp = await startControlPlane(config, { db, kubeConfig: api.kubeConfig, logger, httpsPort: 0 });
 });
 
 afterAll(async () => {
