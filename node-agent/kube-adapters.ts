@@ -114,7 +114,10 @@ export class KubeWriter implements PodAnnotator, EventRecorder, NodePatcher, Nod
       host: nodeName,
       clock: () => new Date(),
       onError: (err, pod) =>
-        this.log.warn({ err, pod: `${pod.namespace}/${pod.name}` }, `event for ${pod.namespace}/${pod.name}: writing failed`),
+        this.log.warn(
+          { err, pod: `${pod.namespace}/${pod.name}` },
+          `event for ${pod.namespace}/${pod.name}: writing failed`,
+        ),
     });
   }
 
