@@ -134,24 +134,7 @@ export function createKubeClient(kc: KubeConfig): ControlPlaneKube {
         throw toVcudaError(err, `bind pod ${namespace}/${name} to ${node}`);
       }
     },
-    async createEvent(namespace, event) {
-      try {
-        await core.createNamespacedEvent({ namespace, body: event as never });
-      } catch (err) {
-        throw toVcudaError(err, `create event in ${namespace}`);
-      }
-    },
-    async updateEvent(namespace, event) {
-      const { count, lastTimestamp, message, series } = event;
-      try {
-        await core.patchNamespacedEvent(
-          { namespace, name: event.metadata.name, body: { count, lastTimestamp, message, series } },
-          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-        );
-      } catch (err) {
-        throw toVcudaError(err, `update event ${namespace}/${event.metadata.name}`);
-      }
-    },
+    ...eventCalls(core),
     async readSecret(namespace, name) {
       const s = await orUndefinedOn404(
         core.readNamespacedSecret({ namespace, name }),
@@ -184,5 +167,29 @@ export function createKubeClient(kc: KubeConfig): ControlPlaneKube {
       }
     },
     listPodDisruptionBudgets: () => listPdbs(policy),
+  };
+}
+
+/** Events: created once, then their repeats' count and times written (kube/event-recorder.ts). */
+function eventCalls(core: CoreV1Api): Pick<ControlPlaneKube, 'createEvent' | 'updateEvent'> {
+  return {
+    async createEvent(namespace, event) {
+      try {
+        await core.createNamespacedEvent({ namespace, body: event as never });
+      } catch (err) {
+        throw toVcudaError(err, `create event in ${namespace}`);
+      }
+    },
+    async updateEvent(namespace, event) {
+      const { count, lastTimestamp, message, series } = event;
+      try {
+        await core.patchNamespacedEvent(
+          { namespace, name: event.metadata.name, body: { count, lastTimestamp, message, series } },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        );
+      } catch (err) {
+        throw toVcudaError(err, `update event ${namespace}/${event.metadata.name}`);
+      }
+    },
   };
 }

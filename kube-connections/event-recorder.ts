@@ -61,108 +61,135 @@ type Series = {
 };
 
 export function createEventRecorder(opts: EventRecorderOptions): PodEventRecorder {
-  const intervalMs = opts.intervalMs ?? EVENT_WRITE_INTERVAL_MS;
-  const maxTracked = opts.maxTracked ?? DEFAULT_MAX_TRACKED;
-  const tracked = new Map<string, Series>();
-  let seq = 0;
+  const recorder = new AggregatingRecorder(opts);
+  return { record: (...args) => recorder.record(...args), close: () => recorder.close() };
+}
 
-  function write(s: Series): void {
+/** The pods' series, oldest seen first (the forgetting order), and their pending writes. */
+class AggregatingRecorder {
+  private readonly intervalMs: number;
+  private readonly maxTracked: number;
+  private readonly tracked = new Map<string, Series>();
+  private seq = 0;
+
+  constructor(private readonly opts: EventRecorderOptions) {
+    this.intervalMs = opts.intervalMs ?? EVENT_WRITE_INTERVAL_MS;
+    this.maxTracked = opts.maxTracked ?? DEFAULT_MAX_TRACKED;
+  }
+
+  record(pod: PodRef, reason: EventReason, message: string, type?: 'Normal' | 'Warning'): void {
+    const now = this.opts.clock();
+    const key = keyOf(pod, reason);
+    const seen = this.tracked.get(key);
+    if (seen) {
+      // Most recently seen last: the map's order is the forgetting order.
+      this.tracked.delete(key);
+      this.tracked.set(key, seen);
+      seen.count += 1;
+      seen.last = now;
+      seen.message = message;
+      seen.dirty = true;
+      this.schedule(seen);
+      return;
+    }
+    const s = this.firstSeen(pod, reason, message, type, now);
+    this.tracked.set(key, s);
+    this.forgetOldest();
+    this.write(s);
+  }
+
+  close(): void {
+    for (const s of this.tracked.values()) if (s.timer) clearTimeout(s.timer);
+    this.tracked.clear();
+  }
+
+  private firstSeen(
+    pod: PodRef,
+    reason: EventReason,
+    message: string,
+    type: 'Normal' | 'Warning' | undefined,
+    now: Date,
+  ): Series {
+    const { component, host } = this.opts;
+    this.seq += 1;
+    const first = podEvent(pod, reason, message, {
+      ...(type ? { type } : {}),
+      component,
+      ...(host ? { host } : {}),
+      now,
+      nameSuffix: `${now.getTime().toString(36)}.${this.seq.toString(36)}${host ? `.${host}` : ''}`,
+    });
+    return {
+      pod,
+      first,
+      count: 1,
+      last: now,
+      message,
+      created: false,
+      lastWriteMs: 0,
+      dirty: false,
+      writing: false,
+      timer: undefined,
+    };
+  }
+
+  private write(s: Series): void {
     s.dirty = false;
     s.writing = true;
-    s.lastWriteMs = opts.clock().getTime();
+    s.lastWriteMs = this.opts.clock().getTime();
     const event = repeatedPodEvent(s.first, { count: s.count, last: s.last, message: s.message });
-    const namespace = s.pod.namespace;
-    const created = s.created
-      ? opts.writer.update(namespace, event).catch((err: unknown) => {
-          // Events expire (an hour by default): a gone one is created again, with its count.
-          if (err instanceof VcudaError && err.code === 'not-found') return opts.writer.create(namespace, event);
-          throw err;
-        })
-      : opts.writer.create(namespace, event).catch((err: unknown) => {
-          // A create that timed out may still have landed: the name is ours, so update it.
-          if (err instanceof VcudaError && err.code === 'conflict') return opts.writer.update(namespace, event);
-          throw err;
-        });
-    created
+    (s.created ? this.update(s.pod.namespace, event) : this.create(s.pod.namespace, event))
       .then(
         () => {
           s.created = true;
         },
-        (err: unknown) => opts.onError?.(err, s.pod),
+        (err: unknown) => this.opts.onError?.(err, s.pod),
       )
       .finally(() => {
         s.writing = false;
-        if (s.dirty) schedule(s);
+        if (s.dirty) this.schedule(s);
       });
   }
 
-  function schedule(s: Series): void {
+  /** Events expire (an hour by default): a gone one is created again, with its count. */
+  private update(namespace: string, event: PodEvent): Promise<void> {
+    const { writer } = this.opts;
+    return writer.update(namespace, event).catch((err: unknown) => {
+      if (err instanceof VcudaError && err.code === 'not-found') return writer.create(namespace, event);
+      throw err;
+    });
+  }
+
+  /** A create that timed out may still have landed: the name is ours, so update it. */
+  private create(namespace: string, event: PodEvent): Promise<void> {
+    const { writer } = this.opts;
+    return writer.create(namespace, event).catch((err: unknown) => {
+      if (err instanceof VcudaError && err.code === 'conflict') return writer.update(namespace, event);
+      throw err;
+    });
+  }
+
+  private schedule(s: Series): void {
     if (s.timer || s.writing) return;
-    const wait = s.lastWriteMs + intervalMs - opts.clock().getTime();
+    const wait = s.lastWriteMs + this.intervalMs - this.opts.clock().getTime();
     if (wait <= 0) {
-      write(s);
+      this.write(s);
       return;
     }
     s.timer = setTimeout(() => {
       s.timer = undefined;
-      if (tracked.get(keyOf(s.pod, s.first.reason)) === s) write(s);
+      if (this.tracked.get(keyOf(s.pod, s.first.reason)) === s) this.write(s);
     }, wait);
     s.timer.unref?.();
   }
 
-  function forgetOldest(): void {
-    while (tracked.size > maxTracked) {
-      const [key, oldest] = tracked.entries().next().value as [string, Series];
+  private forgetOldest(): void {
+    while (this.tracked.size > this.maxTracked) {
+      const [key, oldest] = this.tracked.entries().next().value as [string, Series];
       if (oldest.timer) clearTimeout(oldest.timer);
-      tracked.delete(key);
+      this.tracked.delete(key);
     }
   }
-
-  return {
-    record(pod, reason, message, type) {
-      const now = opts.clock();
-      const key = keyOf(pod, reason);
-      const seen = tracked.get(key);
-      if (seen) {
-        // Most recently seen last: the map's order is the forgetting order.
-        tracked.delete(key);
-        tracked.set(key, seen);
-        seen.count += 1;
-        seen.last = now;
-        seen.message = message;
-        seen.dirty = true;
-        schedule(seen);
-        return;
-      }
-      seq += 1;
-      const first = podEvent(pod, reason, message, {
-        ...(type ? { type } : {}),
-        component: opts.component,
-        ...(opts.host ? { host: opts.host } : {}),
-        now,
-        nameSuffix: `${now.getTime().toString(36)}.${seq.toString(36)}${opts.host ? `.${opts.host}` : ''}`,
-      });
-      const s: Series = {
-        pod,
-        first,
-        count: 1,
-        last: now,
-        message,
-        created: false,
-        lastWriteMs: 0,
-        dirty: false,
-        writing: false,
-        timer: undefined,
-      };
-      tracked.set(key, s);
-      forgetOldest();
-      write(s);
-    },
-    close() {
-      for (const s of tracked.values()) if (s.timer) clearTimeout(s.timer);
-      tracked.clear();
-    },
-  };
 }
 
 /** A pod (by uid too: a new pod of the same name is another object) and a reason. */

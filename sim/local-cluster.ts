@@ -40,6 +40,9 @@ const SCHEDULER_CONFIG = join(repoRoot, 'deploy', 'scheduler', 'kube-scheduler-c
 /** Where deploy/scheduler/scheduler-deployment.yaml mounts the scheduler's client certificate. */
 const SCHEDULER_TLS_MOUNT = '/etc/vcuda-scheduler-tls';
 
+/** In the work directory: the bearer token the API server presents to the webhooks. */
+const WEBHOOK_CALLER_TOKEN_FILE = 'webhook-caller-token';
+
 const CONTROL_PLANE_USER = 'system:serviceaccount:vcuda-system:vcuda-control-plane';
 const NODE_AGENT_USER = 'system:serviceaccount:vcuda-system:vcuda-node-agent';
 
@@ -132,7 +135,8 @@ async function startLocalApi(
   service: { webhookPort: number; dashboardPort: number },
   closers: CloserStack,
 ) {
-  const webhookCallerTokenFile = join(workDir, 'webhook-caller-token');
+  // The token it presents to the webhooks, so they know its reviews from anyone else's.
+  const webhookCallerTokenFile = join(workDir, WEBHOOK_CALLER_TOKEN_FILE);
   const webhookToken = randomBytes(24).toString('base64url');
   writeFileSync(webhookCallerTokenFile, webhookToken, { mode: 0o600 });
   const api = await startClusterApi(cluster, workDir, service, {
@@ -144,7 +148,7 @@ async function startLocalApi(
   const kubeconfigPath = join(workDir, 'kubeconfig');
   writeKubeconfig(kubeconfigPath, api.url);
   opts.onProgress?.('API server');
-  return { api, client, kubeconfigPath, webhookCallerTokenFile };
+  return { api, client, kubeconfigPath };
 }
 
 type BootContext = { workDir: string; logLevel: NonNullable<LocalClusterOptions['logLevel']>; logger: Logger };
@@ -152,14 +156,8 @@ type BootContext = { workDir: string; logLevel: NonNullable<LocalClusterOptions[
 /** The ledger's connection (not awaited: embedded PGlite takes seconds, and nodes boot meanwhile) and the replicas. */
 async function startLedgerAndReplicas(
   opts: LocalClusterOptions,
-  { logLevel, logger }: BootContext,
-  where: {
-    cluster: ClusterSpec;
-    domain: string;
-    service: ControlPlaneService;
-    apiUrl: string;
-    webhookCallerTokenFile: string;
-  },
+  { workDir, logLevel, logger }: BootContext,
+  where: { cluster: ClusterSpec; domain: string; service: ControlPlaneService; apiUrl: string },
   closers: CloserStack,
 ) {
   const release = !opts.databaseUrl && opts.dataDir ? claimDataDir(opts.dataDir) : undefined;
@@ -180,7 +178,7 @@ async function startLedgerAndReplicas(
     apiUrl: where.apiUrl,
     logger,
     ...(opts.bindFaults ? { bindFaults: opts.bindFaults } : {}),
-    webhookCallerTokenFile: where.webhookCallerTokenFile,
+    webhookCallerTokenFile: join(workDir, WEBHOOK_CALLER_TOKEN_FILE),
   });
   return { dbReady, replicas, replicaCount };
 }
@@ -195,19 +193,15 @@ async function bootCluster(
   const domain = resourceNames(opts.resourceDomain).domain;
   const service = await startControlPlaneService(opts.port ?? 0);
   closers.push(service.close);
-  service: { webhookPort: number; dashboardPort: number },
-  { kubernetesVersion, webhookToken }: { kubernetesVersion: ServedVersion | undefined; webhookToken: string },
-): Promise<SimApiServer> {
-  return startApiServer({
-    ...(kubernetesVersion ? { kubernetesVersion } : {}),
-    dashboardUrl: `http://127.0.0.1:${service.dashboardPort}/`,
-    webhookToken,
+  // 1. The API server, with a token per component so webhooks see service accounts.
+  const ports = { webhookPort: service.https.port, dashboardPort: service.http.port };
+  const { api, client, kubeconfigPath } = await startLocalApi(opts, cluster, workDir, ports, closers);
 
   // 2. The ledger, shared by every replica, and 3. control-plane replicas behind the Service.
   const { dbReady, replicas, replicaCount } = await startLedgerAndReplicas(
     opts,
     { workDir, logLevel, logger },
-    { cluster, domain, service, apiUrl: api.url, webhookCallerTokenFile },
+    { cluster, domain, service, apiUrl: api.url },
     closers,
   );
   const url = `http://127.0.0.1:${service.http.port}`;
