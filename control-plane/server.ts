@@ -6,7 +6,6 @@
  * Each step is a starter in `starters/` that owns one resource and hands back its closer; the
  * order below is the start order, and `close` stops them in reverse.
  */
-import { readFileSync } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Hono } from 'hono';
 import type * as jose from 'jose';
@@ -29,7 +28,6 @@ import { listen } from './starters/http-listener.js';
 import { followCapacity, startLedgerHousekeeping, startLedgerStore, startUsageStore } from './starters/ledger.js';
 import { followLedgerHolds, startReplicaLease } from './starters/ledger-follow.js';
 import { serveExtender, serveWebhooks } from './starters/tls-listeners.js';
-import { webhookCallers } from './webhook-callers.js';
 
 export type ControlPlaneOverrides = {
   /** Use this database (left open on close) instead of connecting from config. */
@@ -98,8 +96,7 @@ export async function startControlPlane(
     closers.push(followLedgerHolds(ctx, { ledger: store.ledger, cluster, replica: store.replica }));
     // 6. The composed apps.
     const webhook = webhookConfigOf(ctx);
-    const callers = webhookCallers(webhook.callers, (path) => readFileSync(path, 'utf8'));
-    const admission = admissionApps(ctx, { webhook, cluster, store, registry, callers });
+    const admission = admissionApps(ctx, { webhook, cluster, store, registry });
     closers.push(() => cluster.events.close());
     const { nudger } = capacity;
     const { ledgerNodes, registerNodes } = housekeeping;
@@ -124,14 +121,7 @@ export async function startControlPlane(
     // 7. Serve; then follow the cluster (readiness waits for the first full list).
     const http = await listen(app, config.host, config.port);
     closers.push(http.close);
-    const https = await serveWebhooks(ctx, {
-      webhook,
-      names: cluster.names,
-      kc: cluster.kc,
-      admission,
-      callers,
-      port: overrides.httpsPort,
-    });
+    const https = await serveWebhooks(ctx, { webhook, cluster, admission, port: overrides.httpsPort });
     closers.push(https.close);
     const extender = await serveExtender(ctx, { webhook, scheduler, kc: cluster.kc });
     closers.push(extender.close);
@@ -139,20 +129,30 @@ export async function startControlPlane(
     const { schedulerName } = webhook;
     closers.push(followPods(ctx, { cluster, ledger: store.ledger, nudger, schedulerName, registerNodes }));
     log.info({ url: http.url, httpsUrl: https.url, extenderUrl: extender.url }, 'control plane listening');
-    return {
-      url: http.url,
-      ...(https.url ? { httpsUrl: https.url } : {}),
-      extenderUrl: extender.url,
-      ...(extender.client ? { extenderClient: extender.client } : {}),
-      app,
-      state: cluster.state,
-      jwks: keys.jwks,
-      close: closers.close,
-    };
+    return running({ http, https, extender }, { app, state: cluster.state, jwks: keys.jwks, close: closers.close });
   } catch (err) {
     await closers.close();
     throw err;
   }
+}
+
+/** What a started control plane hands back: its listeners' URLs and what runs behind them. */
+function running(
+  listeners: {
+    http: { url: string };
+    https: { url?: string };
+    extender: { url: string; client?: ExtenderClientCredentials };
+  },
+  rest: Pick<RunningControlPlane, 'app' | 'state' | 'jwks' | 'close'>,
+): RunningControlPlane {
+  const { http, https, extender } = listeners;
+  return {
+    url: http.url,
+    ...(https.url ? { httpsUrl: https.url } : {}),
+    extenderUrl: extender.url,
+    ...(extender.client ? { extenderClient: extender.client } : {}),
+    ...rest,
+  };
 }
 
 /** How many nodes the watch cache holds, read at each scrape. */

@@ -2,6 +2,7 @@
  * The composed hono apps: the admission reviews, the scheduler extender's verbs behind their
  * client-certificate gate, and the plain-HTTP app (dashboard, reports, usage, metrics, health).
  */
+import { readFileSync } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Hono, MiddlewareHandler } from 'hono';
 import type { Registry } from 'prom-client';
@@ -28,7 +29,7 @@ import type { Nudger } from '../extender/nudger.js';
 import type { PodWriteBatcher } from '../extender/pod-write-batcher.js';
 import { EXTENDER_COMPONENT, extenderRoutes } from '../extender/routes.js';
 import { createAssignmentSigner, type KeySet } from '../signing-keys.js';
-import type { WebhookCallers } from '../webhook-callers.js';
+import { type WebhookCallers, webhookCallers } from '../webhook-callers.js';
 import type { ClusterView } from './cluster.js';
 import type { StartContext } from './context.js';
 import type { LedgerStore } from './ledger.js';
@@ -54,15 +55,11 @@ export function webhookConfigOf({ config }: StartContext): WebhookConfig {
 /** The admission reviews, as hono routes and as the HTTPS listener's fast path. */
 export function admissionApps(
   { config, log }: StartContext,
-  deps: {
-    webhook: WebhookConfig;
-    cluster: ClusterView;
-    store: LedgerStore;
-    registry: Registry;
-    callers: WebhookCallers;
-  },
-): { routes: Hono; listener: AdmissionListener } {
+  deps: { webhook: WebhookConfig; cluster: ClusterView; store: LedgerStore; registry: Registry },
+): { routes: Hono; listener: AdmissionListener; callers: WebhookCallers } {
   const { webhook, cluster } = deps;
+  // Who is the API server: its AdmissionConfiguration's client certificate or token.
+  const callers = webhookCallers(webhook.callers, (path) => readFileSync(path, 'utf8'));
   const admissionDeps: AdmissionRoutesDeps = {
     names: cluster.names,
     memoryUnitMiB: config.memoryUnitMiB,
@@ -78,10 +75,10 @@ export function admissionApps(
     }),
     precheckTimeoutMs: config.database.callTimeoutMs,
     events: cluster.events.for('vcuda-webhook'),
-    authenticateCaller: deps.callers.check,
+    authenticateCaller: callers.check,
   };
   // The HTTPS listener answers reviews without building web Request/Response objects.
-  return { routes: admissionRoutes(admissionDeps), listener: createAdmissionListener(admissionDeps) };
+  return { routes: admissionRoutes(admissionDeps), listener: createAdmissionListener(admissionDeps), callers };
 }
 
 /**

@@ -38,19 +38,22 @@ export async function serveWebhooks(
   ctx: StartContext,
   deps: {
     webhook: WebhookConfig;
-    names: ResourceNames;
-    kc: KubeConfig | undefined;
-    admission: { routes: Hono; listener: AdmissionListener };
-    callers: WebhookCallers;
+    cluster: { names: ResourceNames; kc: KubeConfig | undefined };
+    admission: { routes: Hono; listener: AdmissionListener; callers: WebhookCallers };
     /** The port to listen on, 0 for any free one; config's `httpsPort` otherwise (where 0 turns the webhooks off). */
     port?: number | undefined;
   },
 ): Promise<{ url?: string; close: Closer }> {
   const { config } = ctx;
   let https: Listening | undefined;
-  const clientCa = deps.callers.clientCa ? { ca: deps.callers.clientCa } : {};
-  const tlsOf = (cert: ServingCertificate) => ({ key: cert.keyPem, cert: cert.certPem, ...clientCa });
-  const keeper = createKeeper(ctx, deps, (cert) => https?.setCertificate(tlsOf(cert)));
+  const { clientCa } = deps.admission.callers;
+  const tlsOf = (cert: ServingCertificate) => ({
+    key: cert.keyPem,
+    cert: cert.certPem,
+    ...(clientCa ? { ca: clientCa } : {}),
+  });
+  const { names, kc } = deps.cluster;
+  const keeper = createKeeper(ctx, { webhook: deps.webhook, names, kc }, (cert) => https?.setCertificate(tlsOf(cert)));
   if (!keeper) return { close: () => undefined };
   const { certificate } = await keeper.refresh();
   https = await listen(
