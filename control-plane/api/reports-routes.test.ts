@@ -131,3 +131,30 @@ describe('an unexpected failure', () => {
     expect(logged).toEqual([]);
   });
 });
+
+describe('the idle threshold shared with the dashboard', () => {
+  it("runs the idle report with the dashboard's idleForMinutes unless the query names one", async () => {
+    const asked: unknown[] = [];
+    const app = createApp({
+      api: reportsRoutes({
+        reports: {
+          names: ['idle', 'gpu-hours'],
+          run: async (name, params) => {
+            asked.push({ name, ...params });
+            return { name, rows: [] } as never;
+          },
+        },
+        idleDefaults: { idleForMinutes: 2 },
+      }),
+      log: { error: () => {} },
+    });
+    await app.request('/api/v1/reports/idle');
+    await app.request('/api/v1/reports/idle?idleForMinutes=45');
+    await app.request('/api/v1/reports/gpu-hours');
+    expect(asked).toEqual([
+      { name: 'idle', idleForMinutes: '2' },
+      { name: 'idle', idleForMinutes: '45' },
+      { name: 'gpu-hours' },
+    ]);
+  });
+});

@@ -14,7 +14,11 @@ export type ReportsSource = {
   run: (name: string, params: ReportParams) => Promise<Report>;
 };
 
-export type ReportsRoutesDeps = { reports: ReportsSource };
+/**
+ * `idleDefaults`: the idle report's thresholds when the query gives none, the dashboard's own, so
+ * `vcuda report idle --url` lists what the dashboard's idle view shows.
+ */
+export type ReportsRoutesDeps = { reports: ReportsSource; idleDefaults?: { idleForMinutes: number } };
 
 const querySchema = z.object({
   format: z.enum(['json', 'csv']).default('json'),
@@ -35,6 +39,8 @@ export function reportsRoutes(deps: ReportsRoutesDeps): Hono {
     if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), 'query');
     const { format, ...params } = parsed.data;
     const defined = Object.fromEntries(Object.entries(params).filter(([, v]) => v !== undefined)) as ReportParams;
+    if (c.req.param('name') === 'idle' && deps.idleDefaults && defined.idleForMinutes === undefined)
+      Object.assign(defined, { idleForMinutes: String(deps.idleDefaults.idleForMinutes) });
     const report = await deps.reports.run(c.req.param('name'), defined);
     if (format === 'csv') {
       return c.body(formatCsv(report), 200, {

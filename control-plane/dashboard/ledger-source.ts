@@ -19,6 +19,10 @@ import type {
 
 type ReportRow = Record<string, string | number | null>;
 
+/** The idle report's own defaults (db/reports.ts), which the page names. */
+const DEFAULT_IDLE_MINUTES = 30;
+const DEFAULT_IDLE_BELOW_PCT = 5;
+
 /** The subset of the db's report runner (`createReportRunner`) the dashboard uses. */
 export type ReportRunner = {
   run(
@@ -242,6 +246,7 @@ export function createLedgerDashboardSource(deps: LedgerSourceDeps): DashboardSo
         // The report has one row per day; the page shows the whole window.
         gpuHours: hours.rows.map(gpuHoursFromReport),
         idle: idle.rows.map((r) => idleFromReport(r, now)),
+        idleCriteria: { forMinutes: deps.idleForMinutes ?? DEFAULT_IDLE_MINUTES, belowPct: DEFAULT_IDLE_BELOW_PCT },
       };
     },
     readRefusals: deps.readRefusals,

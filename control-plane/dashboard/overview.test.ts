@@ -217,9 +217,33 @@ describe('buildOverview', () => {
     }));
     const o = buildOverview(
       { now, window, clusters: [], quotas: [], reports: { gpuHours, idle: [] }, refusals: [] },
-      { strandedBelowMiB: 1024, topN: 3 },
+      { strandedBelowMiB: 1024, topN: 3, maxIdleRows: 1000 },
     );
     expect(o.reports.gpuHoursByNamespace.map((r) => r.key)).toEqual(['c/ns29', 'c/ns28', 'c/ns27']);
+  });
+
+  it('sends every idle allocation up to maxIdleRows, not the top N, with the count and the criteria', () => {
+    const idle = Array.from({ length: 30 }, (_, i) => ({
+      cluster: 'c',
+      namespace: 'ns',
+      pod: `p${i}`,
+      node: 'n',
+      cardUuid: 'GPU-1',
+      core: 10,
+      memoryMiB: 1024,
+      heldMs: i * 60_000,
+    }));
+    const reports = { gpuHours: [], idle, idleCriteria: { forMinutes: 2, belowPct: 5 } };
+    const input = { now, window, clusters: [], quotas: [], reports, refusals: [] };
+    const all = buildOverview(input, { strandedBelowMiB: 1024, topN: 3, maxIdleRows: 1000 });
+    expect(all.reports.idle).toHaveLength(30);
+    expect(all.reports.idle[0]?.pod).toBe('p29');
+    expect(all.reports.idleTotal).toBe(30);
+    expect(all.reports.idleCriteria).toEqual({ forMinutes: 2, belowPct: 5 });
+    const capped = buildOverview(input, { strandedBelowMiB: 1024, topN: 3, maxIdleRows: 20 });
+    expect(capped.reports.idle).toHaveLength(20);
+    expect(capped.reports.idleTotal).toBe(30);
+    expect(buildOverview({ ...input, cluster: 'c' }).reports.idleCriteria).toEqual({ forMinutes: 2, belowPct: 5 });
   });
 
   it('shows one cluster when asked, keeping team quotas and the list of every cluster', () => {

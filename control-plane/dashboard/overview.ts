@@ -9,6 +9,7 @@ import type {
   ClusterState,
   DashboardReports,
   IdleAllocation,
+  IdleCriteria,
   NodeAgentHealth,
   NodeState,
   QuotaUse,
@@ -92,7 +93,11 @@ export type Overview = {
   reports: {
     gpuHoursByNamespace: RankedHours[];
     gpuHoursByTeam: RankedHours[];
+    /** Longest held first, all of them up to `maxIdleRows` (the page pages through them). */
     idle: IdleAllocation[];
+    /** How many idle allocations there are, shown or not. */
+    idleTotal: number;
+    idleCriteria: IdleCriteria | null;
     fragmentation: {
       cluster: string;
       node: string;
@@ -109,9 +114,11 @@ export type OverviewOptions = {
   strandedBelowMiB: number;
   /** Rows kept in each ranking. */
   topN: number;
+  /** Idle allocations sent to the page, which pages through them (a bound on the overview's size). */
+  maxIdleRows: number;
 };
 
-export const defaultOverviewOptions: OverviewOptions = { strandedBelowMiB: 1024, topN: 12 };
+export const defaultOverviewOptions: OverviewOptions = { strandedBelowMiB: 1024, topN: 12, maxIdleRows: 1000 };
 
 function percent(part: number, whole: number): number {
   return whole > 0 ? Math.round((1000 * part) / whole) / 10 : 0;
@@ -250,6 +257,7 @@ function onlyCluster(input: OverviewInput, cluster: string): OverviewInput {
     clusters: input.clusters.filter((c) => c.name === cluster),
     quotas: input.quotas.filter((q) => keep(q.cluster)),
     reports: {
+      ...input.reports,
       gpuHours: input.reports.gpuHours.filter((r) => r.cluster === cluster),
       idle: input.reports.idle.filter((r) => r.cluster === cluster),
     },
@@ -297,7 +305,9 @@ export function buildOverview(all: OverviewInput, opts: OverviewOptions = defaul
         input.reports.gpuHours.filter((r) => r.team).map((r) => ({ ...r, key: r.team as string })),
         opts.topN,
       ),
-      idle: [...input.reports.idle].sort((a, b) => b.heldMs - a.heldMs).slice(0, opts.topN),
+      idle: [...input.reports.idle].sort((a, b) => b.heldMs - a.heldMs).slice(0, opts.maxIdleRows),
+      idleTotal: input.reports.idle.length,
+      idleCriteria: input.reports.idleCriteria ?? null,
       fragmentation: allNodes
         .map(({ cluster, node }) => ({
           cluster,

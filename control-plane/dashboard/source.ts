@@ -82,9 +82,14 @@ export type IdleAllocation = {
   utilizationPct?: number;
 };
 
+/** What makes an allocation idle: held at least `forMinutes` with a mean SM share below `belowPct`. */
+export type IdleCriteria = { forMinutes: number; belowPct: number };
+
 export type DashboardReports = {
   gpuHours: GpuHoursRow[];
   idle: IdleAllocation[];
+  /** Absent when the source does not say (the page then names no threshold). */
+  idleCriteria?: IdleCriteria;
 };
 
 /** Where a pod was turned away. */

@@ -162,7 +162,7 @@ export function plainApp(
   return createApp({
     scheduler: deps.scheduler,
     api: apiRoutes(
-      reportsRoutes({ reports }),
+      reportsRoutes({ reports, idleDefaults: { idleForMinutes: config.dashboard.idleForMinutes } }),
       usageRoutes({
         clusterName: config.clusterName,
         usage: deps.usage,

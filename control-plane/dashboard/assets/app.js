@@ -198,7 +198,7 @@ function table(head, rows, empty) {
         el(
           'tr',
           {},
-          head.map((h) => el('th', {}, h)),
+          head.map((h) => (typeof h === 'string' ? el('th', {}, h) : el('th', { title: h.title }, h.text))),
         ),
       ),
       el('tbody', {}, rows),
@@ -308,27 +308,75 @@ function renderReports(r) {
       'fragmentation',
     ),
   );
-  document.getElementById('idle').replaceChildren(
-    table(
-      ['pod', 'node / card', 'share', 'held', 'card utilization'],
-      r.idle.map((a) =>
-        el(
-          'tr',
-          { 'data-testid': 'idle-row' },
-          el('td', {}, `${a.cluster}/${a.namespace}/${a.pod}`),
-          el('td', {}, `${a.node} `, el('span', { class: 'uuid' }, a.cardUuid)),
-          el('td', { class: 'num' }, `${a.core}% · ${fmt(a.memoryMiB)} MiB`),
-          el('td', { class: 'num' }, durationText(a.heldMs)),
-          el(
-            'td',
-            { class: 'num' },
-            a.utilizationPct === undefined ? 'never sampled' : `${fmt(a.utilizationPct, 1)} %`,
-          ),
-        ),
-      ),
-      'No idle allocations.',
-    ),
+  renderIdle(r);
+}
+
+// The idle table pages through every idle allocation (never silently cut); its columns say
+// what each number measures.
+const IDLE_PAGE_ROWS = 10;
+let idlePage = 0;
+let lastReports;
+
+const IDLE_HEAD = [
+  'pod',
+  { text: 'node / card', title: 'where the allocation sits' },
+  { text: 'share promised', title: 'the core share and memory the pod was granted on this card' },
+  { text: 'held for', title: 'since the allocation was made' },
+  {
+    text: 'pod SM use, measured',
+    title: "the pod's own mean share of the card's compute (SMs) while held, from the node agent's samples",
+  },
+];
+
+function idleRow(a) {
+  return el(
+    'tr',
+    { 'data-testid': 'idle-row' },
+    el('td', {}, `${a.cluster}/${a.namespace}/${a.pod}`),
+    el('td', {}, `${a.node} `, el('span', { class: 'uuid' }, a.cardUuid)),
+    el('td', { class: 'num' }, `${a.core}% · ${fmt(a.memoryMiB)} MiB`),
+    el('td', { class: 'num' }, durationText(a.heldMs)),
+    el('td', { class: 'num' }, a.utilizationPct === undefined ? 'never sampled' : `${fmt(a.utilizationPct, 1)} %`),
   );
+}
+
+function idlePager(shownFrom, shownTo, total, pages) {
+  const go = (delta) => {
+    idlePage += delta;
+    renderIdle(lastReports);
+  };
+  const prev = el('button', { type: 'button', 'data-testid': 'idle-prev', disabled: idlePage === 0 }, '‹ previous');
+  const next = el('button', { type: 'button', 'data-testid': 'idle-next', disabled: idlePage >= pages - 1 }, 'next ›');
+  prev.addEventListener('click', () => go(-1));
+  next.addEventListener('click', () => go(1));
+  const more = total > lastReports.idle.length ? ` (the ${fmt(lastReports.idle.length)} held longest)` : '';
+  return el(
+    'div',
+    { class: 'pager' },
+    prev,
+    el('span', { 'data-testid': 'idle-range' }, `${shownFrom}–${shownTo} of ${fmt(total)}${more}`),
+    next,
+  );
+}
+
+function renderIdle(r) {
+  lastReports = r;
+  const c = r.idleCriteria;
+  document.getElementById('idle-criteria').textContent = c
+    ? `Held at least ${c.forMinutes} min with the pod's mean measured SM use below ${c.belowPct} %: the same threshold vcuda report idle --url uses.`
+    : '';
+  const pages = Math.max(1, Math.ceil(r.idle.length / IDLE_PAGE_ROWS));
+  idlePage = Math.min(Math.max(0, idlePage), pages - 1);
+  const from = idlePage * IDLE_PAGE_ROWS;
+  const shown = r.idle.slice(from, from + IDLE_PAGE_ROWS);
+  document
+    .getElementById('idle')
+    .replaceChildren(
+      table(IDLE_HEAD, shown.map(idleRow), 'No idle allocations.'),
+      r.idle.length > IDLE_PAGE_ROWS
+        ? idlePager(from + 1, from + shown.length, r.idleTotal ?? r.idle.length, pages)
+        : '',
+    );
 }
 
 function renderRefusals(refusals) {
