@@ -7,8 +7,8 @@ import { resourceNames } from '../../contract/index.js';
 import { startApiServer } from '../../sim/apiserver/api-server.js';
 import { parseClusterSpec } from '../../sim/cluster-spec.js';
 import { KubeClient, podPath } from '../../sim/kube-client.js';
-import { runWhatIf } from '../../sim/whatif/whatif-run.js';
 import { expandWorkload, parseWorkloadSpec } from '../../sim/traces/workload-spec.js';
+import { runWhatIf } from '../../sim/whatif/whatif-run.js';
 import { atLeast, atMost, type Benchmark, type Figure, percentile } from './harness.js';
 
 async function whatIfFigures(log: (l: string) => void): Promise<Figure[]> {
