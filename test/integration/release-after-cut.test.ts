@@ -9,8 +9,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { PendingReleases } from '../../control-plane/extender/pending-releases.js';
 import { closeDb, connectDb, rowsOf, type VcudaDb } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
+import { seedAllocation } from '../support/db/seed-allocation.js';
 import { createTestDatabase, postgresForTests, type TestDatabase } from '../support/db/test-databases.js';
-import { type ProxyMode, startTcpProxy, type TcpProxy } from './tcp-proxy.js';
+import { type ProxyMode, proxyInFrontOf, type TcpProxy } from './tcp-proxy.js';
 
 const reachable = await postgresForTests();
 
@@ -30,16 +31,20 @@ describe.skipIf(!reachable)('the release of a pod that ended during a ledger cut
     'lands within seconds of the ledger coming back (%s)',
     async (cut) => {
       t = await createTestDatabase('postgres');
-      const seed = createLedger(t.db, { clock: () => new Date() });
-      await seed.upsertNode('c1', 'n1', [{ uuid: 'GPU-1', index: 0, model: 'A100', memoryMiB: 40_960 }]);
-      const items = [{ container: 'main', cardUuid: 'GPU-1', core: 50, memoryMiB: 1024 }];
-      await seed.reserve({ cluster: 'c1', podUid: 'gone', namespace: 'ns', pod: 'gone', node: 'n1', items });
-
-      const upstream = new URL(t.url as string);
-      proxy = await startTcpProxy({ host: upstream.hostname, port: Number(upstream.port || 5432) });
-      const url = new URL(t.url as string);
-      url.host = `127.0.0.1:${proxy.port}`;
-      viaProxy = await connectDb({ url: url.toString(), maxConnections: 1, connectTimeoutSeconds: 1 });
+      await seedAllocation(t.db, {
+        cluster: 'c1',
+        node: 'n1',
+        cardUuid: 'GPU-1',
+        podUid: 'gone',
+        namespace: 'ns',
+        pod: 'gone',
+        container: 'main',
+        core: 50,
+        at: new Date(),
+      });
+      const front = await proxyInFrontOf(t.url as string);
+      proxy = front.proxy;
+      viaProxy = await connectDb({ url: front.url, maxConnections: 1, connectTimeoutSeconds: 1 });
       const ledger = createLedger(viaProxy, { clock: () => new Date() });
       // The control plane's connection is open before the cut, as it would be.
       await viaProxy.execute(sql`select 1`);

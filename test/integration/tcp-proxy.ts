@@ -103,3 +103,12 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     },
   };
 }
+
+/** A proxy in front of the server a `postgres://` url names, and that url pointed at the proxy. */
+export async function proxyInFrontOf(url: string): Promise<{ proxy: TcpProxy; url: string }> {
+  const upstream = new URL(url);
+  const proxy = await startTcpProxy({ host: upstream.hostname, port: Number(upstream.port || 5432) });
+  const through = new URL(url);
+  through.host = `127.0.0.1:${proxy.port}`;
+  return { proxy, url: through.toString() };
+}

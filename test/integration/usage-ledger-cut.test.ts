@@ -12,12 +12,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { usageRoutes } from '../../control-plane/api/usage-routes.js';
 import { apiRoutes, createApp } from '../../control-plane/app.js';
 import { closeDb, connectDb, rowsOf, type VcudaDb } from '../../db/connect.js';
-import { createLedger } from '../../db/ledger.js';
 import { createUsageStore } from '../../db/usage.js';
 import { HttpUsageSink, type UsageSample } from '../../node-agent/usage.js';
 import { UsageBacklog } from '../../node-agent/usage-backlog.js';
+import { seedAllocation } from '../support/db/seed-allocation.js';
 import { createTestDatabase, postgresForTests, type TestDatabase } from '../support/db/test-databases.js';
-import { type ProxyMode, startTcpProxy, type TcpProxy } from './tcp-proxy.js';
+import { type ProxyMode, proxyInFrontOf, type TcpProxy } from './tcp-proxy.js';
 
 const reachable = await postgresForTests();
 const T0 = Date.parse('2026-11-22T04:00:00Z');
@@ -50,28 +50,27 @@ describe.skipIf(!reachable)('usage reports across a 60 s ledger cut', () => {
     'loses no usage when the ledger is cut (%s)',
     async (cut) => {
       t = await createTestDatabase('postgres');
-      const seed = createLedger(t.db, { clock: () => new Date(T0 - 3_600_000) });
-      await seed.upsertNode('c1', 'gpu-node-a', [{ uuid: 'GPU-1', index: 0, model: 'A100', memoryMiB: 40_960 }]);
-      const items = [{ container: 'model', cardUuid: 'GPU-1', core: 50, memoryMiB: 8192 }];
-      await seed.reserve({
+      await seedAllocation(t.db, {
         cluster: 'c1',
+        node: 'gpu-node-a',
+        cardUuid: 'GPU-1',
         podUid: 'uid-a',
         namespace: 'team-a',
         pod: 'infer',
-        node: 'gpu-node-a',
-        items,
+        container: 'model',
+        core: 50,
+        at: new Date(T0 - 3_600_000),
       });
-
-      const upstream = new URL(t.url as string);
-      proxy = await startTcpProxy({ host: upstream.hostname, port: Number(upstream.port || 5432) });
-      const url = new URL(t.url as string);
-      url.host = `127.0.0.1:${proxy.port}`;
-      viaProxy = await connectDb({ url: url.toString(), maxConnections: 2, connectTimeoutSeconds: 1 });
+      const front = await proxyInFrontOf(t.url as string);
+      proxy = front.proxy;
+      viaProxy = await connectDb({ url: front.url, maxConnections: 2, connectTimeoutSeconds: 1 });
+      // The control plane's connections are open before the cut, as they would be.
+      await Promise.all([1, 2].map(() => viaProxy?.execute(sql`select pg_sleep(0.05)`)));
 
       let nowMs = T0;
       const clock = () => new Date(nowMs);
       const usage = createUsageStore(viaProxy, { clock });
-      const app = createApp({ api: apiRoutes(usageRoutes({ clusterName: 'c1', usage, clock, writeTimeoutMs: 400 })) });
+      const app = createApp({ api: apiRoutes(usageRoutes({ clusterName: 'c1', usage, clock, writeTimeoutMs: 1000 })) });
       const fetchFn = ((u: URL, init: RequestInit) => app.request(u.pathname, init)) as unknown as typeof fetch;
       const backlog = new UsageBacklog(new HttpUsageSink('http://control-plane:8080', { fetchFn }));
       let periods = 0;

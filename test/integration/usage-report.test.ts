@@ -12,12 +12,12 @@ import { cachedAuthenticator, requireCaller, tokenReview } from '../../control-p
 import { usageRoutes } from '../../control-plane/api/usage-routes.js';
 import { apiRoutes, createApp } from '../../control-plane/app.js';
 import { closeDb, connectDb, rowsOf, type VcudaDb } from '../../db/connect.js';
-import { createLedger } from '../../db/ledger.js';
 import { migrate } from '../../db/migrate.js';
 import { createUsageStore } from '../../db/usage.js';
 import { HttpUsageSink, tokenFromFile, type UsageSample } from '../../node-agent/usage.js';
 import { type SimApiServer, startApiServer } from '../../sim/apiserver/api-server.js';
 import { kubeConfigFor } from '../../sim/kubeconfig.js';
+import { seedAllocation } from '../support/db/seed-allocation.js';
 
 const NODE_AGENT = 'system:serviceaccount:vcuda-system:vcuda-node-agent';
 let db: VcudaDb;
@@ -28,16 +28,16 @@ beforeAll(async () => {
   db = await connectDb({});
   await migrate(db);
   // The pod holds GPU-1 from an hour before the report: usage counts only while it does.
-  const ledger = createLedger(db, { clock: () => new Date('2026-11-22T03:00:00Z') });
-  await ledger.upsertNode('c1', 'gpu-node-a', [{ uuid: 'GPU-1', index: 0, model: 'A100', memoryMiB: 40_960 }]);
-  const items = [{ container: 'model', cardUuid: 'GPU-1', core: 30, memoryMiB: 8192 }];
-  await ledger.reserve({
+  await seedAllocation(db, {
     cluster: 'c1',
+    node: 'gpu-node-a',
+    cardUuid: 'GPU-1',
     podUid: 'uid-a',
     namespace: 'team-a',
     pod: 'infer',
-    node: 'gpu-node-a',
-    items,
+    container: 'model',
+    core: 30,
+    at: new Date('2026-11-22T03:00:00Z'),
   });
   dir = mkdtempSync(join(tmpdir(), 'vcuda-usage-'));
   api = await startApiServer({
