@@ -26,6 +26,10 @@ const LEASE_MARGIN_MS = 1500;
 const ENDED_MEMORY_MS = 10_000;
 /** One hold's settling: a read of its pod, a verification and a ledger write. */
 const SETTLE_DEADLINE_MS = 10_000;
+/** Holds settled at once: a dead replica's many leftovers do not become a burst of pod reads. */
+const SETTLE_AT_ONCE = 16;
+/** A hold kept (its pod bound here without an assignment that verifies) is looked at again after this. */
+const KEPT_RECHECK_MS = 30_000;
 
 export type ReplicaLease = BindLease & { close: Closer };
 
@@ -60,26 +64,20 @@ export async function startReplicaLease(
 }
 
 /**
- * Every FOLLOW_MS: the cluster's live ledger holds go to placement, and the unconfirmed ones due
- * are settled (each pod at most once at a time).
+ * Settles the unconfirmed holds that are due, a few at a time, each pod once at a time; a kept
+ * hold (its pod bound here without an assignment that verifies) is looked at again later.
  */
-export function followLedgerHolds(
-  { config, clock, log }: StartContext,
-  deps: { ledger: Ledger; cluster: ClusterView; replica: string },
-): Closer {
-  const { ledger, cluster } = deps;
-  const { state } = cluster;
-  const ended = new Map<string, number>();
-  const unsubscribe = state.onCapacityFreed((e) => {
-    if (e.why === 'pod-ended' && e.pod?.uid) ended.set(e.pod.uid, performance.now());
-  });
+function holdSettler({ config, clock, log }: StartContext, deps: { ledger: Ledger; cluster: ClusterView }) {
+  const { cluster } = deps;
   const settling = new Set<string>();
+  /** Pod uid -> when a kept hold may be looked at again. */
+  const kept = new Map<string, number>();
   const settleDeps: UnconfirmedHoldsDeps = {
     cluster: config.clusterName,
-    ledger,
+    ledger: deps.ledger,
     readPod: (namespace, name) => cluster.kube.readPod(namespace, name),
     verifiedAssignment: (pod) =>
-      verifiedAssignmentOf(pod, (token) => state.trust.verify(token), {
+      verifiedAssignmentOf(pod, (token) => cluster.state.trust.verify(token), {
         names: cluster.names,
         memoryUnitMiB: config.memoryUnitMiB,
       }),
@@ -87,15 +85,49 @@ export function followLedgerHolds(
   const settle = (hold: LedgerHold) => {
     settling.add(hold.podUid);
     // Its pod is tried again next round if the API server or the ledger does not answer in time.
-    withDeadline(settleHold(settleDeps, hold), SETTLE_DEADLINE_MS, `settle the hold of ${hold.namespace}/${hold.pod}`)
+    const what = `settle the hold of ${hold.namespace}/${hold.pod}`;
+    withDeadline(settleHold(settleDeps, hold), SETTLE_DEADLINE_MS, what)
       .then((o) => {
         const fields = { pod: o.pod, podUid: o.podUid, why: o.why };
-        if (o.action === 'keep') log.warn(fields, 'unconfirmed ledger hold kept');
-        else log.info(fields, o.action === 'confirm' ? 'confirmed a hold no bind confirmed' : 'released a stale hold');
+        if (o.action === 'keep') {
+          kept.set(o.podUid, performance.now() + KEPT_RECHECK_MS);
+          log.warn(fields, 'unconfirmed ledger hold kept');
+        } else {
+          log.info(fields, o.action === 'confirm' ? 'confirmed a hold no bind confirmed' : 'released a stale hold');
+        }
       })
       .catch((err) => log.warn({ err, podUid: hold.podUid }, 'settling a ledger hold failed; retried'))
       .finally(() => settling.delete(hold.podUid));
   };
+  return (holds: readonly LedgerHold[]) => {
+    const now = performance.now();
+    for (const [uid, until] of kept) if (now > until) kept.delete(uid);
+    const nowMs = clock().getTime();
+    const timeoutMs = config.reservationTimeoutSeconds * 1000;
+    for (const h of holds) {
+      if (settling.size >= SETTLE_AT_ONCE) break;
+      if (settling.has(h.podUid) || kept.has(h.podUid)) continue;
+      if (isDueForSettling(h, nowMs, timeoutMs)) settle(h);
+    }
+  };
+}
+
+/**
+ * Every FOLLOW_MS: the cluster's live ledger holds go to placement, and the unconfirmed ones due
+ * are settled.
+ */
+export function followLedgerHolds(
+  ctx: StartContext,
+  deps: { ledger: Ledger; cluster: ClusterView; replica: string },
+): Closer {
+  const { config, log } = ctx;
+  const { ledger, cluster } = deps;
+  const { state } = cluster;
+  const ended = new Map<string, number>();
+  const unsubscribe = state.onCapacityFreed((e) => {
+    if (e.why === 'pod-ended' && e.pod?.uid) ended.set(e.pod.uid, performance.now());
+  });
+  const settleDue = holdSettler(ctx, deps);
   let reading = false;
   const follow = async () => {
     const now = performance.now();
@@ -110,9 +142,7 @@ export function followLedgerHolds(
         .filter((h) => !ended.has(h.podUid))
         .map((h) => ({ ...h, isOwn: h.owner === deps.replica, hold: holdOfLedgerReservation(h) })),
     );
-    const nowMs = clock().getTime();
-    const timeoutMs = config.reservationTimeoutSeconds * 1000;
-    for (const h of holds) if (!settling.has(h.podUid) && isDueForSettling(h, nowMs, timeoutMs)) settle(h);
+    settleDue(holds);
   };
   const stop = every(FOLLOW_MS, () => {
     if (reading) return;

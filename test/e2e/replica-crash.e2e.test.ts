@@ -45,10 +45,10 @@ describe('a replica killed mid-bind', () => {
   afterEach(async () => {
     trap.disarm();
     for (const p of await pods()) await lc.client.delete(podPath(NS, p.metadata.name)).catch(() => undefined);
-    await expect.poll(async () => (await pods()).length, { timeout: 30_000 }).toBe(0);
-    await expect.poll(async () => (await liveRows(lc.db)).length, { timeout: 30_000 }).toBe(0);
+    await expect.poll(async () => (await pods()).length, { timeout: 60_000 }).toBe(0);
+    await expect.poll(async () => (await liveRows(lc.db)).length, { timeout: 60_000 }).toBe(0);
     if (!lc.replicas()[0]) await lc.startReplica(0);
-  }, 90_000);
+  }, 150_000);
 
   /** Creates pods one at a time (each bound before the next) until the trap springs, then the rest at once. */
   async function createUntilTrapped(count: number, core: number): Promise<void> {
