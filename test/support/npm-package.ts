@@ -1,7 +1,7 @@
 /**
  * The `vcuda` npm package as an admin gets it: `npm pack` of a staged copy of the package's files
- * (package.json, README.md, bin/vcuda.js and a fresh build in dist/, so the checkout's own dist/
- * is never touched), unpacked where `npm install -g` puts it (PREFIX/lib/node_modules/vcuda,
+ * (package.json, README.md, bin/vcuda.js and a fresh build in dist/: the checkout's when it is
+ * fresh, else a new one, so the checkout's own dist/ is never touched), unpacked where `npm install -g` puts it (PREFIX/lib/node_modules/vcuda,
  * PREFIX/bin/vcuda linked to its bin). Its production dependencies are linked from the checkout's
  * node_modules (package-lock.json says which: no development dependency, so no tsx) instead of
  * downloaded, so this works offline. Test and benchmark support only.
@@ -10,6 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { buildIsFresh } from '../../deploy/build-freshness.mjs';
 
 export type InstalledPackage = {
   /** The tarball `npm pack` wrote. */
@@ -48,9 +49,13 @@ export function packAndInstall(root: string): InstalledPackage {
   const stage = join(work, 'stage');
   mkdirSync(join(stage, 'bin'), { recursive: true });
   for (const f of ['package.json', 'README.md', 'bin/vcuda.js']) cpSync(join(root, f), join(stage, f));
-  execFileSync(process.execPath, [join(root, 'deploy/build-dist.mjs'), '--out', join(stage, 'dist')], {
-    stdio: 'pipe',
-  });
+  // The checkout's own build when it is fresh (as after `npm ci`), else a new one: same files.
+  if (buildIsFresh(root)) cpSync(join(root, 'dist'), join(stage, 'dist'), { recursive: true });
+  else {
+    execFileSync(process.execPath, [join(root, 'deploy/build-dist.mjs'), '--out', join(stage, 'dist')], {
+      stdio: 'pipe',
+    });
+  }
   const packed = execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], {
     cwd: stage,
     encoding: 'utf8',
