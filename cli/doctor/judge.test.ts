@@ -223,6 +223,26 @@ describe('vcuda doctor verdicts', () => {
     expect(found[0]!.fix).toBe('kubectl -n team-a describe pod train-0');
   });
 
+  it('names GPU pods the kubelet failed at admission because vcuda did not place them', () => {
+    const f = healthy();
+    f.unplacedPods = [];
+    expect(problems(f)).toEqual([]);
+    f.unplacedPods = [
+      {
+        namespace: 'kube-system',
+        name: 'by-hand',
+        node: 'gpu-node-1',
+        message:
+          'Pod was rejected: Allocate failed due to no pod bound to node gpu-node-1 asks 800 nvidia.com/vcuda-core ' +
+          'with a verified assignment, which is unexpected',
+      },
+    ];
+    const [found] = problems(f);
+    expect(found).toMatchObject({ check: 'unplaced GPU pods', verdict: 'warn' });
+    expect(found?.summary).toMatch(/^kube-system\/by-hand on gpu-node-1 failed at admission: .*asks 800/);
+    expect(found?.fix).toMatch(/delete pod by-hand; create it again without spec.nodeName/);
+  });
+
   it('an unready control plane names the ledger when the ledger is why', () => {
     const f = healthy();
     f.readiness = { status: 503, body: 'not ready: ledger unreachable: connect ECONNREFUSED' };

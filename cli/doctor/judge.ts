@@ -40,6 +40,8 @@ export type PendingPodFacts = {
   /** The newest Warning event's reason and message (FailedScheduling, VcudaBindConflict, ...). */
   lastWarning?: string;
 };
+/** A GPU pod the kubelet failed at admission: placed around vcuda (spec.nodeName by hand, admission skipped). */
+export type UnplacedPodFacts = { namespace: string; name: string; node: string; message: string };
 export type MigrationFacts = { known: { tag: string; millis: number }[]; appliedMillis: number[] };
 export type DoctorFacts = {
   now: Date;
@@ -54,6 +56,8 @@ export type DoctorFacts = {
   jwks: Probed<JwksFacts>;
   /** vcuda pods (label vcuda.io/gpu) still Pending, a few of them with their newest warning. */
   pendingPods: Probed<PendingPodFacts[]>;
+  /** GPU pods the kubelet failed at admission (UnexpectedAdmissionError); absent when not probed. */
+  unplacedPods?: Probed<UnplacedPodFacts[]>;
   /** The control plane's /readyz, when a URL was given. */
   readiness?: Probed<{ status: number; body: string }>;
   extender?: ExtenderFacts;
@@ -282,6 +286,33 @@ export function judgePendingPods(f: DoctorFacts): Finding[] {
   return [...shown, ...more];
 }
 
+/**
+ * GPU pods that reached a node without vcuda placing them: the node agent refused their devices,
+ * so the kubelet failed them at admission. They hold nothing, but their owners wait for nothing.
+ */
+export function judgeUnplacedPods(f: DoctorFacts): Finding[] {
+  const check = 'unplaced GPU pods';
+  const p = f.unplacedPods;
+  if (p === undefined) return [];
+  if (failed(p)) return [{ check, verdict: 'warn', summary: `cannot list failed pods: ${p.error}` }];
+  if (p.length === 0) return [{ check, verdict: 'ok', summary: 'no GPU pod was failed at admission' }];
+  const shown = p.slice(0, PENDING_SHOWN).map(
+    (pod): Finding => ({
+      check,
+      verdict: 'warn',
+      summary: `${pod.namespace}/${pod.name} on ${pod.node} failed at admission: ${pod.message.slice(0, 300)}`,
+      fix:
+        `kubectl -n ${pod.namespace} delete pod ${pod.name}; create it again without spec.nodeName, ` +
+        "in a namespace vcuda's webhook admits, so that vcuda places it",
+    }),
+  );
+  const more =
+    p.length > PENDING_SHOWN
+      ? [{ check, verdict: 'warn' as const, summary: `and ${p.length - PENDING_SHOWN} more` }]
+      : [];
+  return [...shown, ...more];
+}
+
 export function judgeControlPlane(f: DoctorFacts): Finding {
   const check = 'control plane';
   if (!f.readiness) return { check, verdict: 'skip', summary: 'give --url to check the control plane and its ledger' };
@@ -408,7 +439,7 @@ export function judgeAll(f: DoctorFacts): Finding[] {
   // Without the API server every cluster check would repeat its error.
   const cluster = failed(f.apiServer)
     ? []
-    : [...judgeWebhooks(f), ...judgeNodeAgents(f), judgeJwks(f), ...judgePendingPods(f)];
+    : [...judgeWebhooks(f), ...judgeNodeAgents(f), judgeJwks(f), ...judgePendingPods(f), ...judgeUnplacedPods(f)];
   return [judgeApiServer(f), ...cluster, judgeControlPlane(f), judgeMigrations(f), ...judgeExtender(f)];
 }
 

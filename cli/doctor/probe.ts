@@ -35,6 +35,7 @@ import {
   PENDING_SHOWN,
   type PendingPodFacts,
   type Probed,
+  type UnplacedPodFacts,
   type WebhookFacts,
 } from './judge.js';
 
@@ -186,6 +187,29 @@ async function listVcudaPods(k: Kube, signal: AbortSignal): Promise<V1Pod[]> {
     k.core.listPodForAllNamespaces({ labelSelector: VCUDA_POD_LABEL, limit: POD_SAMPLE }, withSignal(signal)),
   );
   return pods.items;
+}
+
+/**
+ * Failed pods asking vcuda-core that the kubelet refused at admission (a device plugin's Allocate
+ * refused): GPU pods placed around vcuda. Failed pods carry no vcuda label (admission never saw
+ * them), so they are found by phase and then by what they ask.
+ */
+async function listUnplacedPods(k: Kube, signal: AbortSignal): Promise<UnplacedPodFacts[]> {
+  const failedPods = await kube('list failed pods', () =>
+    k.core.listPodForAllNamespaces({ fieldSelector: 'status.phase=Failed', limit: POD_SAMPLE }, withSignal(signal)),
+  );
+  const asksCore = (p: V1Pod) =>
+    [...(p.spec?.containers ?? []), ...(p.spec?.initContainers ?? [])].some((c) =>
+      Object.keys({ ...c.resources?.limits, ...c.resources?.requests }).some((r) => r.endsWith('/vcuda-core')),
+    );
+  return failedPods.items
+    .filter((p) => p.status?.reason === 'UnexpectedAdmissionError' && asksCore(p))
+    .map((p) => ({
+      namespace: p.metadata?.namespace ?? 'default',
+      name: p.metadata?.name ?? '',
+      node: p.spec?.nodeName ?? '(none)',
+      message: p.status?.message ?? '',
+    }));
 }
 
 /** Key ids in the protected headers of running pods' assignments; unreadable tokens are skipped. */
@@ -401,7 +425,7 @@ export async function gatherFacts(t: ProbeTargets): Promise<DoctorFacts> {
         return failed(data) ? undefined : data;
       })
     : undefined;
-  const [webhooks, servingCert, nodes, jwksText, pods, ready, extender, migrated] = await Promise.all([
+  const [webhooks, servingCert, nodes, jwksText, pods, unplaced, ready, extender, migrated] = await Promise.all([
     cluster((s) => listWebhooks(k, s)),
     cluster(async (s) => {
       for (const name of WEBHOOK_TLS_SECRETS) {
@@ -413,6 +437,7 @@ export async function gatherFacts(t: ProbeTargets): Promise<DoctorFacts> {
     cluster((s) => listNodes(k, s)),
     cluster((s) => readJwksText(k, ns, s)),
     cluster((s) => listVcudaPods(k, s)),
+    cluster((s) => listUnplacedPods(k, s)),
     t.url ? attempt(ms, (s) => readiness(t.url!, s)) : undefined,
     t.extender ? probeExtender(t.extender, creds, ms) : undefined,
     t.databaseUrl ? attempt(ms * 2, () => probeMigrations(t.databaseUrl!, ms)) : undefined,
@@ -431,6 +456,7 @@ export async function gatherFacts(t: ProbeTargets): Promise<DoctorFacts> {
     nodes,
     jwks,
     pendingPods: pending,
+    unplacedPods: unplaced,
     ...(ready ? { readiness: ready } : {}),
     ...(extender ? { extender } : {}),
     ...(migrated ? { migrations: migrated } : {}),
