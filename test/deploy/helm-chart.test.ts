@@ -12,6 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { loadControlPlaneConfig } from '../../control-plane/config.js';
+import { parseConfig } from '../../node-agent/config.js';
 import {
   chartDir,
   helm,
@@ -227,6 +229,25 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
       });
       expect(env.find((e) => e.name === 'PGSSLROOTCERT')?.value).toBe('/etc/vcuda/database-ca/ca.crt');
       expect(cp.volumes?.find((v) => v.name === 'database-ca')?.secret?.secretName).toBe('ledger-ca');
+    });
+
+    it('renders configurations the control plane and the node agent accept, in the release namespace', () => {
+      const env = find(objects(), 'ConfigMap', 'vcuda-control-plane')['data'] as Record<string, string>;
+      const cp = loadControlPlaneConfig({
+        file: configFile(objects(), 'vcuda-control-plane-file', 'config.yaml'),
+        env: { ...env, DATABASE_URL: values['database.url'], VCUDA_NAMESPACE: 'gpu-system', VCUDA_INSTANCE_ID: 'p' },
+      });
+      expect(cp.clusterName).toBe('prod-eu');
+      expect(cp.resourceDomain).toBe('tencent.com');
+      expect(cp.memoryUnitMiB).toBe(256);
+      expect(cp.webhook.registration.serviceNamespace).toBe('gpu-system');
+      expect(cp.webhook.certificates.secretNamespace).toBe('gpu-system');
+      const agent = parseConfig({
+        file: configFile(objects(), 'vcuda-node-agent-config', 'config.yaml'),
+        env: { NODE_NAME: 'n1' },
+      });
+      expect(agent.resourceDomain).toBe('tencent.com');
+      expect(agent.memoryUnitMiB).toBe(256);
     });
 
     it("lets the privileged users change vcuda annotations, besides vcuda's own accounts", () => {
