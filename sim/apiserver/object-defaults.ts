@@ -2,6 +2,8 @@
  * What kube-apiserver fills in on create before admission sees the object: the defaults of
  * the pod fields webhooks and schedulers read, and the namespace's name label.
  */
+
+import { defaultPriorityClass } from './pod-priority.js';
 import type { KubeObject } from './selectors.js';
 
 type Container = { name: string; image?: string; imagePullPolicy?: string; [k: string]: unknown };
@@ -102,5 +104,6 @@ export function applyCreateDefaults(resource: string, obj: KubeObject): KubeObje
   if (resource === 'secrets') return { ...foldSecretStringData(obj), type: (obj['type'] as string) || 'Opaque' };
   if (resource === 'pods') return defaultPod(obj);
   if (resource === 'namespaces') return defaultNamespace(obj);
+  if (resource === 'priorityclasses') return defaultPriorityClass(obj);
   return obj;
 }

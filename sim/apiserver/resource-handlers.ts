@@ -10,6 +10,7 @@ import { type ApiError, alreadyExists, badRequest, conflict, invalid, notFound }
 import { applyCreateDefaults, applyWriteNormalization } from './object-defaults.js';
 import type { ObjectStore } from './object-store.js';
 import { applyPatch, type PatchType } from './patch.js';
+import { resolvePodPriority } from './pod-priority.js';
 import { apiVersionOf, type ResourceType, typeKey } from './resource-registry.js';
 import { scaleRequest, toScale } from './scale-subresource.js';
 import type { KubeObject, Matcher } from './selectors.js';
@@ -104,6 +105,16 @@ export class ResourceHandlers {
     );
   }
 
+  /** The Priority admission plugin, which runs before the webhooks. */
+  private withPriority(pod: KubeObject): KubeObject {
+    const key = typeKey({ group: 'scheduling.k8s.io', resource: 'priorityclasses' });
+    return resolvePodPriority(
+      pod,
+      (name) => this.store.get(key, undefined, name),
+      () => this.store.list(key, undefined),
+    );
+  }
+
   get(type: ResourceType, namespace: string | undefined, name: string): KubeObject {
     const obj = this.store.get(typeKey(type), namespace, name);
     if (!obj) throw notFound(type.resource, type.group, name);
@@ -145,6 +156,7 @@ export class ResourceHandlers {
     let obj: KubeObject = WORKLOAD_RESOURCES.has(type.resource)
       ? defaultWorkload(type.resource, stamped)
       : applyCreateDefaults(type.resource, stamped);
+    if (type.resource === 'pods' && !type.group) obj = this.withPriority(obj);
     if (this.store.get(typeKey(type), meta.namespace, meta.name))
       throw alreadyExists(type.resource, type.group, meta.name);
     obj = (await this.runAdmission(type, 'CREATE', obj, null, opts))!;

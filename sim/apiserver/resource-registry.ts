@@ -73,6 +73,7 @@ export const resourceTypes: readonly ResourceType[] = [
   type('', 'v1', 'secrets', 'Secret', true),
   type('', 'v1', 'serviceaccounts', 'ServiceAccount', true, { shortNames: ['sa'] }),
   type('coordination.k8s.io', 'v1', 'leases', 'Lease', true),
+  type('scheduling.k8s.io', 'v1', 'priorityclasses', 'PriorityClass', false, { shortNames: ['pc'] }),
   type('apps', 'v1', 'deployments', 'Deployment', true, { shortNames: ['deploy'], subresources: ['status', 'scale'] }),
   type('apps', 'v1', 'replicasets', 'ReplicaSet', true, { shortNames: ['rs'], subresources: ['status', 'scale'] }),
   type('batch', 'v1', 'jobs', 'Job', true, { subresources: ['status'] }),

@@ -7,7 +7,12 @@ import { type ExtenderAnswer, ExtenderTransport, type TlsMaterial } from './exte
 import type { SchedNode, SchedPod } from './node-filters.js';
 import type { ExtenderConfig } from './scheduler-config.js';
 
-export type FilterOutcome = { nodeNames: string[]; failed: Map<string, string> };
+export type FilterOutcome = {
+  nodeNames: string[];
+  failed: Map<string, string>;
+  /** Failed nodes preemption cannot help (FailedAndUnresolvableNodes). */
+  unresolvable: Set<string>;
+};
 
 /** `*Data` (base64) wins over `*File`, as in client-go; files are read per call, so a renewed certificate is used. */
 function material(data: string, file: string): Buffer | undefined {
@@ -98,8 +103,12 @@ export async function callFilter(
   const names = ext.nodeCacheCapable && r.NodeNames ? r.NodeNames : (r.Nodes?.items ?? []).map((n) => n.metadata.name);
   for (const n of names) if (!input.has(n)) throw new Error(`extender returned node "${n}" that was not in the input`);
   const failed = new Map<string, string>(Object.entries(r.FailedNodes ?? {}));
-  for (const [n, why] of Object.entries(r.FailedAndUnresolvableNodes ?? {})) failed.set(n, why);
-  return { nodeNames: names, failed };
+  const unresolvable = new Set<string>();
+  for (const [n, why] of Object.entries(r.FailedAndUnresolvableNodes ?? {})) {
+    failed.set(n, why);
+    unresolvable.add(n);
+  }
+  return { nodeNames: names, failed, unresolvable };
 }
 
 /** Scores 0..10 per host; errors are ignored by kube-scheduler, so they give an empty map here. */
@@ -133,4 +142,56 @@ export async function callBind(
   };
   const r = (await postJson(ext, ext.bindVerb, binding, transport)) as { Error?: string };
   if (r.Error) throw new Error(r.Error);
+}
+
+/** kube-scheduler's MetaVictims / Victims per node, as the preempt verb takes and answers them. */
+export type NodeVictims = Map<string, { pods: SchedPod[]; numPdbViolations: number }>;
+
+/**
+ * The preempt verb (ProcessPreemption): the victims per node sent in the form nodeCacheCapable
+ * picks, the answer (always UIDs) turned back into pods of that node; a node answered without
+ * victims, or with a pod not on it, is an error, as kube-scheduler reads it.
+ */
+export async function callPreempt(
+  ext: ExtenderConfig,
+  pod: SchedPod,
+  victims: NodeVictims,
+  podsOn: (node: string) => SchedPod[],
+  transport?: ExtenderTransport,
+): Promise<NodeVictims> {
+  const entries = [...victims];
+  const body = ext.nodeCacheCapable
+    ? {
+        Pod: pod,
+        NodeNameToVictims: null,
+        NodeNameToMetaVictims: Object.fromEntries(
+          entries.map(([n, v]) => [
+            n,
+            { Pods: v.pods.map((p) => ({ UID: p.metadata.uid ?? '' })), NumPDBViolations: v.numPdbViolations },
+          ]),
+        ),
+      }
+    : {
+        Pod: pod,
+        NodeNameToVictims: Object.fromEntries(
+          entries.map(([n, v]) => [n, { Pods: v.pods, NumPDBViolations: v.numPdbViolations }]),
+        ),
+        NodeNameToMetaVictims: null,
+      };
+  const r = (await postJson(ext, ext.preemptVerb, body, transport)) as {
+    NodeNameToMetaVictims?: Record<string, { Pods?: { UID: string }[] | null; NumPDBViolations?: number }> | null;
+  };
+  const out: NodeVictims = new Map();
+  for (const [node, v] of Object.entries(r.NodeNameToMetaVictims ?? {})) {
+    const uids = (v.Pods ?? []).map((p) => p.UID);
+    if (uids.length === 0) throw new Error(`expected at least one victim pod on node "${node}"`);
+    const here = new Map(podsOn(node).map((p) => [p.metadata.uid ?? '', p]));
+    const pods = uids.map((uid) => {
+      const p = here.get(uid);
+      if (!p) throw new Error(`extender preempt: pod ${uid} is not on node "${node}"`);
+      return p;
+    });
+    out.set(node, { pods, numPdbViolations: v.NumPDBViolations ?? 0 });
+  }
+  return out;
 }

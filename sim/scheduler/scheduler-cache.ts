@@ -127,12 +127,20 @@ export class ClusterCache {
     return (p.spec as { nodeName?: string } | undefined)?.nodeName || this.assumed.get(keyOf(p));
   }
 
-  /** What the live pods on (or assumed on) `node` request, `pods` included. */
-  usedOnNode(node: string): Map<string, number> {
+  /** The live pods on (or assumed on) `node`. */
+  podsOn(node: string): KubeObj[] {
+    return [...this.pods.values()].filter((p) => {
+      const phase = (p.status as { phase?: string } | undefined)?.phase;
+      return this.nodeOf(p) === node && phase !== 'Succeeded' && phase !== 'Failed';
+    });
+  }
+
+  /** What the live pods on (or assumed on) `node` request, `pods` included; `except` as if gone (preemption). */
+  usedOnNode(node: string, except?: ReadonlySet<KubeObj>): Map<string, number> {
     const used = new Map<string, number>([['pods', 0]]);
     for (const p of this.pods.values()) {
       const phase = (p.status as { phase?: string } | undefined)?.phase;
-      if (this.nodeOf(p) !== node || phase === 'Succeeded' || phase === 'Failed') continue;
+      if (this.nodeOf(p) !== node || phase === 'Succeeded' || phase === 'Failed' || except?.has(p)) continue;
       used.set('pods', used.get('pods')! + 1);
       for (const [k, v] of podRequests(p as unknown as SchedPod)) used.set(k, (used.get(k) ?? 0) + v);
     }

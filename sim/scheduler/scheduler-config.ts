@@ -149,6 +149,7 @@ export function defaultSchedulerConfig(controlPlaneUrl: string, domain = 'nvidia
         filterVerb: 'filter',
         prioritizeVerb: 'prioritize',
         bindVerb: 'bind',
+        preemptVerb: 'preempt',
         weight: 1,
         httpTimeout: '5s',
         nodeCacheCapable: true,

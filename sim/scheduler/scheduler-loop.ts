@@ -19,6 +19,7 @@ import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
 import { callBind, callFilter, callPrioritize, isInterested } from './extender-client.js';
 import { ExtenderTransport } from './extender-transport.js';
 import { filterNode, type SchedNode, type SchedPod, summarizeFailures } from './node-filters.js';
+import { isResolvable, preempt } from './preemption.js';
 import { ClusterCache, keyOf, SchedulingQueue } from './scheduler-cache.js';
 import type { SchedulerConfig } from './scheduler-config.js';
 
@@ -148,10 +149,13 @@ async function recordFailure(
 /** 1–2: the nodes that pass the basic filters and every interested extender's filter, and why the rest failed. */
 async function feasibleNodes(ctx: LoopContext, pod: SchedPod, all: SchedNode[]) {
   const reasons = new Map<string, string>();
+  /** Failed nodes where evicting lower-priority pods could help (kube-scheduler's Unschedulable). */
+  const resolvable = new Set<string>();
   const usedOnNode = (node: string) => ctx.cache.usedOnNode(node);
   let feasible = all.filter((n) => {
     const why = filterNode(pod, n, { usedOnNode, ignoredResources: ctx.ignored });
     if (why) reasons.set(n.metadata.name, why);
+    if (why && isResolvable(why)) resolvable.add(n.metadata.name);
     return !why;
   });
   let binder: Extender | undefined;
@@ -161,7 +165,10 @@ async function feasibleNodes(ctx: LoopContext, pod: SchedPod, all: SchedNode[]) 
     if (!ext.filterVerb || feasible.length === 0) continue;
     try {
       const out = await callFilter(ext, pod, feasible, ctx.transport);
-      for (const [n, why] of out.failed) reasons.set(n, why);
+      for (const [n, why] of out.failed) {
+        reasons.set(n, why);
+        if (!out.unresolvable.has(n)) resolvable.add(n);
+      }
       const keep = new Set(out.nodeNames);
       feasible = feasible.filter((n) => keep.has(n.metadata.name));
     } catch (e) {
@@ -169,11 +176,14 @@ async function feasibleNodes(ctx: LoopContext, pod: SchedPod, all: SchedNode[]) 
       throw e;
     }
   }
-  return { feasible, reasons, binder };
+  return { feasible, reasons, binder, resolvable };
 }
 
 /** 3–4: extender scores (scaled as kube-scheduler does), then a random pick among the best. */
 async function pickNode(ctx: LoopContext, pod: SchedPod, feasible: SchedNode[]): Promise<string> {
+  // kube-scheduler tries a pod's nominated node first (its victims were evicted for it).
+  const nominated = (pod as { status?: { nominatedNodeName?: string } }).status?.nominatedNodeName;
+  if (nominated && feasible.some((n) => n.metadata.name === nominated)) return nominated;
   const scores = new Map<string, number>(feasible.map((n) => [n.metadata.name, 0]));
   for (const ext of ctx.config.extenders) {
     if (!ext.prioritizeVerb || !isInterested(ext, pod) || feasible.length < 2) continue;
@@ -226,10 +236,12 @@ async function scheduleOne(ctx: LoopContext, pod: KubeObj): Promise<string | und
   ctx.stats.attempts++;
   const sp = pod as unknown as SchedPod;
   const all = [...ctx.cache.nodes.values()];
-  const { feasible, reasons, binder } = await feasibleNodes(ctx, sp, all);
+  const { feasible, reasons, binder, resolvable } = await feasibleNodes(ctx, sp, all);
   if (feasible.length === 0) {
     ctx.stats.unschedulable++;
-    await recordFailure(ctx, pod, summarizeFailures(all.length, reasons), 'unschedulable');
+    const nominated = await preempt(ctx, pod, all, resolvable);
+    const after = nominated ? ` preemption: evicting pods on ${nominated}` : '';
+    await recordFailure(ctx, pod, summarizeFailures(all.length, reasons) + after, 'unschedulable');
     return undefined;
   }
   const chosen = await pickNode(ctx, sp, feasible);

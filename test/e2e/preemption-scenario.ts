@@ -1,0 +1,108 @@
+/**
+ * Preemption, card by card, as one scenario run on the simulator (preemption.e2e.test.ts) and on
+ * a real kube-apiserver and kube-scheduler 1.32 (preemption-real.e2e.test.ts): every card of a node
+ * holds two low-priority 50-core pods, spread so that the two newest (the ones kube-scheduler's
+ * node-level count gives up first) sit on different cards; a high-priority pod asking a whole card
+ * must run after exactly the two pods of one card were evicted, with no card ever over 100 core in
+ * the ledger or in the signed assignments, and an Event on it naming its victims.
+ */
+import { expect } from 'vitest';
+import type { KubeObj } from '../../sim/kube-client.js';
+import { podPath } from '../../sim/kube-client.js';
+import { corePerCard, liveRows } from './e2e-helpers.js';
+import { type Rig, sharePod } from './scheduling-scenarios.js';
+
+const PRIORITY_CLASSES = '/apis/scheduling.k8s.io/v1/priorityclasses';
+
+async function ensurePriorityClass(rig: Rig, name: string, value: number): Promise<void> {
+  const body = { apiVersion: 'scheduling.k8s.io/v1', kind: 'PriorityClass', metadata: { name }, value };
+  await rig.client.create(PRIORITY_CLASSES, body).catch((e: Error) => {
+    if (!/already exists/i.test(e.message)) throw e;
+  });
+}
+
+function withPriority(pod: ReturnType<typeof sharePod>, className: string, annotations: Record<string, string> = {}) {
+  return {
+    ...pod,
+    metadata: { ...pod.metadata, annotations: { ...(pod.metadata.annotations ?? {}), ...annotations } },
+    spec: { ...pod.spec, priorityClassName: className },
+  };
+}
+
+/** The cards a pod's signed assignment grants. */
+function cardsOf(pod: KubeObj): string[] {
+  return [...corePerCard([pod]).keys()];
+}
+
+/** Samples the ledger until stopped: the most core any card ever held in it. */
+function watchLedger(rig: Rig): { stop: () => Promise<number> } {
+  let max = 0;
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const perCard = new Map<string, number>();
+      for (const r of await liveRows(rig.db)) perCard.set(r.cardUuid, (perCard.get(r.cardUuid) ?? 0) + r.core);
+      max = Math.max(max, ...perCard.values());
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      return max;
+    },
+  };
+}
+
+const phaseOf = (p: KubeObj | undefined) => (p?.status as { phase?: string } | undefined)?.phase;
+
+async function podsOf(rig: Rig, ns: string): Promise<KubeObj[]> {
+  return (await rig.client.list(podPath(ns))).items;
+}
+
+/** Fills `node` (with `cards` cards) two pods per card, then preempts for one whole card. */
+export async function preemptOneCard(rig: Rig, ns: string, node: string, cards: number): Promise<void> {
+  await ensurePriorityClass(rig, 'vcuda-test-low', 0);
+  await ensurePriorityClass(rig, 'vcuda-test-high', 1000);
+  const ledger = watchLedger(rig);
+  try {
+    const spread = { 'nvidia.com/vcuda-placement': 'spread' };
+    for (let i = 0; i < 2 * cards; i++) {
+      await rig.client.create(
+        podPath(ns),
+        withPriority(sharePod(`low-${i}`, 50, 1024, node), 'vcuda-test-low', spread),
+      );
+    }
+    const running = async () => (await podsOf(rig, ns)).filter((p) => phaseOf(p) === 'Running');
+    await expect.poll(async () => (await running()).length, { timeout: 120_000, interval: 250 }).toBe(2 * cards);
+    const lows = await podsOf(rig, ns);
+    const cardOf = new Map(lows.map((p) => [p.metadata.name, cardsOf(p)[0]]));
+    const created = Date.now();
+    const high = sharePod('high', 100, 1024, node);
+    await rig.client.create(podPath(ns), withPriority(high, 'vcuda-test-high'));
+    await expect
+      .poll(async () => phaseOf(await rig.client.get(podPath(ns, 'high')).catch(() => undefined)), {
+        timeout: 30_000,
+        interval: 250,
+      })
+      .toBe('Running');
+    expect(Date.now() - created).toBeLessThan(30_000);
+    const left = new Set((await podsOf(rig, ns)).map((p) => p.metadata.name));
+    const evicted = lows.map((p) => p.metadata.name).filter((n) => !left.has(n));
+    expect(evicted).toHaveLength(2);
+    const freed = cardOf.get(evicted[0]!);
+    expect(cardOf.get(evicted[1]!)).toBe(freed);
+    expect(cardsOf(await rig.client.get(podPath(ns, 'high')))).toEqual([freed]);
+    for (const core of corePerCard(await podsOf(rig, ns)).values()) expect(core).toBeLessThanOrEqual(100);
+    const events = (await rig.client.list(`/api/v1/namespaces/${ns}/events`)).items as (KubeObj & {
+      reason?: string;
+      message?: string;
+      involvedObject?: { name?: string };
+    })[];
+    const said = events.find((e) => e.reason === 'VcudaPreempting' && e.involvedObject?.name === 'high');
+    for (const name of evicted) expect(said?.message).toContain(`${ns}/${name}`);
+  } finally {
+    expect(await ledger.stop()).toBeLessThanOrEqual(100);
+  }
+}
