@@ -269,6 +269,13 @@ describe('PreStartContainer: the holder of the devices, or no start', () => {
     await expect(h.kubelet.admitPod(bypass.kubelet(false))).rejects.toThrow(
       new RegExp(`Allocate failed due to .*has no signed assignment|no pod bound to node ${NODE} asks ${100 * cards}`),
     );
+    // Its refusal is an Event on the pod, which the dashboard's refusals list (stage "allocate").
+    expect(h.cluster.eventsOf('default', 'bypass')).toEqual([
+      expect.objectContaining({
+        reason: eventReasons.allocateFailed,
+        message: expect.stringMatching(/no signed assignment/),
+      }),
+    ]);
     // The kubelet gave the devices back: a pod vcuda placed takes a card at once.
     const placed = h.pod('placed').container('main', 100, 0);
     await h.bind(placed, [[h.gpu.cards[0]?.uuid as string]]);
