@@ -240,8 +240,8 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
       expect(cp.clusterName).toBe('prod-eu');
       expect(cp.resourceDomain).toBe('tencent.com');
       expect(cp.memoryUnitMiB).toBe(256);
-      expect(cp.webhook.registration.serviceNamespace).toBe('gpu-system');
-      expect(cp.webhook.certificates.secretNamespace).toBe('gpu-system');
+      expect(cp.webhook.registration?.serviceNamespace).toBe('gpu-system');
+      expect(cp.webhook.certificates?.secretNamespace).toBe('gpu-system');
       const agent = parseConfig({
         file: configFile(objects(), 'vcuda-node-agent-config', 'config.yaml'),
         env: { NODE_NAME: 'n1' },
