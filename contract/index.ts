@@ -3,6 +3,7 @@ export * from './errors.js';
 export * from './events.js';
 export * from './inventory.js';
 export * from './limit-config.js';
+export * from './listener-limits.js';
 export * from './manifest-text.js';
 export * from './names.js';
 export * from './pod-request.js';

@@ -4,6 +4,7 @@
  */
 import { serve } from '@hono/node-server';
 import pino from 'pino';
+import { boundListener, httpServerOptions } from '../contract/listener-limits.js';
 import { redactingLogHooks } from '../contract/redact.js';
 import { PooledKubeConfig } from '../kube-connections/pooled-kube-config.js';
 import { parseConfig, readConfigFile } from './config.js';
@@ -55,7 +56,9 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
   }
   const { agent } = wired;
   const http = createAgentHttp(agent);
-  const server = serve({ fetch: http.fetch, port: config.http.port, hostname: config.http.host });
+  const served = { fetch: http.fetch, port: config.http.port, hostname: config.http.host };
+  const server = serve({ ...served, serverOptions: httpServerOptions() });
+  boundListener(server as unknown as Parameters<typeof boundListener>[0], 'plain');
   await new Promise<void>((resolve) => (server.listening ? resolve() : server.once('listening', () => resolve())));
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.http.port;

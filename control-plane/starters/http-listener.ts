@@ -19,6 +19,7 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
+import { boundListener, httpServerOptions, LISTENER_LIMITS } from '../../contract/index.js';
 
 /**
  * An HTTPS listener's certificate; with `ca`, it also asks every client for a certificate and
@@ -67,7 +68,7 @@ export function listen(
               })) as unknown as typeof createSecureServer,
             serverOptions: secureServerOptions(tls),
           }
-        : { fetch: app.fetch, port, hostname: host },
+        : { fetch: app.fetch, port, hostname: host, serverOptions: httpServerOptions() },
       (info: AddressInfo) => {
         const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
         resolve({
@@ -85,6 +86,7 @@ export function listen(
       },
     );
     if (tls) track(server as unknown as EventEmitter, open);
+    boundListener(server as unknown as Parameters<typeof boundListener>[0], tls ? 'tls' : 'plain');
     server.once('error', reject);
   });
 }
@@ -99,6 +101,7 @@ function secureServerOptions(tls: ListenerTls): SecureServerOptions {
     ...tls,
     allowHTTP1: true,
     noDelay: true,
+    handshakeTimeout: LISTENER_LIMITS.handshakeTimeoutMs,
     ...(tls.ca ? { requestCert: true, rejectUnauthorized: false } : {}),
   };
 }
