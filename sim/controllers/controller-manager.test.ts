@@ -5,8 +5,9 @@
  * with parallelism, garbage collection by owner references, and orphaning on request.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runPods } from '../../test/support/sim/pod-runner.js';
 import { type SimApiServer, startApiServer } from '../apiserver/api-server.js';
-import { KubeClient, type KubeObj, podPath } from '../kube-client.js';
+import { KubeClient, podPath } from '../kube-client.js';
 import { type SimControllerManager, startControllerManager } from './controller-manager.js';
 import { controllerOf } from './workload-objects.js';
 
@@ -39,36 +40,6 @@ function job(name: string, completions: number, parallelism: number) {
   };
 }
 
-/** Runs pods as a kubelet would, one step per tick: Job pods succeed, others run and turn Ready. */
-function fakeKubelet(client: KubeClient, onTick: (pods: KubeObj[]) => void = () => {}) {
-  let stopped = false;
-  const loop = async () => {
-    while (!stopped) {
-      const pods = (await client.list('/api/v1/pods')).items;
-      onTick(pods);
-      for (const p of pods) {
-        const phase = (p['status'] as { phase?: string }).phase;
-        const ns = p.metadata.namespace!;
-        if (p.metadata.deletionTimestamp) {
-          await client.request('DELETE', podPath(ns, p.metadata.name), { gracePeriodSeconds: 0 }).catch(() => {});
-        } else if (phase === 'Pending') {
-          const isJob = controllerOf(p)?.kind === 'Job';
-          const status = isJob
-            ? { phase: 'Succeeded' }
-            : { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] };
-          await client.mergePatch(`${podPath(ns, p.metadata.name)}/status`, { status }).catch(() => {});
-        }
-      }
-      await new Promise((r) => setTimeout(r, 30));
-    }
-  };
-  const done = loop();
-  return async () => {
-    stopped = true;
-    await done;
-  };
-}
-
 const activePods = async (client: KubeClient, prefix: string) =>
   (await client.list('/api/v1/namespaces/default/pods')).items.filter(
     (p) => p.metadata.name.startsWith(prefix) && !p.metadata.deletionTimestamp,
@@ -86,7 +57,7 @@ describe('simulated controller manager', () => {
     client = new KubeClient(api.url);
     controllers = startControllerManager({ client });
     maxUnready = 0;
-    stopKubelet = fakeKubelet(client, (pods) => {
+    stopKubelet = runPods(client, (pods) => {
       const web = pods.filter((p) => p.metadata.name.startsWith('web-'));
       const ready = web.filter((p) =>
         ((p['status'] as { conditions?: { type: string; status: string }[] }).conditions ?? []).some(

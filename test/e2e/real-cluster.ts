@@ -92,7 +92,10 @@ export function schedulerConfigFor(dir: string, extender: ExtenderEndpoint): str
 }
 
 /** Plain HTTP in front of the API server, authenticated with the admin client certificate. */
-async function startAdminFront(dir: string, apiserver: string): Promise<{ url: string; close: () => Promise<void> }> {
+export async function startAdminFront(
+  dir: string,
+  apiserver: string,
+): Promise<{ url: string; close: () => Promise<void> }> {
   const target = new URL(apiserver);
   const pki = join(dir, 'pki');
   const agent = new https.Agent({
