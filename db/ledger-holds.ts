@@ -37,7 +37,8 @@ const LIVE_HOLDS_SQL = `select h.pod_uid as "podUid", h.namespace, h.pod, min(a.
 from pod_holds h
 join allocations a on a.cluster = h.cluster and a.pod_uid = h.pod_uid and a.state <> 'released'
 left join replica_leases l on l.replica = h.owner
-where h.cluster = $1
+where h.cluster = $1 and (h.reserved_at >= $2::timestamptz or exists (
+  select 1 from allocations r where r.cluster = h.cluster and r.pod_uid = h.pod_uid and r.state = 'reserved'))
 group by h.pod_uid, h.namespace, h.pod, h.reserved_at, h.owner, l.expires_at`;
 
 const RENEW_LEASE_SQL = `insert into replica_leases (replica, cluster, renewed_at, expires_at)
@@ -67,9 +68,14 @@ function cardsOf(value: unknown): HeldCard[] {
 
 export function createLedgerHolds(query: LedgerQuery) {
   return {
-    /** Every live hold of the cluster, with its cards and its owner's standing. */
-    async liveHolds(cluster: string): Promise<LedgerHold[]> {
-      const rows = await query<HoldRow>(LIVE_HOLDS_SQL, [cluster]);
+    /**
+     * The cluster's live holds that a replica's view may not count yet, with their cards and their
+     * owner's standing: every unconfirmed one, and the confirmed ones reserved since `since` (an
+     * older Binding is long in every replica's watch; reading only these keeps the read small on a
+     * large cluster).
+     */
+    async liveHolds(cluster: string, since: Date): Promise<LedgerHold[]> {
+      const rows = await query<HoldRow>(LIVE_HOLDS_SQL, [cluster, since.toISOString()]);
       return rows.map((r) => ({
         podUid: r.podUid,
         namespace: r.namespace,

@@ -174,7 +174,8 @@ describe.each(kinds)('ledger on %s', (kind) => {
     await ledger.reserve(pod('z1', [share('GPU-z', 10, 10)], { cluster: 'c2', node: 'm1' }));
     await a.confirm('c1', 'p1');
     await new Promise((r) => setTimeout(r, 20));
-    const holds = (await ledger.liveHolds('c1')).sort((x, y) => x.podUid.localeCompare(y.podUid));
+    const since = new Date(now.getTime() - 60_000);
+    const holds = (await ledger.liveHolds('c1', since)).sort((x, y) => x.podUid.localeCompare(y.podUid));
     expect(holds.map((h) => [h.podUid, h.node, h.isBound, h.owner, h.isOwnerLapsed])).toEqual([
       ['p1', 'n1', true, 'replica-a', false],
       ['p2', 'n1', false, 'replica-b', true],
@@ -188,9 +189,12 @@ describe.each(kinds)('ledger on %s', (kind) => {
     expect(holds[0]?.reservedAt.getTime()).toBe(now.getTime());
     // Renewed, the lease holds again; released, a hold is listed no more.
     await b.renewLease('replica-b', 'c1', 60_000);
-    expect((await ledger.liveHolds('c1')).find((h) => h.podUid === 'p2')?.isOwnerLapsed).toBe(false);
+    expect((await ledger.liveHolds('c1', since)).find((h) => h.podUid === 'p2')?.isOwnerLapsed).toBe(false);
     await ledger.release('c1', 'p2');
-    expect((await ledger.liveHolds('c1')).map((h) => h.podUid).sort()).toEqual(['p1', 'p3']);
+    expect((await ledger.liveHolds('c1', since)).map((h) => h.podUid).sort()).toEqual(['p1', 'p3']);
+    // A confirmed hold older than `since` is in every watch already: not read; an unconfirmed one is.
+    const later = new Date(now.getTime() + 1);
+    expect((await ledger.liveHolds('c1', later)).map((h) => h.podUid)).toEqual(['p3']);
   });
 
   it('confirms many pods of one cluster at once and names those without a reservation', async () => {

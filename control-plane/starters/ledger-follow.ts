@@ -24,6 +24,8 @@ const LEASE_MARGIN_MS = 1500;
  * committed; by then a later read shows it released.
  */
 const ENDED_MEMORY_MS = 10_000;
+/** Confirmed holds younger than this are read too: their pods' Bindings may not be in the watch yet. */
+const RECENT_HOLDS_MS = 60_000;
 /** One hold's settling: a read of its pod, a verification and a ledger write. */
 const SETTLE_DEADLINE_MS = 10_000;
 /** Holds settled at once: a dead replica's many leftovers do not become a burst of pod reads. */
@@ -133,7 +135,7 @@ export function followLedgerHolds(
     const now = performance.now();
     for (const [uid, at] of ended) if (now - at > ENDED_MEMORY_MS) ended.delete(uid);
     const holds = await withDeadline(
-      ledger.liveHolds(config.clusterName),
+      ledger.liveHolds(config.clusterName, new Date(ctx.clock().getTime() - RECENT_HOLDS_MS)),
       config.database.callTimeoutMs,
       'read the ledger holds',
     );
