@@ -239,6 +239,16 @@ export const usageSamples = pgTable(
     smPct: real('sm_pct').notNull(),
     /** Peak memory used over the period. */
     memoryUsedMiB: integer('memory_used_mib').notNull(),
+    /**
+     * Peak managed memory held above the guarantee (vcuda-memory-limit) over the period, and the
+     * peak of it evicted to host memory; 0 for a container that does not burst.
+     */
+    memoryBurstMiB: integer('memory_burst_mib').notNull().default(0),
+    memoryBurstEvictedMiB: integer('memory_burst_evicted_mib').notNull().default(0),
+    /** Seconds of the period sampled with some burst bytes on the host (the whole period or none, for a raw row). */
+    burstEvictedS: real('burst_evicted_s').notNull().default(0),
+    /** The driver's count of the container's burst evictions since it started, the latest in the period. */
+    burstEvictions: integer('burst_evictions').notNull().default(0),
     /** 'raw', 'hour' or 'day'. */
     resolution: text('resolution', { enum: ['raw', 'hour', 'day'] }).notNull(),
     samples: integer('samples').notNull().default(1),

@@ -18,7 +18,14 @@ export type Period = { startMs: number; endMs: number };
 export type OfferedSample = Period & { key: string; smPct: number; memoryUsedMiB: number };
 
 /** What is kept of an offered sample: its period trimmed and split at UTC midnights. */
-export type AcceptedPeriod = Period & { key: string; namespace: string; smPct: number; memoryUsedMiB: number };
+export type AcceptedPeriod = Period & {
+  key: string;
+  namespace: string;
+  smPct: number;
+  memoryUsedMiB: number;
+  /** Which offered sample it is of (its index). */
+  offered: number;
+};
 
 export type SampleVerdict = 'accepted' | 'duplicate' | 'outside-allocation';
 
@@ -97,7 +104,14 @@ export function acceptSamples(
     keyTaken.push(tail);
     verdicts[i] = 'accepted';
     for (const part of splitAtMidnight(tail)) {
-      accepted.push({ ...part, key: s.key, namespace: life.namespace, smPct: s.smPct, memoryUsedMiB: s.memoryUsedMiB });
+      accepted.push({
+        ...part,
+        key: s.key,
+        namespace: life.namespace,
+        smPct: s.smPct,
+        memoryUsedMiB: s.memoryUsedMiB,
+        offered: i,
+      });
     }
   }
   return { accepted, verdicts };

@@ -15,6 +15,12 @@ const name = z.string().min(1).max(253);
 /** Raw periods are at most an hour: `period_s` is a `real`, exact to the millisecond below ~4.6 h. */
 export const MAX_RAW_PERIOD_S = 3600;
 const MIN_NONZERO_PCT = 0.0001;
+/** int4 in the table. */
+const mib = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 31 - 1);
 export const usageSampleSchema = z.object({
   cluster: name,
   namespace: name,
@@ -32,13 +38,19 @@ export const usageSampleSchema = z.object({
     .max(100)
     .refine((v) => v === 0 || v >= MIN_NONZERO_PCT, { message: `must be 0 or at least ${MIN_NONZERO_PCT}` }),
   /** int4 in the table. */
-  memoryUsedMiB: z
-    .number()
-    .int()
-    .min(0)
-    .max(2 ** 31 - 1),
+  memoryUsedMiB: mib,
+  /** Peak managed memory above the guarantee over the period, and of it the peak on the host. */
+  memoryBurstMiB: mib.default(0),
+  memoryBurstEvictedMiB: mib.default(0),
+  /** Whether some burst bytes were on the host when the period was sampled: the period counts as evicted time. */
+  burstEvicted: z.boolean().default(false),
+  /** The driver's count of burst evictions since the container started. */
+  burstEvictions: mib.default(0),
 });
-export type UsageSample = z.infer<typeof usageSampleSchema>;
+export type UsageSample = z.input<typeof usageSampleSchema>;
+type ParsedSample = z.output<typeof usageSampleSchema>;
+/** A sample as a row: its evicted time in seconds of the (possibly trimmed) period. */
+type StoredSample = Omit<ParsedSample, 'burstEvicted'> & { burstEvictedS: number };
 
 /** What happened to a batch's samples: stored, already covered, or outside any allocation. */
 export type RecordedUsage = { recorded: number; duplicate: number; outsideAllocation: number };
@@ -62,11 +74,13 @@ async function rollUp(db: VcudaDb, from: 'raw' | 'hour', to: 'hour' | 'day', bef
       returning *
     ), merged as (
       insert into usage_samples
-        (cluster, namespace, pod_uid, container, card_uuid, sampled_at, period_s, sm_pct, memory_used_mib, resolution, samples)
+        (cluster, namespace, pod_uid, container, card_uuid, sampled_at, period_s, sm_pct, memory_used_mib,
+         memory_burst_mib, memory_burst_evicted_mib, burst_evicted_s, burst_evictions, resolution, samples)
       select cluster, namespace, pod_uid, container, card_uuid,
         date_trunc(${to}, sampled_at at time zone 'UTC') at time zone 'UTC',
         sum(period_s), coalesce(sum(sm_pct * period_s) / nullif(sum(period_s), 0), 0),
-        max(memory_used_mib), ${to}, sum(samples)
+        max(memory_used_mib), max(memory_burst_mib), max(memory_burst_evicted_mib), sum(burst_evicted_s),
+        max(burst_evictions), ${to}, sum(samples)
       from moved
       group by 1, 2, 3, 4, 5, 6
       returning 1
@@ -90,7 +104,7 @@ const holdKey = (u: { cluster: string; podUid: string; container: string; cardUu
   `${u.cluster}\u0000${u.podUid}\u0000${u.container}\u0000${u.cardUuid}`;
 
 /** GPU-seconds used per (cluster, namespace, UTC day of the sample), in a fixed (lock) order. */
-function usedPerDay(samples: readonly UsageSample[]) {
+function usedPerDay(samples: readonly StoredSample[]) {
   const perDay = new Map<string, { cluster: string; namespace: string; day: Date; usedGpuSeconds: number }>();
   for (const u of samples) {
     const day = new Date(Math.floor(u.sampledAt.getTime() / DAY_MS) * DAY_MS);
@@ -190,7 +204,7 @@ async function loadStoredPeriods(
 }
 
 /** Inserts rows (new keys only) and adds them to the daily roll-up; returns how many were new. */
-async function insertSamples(tx: VcudaDb, rows: readonly UsageSample[]): Promise<number> {
+async function insertSamples(tx: VcudaDb, rows: readonly StoredSample[]): Promise<number> {
   const stored = new Set<string>();
   for (const slice of slices(rows, USAGE_ROWS_PER_INSERT)) {
     const inserted = await tx
@@ -230,7 +244,7 @@ async function insertSamples(tx: VcudaDb, rows: readonly UsageSample[]): Promise
 }
 
 /** The distinct pods of a batch. */
-function podsIn(samples: readonly UsageSample[]): PodRef[] {
+function podsIn(samples: readonly ParsedSample[]): PodRef[] {
   const pods = new Map(
     samples.map((u) => [`${u.cluster}\u0000${u.podUid}`, { cluster: u.cluster, pod_uid: u.podUid }]),
   );
@@ -264,9 +278,8 @@ export function createUsageStore(db: VcudaDb, opts: { clock: () => Date }) {
         const lives = await loadLives(tx, pods);
         const stored = await loadStoredPeriods(tx, pods, fromMs, toMs);
         const { accepted, verdicts } = acceptSamples(offered, lives, stored, opts.clock().getTime());
-        const byKey = new Map(batch.map((u) => [holdKey(u), u]));
-        const rows = accepted.map((a): UsageSample => {
-          const u = byKey.get(a.key) as UsageSample;
+        const rows = accepted.map((a): StoredSample => {
+          const u = batch[a.offered] as ParsedSample;
           return {
             cluster: u.cluster,
             namespace: a.namespace,
@@ -277,6 +290,10 @@ export function createUsageStore(db: VcudaDb, opts: { clock: () => Date }) {
             periodS: (a.endMs - a.startMs) / 1000,
             smPct: a.smPct,
             memoryUsedMiB: a.memoryUsedMiB,
+            memoryBurstMiB: u.memoryBurstMiB,
+            memoryBurstEvictedMiB: u.memoryBurstEvictedMiB,
+            burstEvictedS: u.burstEvicted ? (a.endMs - a.startMs) / 1000 : 0,
+            burstEvictions: u.burstEvictions,
           };
         });
         await insertSamples(tx, rows);

@@ -31,7 +31,8 @@ const agentPod = (name: string, node: string): PodWithStatus => ({
   status: { phase: 'Running' },
 });
 const clusterPods = [
-  assignedPod('infer', 'gpu-node-a', [{ name: 'model', core: 30, memoryMiB: 1024, cards: [0] }], {
+  // vcuda-memory-limit 3072: up to 2048 MiB of burst above its 1024 MiB guarantee.
+  assignedPod('infer', 'gpu-node-a', [{ name: 'model', core: 30, memoryMiB: 1024, memoryLimitMiB: 3072, cards: [0] }], {
     namespace: 'team-a',
   }),
   assignedPod('train', 'gpu-node-b', [{ name: 'main', core: 50, memoryMiB: 1024, cards: [0] }], {
@@ -298,6 +299,77 @@ describe('usage bounded by what the pod could have used', () => {
       ),
     );
     expect(rows.map((r) => Number(r.sm_pct))).toEqual([50]);
+  });
+});
+
+describe('bursts in usage samples', () => {
+  const MiB = 1024 * 1024;
+  type BurstRow = { mib: number; evicted_mib: number; evicted_s: number; evictions: number };
+  const burstRow = async (podUid: string, sampledAt: string) =>
+    rowsOf<BurstRow>(
+      await db.execute(sql`select memory_burst_mib as mib, memory_burst_evicted_mib as evicted_mib,
+        burst_evicted_s as evicted_s, burst_evictions as evictions
+        from usage_samples where pod_uid = ${podUid} and sampled_at = ${sampledAt}::timestamptz`),
+    ).map((r) => ({ ...r, evicted_s: Number(r.evicted_s) }));
+
+  it('stores burst, evicted bytes, evictions and the period as time evicted', async () => {
+    const burst = { memoryBurstBytes: 1536 * MiB, memoryBurstEvictedBytes: 512 * MiB + 1, memoryBurstEvictions: 3 };
+    const res = await post({ node: 'gpu-node-a', at: '2026-11-22T03:55:10.000Z', samples: [sample(burst)] });
+    expect(await res.json()).toMatchObject({ recorded: 1 });
+    // Evicted MiB round up: a byte on the host is a burst evicted.
+    expect(await burstRow('uid-infer', '2026-11-22T03:55:00Z')).toEqual([
+      { mib: 1536, evicted_mib: 513, evicted_s: 10, evictions: 3 },
+    ]);
+  });
+
+  it('counts no time evicted while the burst is all on the card', async () => {
+    const res = await post({
+      node: 'gpu-node-a',
+      at: '2026-11-22T03:55:20.000Z',
+      samples: [sample({ memoryBurstBytes: 100 * MiB, memoryBurstEvictedBytes: 0, memoryBurstEvictions: 3 })],
+    });
+    expect(await res.json()).toMatchObject({ recorded: 1 });
+    expect(await burstRow('uid-infer', '2026-11-22T03:55:10Z')).toEqual([
+      { mib: 100, evicted_mib: 0, evicted_s: 0, evictions: 3 },
+    ]);
+  });
+
+  it("clamps a burst above the pod's burst limit (memory limit minus request) to the limit", async () => {
+    const res = await post({
+      node: 'gpu-node-a',
+      at: '2026-11-22T03:55:30.000Z',
+      samples: [sample({ memoryBurstBytes: 40 * 1024 * MiB, memoryBurstEvictedBytes: 50 * 1024 * MiB })],
+    });
+    expect(await res.json()).toMatchObject({ recorded: 1 });
+    expect(await burstRow('uid-infer', '2026-11-22T03:55:20Z')).toEqual([
+      { mib: 2048, evicted_mib: 2048, evicted_s: 10, evictions: 0 },
+    ]);
+  });
+
+  it('stores no burst for a pod without vcuda-memory-limit, whatever its region says', async () => {
+    const claimed = { memoryBurstBytes: 8 * 1024 * MiB, memoryBurstEvictedBytes: 1024 * MiB, memoryBurstEvictions: 9 };
+    const res = await post(
+      { node: 'gpu-node-b', at: '2026-11-22T03:55:40.000Z', samples: [{ ...trainSample, ...claimed }] },
+      'agent-b',
+    );
+    expect(await res.json()).toMatchObject({ recorded: 1 });
+    expect(await burstRow('uid-train', '2026-11-22T03:55:30Z')).toEqual([
+      { mib: 0, evicted_mib: 0, evicted_s: 0, evictions: 0 },
+    ]);
+  });
+
+  it.each([
+    ['negative burst bytes', { memoryBurstBytes: -1 }, 'samples[0].memoryBurstBytes'],
+    ['burst bytes past a petabyte', { memoryBurstBytes: 2 ** 52 }, 'samples[0].memoryBurstBytes'],
+    ['fractional evicted bytes', { memoryBurstEvictedBytes: 1.5 }, 'samples[0].memoryBurstEvictedBytes'],
+    ['evictions past int4', { memoryBurstEvictions: 2 ** 31 }, 'samples[0].memoryBurstEvictions'],
+    ['evictions as text', { memoryBurstEvictions: '3' }, 'samples[0].memoryBurstEvictions'],
+  ])('refuses %s with a 400 naming the field', async (_name, over, field) => {
+    const before = await countRows();
+    const res = await post({ node: 'gpu-node-a', at: '2026-11-22T03:56:00.000Z', samples: [sample(over)] });
+    expect(res.status).toBe(400);
+    expect((await errorOf(res)).message).toContain(field);
+    expect(await countRows()).toBe(before);
   });
 });
 

@@ -12,7 +12,7 @@ import { isLedgerUnreachable } from '../../db/pg-errors.js';
 import type { RecordedUsage, UsageSample } from '../../db/usage.js';
 import type { PodWithStatus } from '../placement/cluster-snapshot.js';
 import type { Caller } from './caller-auth.js';
-import { judgeSample, memoizedGrants, type PodGrants, type PodLookup, writerNodeOf } from './usage-writer.js';
+import { burstKey, judgeSample, memoizedGrants, type PodGrants, type PodLookup, writerNodeOf } from './usage-writer.js';
 
 const MIB = 1024 * 1024;
 /** A node of 16 cards with a few hundred containers stays far below this. */
@@ -47,6 +47,15 @@ export const usageReportSchema = z.object({
         memoryLimitBytes: bytes,
         coreRequest: z.number().int().min(1).max(100),
         coreLimit: z.number().int().min(1).max(100),
+        /** What the node agent reads of a burst (vcuda-memory-limit) from the container's region. */
+        memoryBurstBytes: bytes.optional(),
+        memoryBurstEvictedBytes: bytes.optional(),
+        memoryBurstEvictions: z
+          .number()
+          .int()
+          .min(0)
+          .max(2 ** 31 - 1)
+          .optional(),
         smShare: z
           .number()
           .min(0)
@@ -174,6 +183,31 @@ function mostOfCard(
   return limit ?? 100;
 }
 
+/**
+ * The sample's burst as stored, clamped to what its assignment allows above the guarantee
+ * (vcuda-memory-limit minus vcuda-memory; 0 without one). The region these figures come from is
+ * writable by the tenant's own process, so a figure above the contract is clamped, not refused:
+ * refusing would let one container void its whole node's report. MiB round up, so any burst shows.
+ */
+function burstOf(
+  deps: UsageRoutesDeps,
+  grants: (pod: PodWithStatus) => PodGrants | undefined,
+  s: UsageReport['samples'][number],
+): Pick<UsageSample, 'memoryBurstMiB' | 'memoryBurstEvictedMiB' | 'burstEvicted' | 'burstEvictions'> {
+  const pod = deps.pods?.(s.namespace, s.pod);
+  const granted = pod ? grants(pod) : undefined;
+  const most = granted ? (granted.burstBytesByCard.get(burstKey(s.container, s.cardUuid)) ?? 0) : Number.MAX_VALUE;
+  const burst = Math.min(s.memoryBurstBytes ?? 0, most);
+  const evicted = Math.min(s.memoryBurstEvictedBytes ?? 0, burst);
+  return {
+    memoryBurstMiB: Math.ceil(burst / MIB),
+    memoryBurstEvictedMiB: Math.ceil(evicted / MIB),
+    burstEvicted: evicted > 0,
+    // A container with nothing to burst has nothing evicted, whatever its region says.
+    burstEvictions: most > 0 ? (s.memoryBurstEvictions ?? 0) : 0,
+  };
+}
+
 export function usageRoutes(deps: UsageRoutesDeps): Hono {
   const app = new Hono();
   const clock = deps.clock ?? (() => new Date());
@@ -198,6 +232,7 @@ export function usageRoutes(deps: UsageRoutesDeps): Hono {
       periodS: periodMs / 1000,
       smPct: Math.min((s.smShare ?? 0) * 100, mostOfCard(deps, grants, s)),
       memoryUsedMiB: Math.floor(s.memoryUsedBytes / MIB),
+      ...burstOf(deps, grants, s),
     }));
     const { recorded, duplicate, outsideAllocation } = await writeUsage(deps, samples);
     return c.json({ recorded, duplicate, outsideAllocation, unknown, skipped: own.length - measured.length });

@@ -56,7 +56,15 @@ export type PodGrants = {
   node: string;
   cardsByContainer: ReadonlyMap<string, ReadonlySet<string>>;
   coreLimitByContainer: ReadonlyMap<string, number>;
+  /**
+   * The most managed memory each container may hold above its guarantee on each card
+   * (vcuda-memory-limit minus vcuda-memory), keyed by burstKey; absent: 0, no burst.
+   */
+  burstBytesByCard: ReadonlyMap<string, number>;
 };
+
+/** The key of a container's card in PodGrants.burstBytesByCard. */
+export const burstKey = (container: string, cardUuid: string) => `${container}\u0000${cardUuid}`;
 
 /**
  * The pod's grants; undefined while it has no assignment for this very pod. The one place that
@@ -70,7 +78,12 @@ export function grantsOf(assignment: Assignment | undefined, podUid: string | un
   if (!assignment || assignment.pod.uid !== podUid) return undefined;
   const cardsByContainer = new Map<string, Set<string>>();
   const coreLimitByContainer = new Map<string, number>();
+  const burstBytesByCard = new Map<string, number>();
   for (const c of assignment.containers) {
+    for (const g of c.cards) {
+      const burst = Math.max(0, (g.memoryLimitBytes ?? g.memoryBytes) - g.memoryBytes);
+      if (burst > 0) burstBytesByCard.set(burstKey(c.name, g.uuid), burst);
+    }
     const cards = cardsByContainer.get(c.name) ?? new Set<string>();
     for (const g of c.cards) cards.add(g.uuid);
     cardsByContainer.set(c.name, cards);
@@ -78,7 +91,7 @@ export function grantsOf(assignment: Assignment | undefined, podUid: string | un
     const most = Math.max(c.coreLimit, ...c.cards.map((g) => g.core));
     coreLimitByContainer.set(c.name, Math.max(coreLimitByContainer.get(c.name) ?? 0, most));
   }
-  return { node: assignment.node, cardsByContainer, coreLimitByContainer };
+  return { node: assignment.node, cardsByContainer, coreLimitByContainer, burstBytesByCard };
 }
 
 export type SampleRef = { podUid: string; namespace: string; pod: string; container: string; cardUuid: string };

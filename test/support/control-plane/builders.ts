@@ -166,7 +166,15 @@ export function unsignedAssignment(a: Assignment): string {
   return new jose.UnsecuredJWT({ ...a }).encode();
 }
 
-export type Grant = { name?: string; core: number; memoryMiB: number; cards: number[]; init?: boolean };
+export type Grant = {
+  name?: string;
+  core: number;
+  memoryMiB: number;
+  cards: number[];
+  init?: boolean;
+  /** vcuda-memory-limit: the burst ceiling per card, above memoryMiB. */
+  memoryLimitMiB?: number;
+};
 
 /** The spec of a pod asking what `grants` give: per container, core per card times cards, memory per card. */
 function specAsking(grants: Grant[]) {
@@ -195,7 +203,12 @@ export function assignmentFor(
     containers: grants.map((g, i) => ({
       name: g.name ?? `c${i}`,
       isInit: g.init ?? false,
-      cards: g.cards.map((idx) => ({ uuid: cardUuid(node, idx), core: g.core, memoryBytes: g.memoryMiB * MIB })),
+      cards: g.cards.map((idx) => ({
+        uuid: cardUuid(node, idx),
+        core: g.core,
+        memoryBytes: g.memoryMiB * MIB,
+        ...(g.memoryLimitMiB ? { memoryLimitBytes: g.memoryLimitMiB * MIB } : {}),
+      })),
       coreLimit: g.core,
       mode: 'hard' as const,
     })),
