@@ -54,7 +54,10 @@ export function registerReportCommand(program: Command, io: CliOutput = { out: (
       .option('--since <date>', 'window start, ISO date (default: 7 days before --until)')
       .option('--until <date>', 'window end, ISO date (default: now)')
       .option('--cluster <name>', 'only this cluster')
-      .option('--group-by <key>', 'gpu-hours: namespace, team or cluster')
+      .option(
+        '--group-by <key>',
+        'gpu-hours: namespace, team or cluster; burst: pod (default), namespace, team or cluster',
+      )
       .option('--idle-below-pct <pct>', 'idle: mean SM share below this percent')
       .option('--idle-for-minutes <min>', 'idle: for at least this long')
       .option('--limit <n>', 'top-consumers: how many')

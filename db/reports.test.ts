@@ -101,6 +101,22 @@ describe.each(kinds)('reports on %s', (kind) => {
       sample('c1', 'ops', 'p3', 'GPU-a', '03-02T11:45:00', 900, 4), // 0.01
       sample('c2', 'ml2', 'q1', 'GPU-z', '03-01T10:00:00', 3600, 50), // 0.5
     ]);
+    // Bursts, at 0 % SM so no other report moves: p2 peaks at 5000 MiB, 1000 of it on the host,
+    // and has some on the host for 600 + 300 s; p3 bursts 100 MiB, all on the card; q1 (c2,
+    // released) 700 MiB all on the host for 60 s.
+    const burst = (s: ReturnType<typeof sample>, mib: number, evictedMiB: number) => ({
+      ...s,
+      memoryBurstMiB: mib,
+      memoryBurstEvictedMiB: evictedMiB,
+      burstEvicted: evictedMiB > 0,
+    });
+    await ledger.recordUsage([
+      burst(sample('c1', 'ml', 'p2', 'GPU-b', '03-02T09:00:00', 600, 0), 3000, 0),
+      burst(sample('c1', 'ml', 'p2', 'GPU-b', '03-02T09:10:00', 600, 0), 5000, 1000),
+      burst(sample('c1', 'ml', 'p2', 'GPU-b', '03-02T09:20:00', 300, 0), 2000, 500),
+      burst(sample('c1', 'ops', 'p3', 'GPU-a', '03-02T10:00:00', 900, 0), 100, 0),
+      burst(sample('c2', 'ml2', 'q1', 'GPU-z', '03-01T12:00:00', 60, 0), 700, 700),
+    ]);
   });
   afterAll(async () => {
     await t?.drop();
@@ -272,6 +288,56 @@ describe.each(kinds)('reports on %s', (kind) => {
         'c1,ml,vision,17,0.8,4.7\r\nc2,ml2,vision,4.8,0.5,10.4\r\nc1,ops,,3,0.02,0.7\r\n',
     );
     expect(formatCsv({ columns: ['a'], rows: [{ a: 'x,"y"' }, { a: null }] })).toBe('a\r\n"x,""y"""\r\n\r\n');
+  });
+
+  it('burst per pod: peak burst, peak on the host, seconds with some on the host', async () => {
+    const r = await runReport(t.db, 'burst', window, clock);
+    expect(r.columns).toEqual([
+      'cluster',
+      'namespace',
+      'team',
+      'pod',
+      'peakBurstMiB',
+      'peakEvictedMiB',
+      'evictedSeconds',
+    ]);
+    expect(r.rows).toEqual([
+      {
+        cluster: 'c1',
+        namespace: 'ml',
+        team: 'vision',
+        pod: 'p2',
+        peakBurstMiB: 5000,
+        peakEvictedMiB: 1000,
+        evictedSeconds: 900,
+      },
+      {
+        cluster: 'c2',
+        namespace: 'ml2',
+        team: 'vision',
+        pod: 'q1',
+        peakBurstMiB: 700,
+        peakEvictedMiB: 700,
+        evictedSeconds: 60,
+      },
+      { cluster: 'c1', namespace: 'ops', team: '', pod: 'p3', peakBurstMiB: 100, peakEvictedMiB: 0, evictedSeconds: 0 },
+    ]);
+    const lastDay = await runReport(t.db, 'burst', { ...window, since: '2026-03-02', cluster: 'c1' }, clock);
+    expect(lastDay.rows.map((row) => row.pod)).toEqual(['p2', 'p3']);
+  });
+
+  it('burst summed per namespace and per team', async () => {
+    const byNamespace = await runReport(t.db, 'burst', { ...window, groupBy: 'namespace' }, clock);
+    expect(byNamespace.rows).toEqual([
+      { cluster: 'c1', namespace: 'ml', team: 'vision', burstingPods: 1, peakBurstMiB: 5000, evictedSeconds: 900 },
+      { cluster: 'c1', namespace: 'ops', team: '', burstingPods: 1, peakBurstMiB: 100, evictedSeconds: 0 },
+      { cluster: 'c2', namespace: 'ml2', team: 'vision', burstingPods: 1, peakBurstMiB: 700, evictedSeconds: 60 },
+    ]);
+    const byTeam = await runReport(t.db, 'burst', { ...window, groupBy: 'team' }, clock);
+    expect(byTeam.rows).toEqual([
+      { team: '', burstingPods: 1, peakBurstMiB: 100, evictedSeconds: 0 },
+      { team: 'vision', burstingPods: 2, peakBurstMiB: 5000, evictedSeconds: 960 },
+    ]);
   });
 
   it('refuses unknown reports and bad parameters with the field named', async () => {

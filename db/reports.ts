@@ -11,6 +11,8 @@
  *   (free memory on a card with no core left, free core on a card with no memory left; the rule
  *   is contract/stranded.ts, the dashboard's and what-if planning's too).
  * - `top-consumers`: namespaces by GPU-hours allocated in the window, with use and efficiency.
+ * - `burst`: pods that held memory above their guarantee, per pod (`groupBy` pod, the default) or
+ *   summed per namespace, team or cluster (burst-report.ts).
  */
 import { type SQL, sql } from 'drizzle-orm';
 import { z } from 'zod';
@@ -22,9 +24,10 @@ import {
   ValidationError,
   VcudaError,
 } from '../contract/index.js';
+import { burstReport } from './burst-report.js';
 import { rowsOf, type VcudaDb } from './connect.js';
 
-export const reportNames = ['gpu-hours', 'quota-usage', 'idle', 'fragmentation', 'top-consumers'] as const;
+export const reportNames = ['gpu-hours', 'quota-usage', 'idle', 'fragmentation', 'top-consumers', 'burst'] as const;
 export type ReportName = (typeof reportNames)[number];
 
 /** Dates PostgreSQL and JavaScript both hold exactly, and that a ledger can have rows for. */
@@ -48,7 +51,8 @@ export const reportParamsSchema = z.object({
   since: date.optional(),
   until: date.optional(),
   cluster: z.string().min(1).max(253).optional(),
-  groupBy: z.enum(['namespace', 'team', 'cluster']).default('namespace'),
+  /** gpu-hours: namespace (default), team or cluster; burst: pod (default) or those. */
+  groupBy: z.enum(['pod', 'namespace', 'team', 'cluster']).optional(),
   idleBelowPct: z.coerce
     .number()
     .min(0)
@@ -258,7 +262,7 @@ function withStranded(rows: readonly CardRow[]): Record<string, ReportValue>[] {
   });
 }
 
-const fixedColumns: Record<Exclude<ReportName, 'gpu-hours'>, string[]> = {
+const fixedColumns: Record<Exclude<ReportName, 'gpu-hours' | 'burst'>, string[]> = {
   'quota-usage': [
     'quota',
     'scope',
@@ -288,6 +292,17 @@ const fixedColumns: Record<Exclude<ReportName, 'gpu-hours'>, string[]> = {
   'top-consumers': ['cluster', 'namespace', 'team', 'allocatedGpuHours', 'usedGpuHours', 'efficiencyPct'],
 };
 
+/** gpu-hours is per day and group: a pod is no group of it. */
+function gpuHoursGroup(groupBy: ReportParams['groupBy']): keyof typeof groupColumns {
+  if (groupBy === 'pod') {
+    throw new ValidationError(
+      [{ path: 'groupBy', rule: 'enum', message: 'groupBy: gpu-hours groups by namespace, team or cluster' }],
+      'report gpu-hours parameters',
+    );
+  }
+  return groupBy ?? 'namespace';
+}
+
 export function isReportName(name: string): name is ReportName {
   return (reportNames as readonly string[]).includes(name);
 }
@@ -312,7 +327,9 @@ export async function runReport(db: VcudaDb, name: string, params: ReportParams,
   let query: SQL;
   let columns: string[];
   if (name === 'gpu-hours') {
-    ({ sql: query, columns } = gpuHours(w, p.groupBy));
+    ({ sql: query, columns } = gpuHours(w, gpuHoursGroup(p.groupBy)));
+  } else if (name === 'burst') {
+    ({ sql: query, columns } = burstReport(w, p.groupBy ?? 'pod'));
   } else {
     columns = fixedColumns[name];
     query =

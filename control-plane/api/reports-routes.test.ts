@@ -46,7 +46,7 @@ describe('GET /api/v1/reports/:name', () => {
   it('lists the reports', async () => {
     const res = await app.request('/api/v1/reports');
     expect(await res.json()).toEqual({
-      reports: ['gpu-hours', 'quota-usage', 'idle', 'fragmentation', 'top-consumers'],
+      reports: ['gpu-hours', 'quota-usage', 'idle', 'fragmentation', 'top-consumers', 'burst'],
     });
   });
 

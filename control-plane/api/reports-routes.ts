@@ -25,7 +25,7 @@ const querySchema = z.object({
   since: z.string().optional(),
   until: z.string().optional(),
   cluster: z.string().optional(),
-  groupBy: z.enum(['namespace', 'team', 'cluster']).optional(),
+  groupBy: z.enum(['pod', 'namespace', 'team', 'cluster']).optional(),
   idleBelowPct: z.string().optional(),
   idleForMinutes: z.string().optional(),
   limit: z.string().optional(),
