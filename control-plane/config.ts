@@ -101,6 +101,8 @@ export const controlPlaneConfigSchema = z
       .object({
         /** Open `/ui/stream` connections at most; more get 503 with Retry-After. */
         maxStreams: z.number().int().min(1).max(10_000).default(64),
+        /** Of those, at most this many from one client address. */
+        maxStreamsPerClient: z.number().int().min(1).max(10_000).default(8),
         /** The idle view lists allocations held this long with a mean SM share below 5 % over it. */
         idleForMinutes: z.number().int().min(1).max(10_080).default(30),
       })
@@ -263,6 +265,7 @@ export const envKeys: Record<string, [path: string, kind: 'string' | 'int' | 'bo
   VCUDA_DB_CONNECT_TIMEOUT_SECONDS: ['database.connectTimeoutSeconds', 'int'],
   VCUDA_DB_CALL_TIMEOUT_MS: ['database.callTimeoutMs', 'int'],
   VCUDA_DASHBOARD_MAX_STREAMS: ['dashboard.maxStreams', 'int'],
+  VCUDA_DASHBOARD_MAX_STREAMS_PER_CLIENT: ['dashboard.maxStreamsPerClient', 'int'],
   VCUDA_DASHBOARD_IDLE_FOR_MINUTES: ['dashboard.idleForMinutes', 'int'],
   VCUDA_KUBE_MODE: ['kube.mode', 'string'],
   KUBECONFIG: ['kube.kubeconfig', 'string'],

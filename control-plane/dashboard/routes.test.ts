@@ -315,7 +315,13 @@ describe('GET /ui/stream: what callers can make it hold', () => {
   it('300 streams with distinct cluster values: refused, and not one load of the ledger', async () => {
     const { source, calls } = fakeSource();
     const app = createApp({
-      dashboard: dashboardRoutes({ source, clock: () => new Date(), streamIntervalMs: 10, maxStreams: 1000 }),
+      dashboard: dashboardRoutes({
+        source,
+        clock: () => new Date(),
+        streamIntervalMs: 10,
+        maxStreams: 1000,
+        maxStreamsPerClient: 1000,
+      }),
     });
     const answers = await Promise.all(
       Array.from({ length: 300 }, (_, i) => app.request(`/ui/stream?cluster=team-${i}`)),
@@ -330,7 +336,7 @@ describe('GET /ui/stream: what callers can make it hold', () => {
     const { source, calls } = fakeSource();
     const clock = () => new Date('2026-01-01T12:00:00.000Z');
     const app = createApp({
-      dashboard: dashboardRoutes({ source, clock, streamIntervalMs: 10, maxStreams: 1000 }),
+      dashboard: dashboardRoutes({ source, clock, streamIntervalMs: 10, maxStreams: 1000, maxStreamsPerClient: 1000 }),
     });
     const queries = ['', 'cluster=local', 'cluster=west', 'windowHours=168&cluster=local'];
     const streams = await Promise.all(
@@ -342,6 +348,27 @@ describe('GET /ui/stream: what callers can make it hold', () => {
     // Two windows asked for: two loads, whatever the number of streams and clusters.
     expect(calls.clusters).toBe(2);
     expect(calls.windows).toHaveLength(2);
+  });
+
+  it('gives each client its own slots: one client cannot take every stream, others still get one', async () => {
+    const { source } = fakeSource();
+    const app = createApp({
+      dashboard: dashboardRoutes({ source, clock: () => new Date(), streamIntervalMs: 10, maxStreams: 64 }),
+    });
+    const from = (remoteAddress: string) => ({ incoming: { socket: { remoteAddress } } });
+    const greedy = await Promise.all(
+      Array.from({ length: 64 }, () => app.request('/ui/stream', {}, from('10.0.0.66'))),
+    );
+    const granted = greedy.filter((r) => r.status === 200);
+    expect(granted).toHaveLength(8);
+    const refused = greedy.find((r) => r.status === 503) as Response;
+    expect(refused.headers.get('retry-after')).toBe('10');
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toContain(
+      '8 dashboard streams are open from 10.0.0.66, the most one client may hold',
+    );
+    const others = await Promise.all(['10.0.0.1', '10.0.0.2'].map((a) => app.request('/ui/stream', {}, from(a))));
+    expect(others.map((r) => r.status)).toEqual([200, 200]);
+    await Promise.all([...granted, ...others].map((r) => (r.body as ReadableStream).cancel()));
   });
 
   it('caps open streams: past maxStreams 503 with Retry-After, and a closed stream frees its slot', async () => {

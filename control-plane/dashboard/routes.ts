@@ -37,6 +37,8 @@ export type DashboardDeps = {
   overview?: Partial<OverviewOptions>;
   /** Open `/ui/stream` connections at most; more get 503 with Retry-After (default 64). */
   maxStreams?: number;
+  /** Of those, at most this many from one client address, so no one client takes every slot (default 8). */
+  maxStreamsPerClient?: number;
   /** How old the list of clusters the ledger knows may get before it is read again (default 30 s). */
   clusterListMs?: number;
   /** An overview not loaded within this is a 503, or a `failure` event on a stream (default 10 s). */
@@ -198,7 +200,7 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
   // A silent ledger gets the page a 503 or a failure event (shown as reconnecting), not a hang.
   const loadInTime = (request: OverviewRequest) =>
     withDeadline(loader.load(request), loadTimeoutMs, 'dashboard overview');
-  const slots = streamSlots(deps.maxStreams ?? 64);
+  const slots = streamSlots(deps.maxStreams ?? 64, deps.maxStreamsPerClient ?? 8);
   const pacing: PushPacing = {
     clock: deps.clock,
     intervalMs: deps.streamIntervalMs ?? 2000,
@@ -213,9 +215,13 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
   });
   app.get('/ui/stream', async (c) => {
     const request = await parseRequest(c.req.query(), defaultWindowMs, loader);
-    const release = slots.take();
-    if (!release) {
-      const message = `${slots.open()} dashboard streams are open, the most this replica serves; retry later`;
+    const client = clientAddressOf(c.env);
+    const release = slots.take(client);
+    if (typeof release === 'string') {
+      const message =
+        release === 'client'
+          ? `${slots.openBy(client)} dashboard streams are open from ${client}, the most one client may hold; retry later`
+          : `${slots.open()} dashboard streams are open, the most this replica serves; retry later`;
       return c.json({ error: { code: 'unavailable', message } }, 503, {
         'retry-after': String(STREAM_RETRY_AFTER_S),
       });
@@ -258,17 +264,40 @@ function servePage(app: Hono, loader: OverviewLoader, defaultWindowMs: number): 
 }
 
 /** At most `max` streams open at once; a slot's release counts once however often it is called. */
-function streamSlots(max: number): { open(): number; take(): (() => void) | undefined } {
+/** The address a request came from (behind `kubectl port-forward`, every viewer is 127.0.0.1). */
+function clientAddressOf(env: unknown): string {
+  const incoming = (env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming;
+  return incoming?.socket?.remoteAddress ?? 'unknown';
+}
+
+type StreamSlots = {
+  open(): number;
+  openBy(client: string): number;
+  /** The slot's release, or which cap refused it. */
+  take(client: string): (() => void) | 'all' | 'client';
+};
+
+/** `max` streams in all, `perClient` from any one client address. */
+function streamSlots(max: number, perClient: number): StreamSlots {
   let open = 0;
+  const byClient = new Map<string, number>();
   return {
     open: () => open,
-    take: () => {
-      if (open >= max) return undefined;
+    openBy: (client) => byClient.get(client) ?? 0,
+    take: (client) => {
+      const mine = byClient.get(client) ?? 0;
+      if (mine >= perClient) return 'client';
+      if (open >= max) return 'all';
       open += 1;
+      byClient.set(client, mine + 1);
       let isCounted = true;
       return () => {
-        if (isCounted) open -= 1;
+        if (!isCounted) return;
         isCounted = false;
+        open -= 1;
+        const left = (byClient.get(client) ?? 1) - 1;
+        if (left === 0) byClient.delete(client);
+        else byClient.set(client, left);
       };
     },
   };

@@ -188,6 +188,7 @@ export function plainApp(
       }),
       clock,
       maxStreams: config.dashboard.maxStreams,
+      maxStreamsPerClient: config.dashboard.maxStreamsPerClient,
     }),
     metrics: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
     readiness: async () => {
