@@ -64,6 +64,13 @@ describe.skipIf(!npm)(`npm pack and install${npm ? '' : ' (skipped: no npm)'}`, 
     expect(files.some((f) => /\.test\.|\/testing\/|\.ts$/.test(f))).toBe(false);
   });
 
+  it('installs with npm itself where its cache holds the dependencies', () => {
+    // Not a condition of the package working, so only said: `linked` means npm's cache lacked a dependency.
+    console.info(`vcuda package installed by: ${installed.method}`);
+    expect(existsSync(installed.bin)).toBe(true);
+    expect(existsSync(join(installed.packageDir, 'package.json'))).toBe(true);
+  });
+
   it('answers --version from a clean directory, running compiled JavaScript', () => {
     expect(vcuda('--version').trim()).toBe(pkg.version);
     expect(existsSync(join(installed.packageDir, 'node_modules/tsx'))).toBe(false);

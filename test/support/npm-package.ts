@@ -1,12 +1,14 @@
 /**
  * The `vcuda` npm package as an admin gets it: `npm pack` of a staged copy of the package's files
  * (package.json, README.md, bin/vcuda.js and a fresh build in dist/: the checkout's when it is
- * fresh, else a new one, so the checkout's own dist/ is never touched), unpacked where `npm install -g` puts it (PREFIX/lib/node_modules/vcuda,
- * PREFIX/bin/vcuda linked to its bin). Its production dependencies are linked from the checkout's
- * node_modules (package-lock.json says which: no development dependency, so no tsx) instead of
- * downloaded, so this works offline. Test and benchmark support only.
+ * fresh, else a new one, so the checkout's own dist/ is never touched), installed with
+ * `npm install -g --prefix PREFIX` from npm's cache (offline: `npm ci` put every dependency
+ * there). Where the cache lacks one, it is laid out as npm would (PREFIX/lib/node_modules/vcuda,
+ * PREFIX/bin/vcuda linked to its bin) with its production dependencies linked from the checkout's
+ * node_modules (package-lock.json says which: no development dependency, so no tsx). Test and
+ * benchmark support only.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -21,6 +23,8 @@ export type InstalledPackage = {
   packageDir: string;
   /** An empty directory outside the checkout, to run the command from. */
   cleanDir: string;
+  /** `npm install` (from npm's cache, offline), or `linked` where the cache lacks a dependency. */
+  method: 'npm install' | 'linked';
 };
 
 type Lock = { packages: Record<string, { dev?: boolean; devOptional?: boolean; optional?: boolean }> };
@@ -64,6 +68,23 @@ export function packAndInstall(root: string): InstalledPackage {
 
   const prefix = join(work, 'prefix');
   const packageDir = join(prefix, 'lib/node_modules/vcuda');
+  const bin = join(prefix, 'bin/vcuda');
+  // `npm install -g` itself, from npm's cache (which `npm ci` filled): no network, no scripts
+  // (the admin commands need none). Without the packages in the cache, npm's layout by hand.
+  const npmInstall = spawnSync(
+    'npm',
+    ['install', '-g', '--prefix', prefix, '--offline', '--ignore-scripts', '--no-audit', '--no-fund', tarball],
+    { cwd: work, encoding: 'utf8', timeout: 180_000 },
+  );
+  const method = npmInstall.status === 0 ? 'npm install' : 'linked';
+  if (method === 'linked') linkInstall(root, tarball, packageDir, bin);
+  const cleanDir = join(work, 'elsewhere');
+  mkdirSync(cleanDir);
+  return { tarball, bin, packageDir, cleanDir, method };
+}
+
+/** npm's global layout by hand: the package unpacked, its production dependencies linked. */
+function linkInstall(root: string, tarball: string, packageDir: string, bin: string): void {
   mkdirSync(packageDir, { recursive: true });
   execFileSync('tar', ['-xzf', tarball, '-C', packageDir, '--strip-components=1']);
   for (const name of productionDependencies(root)) {
@@ -71,10 +92,6 @@ export function packAndInstall(root: string): InstalledPackage {
     mkdirSync(dirname(link), { recursive: true });
     symlinkSync(join(root, 'node_modules', name), link, 'dir');
   }
-  const bin = join(prefix, 'bin/vcuda');
   mkdirSync(dirname(bin), { recursive: true });
   symlinkSync('../lib/node_modules/vcuda/bin/vcuda.js', bin);
-  const cleanDir = join(work, 'elsewhere');
-  mkdirSync(cleanDir);
-  return { tarball, bin, packageDir, cleanDir };
 }
