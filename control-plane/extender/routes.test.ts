@@ -174,6 +174,26 @@ describe('extender routes on the real 1.26 payloads', () => {
     expect((await liveRows()).map((r) => r.state)).toEqual(['bound']);
   });
 
+  it('bind answers before its Event is sent and its metrics counted, which follow', async () => {
+    const sent: string[] = [];
+    let answered = false;
+    const kube = {
+      ...ext.deps.kube,
+      createEvent: async (namespace: string, event: object) => {
+        sent.push(`${(event as { reason?: string }).reason} ${answered ? 'after' : 'before'} the answer`);
+        await ext.deps.kube.createEvent(namespace, event);
+      },
+    };
+    const app = extenderRoutes({ ...ext.deps, kube });
+    const answer = await post(app, '/bind', bindArgs);
+    answered = true;
+    expect(answer.json).toEqual({ Error: '' });
+    await until(() => sent.length > 0, 'the bound event');
+    expect(sent).toEqual(['VcudaBound after the answer']);
+    const bound = await ext.deps.metrics.binds.get();
+    expect(bound.values.find((v) => v.labels.result === 'bound')?.value).toBe(1);
+  });
+
   it('a failed Binding releases the reservation and removes the annotations', async () => {
     api.failNext('POST binding', 500);
     const { json } = await post(ext.app, '/bind', bindArgs);
@@ -188,7 +208,9 @@ describe('extender routes on the real 1.26 payloads', () => {
   it('bind refuses a node that can no longer hold the pod, as a conflict', async () => {
     const { json } = await post(ext.app, '/bind', { ...bindArgs, Node: 'gpu-node-a' });
     expect(json.Error).toBe('bind team-a/share-30 to gpu-node-a: no card with 30 core free; best has 20');
-    expect(await ext.registry.metrics()).toContain('vcuda_extender_bind_conflicts_total{code="capacity-conflict"} 1');
+    // Counted just after the answer, off its path.
+    const counted = 'vcuda_extender_bind_conflicts_total{code="capacity-conflict"} 1';
+    await until(async () => (await ext.registry.metrics()).includes(counted), 'the conflict counted');
     expect(await liveRows()).toEqual([]);
   });
 

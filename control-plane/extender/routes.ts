@@ -21,7 +21,14 @@ import type { PodWithStatus } from '../placement/cluster-snapshot.js';
 import { capacityReasons, type FitContext } from '../placement/fit.js';
 import { type PlacementRequest, readPlacementRequest } from '../placement/placement-request.js';
 import type { AssignmentSigner } from '../signing-keys.js';
-import { Binder, type BinderConfig, type BinderDeps, type BindLedger, fitContextOf } from './binder.js';
+import {
+  Binder,
+  type BinderConfig,
+  type BinderDeps,
+  type BindLedger,
+  type BindOutcome,
+  fitContextOf,
+} from './binder.js';
 import { CallGate } from './call-gate.js';
 import {
   type BindingArgs,
@@ -236,27 +243,40 @@ class ExtenderVerbs {
     return prioritizeNodes(names, filterNodes(req, snapshot, names, this.fitContext()));
   }
 
+  /**
+   * The answer goes out as soon as the Binding exists (or the bind failed); what only reports the
+   * outcome (metrics, the Event, the log line, the nudger's bookkeeping) runs after it, off the
+   * request path, so the scheduler's next filter and prioritize do not queue behind it.
+   */
   async bind(args: BindingArgs): Promise<ExtenderBindingResult> {
-    const { metrics } = this.deps;
     const ref = { namespace: args.PodNamespace, name: args.PodName, uid: args.PodUID };
     try {
       const out = await this.binder.bind(args);
-      metrics.binds.inc({ result: 'bound' });
-      this.deps.nudger?.forget(args.PodUID);
-      this.lastUnschedulableEvent.delete(args.PodUID);
-      if (!out.reused) this.recordEvent(ref, eventReasons.bound, `bound to ${out.node} on ${out.cards.join(', ')}`);
+      setImmediate(() => this.reportBound(ref, out));
       return { Error: '' };
     } catch (err) {
-      const code = err instanceof VcudaError ? err.code : 'internal';
-      const isConflict = code === 'capacity-conflict' || code === 'quota-exceeded' || code === 'conflict';
-      metrics.binds.inc({ result: isConflict ? 'conflict' : 'error' });
-      if (isConflict) metrics.bindConflicts.inc({ code });
       const message = messageOf(err);
-      this.deps.log?.('bind failed', { pod: `${ref.namespace}/${ref.name}`, node: args.Node, code, message });
-      this.recordEvent(ref, isConflict ? eventReasons.bindConflict : eventReasons.unschedulable, message);
+      setImmediate(() => this.reportBindFailure(ref, args.Node, err, message));
       // kube-scheduler reads a non-empty Error as a failed bind and retries the pod.
       return { Error: message };
     }
+  }
+
+  private reportBound(ref: PodRef, out: BindOutcome): void {
+    this.deps.metrics.binds.inc({ result: 'bound' });
+    this.deps.nudger?.forget(ref.uid);
+    this.lastUnschedulableEvent.delete(ref.uid);
+    if (!out.reused) this.recordEvent(ref, eventReasons.bound, `bound to ${out.node} on ${out.cards.join(', ')}`);
+  }
+
+  private reportBindFailure(ref: PodRef, node: string, err: unknown, message: string): void {
+    const { metrics } = this.deps;
+    const code = err instanceof VcudaError ? err.code : 'internal';
+    const isConflict = code === 'capacity-conflict' || code === 'quota-exceeded' || code === 'conflict';
+    metrics.binds.inc({ result: isConflict ? 'conflict' : 'error' });
+    if (isConflict) metrics.bindConflicts.inc({ code });
+    this.deps.log?.('bind failed', { pod: `${ref.namespace}/${ref.name}`, node, code, message });
+    this.recordEvent(ref, isConflict ? eventReasons.bindConflict : eventReasons.unschedulable, message);
   }
 
   private fitContext(): FitContext {
