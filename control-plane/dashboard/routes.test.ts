@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createApp } from '../app.js';
 import type { Overview } from './overview.js';
-import { dashboardRoutes } from './routes.js';
+import { dashboardRoutes, overviewPrinter } from './routes.js';
 import type { DashboardSource, ReportWindow } from './source.js';
 
 function fakeSource(overrides: Partial<DashboardSource> = {}) {
@@ -390,5 +390,26 @@ describe('GET /ui/stream: what callers can make it hold', () => {
     }
     expect(again.status).toBe(200);
     await Promise.all([again, ...open.slice(1)].map((r) => (r.body as ReadableStream).cancel()));
+  });
+});
+
+describe('overviewPrinter: one serialization per overview, however many streams', () => {
+  it('fingerprints and serializes an overview once for every stream that ticks on it', () => {
+    let serialized = 0;
+    const print = overviewPrinter((v) => {
+      serialized++;
+      return JSON.stringify(v);
+    });
+    const overview = { generatedAt: 'a', reports: { gpuHours: 1 } } as unknown as Overview;
+    const perStream = Array.from({ length: 300 }, () => print(overview));
+    const afterPrints = serialized;
+    const frames = new Set(perStream.map((p) => p.json()));
+    expect(afterPrints).toBe(2); // the two fingerprints, once
+    expect(serialized).toBe(3); // and the JSON, once
+    expect([...frames]).toEqual([JSON.stringify(overview)]);
+    // A new overview (the next load) is printed afresh.
+    const next = { ...overview, generatedAt: 'b' } as Overview;
+    expect(print(next).print.now).toBe(perStream[0]?.print.now);
+    expect(serialized).toBe(5);
   });
 });

@@ -173,10 +173,30 @@ async function parseRequest(
  * `reports` (GPU-hours grow every minute a pod runs: pushed at most every `reportPushMs`). The
  * timestamp and the window's bounds move on every load and never count.
  */
-function fingerprints(o: Overview): { now: string; reports: string } {
+function fingerprints(o: Overview, stringify: (v: unknown) => string): { now: string; reports: string } {
   return {
-    now: JSON.stringify({ ...o, generatedAt: '', window: null, reports: null }),
-    reports: JSON.stringify(o.reports),
+    now: stringify({ ...o, generatedAt: '', window: null, reports: null }),
+    reports: stringify(o.reports),
+  };
+}
+
+/** An overview as the streams need it: its fingerprints, and its JSON once a stream pushes it. */
+export type PrintedOverview = { print: { now: string; reports: string }; json: () => string };
+
+/**
+ * Every open stream ticks on the same cached overview object, so each overview is fingerprinted
+ * and serialized once for all of them, not once per stream (a whole overview can be megabytes:
+ * hundreds of streams serializing it each tick held the event loop, and the webhooks behind it).
+ */
+export function overviewPrinter(stringify: (v: unknown) => string = JSON.stringify): (o: Overview) => PrintedOverview {
+  const printed = new WeakMap<Overview, PrintedOverview>();
+  return (o) => {
+    const hit = printed.get(o);
+    if (hit) return hit;
+    let json: string | undefined;
+    const made = { print: fingerprints(o, stringify), json: () => (json ??= stringify(o)) };
+    printed.set(o, made);
+    return made;
   };
 }
 
@@ -202,6 +222,7 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
     withDeadline(loader.load(request), loadTimeoutMs, 'dashboard overview');
   const slots = streamSlots(deps.maxStreams ?? 64, deps.maxStreamsPerClient ?? 8);
   const pacing: PushPacing = {
+    print: overviewPrinter(),
     clock: deps.clock,
     intervalMs: deps.streamIntervalMs ?? 2000,
     reportPushMs: deps.reportPushMs ?? 30_000,
@@ -309,6 +330,8 @@ type PushPacing = {
   intervalMs: number;
   /** A change of the reports alone is pushed at most this often. */
   reportPushMs: number;
+  /** Shared by every stream of the listener. */
+  print: (o: Overview) => PrintedOverview;
 };
 
 /** Until the viewer leaves: an `overview` event when the numbers changed, else a keep-alive comment. */
@@ -322,14 +345,14 @@ async function pushOverviews(
   let id = 0;
   while (!stream.aborted && !stream.closed) {
     try {
-      const overview = await load();
-      const print = fingerprints(overview);
+      const printed = pacing.print(await load());
+      const print = printed.print;
       const nowMs = pacing.clock().getTime();
       const reportsDue = print.reports !== last.reports && nowMs - lastPushMs >= pacing.reportPushMs;
       if (print.now !== last.now || reportsDue) {
         last = print;
         lastPushMs = nowMs;
-        await stream.writeSSE({ event: 'overview', id: String(++id), data: JSON.stringify(overview) });
+        await stream.writeSSE({ event: 'overview', id: String(++id), data: printed.json() });
       } else {
         // A comment line keeps proxies from closing an idle stream.
         await stream.write(': unchanged\n\n');
