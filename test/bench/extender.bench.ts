@@ -24,14 +24,23 @@
  * --import tsx test/bench/main.ts extender`, then test/bench/cpu-profile-summary.ts.
  */
 import { cpus, loadavg } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { Hono } from 'hono';
 import { Registry } from 'prom-client';
 import type { ClusterState } from '../../control-plane/cluster-state.js';
+import { guardedExtender } from '../../control-plane/extender/client-certificate.js';
 import { createExtenderMetrics } from '../../control-plane/extender/extender-metrics.js';
+import {
+  type ExtenderClientCredentials,
+  issueEphemeralExtenderTls,
+} from '../../control-plane/extender/extender-tls.js';
 import { LedgerNodes } from '../../control-plane/extender/ledger-nodes.js';
 import { PodWriteBatcher } from '../../control-plane/extender/pod-write-batcher.js';
 import { extenderRoutes } from '../../control-plane/extender/routes.js';
 import { createLocalKube } from '../../control-plane/local-kube.js';
+import type { PodWithStatus } from '../../control-plane/placement/cluster-snapshot.js';
 import { createAssignmentSigner } from '../../control-plane/signing-keys.js';
+import { listen } from '../../control-plane/starters/http-listener.js';
 import type { VcudaDb } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
 import { assignedPod, gpuNode, gpuPod, policy, testState } from '../support/control-plane/builders.js';
@@ -397,17 +406,169 @@ async function measureBinds(log: (s: string) => void, grouped = false): Promise<
   }
 }
 
+/** The client name on kube-scheduler's certificate, the one name the listeners let in. */
+const SCHEDULER_CLIENT = 'kube-scheduler';
+const HTTPS_PODS = Number(process.env.VCUDA_BENCH_HTTPS_PODS ?? 2000);
+
+type DriverResult = { seconds: number; failed: number; errors: string[]; cycleMs: number[]; bindMs: number[] };
+type DriverPod = { name: string; namespace: string; uid: string; pod: PodWithStatus; offer: string[] };
+
+/**
+ * An extender that does nothing: filter keeps every offered node, prioritize scores them all 0,
+ * bind posts the Binding alone (no cards, ledger, signature or Event). The same listener, client
+ * certificate gate and body limit as the real one, so it is the ceiling of the transport.
+ */
+function doNothingExtender(kube: ReturnType<typeof createLocalKube>): Hono {
+  const app = new Hono();
+  const offered = async (req: Request) => ((await req.json()) as { NodeNames?: string[] | null }).NodeNames ?? [];
+  app.post('/filter', async (c) =>
+    c.json({
+      Nodes: null,
+      NodeNames: await offered(c.req.raw),
+      FailedNodes: {},
+      FailedAndUnresolvableNodes: {},
+      Error: '',
+    }),
+  );
+  app.post('/prioritize', async (c) => c.json((await offered(c.req.raw)).map((Host) => ({ Host, Score: 0 }))));
+  app.post('/bind', async (c) => {
+    const b = (await c.req.json()) as { PodName: string; PodNamespace: string; PodUID: string; Node: string };
+    try {
+      await kube.bindPod(b.PodNamespace, b.PodName, b.PodUID, b.Node, {});
+      return c.json({ Error: '' });
+    } catch (err) {
+      return c.json({ Error: String(err) });
+    }
+  });
+  return app;
+}
+
+/** Serves `verbs` as the control plane serves the extender (HTTPS, HTTP/2, mTLS) and drives it from a thread of its own. */
+async function driveOverHttps(
+  verbs: Hono,
+  tls: { listener: { cert: string; key: string; ca: string }; client: ExtenderClientCredentials },
+  pods: DriverPod[],
+): Promise<DriverResult> {
+  const guarded = guardedExtender(verbs, { allowedClients: [SCHEDULER_CLIENT], maxBodyBytes: 16 << 20 });
+  const served = await listen(new Hono().route('/scheduler', guarded), '127.0.0.1', 0, tls.listener);
+  try {
+    const worker = new Worker(new URL('./extender-driver.mjs', import.meta.url), {
+      workerData: { url: served.url, tls: tls.client, pods, inFlight: IN_FLIGHT },
+    });
+    const result = await new Promise<DriverResult & { error?: string }>((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    await worker.terminate();
+    if (result.error) throw new Error(`extender driver: ${result.error}`);
+    return result;
+  } finally {
+    await served.close();
+  }
+}
+
+/** A fresh cluster of BIND_NODES empty nodes holding `pods`, unbound, and the offers a scheduler would make. */
+function bindCluster(prefix: string, seed: number) {
+  const rand = seeded(seed);
+  const state = testState();
+  for (let i = 0; i < BIND_NODES; i++) state.upsertNode(gpuNode({ name: `node-${i}`, cards: CARDS }));
+  const shapes = [10, 20, 30, 40, 50, 60, 100];
+  const names = [...state.snapshot().nodes.keys()];
+  const pods: DriverPod[] = Array.from({ length: HTTPS_PODS }, (_, i) => {
+    const core = shapes[i % shapes.length] as number;
+    const pod = gpuPod(`${prefix}${i}`, [core === 100 ? { core } : { core, memoryMiB: core * 512 }]);
+    state.upsertPod(pod);
+    const meta = pod.metadata as { name: string; uid: string };
+    return { name: meta.name, namespace: 'default', uid: meta.uid, pod, offer: sample(names, BIND_OFFERED, rand) };
+  });
+  return { state, pods };
+}
+
+/**
+ * binds_per_s over the real transport beside its ceiling in the same run: the do-nothing extender,
+ * then the real one (ledger on local PostgreSQL, else PGlite), then the do-nothing one again.
+ */
+async function measureBindsOverHttps(log: (s: string) => void): Promise<Figure[]> {
+  const tls = await issueEphemeralExtenderTls(
+    { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] },
+    SCHEDULER_CLIENT,
+    { validityDays: 2, rotateBeforeDays: 1 },
+    new Date(),
+  );
+  const ceilingRun = async (round: number) => {
+    const { state, pods } = bindCluster(`c${round}-`, 11);
+    const r = await driveOverHttps(doNothingExtender(createLocalKube(state)), tls, pods);
+    log(`do-nothing extender over HTTPS: ${HTTPS_PODS} pods in ${r.seconds.toFixed(2)} s (${r.failed} bind errors)`);
+    return r;
+  };
+  const kind = (await isPostgresReachable()) ? 'postgres' : 'pglite';
+  const tdb: TestDatabase = await createTestDatabase(kind);
+  try {
+    const first = await ceilingRun(1);
+    const db: VcudaDb = kind === 'postgres' ? await tdb.open(IN_FLIGHT) : tdb.db;
+    const ledger = createLedger(db, { clock: () => TEST_NOW });
+    const { state, pods } = bindCluster('r-', 11);
+    const ledgerNodes = new LedgerNodes(ledger, 'bench');
+    await ledgerNodes.ensureAll(state.snapshot().nodes.values());
+    const confirms = new PodWriteBatcher((uids) => ledger.confirmMany('bench', uids));
+    const app = makeApp(state, ledger, createAssignmentSigner(await testKeys(), 600), { ledgerNodes, confirms });
+    const real = await driveOverHttps(app, tls, pods);
+    await confirms.drain();
+    for (const e of real.errors) log(`  bind error (kube-scheduler would retry): ${e}`);
+    log(`vcuda extender over HTTPS: ${HTTPS_PODS} pods in ${real.seconds.toFixed(2)} s (${real.failed} bind errors)`);
+    const last = await ceilingRun(2);
+    const rate = (HTTPS_PODS - real.failed) / real.seconds;
+    const ceiling = (2 * HTTPS_PODS - first.failed - last.failed) / (first.seconds + last.seconds);
+    const ratio = rate / ceiling;
+    const scenario = `${HTTPS_PODS} pods, ${BIND_NODES} nodes, HTTP/2 + mTLS from a scheduler thread, ${IN_FLIGHT} binds in flight`;
+    const ceilingScenario = `${scenario}; do-nothing extender (every node kept, Binding alone), mean of before and after`;
+    return [
+      {
+        name: 'binds_per_s_https',
+        value: Math.round(rate),
+        unit: 'pods/s',
+        scenario: `${scenario}, ledger on ${kind}`,
+      },
+      { name: 'binds_per_s_https_ceiling', value: Math.round(ceiling), unit: 'pods/s', scenario: ceilingScenario },
+      { name: 'binds_over_ceiling', value: Number(ratio.toFixed(3)), unit: 'ratio', scenario, ...atLeast(ratio, 0.5) },
+      { name: 'bind_errors_https', value: real.failed, unit: 'pods', scenario: `of ${HTTPS_PODS}` },
+      { name: 'bind_call_p99_ms_https', value: percentile(real.bindMs, 99), unit: 'ms', scenario },
+      {
+        name: 'bind_call_p99_ms_https_ceiling',
+        value: percentile(first.bindMs, 99),
+        unit: 'ms',
+        scenario: ceilingScenario,
+      },
+      {
+        name: 'cycle_p99_ms_https',
+        value: percentile(real.cycleMs, 99),
+        unit: 'ms',
+        scenario: `${scenario}: filter + prioritize as the scheduler waits for them`,
+      },
+      {
+        name: 'cycle_p99_ms_https_ceiling',
+        value: percentile(first.cycleMs, 99),
+        unit: 'ms',
+        scenario: ceilingScenario,
+      },
+    ];
+  } finally {
+    await tdb.drop();
+  }
+}
+
 const bench: Benchmark = {
   name: 'extender',
   description:
     'Scheduler extender: filter+prioritize latency on 5,000 nodes x 8 GPUs, and pods/s through filter->prioritize->bind with the ledger on PostgreSQL.',
   async run({ log }) {
     // VCUDA_BENCH_EXTENDER_PARTS=filter,bind,grouped (default: all three) runs a part alone, e.g. to profile it.
-    const parts = new Set((process.env.VCUDA_BENCH_EXTENDER_PARTS ?? 'filter,bind,grouped').split(','));
+    const parts = new Set((process.env.VCUDA_BENCH_EXTENDER_PARTS ?? 'filter,bind,grouped,https').split(','));
     return [
       ...(parts.has('filter') ? await measureFilterPrioritize(log) : []),
       ...(parts.has('bind') ? await measureBinds(log) : []),
       ...(parts.has('grouped') ? await measureBinds(log, true) : []),
+      ...(parts.has('https') ? await measureBindsOverHttps(log) : []),
     ];
   },
 };
