@@ -33,6 +33,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import { Agent, get } from 'node:http';
 import { request } from 'node:https';
 import { cpus, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -62,6 +63,10 @@ const BASELINE_REV = process.env.VCUDA_BENCH_WEBHOOK_BASELINE;
  * it asks for ahead of the neighbours' work, as a pod's CPU request gets it on a node.
  */
 const PRIORITY = process.env.VCUDA_BENCH_WEBHOOK_PRIORITY;
+/** Dashboard streams held open on the `_sse` control plane while its reviews are measured. */
+const SSE_STREAMS = 300;
+/** `VCUDA_BENCH_WEBHOOK_PGLITE=0` leaves the PGlite control plane out (a shorter run). */
+const WITH_PGLITE = process.env.VCUDA_BENCH_WEBHOOK_PGLITE !== '0';
 
 type ProbeReport = {
   elapsedMs: number;
@@ -96,7 +101,16 @@ type LoadResult = {
 type MachineSample = { busyCores: number; postgresCores: number; cpuPressure: number; postgresXacts: number };
 
 /** `postgres`: its ledger is on the PostgreSQL database (whose transactions and CPU are counted). */
-type Server = { key: string; label: string; child: ChildProcess; port: number; postgres: boolean; logFile?: string };
+type Server = {
+  key: string;
+  label: string;
+  child: ChildProcess;
+  port: number;
+  postgres: boolean;
+  logFile?: string;
+  /** The plain-HTTP port (dashboard, metrics) of a control plane. */
+  httpPort?: number;
+};
 
 function onMessage<T>(child: ChildProcess, match: (m: unknown) => m is T): Promise<T> {
   return new Promise((resolve, reject) => {
@@ -215,10 +229,13 @@ async function startControlPlaneProcess(
   tls: { certFile: string; keyFile: string; caFile: string; ca: string },
 ): Promise<Server> {
   const httpsPort = await freeLoopbackPort();
+  const httpPort = await freeLoopbackPort();
   const configFile = join(dir, `control-plane${scenario.key}.json`);
   const config = {
     host: '127.0.0.1',
-    port: 0,
+    port: httpPort,
+    // Room for the streams the `_sse` scenario opens (the default cap is 64 per replica).
+    dashboard: { maxStreams: SSE_STREAMS + 16 },
     httpsPort,
     clusterName: CLUSTER,
     extender: { port: 0 },
@@ -249,7 +266,7 @@ async function startControlPlaneProcess(
   closeSync(out);
   await waitForTls(httpsPort, tls.ca, child);
   const postgres = scenario.database.url !== undefined;
-  return { key: scenario.key, label: scenario.label, child, port: httpsPort, postgres, logFile };
+  return { key: scenario.key, label: scenario.label, child, port: httpsPort, postgres, logFile, httpPort };
 }
 
 async function startCeilingServer(root: string, dir: string, answer: string): Promise<Server> {
@@ -645,7 +662,36 @@ type Setup = {
   pgUrl: string;
   liteDir: string;
   bodies: string[];
+  /** The dashboard streams held open, closed at the end. */
+  streams: { close: () => void; bytes: () => number }[];
 };
+
+/**
+ * Opens `count` dashboard streams (GET /ui/stream, as open browser tabs do) on the control plane's
+ * plain-HTTP port and resolves once every one has answered 200; they stay open until closed.
+ */
+async function openDashboardStreams(port: number, count: number): Promise<Setup['streams']> {
+  const agent = new Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY });
+  const one = () =>
+    new Promise<Setup['streams'][number]>((resolve, reject) => {
+      const req = get({ host: '127.0.0.1', port, path: '/ui/stream', agent }, (res) => {
+        if (res.statusCode !== 200) {
+          res.resume();
+          reject(new Error(`dashboard stream: HTTP ${res.statusCode}`));
+          return;
+        }
+        let bytes = 0;
+        res.on('data', (c: Buffer) => {
+          bytes += c.length;
+        });
+        res.on('error', () => undefined);
+        resolve({ close: () => req.destroy(), bytes: () => bytes });
+      });
+      req.on('error', reject);
+    });
+  const streams = await Promise.all(Array.from({ length: count }, one));
+  return streams;
+}
 type Tls = { certFile: string; keyFile: string; caFile: string; ca: string };
 
 /** The ceiling, then the control plane on PostgreSQL, then on PGlite; each warmed up on its connections. */
@@ -653,8 +699,16 @@ async function startServers(setup: Setup, gen: ReturnType<typeof startGenerator>
   const { tls } = setup;
   const onPostgres = { key: '', label: 'ledger on PostgreSQL', database: { url: setup.pgUrl } };
   servers.push(await startControlPlaneProcess(setup, onPostgres, tls));
+  const withStreams = {
+    ...onPostgres,
+    key: '_sse',
+    label: `ledger on PostgreSQL, ${SSE_STREAMS} dashboard streams open`,
+  };
+  const sse = await startControlPlaneProcess(setup, withStreams, tls);
+  servers.push(sse);
+  setup.streams.push(...(await openDashboardStreams(sse.httpPort ?? 0, SSE_STREAMS)));
   const onPglite = { key: '_pglite', label: 'ledger on embedded PGlite', database: { dataDir: setup.liteDir } };
-  servers.push(await startControlPlaneProcess(setup, onPglite, tls));
+  if (WITH_PGLITE) servers.push(await startControlPlaneProcess(setup, onPglite, tls));
   if (setup.baselineDist) {
     const baseline = {
       key: '_baseline',
@@ -688,6 +742,7 @@ async function measureServers(
     }
   }
   const figures = servers.flatMap((s) => scenarioFigures(s, rounds.get(s.key) ?? [], s.key !== '_ceiling'));
+  figures.push(...streamsOverWithout(rounds));
   // What the production process sustains right now, as fast as answers come back.
   const closed = await gen.run('', { durationMs: 3000, concurrency: 32 });
   figures.push({
@@ -697,6 +752,22 @@ async function measureServers(
     scenario: 'share-30 mutate, closed loop, 32 in flight, HTTPS keep-alive, ledger on PostgreSQL',
   });
   return figures;
+}
+
+/** The review p99 of the control plane holding the dashboard streams over the same one without them, same rounds. */
+function streamsOverWithout(rounds: Map<string, Round[]>): Figure[] {
+  const p99 = (key: string) => percentile(sorted((rounds.get(key) ?? []).flatMap((r) => r.load.latenciesMs)), 99);
+  const ratio = p99('_sse') / p99('');
+  if (!Number.isFinite(ratio)) return [];
+  return [
+    {
+      name: 'p99_with_streams_over_without',
+      value: Number(ratio.toFixed(3)),
+      unit: 'ratio',
+      scenario: `share-30 mutate, ${RATE_PER_S} req/s, ledger on PostgreSQL: p99 with ${SSE_STREAMS} dashboard streams open over p99 without, same rounds`,
+      ...atMost(ratio, 1.5),
+    },
+  ];
 }
 
 async function writeCertificates(dir: string): Promise<Tls> {
@@ -715,7 +786,7 @@ async function writeCertificates(dir: string): Promise<Tls> {
 
 const bench: Benchmark = {
   name: 'webhook',
-  description: `Mutating admission on the production path (the \`vcuda control-plane\` process of the production build: its HTTPS listener, the ledger's quota pre-check, pino) of the real 1.26 share-30 pod at ${RATE_PER_S} req/s offered (open loop) from a separate load-generator process on kept-alive HTTPS connections; ledger on local PostgreSQL, then embedded PGlite (figures suffixed _pglite), beside a plain node:https server answering a constant under the same load (_ceiling), in interleaved rounds; with the servers' GC pauses, event-loop delay, CPU waits and server-side times, and the machine's CPU by process`,
+  description: `Mutating admission on the production path (the \`vcuda control-plane\` process of the production build: its HTTPS listener, the ledger's quota pre-check, pino) of the real 1.26 share-30 pod at ${RATE_PER_S} req/s offered (open loop) from a separate load-generator process on kept-alive HTTPS connections; ledger on local PostgreSQL, then embedded PGlite (figures suffixed _pglite), a second one on PostgreSQL with ${SSE_STREAMS} dashboard SSE streams held open (_sse; target: its p99 at most 1.5 times the one without), beside a plain node:https server answering a constant under the same load (_ceiling), in interleaved rounds; with the servers' GC pauses, event-loop delay, CPU waits and server-side times, and the machine's CPU by process`,
   async run({ root, log }) {
     if (!(await isPostgresReachable())) throw new Error('the webhook benchmark needs PostgreSQL at 127.0.0.1:5432');
     const review = JSON.parse(
@@ -734,15 +805,19 @@ const bench: Benchmark = {
     const pgUrl = pg.url ?? '';
     const pgStats = { sql: postgres(pgUrl, { max: 1, onnotice: () => {} }), dbName: new URL(pgUrl).pathname.slice(1) };
     const servers: Server[] = [];
+    const streams: Setup['streams'] = [];
     const gen = startGenerator(root, bodies);
     let restorePriority: () => void = () => undefined;
     try {
-      await startServers({ root, dist, baselineDist, dir, tls, pgUrl, liteDir, bodies }, gen, servers);
+      await startServers({ root, dist, baselineDist, dir, tls, pgUrl, liteDir, bodies, streams }, gen, servers);
       if (PRIORITY !== undefined)
         restorePriority = prioritize([gen.pid, ...servers.map((s) => s.child.pid)], Number(PRIORITY));
       figures.push(...(await measureServers(servers, gen, pgStats, log)));
+      const streamed = streams.reduce((a, st) => a + st.bytes(), 0);
+      log(`${streams.length} dashboard streams open during the rounds received ${streamed} bytes in all`);
       return figures;
     } finally {
+      for (const st of streams) st.close();
       restorePriority();
       gen.stop();
       for (const s of servers) await stopServer(s);
