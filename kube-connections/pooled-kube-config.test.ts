@@ -112,4 +112,57 @@ describe('PooledKubeConfig', () => {
     expect(server.clientNames).toEqual(['first', 'second']);
     kc.closeIdleConnections();
   });
+
+  it('parses the TLS material once: concurrent calls over several connections share one secure context', async () => {
+    const now = new Date();
+    const until = new Date(now.getTime() + 86_400_000);
+    const ca = await issueCertificateAuthority('test-ca', now, until);
+    const serving = await issueLeafCertificate(
+      ca,
+      { dnsNames: [], ipAddresses: ['127.0.0.1'], usage: 'server' },
+      now,
+      until,
+    );
+    const server = await countingServer({
+      cert: serving.certPem,
+      key: serving.keyPem,
+      ca: ca.certPem,
+      requestCert: true,
+      rejectUnauthorized: true,
+    });
+    const client = await issueLeafCertificate(
+      ca,
+      { commonName: 'shared', dnsNames: [], ipAddresses: [], usage: 'client' },
+      now,
+      until,
+    );
+    const kc = new PooledKubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: server.url, caData: Buffer.from(ca.certPem).toString('base64') }],
+      users: [
+        {
+          name: 'u',
+          certData: Buffer.from(client.certPem).toString('base64'),
+          keyData: Buffer.from(client.keyPem).toString('base64'),
+        },
+      ],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
+    const api = kc.makeApiClient(CoreV1Api);
+    // At once: the agent opens a connection per call in flight, each presenting the certificate.
+    const pods = await Promise.all(
+      Array.from({ length: 6 }, () => api.readNamespacedPod({ name: 'p', namespace: 'default' })),
+    );
+    expect(pods.map((p) => p.metadata?.uid)).toEqual(Array(6).fill('u'));
+    expect(server.clientNames.length).toBeGreaterThan(1);
+    expect(new Set(server.clientNames)).toEqual(new Set(['shared']));
+    // What each connection is made from: one parsed context, no PEM left to parse again.
+    const agents = [...(kc as unknown as { agents: Map<string, https.Agent> }).agents.values()];
+    const options = (agents[0] as unknown as { options: Record<string, unknown> }).options;
+    expect(agents).toHaveLength(1);
+    expect(options.secureContext).toBeDefined();
+    expect([options.ca, options.cert, options.key]).toEqual([undefined, undefined, undefined]);
+    kc.closeIdleConnections();
+  });
 });
