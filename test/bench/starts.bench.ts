@@ -23,10 +23,14 @@ import { createNamespace, localClusterRig, type Rig, sharePod } from '../e2e/sch
 import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../support/db/test-databases.js';
 import { descendantsOf, procStats } from '../support/process.js';
 import { atLeast, atMost, type Benchmark, type Figure } from './harness.js';
+import { meanMsBetween, type SchedulerTotals, schedulerTotalsReader } from './scheduler-metrics.js';
 
 const NS = 'starts';
 const ONE_NODE_PODS = 20;
 const MANY_PODS = 200;
+/** The measured share pods of the 200-pod rounds: 200 x 20 core fill 40 of the 4 nodes' 48 cards. */
+const MANY_CORE = 20;
+const MANY_MEMORY_MIB = 4096;
 /**
  * Pods each node starts before anything is measured: a node of a running cluster has started many
  * more, and until then its processes are still compiling their hot paths (each node process on
@@ -116,6 +120,22 @@ function allRunning(client: KubeClient, count: number, abort: AbortController, t
   });
 }
 
+/**
+ * Creates a pod, again when the API server timed out calling the admission webhook: on a host
+ * whose cores are taken by others a call can miss its 5 s deadline, and a client would retry it.
+ */
+async function createRetrying(client: KubeClient, pod: object, tries = 3): Promise<void> {
+  for (let i = 1; ; i++) {
+    try {
+      await client.create(podPath(NS), pod);
+      return;
+    } catch (err) {
+      const timedOut = /failed calling webhook.*(deadline exceeded|timeout)/i.test(String(err));
+      if (!timedOut || i >= tries) throw err;
+    }
+  }
+}
+
 /** Busy and total jiffies of the whole machine (/proc/stat): every process of the cluster counts. */
 function machineJiffies(): { busy: number; all: number } {
   const f = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
@@ -149,43 +169,55 @@ function processJiffies(): Map<ProcessName, number> {
   return out;
 }
 
-/**
- * `lagMs`: this process's event-loop delay over the round (p99 and max, 1 ms resolution). This
- * process holds the control plane, so its filter and prioritize answers wait this long behind
- * bind work; on the simulator the API server and scheduler share the loop too.
- */
 type Timing = {
   seconds: number;
   cpuMsPerPod: number;
   byProcess: Map<ProcessName, number>;
-  lagMs: { p99: number; max: number };
+  /** This process's event-loop delay during the round (ms): the control plane's, on the real tier. */
+  lagP99Ms: number;
+  lagMaxMs: number;
+  /** kube-scheduler's mean scheduling cycle and queue-to-bind time per pod (ms), where it can be read. */
+  cycleMs?: number;
+  sliMs?: number;
 };
 
+/** kube-scheduler's histogram totals, read before and after a round (the real tier only). */
+type ReadScheduler = () => Promise<SchedulerTotals>;
+
 /** Creates the pods at once and returns the seconds until every one runs, and the machine's CPU per pod. */
-async function startAll(client: KubeClient, pods: object[]): Promise<Timing> {
+async function startAll(client: KubeClient, pods: object[], readScheduler?: ReadScheduler): Promise<Timing> {
+  const schedulerBefore = await readScheduler?.();
+  const lag = monitorEventLoopDelay({ resolution: 1 });
   const start = performance.now();
   const before = machineJiffies();
   const processesBefore = processJiffies();
   const abort = new AbortController();
   const running = allRunning(client, pods.length, abort);
-  const lag = monitorEventLoopDelay({ resolution: 1 });
   lag.enable();
   try {
-    await Promise.all(pods.map((p) => client.create(podPath(NS), p)));
+    await Promise.all(pods.map((p) => createRetrying(client, p)));
     await running;
   } finally {
-    abort.abort();
     lag.disable();
+    abort.abort();
   }
-  const lagMs = { p99: lag.percentile(99) / 1e6, max: lag.max / 1e6 };
   const seconds = (performance.now() - start) / 1000;
+  const lagMs = { lagP99Ms: lag.percentile(99) / 1e6, lagMaxMs: lag.max / 1e6 };
+  const schedulerAfter = schedulerBefore && (await readScheduler?.());
+  const scheduler =
+    schedulerBefore && schedulerAfter
+      ? {
+          cycleMs: meanMsBetween(schedulerBefore.attempt, schedulerAfter.attempt),
+          sliMs: meanMsBetween(schedulerBefore.sli, schedulerAfter.sli),
+        }
+      : {};
   const jiffyMs = 10; // USER_HZ is 100 on Linux
   const byProcess = new Map<ProcessName, number>();
   for (const [name, jiffies] of processJiffies()) {
     byProcess.set(name, ((jiffies - (processesBefore.get(name) ?? 0)) * jiffyMs) / pods.length);
   }
   const cpuMsPerPod = ((machineJiffies().busy - before.busy) * jiffyMs) / pods.length;
-  return { seconds, cpuMsPerPod, byProcess, lagMs };
+  return { seconds, cpuMsPerPod, byProcess, ...lagMs, ...scheduler };
 }
 
 /**
@@ -250,7 +282,8 @@ function plainPod(name: string): object {
  * vcuda, vcuda, plain, so what drifts during the run weighs on both alike.
  */
 async function manyPods(timed: Timed, tier: string): Promise<Figure[]> {
-  const sharePods = () => Array.from({ length: MANY_PODS }, (_, i) => sharePod(`many-${i}`, 10, 512));
+  const sharePods = () =>
+    Array.from({ length: MANY_PODS }, (_, i) => sharePod(`many-${i}`, MANY_CORE, MANY_MEMORY_MIB));
   const plainPods = () => Array.from({ length: MANY_PODS }, (_, i) => plainPod(`plain-${i}`));
   const plain: Timing[] = [];
   const vcuda: Timing[] = [];
@@ -261,7 +294,7 @@ async function manyPods(timed: Timed, tier: string): Promise<Figure[]> {
   const seconds = mean(vcuda.map((t) => t.seconds));
   const rate = MANY_PODS / seconds;
   const plainRate = MANY_PODS / mean(plain.map((t) => t.seconds));
-  const scenario = `${tier} · ${MANY_PODS} identical pods, 4 nodes`;
+  const scenario = `${tier} · ${MANY_PODS} identical pods (core ${MANY_CORE}, ${MANY_MEMORY_MIB} MiB, all fit), 4 nodes`;
   const ceiling = `${tier} · ${MANY_PODS} plain pods (no vcuda resources), 4 nodes, same run`;
   return [
     { name: 'all_running_seconds', value: seconds, unit: 's', scenario },
@@ -274,23 +307,52 @@ async function manyPods(timed: Timed, tier: string): Promise<Figure[]> {
       unit: 'ms',
       scenario: ceiling,
     },
-    { name: 'share_over_plain_rate', value: rate / plainRate, unit: 'ratio', scenario },
-    // The control plane's process during the burst (issue target: p99 <= 10 ms), plain pods beside it.
     {
-      name: 'event_loop_lag_p99_ms',
-      value: Math.max(...vcuda.map((t) => t.lagMs.p99)),
-      unit: 'ms',
+      name: 'share_over_plain_rate',
+      value: rate / plainRate,
+      unit: 'ratio',
       scenario,
-      ...atMost(Math.max(...vcuda.map((t) => t.lagMs.p99)), 10),
+      ...atLeast(rate / plainRate, 0.8),
     },
-    {
-      name: 'plain_event_loop_lag_p99_ms',
-      value: Math.max(...plain.map((t) => t.lagMs.p99)),
-      unit: 'ms',
-      scenario: ceiling,
-    },
+    ...loopAndCycle(vcuda, plain, scenario, ceiling, tier),
     ...cpuByProcess(vcuda, plain, scenario),
   ];
+}
+
+/**
+ * This process's event-loop delay during the rounds and kube-scheduler's own time per pod. On the
+ * real tier this process is the control plane (and the admin front the simulated nodes reach the
+ * API server through), so its lag is what a filter or prioritize call waits behind; on the
+ * simulator it also runs the API server and the scheduler, so no target is set there.
+ */
+function loopAndCycle(vcuda: Timing[], plain: Timing[], scenario: string, ceiling: string, tier: string): Figure[] {
+  const worst = (ts: Timing[], f: (t: Timing) => number) => Math.max(...ts.map(f));
+  const lagP99 = worst(vcuda, (t) => t.lagP99Ms);
+  const real = tier.startsWith('kube');
+  const figures: Figure[] = [
+    { name: 'event_loop_lag_p99_ms', value: lagP99, unit: 'ms', scenario, ...(real ? atMost(lagP99, 10) : {}) },
+    { name: 'event_loop_lag_max_ms', value: worst(vcuda, (t) => t.lagMaxMs), unit: 'ms', scenario },
+    { name: 'plain_event_loop_lag_p99_ms', value: worst(plain, (t) => t.lagP99Ms), unit: 'ms', scenario: ceiling },
+  ];
+  if (vcuda.every((t) => t.cycleMs !== undefined)) {
+    figures.push(
+      { name: 'scheduler_cycle_ms_per_pod', value: mean(vcuda.map((t) => t.cycleMs ?? 0)), unit: 'ms', scenario },
+      {
+        name: 'plain_scheduler_cycle_ms_per_pod',
+        value: mean(plain.map((t) => t.cycleMs ?? 0)),
+        unit: 'ms',
+        scenario: ceiling,
+      },
+      { name: 'scheduler_queue_to_bind_ms_per_pod', value: mean(vcuda.map((t) => t.sliMs ?? 0)), unit: 'ms', scenario },
+      {
+        name: 'plain_scheduler_queue_to_bind_ms_per_pod',
+        value: mean(plain.map((t) => t.sliMs ?? 0)),
+        unit: 'ms',
+        scenario: ceiling,
+      },
+    );
+  }
+  return figures;
 }
 
 /** CPU per pod of each process that ran during the rounds, vcuda pods beside plain ones. */
@@ -304,14 +366,20 @@ function cpuByProcess(vcuda: Timing[], plain: Timing[], scenario: string): Figur
   ]);
 }
 
-async function measure(rig: Rig, tier: string, log: (l: string) => void): Promise<Figure[]> {
+async function measure(
+  rig: Rig,
+  tier: string,
+  log: (l: string) => void,
+  readScheduler?: ReadScheduler,
+): Promise<Figure[]> {
   await createNamespace(rig, NS);
   const timed: Timed = async (what, pods) => {
-    const timing = await startAll(rig.client, pods);
+    const timing = await startAll(rig.client, pods, readScheduler);
     const parts = [...timing.byProcess].map(([n, ms]) => `${n} ${ms.toFixed(1)}`).join(', ');
     const cpu = `${timing.cpuMsPerPod.toFixed(1)} ms of machine CPU per pod (${parts})`;
-    const lag = `event-loop lag p99 ${timing.lagMs.p99.toFixed(1)} ms, max ${timing.lagMs.max.toFixed(1)} ms`;
-    log(`${tier}: ${what}: ${pods.length} pods running in ${timing.seconds.toFixed(2)} s, ${cpu}, ${lag}`);
+    const lag = `event loop p99 ${timing.lagP99Ms.toFixed(1)} ms, max ${timing.lagMaxMs.toFixed(1)}`;
+    const cycle = timing.cycleMs === undefined ? '' : `, scheduler cycle ${timing.cycleMs.toFixed(1)} ms per pod`;
+    log(`${tier}: ${what}: ${pods.length} pods running in ${timing.seconds.toFixed(2)} s, ${cpu}, ${lag}${cycle}`);
     await emptyAll(rig, timing.seconds);
     return timing;
   };
@@ -320,7 +388,8 @@ async function measure(rig: Rig, tier: string, log: (l: string) => void): Promis
   // every node has started WARM_UP_PODS_PER_NODE pods. The first round's rate is kept: it is what
   // a burst right after the cluster starts gets.
   const size = rig.nodeNames.length === 1 ? ONE_NODE_PODS : MANY_PODS;
-  const rounds = Math.ceil((WARM_UP_PODS_PER_NODE * rig.nodeNames.length) / size);
+  const warmUpPerNode = Number(process.env.VCUDA_BENCH_STARTS_WARM_UP ?? WARM_UP_PODS_PER_NODE);
+  const rounds = Math.ceil((warmUpPerNode * rig.nodeNames.length) / size);
   let first: Timing | undefined;
   for (let round = 1; round <= rounds; round++) {
     const warmUp = Array.from({ length: size }, (_, i) => sharePod(`warm-${i}`, 10, 512));
@@ -339,7 +408,7 @@ async function measure(rig: Rig, tier: string, log: (l: string) => void): Promis
 const oneNode = () =>
   parseClusterSpec({ name: 'starts', nodes: [{ namePrefix: 'node', count: 1, cards: 4, memoryMiB: 16384 }] });
 const fourNodes = () =>
-  parseClusterSpec({ name: 'starts', nodes: [{ namePrefix: 'node', count: 4, cards: 8, memoryMiB: 81920 }] });
+  parseClusterSpec({ name: 'starts', nodes: [{ namePrefix: 'node', count: 4, cards: 12, memoryMiB: 81920 }] });
 
 /** The production ledger (local PostgreSQL, a fresh database) when reachable, else embedded PGlite. */
 async function benchLedger(): Promise<{ label: string; database?: TestDatabase }> {
@@ -375,7 +444,8 @@ async function onRealServers(spec: ReturnType<typeof oneNode>, log: (l: string) 
       ...(database?.url ? { databaseUrl: database.url } : {}),
     });
     try {
-      return await measure(rc, `kube 1.32, ${label}`, log);
+      const readScheduler = await schedulerTotalsReader(rc.client, rc.dir);
+      return await measure(rc, `kube 1.32, ${label}`, log, readScheduler);
     } finally {
       await rc.close();
     }
@@ -387,14 +457,38 @@ async function onRealServers(spec: ReturnType<typeof oneNode>, log: (l: string) 
 const bench: Benchmark = {
   name: 'starts',
   description:
-    'Pod starts from creation to all Running, after unmeasured warm-up rounds in which every node starts 200 pods (the first round’s rate is reported as the cold figure), every node in a process of its own: identical share pods on one node against as many distinct sizes, each run twice in the order identical, distinct, distinct, identical (target ratio of the means <= 1.2), and 200 identical pods on 4 nodes (target >= 100 pods/s) beside 200 plain pods on the same cluster (the ceiling of this machine, same run), with the CPU per pod of the whole machine, on the simulator (scheduler backoff as the shipped configuration sets) and on a real kube-apiserver + kube-scheduler 1.32 with the simulated kubelets.',
+    'Pod starts from creation to all Running, after unmeasured warm-up rounds in which every node starts 200 pods (the first round’s rate is reported as the cold figure), every node in a process of its own: identical share pods on one node against as many distinct sizes, each run twice in the order identical, distinct, distinct, identical (target ratio of the means <= 1.2), and 200 identical share pods (core 20, 4096 MiB, all fitting) on 4 nodes of 12 cards (target >= 100 pods/s) beside 200 plain pods on the same cluster (the ceiling of this machine, same run: target vcuda >= 0.8 of it), with the CPU per pod of the whole machine, this process’s event-loop delay (the control plane’s on the real tier: target p99 <= 10 ms) and kube-scheduler’s own cycle time per pod (from its metrics), on the simulator (scheduler backoff as the shipped configuration sets) and on a real kube-apiserver + kube-scheduler 1.32 with the simulated kubelets.',
   async run({ log }) {
-    const figures = [...(await onSimulator(oneNode(), log)), ...(await onSimulator(fourNodes(), log))];
-    const skip = realTierSkipReason();
-    if (skip) log(`real-server tier skipped: ${skip}`);
-    else figures.push(...(await onRealServers(oneNode(), log)), ...(await onRealServers(fourNodes(), log)));
-    return figures;
+    // On a host whose cores others hold, a connection of the cluster's plumbing is now and then reset
+    // with no listener left to hear it (seen as "socket hang up" / ECONNRESET, source not found):
+    // counted and told, rather than ending a run of many minutes. Any other error still ends it.
+    const resets = (err: Error & { code?: string }) => {
+      if (err.code !== 'ECONNRESET') throw err;
+      log(`connection reset with no listener (run goes on): ${err.message}`);
+    };
+    process.on('uncaughtException', resets);
+    try {
+      return await runTiers(log);
+    } finally {
+      process.off('uncaughtException', resets);
+    }
   },
 };
+
+/** The tiers and clusters VCUDA_BENCH_STARTS_TIERS and VCUDA_BENCH_STARTS_CLUSTERS pick. */
+async function runTiers(log: (l: string) => void): Promise<Figure[]> {
+  // VCUDA_BENCH_STARTS_TIERS=simulator,real and VCUDA_BENCH_STARTS_CLUSTERS=one,four pick the
+  // parts (all by default); VCUDA_BENCH_STARTS_WARM_UP sets the warm-up pods per node.
+  const tiers = new Set((process.env.VCUDA_BENCH_STARTS_TIERS ?? 'simulator,real').split(','));
+  const clusters = new Set((process.env.VCUDA_BENCH_STARTS_CLUSTERS ?? 'one,four').split(','));
+  const specs = [...(clusters.has('one') ? [oneNode()] : []), ...(clusters.has('four') ? [fourNodes()] : [])];
+  const figures: Figure[] = [];
+  if (tiers.has('simulator')) for (const spec of specs) figures.push(...(await onSimulator(spec, log)));
+  const skip = realTierSkipReason();
+  if (!tiers.has('real')) return figures;
+  if (skip) log(`real-server tier skipped: ${skip}`);
+  else for (const spec of specs) figures.push(...(await onRealServers(spec, log)));
+  return figures;
+}
 
 export default bench;

@@ -13,13 +13,11 @@
 
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
-import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { Worker } from 'node:worker_threads';
 import { pino } from 'pino';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { resourceNames } from '../../contract/index.js';
@@ -91,44 +89,32 @@ export function schedulerConfigFor(dir: string, extender: ExtenderEndpoint): str
   return file;
 }
 
-/** Plain HTTP in front of the API server, authenticated with the admin client certificate. */
+/**
+ * Plain HTTP in front of the API server, authenticated with the admin client certificate
+ * (admin-front.mjs), in a thread of its own, off the event loop the control plane runs on here.
+ */
 export async function startAdminFront(
   dir: string,
   apiserver: string,
 ): Promise<{ url: string; close: () => Promise<void> }> {
-  const target = new URL(apiserver);
   const pki = join(dir, 'pki');
-  const agent = new https.Agent({
-    ca: readFileSync(join(pki, 'ca.crt')),
-    cert: readFileSync(join(pki, 'admin.crt')),
-    key: readFileSync(join(pki, 'admin.key')),
-    keepAlive: true,
+  const pem = (name: string) => readFileSync(join(pki, name), 'utf8');
+  const worker = new Worker(new URL('./admin-front.mjs', import.meta.url), {
+    workerData: { apiserver, ca: pem('ca.crt'), cert: pem('admin.crt'), key: pem('admin.key') },
   });
-  const server = http.createServer((req, res) => {
-    const headers = { ...req.headers, host: target.host };
-    delete headers.authorization; // the simulated components' tokens mean nothing to this API server
-    const upstream = https.request(
-      { hostname: target.hostname, port: target.port, path: req.url, method: req.method, headers, agent },
-      (up) => {
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        res.flushHeaders(); // a watch's headers must not wait for its first event
-        up.pipe(res);
-      },
-    );
-    upstream.on('error', (err) => {
-      if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
-      res.end(String(err));
-    });
-    res.on('close', () => upstream.destroy());
-    req.pipe(upstream);
+  const { port } = await new Promise<{ port: number }>((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url: `http://127.0.0.1:${port}`,
     close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
-      agent.destroy();
+      const exited = new Promise<void>((r) => worker.once('exit', () => r()));
+      worker.postMessage('close');
+      // A watch left open must not hold the close up: the thread ends after 5 s whatever.
+      const timer = setTimeout(() => void worker.terminate(), 5000);
+      await exited;
+      clearTimeout(timer);
     },
   };
 }
