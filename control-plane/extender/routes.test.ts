@@ -1,6 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { generateSigningKey, MIB, signAssignment, vcudaAnnotations, verifyAssignment } from '../../contract/index.js';
+import {
+  generateSigningKey,
+  MIB,
+  type PodEvent,
+  signAssignment,
+  vcudaAnnotations,
+  verifyAssignment,
+} from '../../contract/index.js';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
 import { migrate } from '../../db/migrate.js';
@@ -179,8 +186,8 @@ describe('extender routes on the real 1.26 payloads', () => {
     let answered = false;
     const kube = {
       ...ext.deps.kube,
-      createEvent: async (namespace: string, event: object) => {
-        sent.push(`${(event as { reason?: string }).reason} ${answered ? 'after' : 'before'} the answer`);
+      createEvent: async (namespace: string, event: PodEvent) => {
+        sent.push(`${event.reason} ${answered ? 'after' : 'before'} the answer`);
         await ext.deps.kube.createEvent(namespace, event);
       },
     };
