@@ -38,6 +38,9 @@ const server = http.createServer((req, res) => {
   res.on('close', () => upstream.destroy());
   req.pipe(upstream);
 });
+// Idle keep-alive connections stay open far longer than the clients keep theirs: with Node's 5 s
+// default, a client reusing a connection the front had just closed read ECONNRESET mid-run.
+server.keepAliveTimeout = 10 * 60_000;
 server.listen(0, '127.0.0.1', () => parentPort.postMessage({ port: server.address().port }));
 parentPort.on('message', (m) => {
   if (m !== 'close') return;
