@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLedger } from '../../db/ledger.js';
 import { createReportRunner } from '../../db/reports.js';
 import { createTestDatabase, type TestDatabase, testDbKinds } from '../../test/support/db/test-databases.js';
-import { createLedgerDashboardSource, groupCapacity, quotaFromReport } from './ledger-source.js';
+import { BURST_FRESH_MS, createLedgerDashboardSource, groupCapacity, quotaFromReport } from './ledger-source.js';
 import { buildOverview } from './overview.js';
 
 const kinds = await testDbKinds();
@@ -187,6 +187,49 @@ describe.each(kinds)('ledger dashboard source on %s', (kind) => {
     // train is held 4 h: idle over 3 h, not yet over 5 h.
     expect((await source(180).readReports(window)).idle.map((i) => i.pod)).toEqual(['train']);
     expect((await source(300).readReports(window)).idle).toEqual([]);
+  });
+
+  it("marks a bursting pod from its containers' latest recent samples, not from old ones", async () => {
+    const ledger = createLedger(t.db, { clock });
+    const at = (container: string, podUid: string, agoMs: number, burstMiB: number, evictedMiB: number) => ({
+      cluster: podUid === 'u1' ? 'west' : 'east',
+      namespace: podUid === 'u1' ? 'ml' : 'web',
+      podUid,
+      container,
+      cardUuid: podUid === 'u1' ? 'GPU-a0' : 'GPU-b0',
+      sampledAt: new Date(NOW.getTime() - agoMs - 10_000),
+      periodS: 10,
+      smPct: 3,
+      memoryUsedMiB: 100,
+      memoryBurstMiB: burstMiB,
+      memoryBurstEvictedMiB: evictedMiB,
+      burstEvicted: evictedMiB > 0,
+    });
+    const recorded = await ledger.recordUsage([
+      at('side', 'u1', 60_000, 4096, 0), // superseded by the next, which bursts less
+      at('side', 'u1', 0, 512, 128),
+      at('main', 'u2', BURST_FRESH_MS + 60_000, 2048, 0), // ended too long ago to say anything now
+    ]);
+    expect(recorded).toMatchObject({ recorded: 3 });
+    const o = buildOverview({
+      clusters: await source().readClusters(),
+      quotas: [],
+      reports: { gpuHours: [], idle: [] },
+      refusals: [],
+      window: { from: new Date(NOW.getTime() - HOUR), to: NOW },
+      now: NOW,
+    });
+    expect(o.clusters[1]?.nodes[0]?.cards[0]?.pods).toEqual([
+      {
+        namespace: 'ml',
+        pod: 'train',
+        core: 40,
+        memoryMiB: 9216,
+        state: 'bound',
+        burst: { mib: 512, evictedMiB: 128 },
+      },
+    ]);
+    expect(o.clusters[0]?.nodes[0]?.cards[0]?.pods[0]).not.toHaveProperty('burst');
   });
 });
 

@@ -3,8 +3,8 @@
  * tables, quotas, GPU-hours and idle allocations through the db's report runner, refusals from
  * whatever log the control plane passes in. Every cluster sharing the ledger shows up.
  */
-import { asc, ne } from 'drizzle-orm';
-import type { VcudaDb } from '../../db/connect.js';
+import { asc, ne, sql } from 'drizzle-orm';
+import { rowsOf, type VcudaDb } from '../../db/connect.js';
 import { allocations, cards, clusters, nodes } from '../../db/schema.js';
 import type {
   CardState,
@@ -141,6 +141,66 @@ export function groupCapacity(
   }));
 }
 
+/**
+ * A usage sample this recent still says whether a pod bursts: node agents report every 10 s by
+ * default, so a pod that stopped bursting, or ended, loses its badge within minutes.
+ */
+export const BURST_FRESH_MS = 5 * 60_000;
+
+type BurstRow = {
+  cluster: string;
+  pod_uid: string;
+  container: string;
+  card_uuid: string;
+  mib: number;
+  evicted: number;
+};
+
+/** Each container's burst on each card from its latest raw usage sample, when that ended recently and bursts. */
+async function readBursts(db: VcudaDb, now: Date): Promise<Map<string, { mib: number; evictedMiB: number }>> {
+  const rows = rowsOf<BurstRow>(
+    await db.execute(sql`
+      select * from (
+        select distinct on (cluster, pod_uid, container, card_uuid) cluster, pod_uid, container, card_uuid,
+          memory_burst_mib as mib, memory_burst_evicted_mib as evicted
+        from usage_samples
+        where resolution = 'raw'
+          and sampled_at >= ${new Date(now.getTime() - BURST_FRESH_MS - 3_600_000).toISOString()}::timestamptz
+          and sampled_at + period_s * interval '1 second' >= ${new Date(now.getTime() - BURST_FRESH_MS).toISOString()}::timestamptz
+        order by cluster, pod_uid, container, card_uuid, sampled_at desc
+      ) latest
+      where mib > 0`),
+  );
+  return new Map(
+    rows.map((r) => [
+      burstKeyOf(r.cluster, r.pod_uid, r.container, r.card_uuid),
+      { mib: Number(r.mib), evictedMiB: Number(r.evicted) },
+    ]),
+  );
+}
+
+const burstKeyOf = (cluster: string, podUid: string, container: string, cardUuid: string) =>
+  JSON.stringify([cluster, podUid, container, cardUuid]);
+
+/** Marks each allocation with its container's burst on that card (from readBursts). */
+export function markBursts(
+  clusters: ClusterState[],
+  bursts: ReadonlyMap<string, { mib: number; evictedMiB: number }>,
+): ClusterState[] {
+  if (bursts.size === 0) return clusters;
+  for (const cl of clusters) {
+    for (const n of cl.nodes) {
+      for (const c of n.cards) {
+        for (const a of c.allocations) {
+          const burst = bursts.get(burstKeyOf(a.cluster, a.podUid, a.container, c.uuid));
+          if (burst) a.burst = burst;
+        }
+      }
+    }
+  }
+  return clusters;
+}
+
 export function quotaFromReport(r: ReportRow): QuotaUse {
   const scope = r.scope === 'team' ? 'team' : 'namespace';
   const subject = str(r.subject);
@@ -187,7 +247,7 @@ export function createLedgerDashboardSource(deps: LedgerSourceDeps): DashboardSo
   return {
     async readClusters() {
       // Only the columns the page shows: row transfer dominates the cost on large ledgers.
-      const [cardRows, allocationRows, liveNodes] = await Promise.all([
+      const [cardRows, allocationRows, liveNodes, bursts] = await Promise.all([
         deps.db
           .select({
             uuid: cards.uuid,
@@ -216,8 +276,9 @@ export function createLedgerDashboardSource(deps: LedgerSourceDeps): DashboardSo
           .from(allocations)
           .where(ne(allocations.state, 'released')),
         deps.readLiveNodes?.() ?? [],
+        readBursts(deps.db, deps.clock()),
       ]);
-      return groupCapacity(cardRows, allocationRows, liveNodes);
+      return markBursts(groupCapacity(cardRows, allocationRows, liveNodes), bursts);
     },
     async readClusterNames() {
       // Small tables: a cluster is registered with its first node (vcuda_upsert_node).

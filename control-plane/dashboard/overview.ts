@@ -23,6 +23,8 @@ export type PodOnCard = {
   core: number;
   memoryMiB: number;
   state: 'reserved' | 'bound';
+  /** Memory its containers hold above the request on this card (latest sample), summed; absent: none. */
+  burst?: { mib: number; evictedMiB: number };
 };
 
 export type CardView = {
@@ -136,6 +138,11 @@ function groupPods(card: CardState): PodOnCard[] {
       if (a.state === 'reserved') row.state = 'reserved';
     } else {
       byPod.set(key, { namespace: a.namespace, pod: a.pod, core: a.core, memoryMiB: a.memoryMiB, state: a.state });
+    }
+    const pod = byPod.get(key) as PodOnCard;
+    if (a.burst) {
+      const sum = pod.burst ?? { mib: 0, evictedMiB: 0 };
+      pod.burst = { mib: sum.mib + a.burst.mib, evictedMiB: sum.evictedMiB + a.burst.evictedMiB };
     }
   }
   return [...byPod.values()].sort(

@@ -18,6 +18,11 @@ export type CardAllocation = {
   state: 'reserved' | 'bound';
   /** ISO-8601 time the ledger row was written. */
   since: string;
+  /**
+   * Memory held above the request (vcuda-memory-limit) in its latest usage sample, and of it on
+   * the host; absent when it is not bursting (or the source does not know).
+   */
+  burst?: { mib: number; evictedMiB: number };
 };
 
 export type CardState = {

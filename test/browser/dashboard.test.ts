@@ -14,7 +14,7 @@ import { createApp } from '../../control-plane/app.js';
 import { createRefusalLog } from '../../control-plane/dashboard/refusal-log.js';
 import { dashboardRoutes } from '../../control-plane/dashboard/routes.js';
 import { chromiumPath, hasChromium, launchChromium, saveScreenshot } from './chromium.js';
-import { seededDashboard } from './seeded-dashboard.js';
+import { BURSTING, seededDashboard } from './seeded-dashboard.js';
 
 const runs = hasChromium() || Boolean(process.env.CI);
 // The CI machine has two cores shared by every suite: give the page time rather than flake.
@@ -94,6 +94,19 @@ describe.skipIf(!runs)('dashboard in headless chromium', () => {
       const pods = await box.locator('[data-testid=pod] .pod-name').allInnerTexts();
       expect(pods.sort()).toEqual(card.pods.sort());
     }
+  });
+
+  it('badges the bursting pod, and its card, from its latest usage sample', async () => {
+    const badges = page.locator('[data-testid=pod]:has([data-testid=burst])');
+    await expect.poll(() => badges.count(), slow).toBe(1);
+    expect(await badges.locator('.pod-name').innerText()).toBe(BURSTING.pod);
+    expect(await badges.locator('[data-testid=burst]').innerText()).toBe(
+      `burst +${BURSTING.mib.toLocaleString('en-US')} MiB`,
+    );
+    expect(await badges.locator('[data-testid=burst]').getAttribute('title')).toContain('512 MiB of it evicted');
+    const bursting = page.locator('[data-testid=card]:has([data-testid=card-bursting])');
+    expect(await bursting.getAttribute('data-uuid')).toBe(BURSTING.card);
+    expect(await bursting.count()).toBe(1);
   });
 
   it('shows the refused pod with its stage and message', async () => {
@@ -180,8 +193,8 @@ describe.skipIf(!runs)('dashboard in headless chromium', () => {
     const narrow = await browser.newPage({ viewport: { width: 420, height: 800 } });
     await narrow.goto(baseUrl);
     await narrow.locator('body[data-rendered]').waitFor();
-    for (const id of ['window', 'cluster', 'live']) {
-      const box = await narrow.locator(`#${id}`).boundingBox();
+    for (const id of ['window', 'cluster', 'live', 'burst']) {
+      const box = await narrow.locator(id === 'burst' ? '[data-testid=burst]' : `#${id}`).boundingBox();
       expect(box, id).not.toBeNull();
       expect(box!.x + box!.width, id).toBeLessThanOrEqual(420);
     }

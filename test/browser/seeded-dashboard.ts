@@ -21,6 +21,8 @@ type Placement = {
 };
 
 const CLUSTER = 'local';
+/** The one pod that bursts, by how much (its latest sample): the page must badge it and no other. */
+export const BURSTING = { pod: 'research/share-30', card: 'GPU-a0000000-0000-0000-0000-000000000000', mib: 2048 };
 const HOUR = 3_600_000;
 
 const cards = [
@@ -112,7 +114,7 @@ export function seededDashboard(opts: { readRefusals: (limit: number) => Promise
       ]);
       clockMs = Date.now();
       // The notebook sat idle for its last half hour; the others worked.
-      const sample = (pod: string, ns: string, card: string, smPct: number) => ({
+      const sample = (pod: string, ns: string, card: string, smPct: number, burstMiB = 0) => ({
         cluster: CLUSTER,
         namespace: ns,
         podUid: `uid-${pod}`,
@@ -122,10 +124,14 @@ export function seededDashboard(opts: { readRefusals: (limit: number) => Promise
         periodS: 1200,
         smPct,
         memoryUsedMiB: 1024,
+        // share-30 bursts above its request (vcuda-memory-limit), a quarter of it on the host.
+        memoryBurstMiB: burstMiB,
+        memoryBurstEvictedMiB: burstMiB / 4,
+        burstEvicted: burstMiB > 0,
       });
       await ledger.recordUsage([
         sample('notebook', 'research', cards[0].uuid, 0.5),
-        sample('share-30', 'research', cards[0].uuid, 25),
+        sample('share-30', 'research', cards[0].uuid, 25, BURSTING.mib),
         sample('two-cards', 'serving', cards[2].uuid, 90),
         sample('two-cards', 'serving', cards[3].uuid, 80),
       ]);

@@ -73,6 +73,22 @@ function renderTotals(t, o) {
   );
 }
 
+// A pod holding memory above its request (vcuda-memory-limit): it may slow down when evicted.
+function burstBadge(burst) {
+  if (!burst) return null;
+  const host = burst.evictedMiB ? `, ${fmt(burst.evictedMiB)} MiB of it evicted to host memory` : '';
+  return el(
+    'span',
+    {
+      class: 'stage burst',
+      'data-testid': 'burst',
+      'data-burst-mib': burst.mib,
+      title: `bursting: ${fmt(burst.mib)} MiB above its request in its latest usage sample${host}`,
+    },
+    `burst +${fmt(burst.mib)} MiB`,
+  );
+}
+
 function renderCard(cluster, node, c) {
   const cls = ['card', c.isOvercommitted ? 'over' : '', c.healthy === false ? 'unhealthy' : ''].join(' ').trim();
   return el(
@@ -90,6 +106,9 @@ function renderCard(cluster, node, c) {
       'div',
       { class: 'card-title' },
       el('span', {}, `#${c.index} ${c.model}`),
+      c.pods.some((p) => p.burst)
+        ? el('span', { class: 'stage burst', 'data-testid': 'card-bursting' }, 'bursting')
+        : null,
       c.healthy === false ? el('span', { class: 'stage stage-quota' }, 'unhealthy') : null,
     ),
     el('div', { class: 'uuid', title: c.uuid }, c.uuid),
@@ -111,6 +130,7 @@ function renderCard(cluster, node, c) {
                 title: p.state === 'reserved' ? 'reserved, not yet bound' : 'bound',
               },
               el('span', { class: 'pod-name' }, `${p.namespace}/${p.pod}`),
+              burstBadge(p.burst),
               el('span', {}, `${p.core}% · ${fmt(p.memoryMiB)} MiB`),
             ),
           ),
