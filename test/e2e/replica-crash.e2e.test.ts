@@ -92,9 +92,13 @@ describe('a replica killed mid-bind', () => {
     trap.onSprung = () => {
       atKill = bindConflicts();
     };
-    trap.arm('reserved');
-    await createUntilTrapped(16, 50);
-    await expect.poll(() => trap.pod, { timeout: 30_000 }).toBeDefined();
+    // The first bind replica 0 takes waits at its reservation until every pod exists, then the
+    // replica dies: the 15 s count from the kill, not from pod creation on a busy machine.
+    let created: () => void = () => undefined;
+    trap.arm('reserved', new Promise<void>((r) => (created = r)));
+    await Promise.all(Array.from({ length: 16 }, (_, i) => lc.client.create(podPath(NS), gpuPod(`p-${i}`, 50, 1024))));
+    created();
+    await expect.poll(() => trap.at, { timeout: 30_000 }).toBeGreaterThan(0);
     await expect.poll(async () => (await pods()).filter(isRunning).length, { timeout: 15_000, interval: 100 }).toBe(16);
     expect(performance.now() - trap.at).toBeLessThan(15_000);
     // Counted from the kill: before it both replicas bound at once, and lost races to each other.
