@@ -7,6 +7,7 @@
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { processExists } from './work-dir.js';
 
 /** `$VCUDA_LOCAL_DATA_DIR`, else `~/.vcuda/local-ledger`. */
 export function defaultLocalDataDir(env: Record<string, string | undefined> = process.env): string {
@@ -14,15 +15,6 @@ export function defaultLocalDataDir(env: Record<string, string | undefined> = pr
 }
 
 const CLAIM_FILE = 'vcuda-local.pid';
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /**
  * Claims `dir` for this process (a pid file created exclusively; one left by a process that is
@@ -40,7 +32,7 @@ export function claimDataDir(dir: string): () => void {
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
       const holder = Number(readFileSync(file, 'utf8').trim());
-      if (Number.isInteger(holder) && holder > 0 && isAlive(holder)) {
+      if (Number.isInteger(holder) && holder > 0 && processExists(holder)) {
         throw new Error(
           `the ledger directory ${dir} is in use by another vcuda local (pid ${holder}); stop it, or give this one --data-dir ANOTHER_DIR`,
         );

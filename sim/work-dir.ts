@@ -61,7 +61,8 @@ export function removeAbandonedWorkDirs(parent: string): void {
   }
 }
 
-function processExists(pid: number): boolean {
+/** Whether a process with this id is running (one of another user's counts: it exists). */
+export function processExists(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

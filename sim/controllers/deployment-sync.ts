@@ -111,8 +111,8 @@ export function planDeployment(d: KubeObj, replicaSets: readonly KubeObj[], now:
   if (isDeleting(d)) return { ...plan, status: deploymentStatus(d, current, owned, limits, now) };
   if (spec.paused) {
     if (current) scaleTo(plan, current, limits.desired, annotations);
-  } else if (spec.strategy?.type === 'Recreate') planRecreate(plan, d, current, old, limits, annotations);
-  else planRollingUpdate(plan, d, current, old, limits, annotations);
+  } else if (spec.strategy?.type === 'Recreate') planRecreate(plan, { d, current, old, limits, annotations });
+  else planRollingUpdate(plan, { d, current, old, limits, annotations });
   if (old.every((rs) => specReplicas(rs) === 0 && numberAt(rs, 'status', 'replicas') === 0)) {
     const keep = spec.revisionHistoryLimit ?? 10;
     plan.remove = old.slice(0, Math.max(0, old.length - keep));
@@ -162,14 +162,18 @@ export function newReplicaSet(d: KubeObj, replicas: number, annotations: Record<
   };
 }
 
-function planRecreate(
-  plan: DeploymentPlan,
-  d: KubeObj,
-  current: KubeObj | undefined,
-  old: readonly KubeObj[],
-  limits: Rollout,
-  annotations: Record<string, string>,
-): void {
+/** What one round of a rollout decides from. */
+type RolloutState = {
+  d: KubeObj;
+  /** The ReplicaSet of the Deployment's template, when there is one. */
+  current: KubeObj | undefined;
+  /** The others, oldest revision first. */
+  old: readonly KubeObj[];
+  limits: Rollout;
+  annotations: Record<string, string>;
+};
+
+function planRecreate(plan: DeploymentPlan, { d, current, old, limits, annotations }: RolloutState): void {
   const activeOld = old.filter((rs) => specReplicas(rs) > 0);
   for (const rs of activeOld) plan.scale.push({ rs, replicas: 0, annotations: {} });
   // New pods only once every old one is gone.
@@ -179,14 +183,7 @@ function planRecreate(
 }
 
 /** rolloutRolling: scale the new ReplicaSet up within maxSurge, else the old ones down within maxUnavailable. */
-function planRollingUpdate(
-  plan: DeploymentPlan,
-  d: KubeObj,
-  current: KubeObj | undefined,
-  old: readonly KubeObj[],
-  limits: Rollout,
-  annotations: Record<string, string>,
-): void {
+function planRollingUpdate(plan: DeploymentPlan, { d, current, old, limits, annotations }: RolloutState): void {
   const total = sum(old, specReplicas) + (current ? specReplicas(current) : 0);
   const newReplicas = (from: number) =>
     from >= limits.desired

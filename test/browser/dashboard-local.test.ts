@@ -8,51 +8,19 @@
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { peekAssignment, vcudaAnnotations } from '../../contract/index.js';
-import { type ClusterSpec, expandNodes } from '../../sim/cluster-spec.js';
+import { expandNodes } from '../../sim/cluster-spec.js';
 import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
 import { hasChromium, launchChromium, saveScreenshot } from './chromium.js';
+import { twoNodeCluster as cluster, gpuPod } from './local-cluster-fixture.js';
 
 const runs = hasChromium() || Boolean(process.env.CI);
 // The CI machine has two cores shared by every suite: give the page time rather than flake.
 const slow = { timeout: 20_000, interval: 100 };
 
-const cluster: ClusterSpec = {
-  name: 'local',
-  memoryUnitMiB: 1,
-  nodes: [
-    {
-      namePrefix: 'gpu-node',
-      count: 2,
-      cards: 2,
-      model: 'NVIDIA A100-SXM4-40GB',
-      memoryMiB: 40960,
-      numaNodes: 1,
-      nvlink: true,
-      labels: {},
-      taints: [],
-      cpu: '64',
-      memory: '512Gi',
-    },
-  ],
-  // research may hold half a card: share-30 fits, too-big (30 more) does not.
-  quotas: { research: { core: 50, memoryMiB: 40960 } },
-};
-
 type PodObject = {
   metadata: { name: string; namespace: string; annotations?: Record<string, string> };
   spec?: { nodeName?: string };
 };
-
-function gpuPod(namespace: string, name: string, core: number, memoryMiB?: number) {
-  const limits: Record<string, string> = { 'nvidia.com/vcuda-core': String(core) };
-  if (memoryMiB !== undefined) limits['nvidia.com/vcuda-memory'] = String(memoryMiB);
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace },
-    spec: { containers: [{ name: 'main', image: 'cuda-app', resources: { limits } }] },
-  };
-}
 
 async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;

@@ -7,52 +7,14 @@
  */
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ClusterSpec } from '../../sim/cluster-spec.js';
 import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
 import { formatSummary, readSummary } from '../../sim/local-summary.js';
 import { inThisProcess } from '../../sim/node/local-node.js';
 import { hasChromium, launchChromium } from './chromium.js';
+import { twoNodeCluster as cluster, gpuPod } from './local-cluster-fixture.js';
 
 const runs = hasChromium() || Boolean(process.env.CI);
 const HEARTBEAT = { periodMs: 1_000, staleSeconds: 5 };
-
-const cluster: ClusterSpec = {
-  name: 'local',
-  memoryUnitMiB: 1,
-  nodes: [
-    {
-      namePrefix: 'gpu-node',
-      count: 2,
-      cards: 2,
-      model: 'NVIDIA A100-SXM4-40GB',
-      memoryMiB: 40960,
-      numaNodes: 1,
-      nvlink: true,
-      labels: {},
-      taints: [],
-      cpu: '64',
-      memory: '512Gi',
-    },
-  ],
-  quotas: { research: { core: 50, memoryMiB: 40960 } },
-};
-
-function gpuPod(name: string, core: number) {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: 'research' },
-    spec: {
-      containers: [
-        {
-          name: 'main',
-          image: 'cuda-app',
-          resources: { limits: { 'nvidia.com/vcuda-core': String(core), 'nvidia.com/vcuda-memory': '4096' } },
-        },
-      ],
-    },
-  };
-}
 
 /** How far the page reaches past the viewport sideways (0: it fits). */
 function horizontalOverflow(page: Page): Promise<number> {
@@ -71,9 +33,11 @@ describe.skipIf(!runs)('a dashboard that tells the truth, in headless chromium',
   beforeAll(async () => {
     lc = await startLocalCluster({ cluster, logLevel: 'silent', heartbeat: HEARTBEAT });
     await lc.client.create('/api/v1/namespaces', { metadata: { name: 'research' } });
-    await lc.client.create('/api/v1/namespaces/research/pods', gpuPod('share-30', 30));
+    await lc.client.create('/api/v1/namespaces/research/pods', gpuPod('research', 'share-30', 30, 4096));
     // Over the quota: a refusal row with a long message, the widest table on the page.
-    await lc.client.create('/api/v1/namespaces/research/pods', gpuPod('too-big', 40)).catch(() => undefined);
+    await lc.client
+      .create('/api/v1/namespaces/research/pods', gpuPod('research', 'too-big', 40, 4096))
+      .catch(() => undefined);
     browser = await launchChromium();
   }, 120_000);
 

@@ -1,6 +1,7 @@
 /** Shared pieces of the end-to-end tests: pod builders and ledger reads over a running local cluster. */
-import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { and, eq, ne } from 'drizzle-orm';
 import type { VcudaDb } from '../../db/connect.js';
@@ -97,4 +98,22 @@ export async function admissionReviews(url: string, hook: 'mutate' | 'validate')
     .split('\n')
     .filter((l) => l.startsWith('vcuda_admission_reviews_total{') && l.includes(`hook="${hook}"`))
     .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
+}
+
+/** The checkout's root. */
+const checkoutRoot = join(WORKLOAD_DIR, '..', '..', '..');
+
+/** `vcuda` with `args`, its stdout collected as it comes. */
+export function runVcuda(args: string[]) {
+  // Each run its own ledger directory: the default one is shared by every run of the machine.
+  const dataDir = join(mkdtempSync(join(tmpdir(), 'vcuda-local-data-')), 'ledger');
+  const child = spawn(process.execPath, [join(checkoutRoot, 'bin', 'vcuda.js'), ...args, '--data-dir', dataDir], {
+    cwd: checkoutRoot,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', () => {});
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output: () => out, exited };
 }

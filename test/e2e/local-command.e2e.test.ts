@@ -10,23 +10,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { descendantsOf, processAlive } from '../support/process.js';
+import { runVcuda } from './e2e-helpers.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-
-/** `vcuda` with `args`, its stdout collected as it comes. */
-function runVcuda(args: string[]) {
-  // Each run its own ledger directory: the default one is shared by every run of the machine.
-  const dataDir = join(mkdtempSync(join(tmpdir(), 'vcuda-local-data-')), 'ledger');
-  const child = spawn(process.execPath, [join(root, 'bin', 'vcuda.js'), ...args, '--data-dir', dataDir], {
-    cwd: root,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-  child.stderr.on('data', () => {});
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, output: () => out, exited };
-}
 
 describe('vcuda local', () => {
   it('places demo pods on cards within 30 s, serves the dashboard, and stops on SIGINT', async () => {

@@ -4,14 +4,13 @@
  * `kubectl get events --sort-by=.lastTimestamp` lists the controllers' events.
  * Skipped without kubectl.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { runVcuda } from './e2e-helpers.js';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const hasKubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
 
 function kubectl(kubeconfig: string, ...args: string[]): string {
@@ -31,18 +30,10 @@ describe.skipIf(!hasKubectl)('vcuda local runs Deployments and Jobs', () => {
     const dir = mkdtempSync(join(tmpdir(), 'vcuda-workloads-'));
     writeFileSync(join(dir, 'cluster.yaml'), 'nodes:\n  - { count: 2, cards: 2 }\n');
     const args = ['local', '--port', '0', '--workload', 'none', '--cluster', join(dir, 'cluster.yaml')];
-    args.push('--data-dir', join(dir, 'ledger'));
-    const child = spawn(process.execPath, [join(root, 'bin', 'vcuda.js'), ...args], {
-      cwd: root,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', () => {});
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const { child, output, exited } = runVcuda(args);
     try {
-      await expect.poll(() => /ready in/.test(out), { timeout: 150_000, interval: 250 }).toBe(true);
-      const kubeconfig = /kubeconfig\s+(\/\S+kubeconfig)/.exec(out)![1]!;
+      await expect.poll(() => /ready in/.test(output()), { timeout: 150_000, interval: 250 }).toBe(true);
+      const kubeconfig = /kubeconfig\s+(\/\S+kubeconfig)/.exec(output())![1]!;
       expect(kubectl(kubeconfig, 'create', 'deployment', 'web', '--image=cuda', '--replicas=3')).toContain(
         'deployment.apps/web created',
       );
