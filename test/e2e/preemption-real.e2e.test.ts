@@ -25,7 +25,7 @@ describe.skipIf(skip !== undefined)(
     afterAll(async () => rc?.close(), 60_000);
 
     it('evicts exactly the two pods of one card for a whole-card pod of higher priority', async () => {
-      await preemptOneCard(rc, NS, rc.nodeNames[0]!, 8);
+      await preemptOneCard(rc, NS, rc.nodeNames[0]!, 8, rc.controlPlane()!.url);
     }, 240_000);
   },
 );

@@ -4,7 +4,8 @@
  * holds two low-priority 50-core pods, spread so that the two newest (the ones kube-scheduler's
  * node-level count gives up first) sit on different cards; a high-priority pod asking a whole card
  * must run after exactly the two pods of one card were evicted, with no card ever over 100 core in
- * the ledger or in the signed assignments, and an Event on it naming its victims.
+ * the ledger or in the signed assignments, and an Event on it naming its victims. Before it, a pod
+ * of the same priority whose class says `preemptionPolicy: Never` evicts no one.
  */
 import { expect } from 'vitest';
 import type { KubeObj } from '../../sim/kube-client.js';
@@ -14,8 +15,14 @@ import { type Rig, sharePod } from './scheduling-scenarios.js';
 
 const PRIORITY_CLASSES = '/apis/scheduling.k8s.io/v1/priorityclasses';
 
-async function ensurePriorityClass(rig: Rig, name: string, value: number): Promise<void> {
-  const body = { apiVersion: 'scheduling.k8s.io/v1', kind: 'PriorityClass', metadata: { name }, value };
+async function ensurePriorityClass(rig: Rig, name: string, value: number, preemptionPolicy?: string): Promise<void> {
+  const body = {
+    apiVersion: 'scheduling.k8s.io/v1',
+    kind: 'PriorityClass',
+    metadata: { name },
+    value,
+    ...(preemptionPolicy ? { preemptionPolicy } : {}),
+  };
   await rig.client.create(PRIORITY_CLASSES, body).catch((e: Error) => {
     if (!/already exists/i.test(e.message)) throw e;
   });
@@ -61,8 +68,53 @@ async function podsOf(rig: Rig, ns: string): Promise<KubeObj[]> {
   return (await rig.client.list(podPath(ns))).items;
 }
 
+type PodEvent = KubeObj & { reason?: string; message?: string; involvedObject?: { name?: string } };
+
+async function eventsOf(rig: Rig, ns: string): Promise<PodEvent[]> {
+  return (await rig.client.list(`/api/v1/namespaces/${ns}/events`)).items as PodEvent[];
+}
+
+/**
+ * A pod of the same high priority whose class says `preemptionPolicy: Never`: once the scheduler
+ * has tried it (its FailedScheduling Event), every low pod is still there and the extender was
+ * never asked; the pod is then deleted.
+ */
+async function preemptCalls(metricsUrl: string): Promise<number> {
+  const text = await (await fetch(`${metricsUrl}/metrics`)).text();
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith('vcuda_extender_request_duration_seconds_count{verb="preempt"}'));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+async function neverPreempts(rig: Rig, ns: string, node: string, lows: number, metricsUrl: string): Promise<void> {
+  const callsBefore = await preemptCalls(metricsUrl);
+  await ensurePriorityClass(rig, 'vcuda-test-never', 1000, 'Never');
+  await rig.client.create(podPath(ns), withPriority(sharePod('polite', 100, 1024, node), 'vcuda-test-never'));
+  const tried = async () =>
+    (await eventsOf(rig, ns)).some((e) => e.reason === 'FailedScheduling' && e.involvedObject?.name === 'polite');
+  await expect.poll(tried, { timeout: 30_000, interval: 250 }).toBe(true);
+  const spec = (await rig.client.get(podPath(ns, 'polite'))).spec as { priority?: number; preemptionPolicy?: string };
+  expect(spec).toMatchObject({ priority: 1000, preemptionPolicy: 'Never' });
+  expect((await podsOf(rig, ns)).filter((p) => p.metadata.name.startsWith('low-'))).toHaveLength(lows);
+  // The scheduler never asked: kube-scheduler does not run preemption for such a pod at all.
+  expect(await preemptCalls(metricsUrl)).toBe(callsBefore);
+  expect((await eventsOf(rig, ns)).some((e) => e.reason === 'VcudaPreempting')).toBe(false);
+  await rig.client.delete(podPath(ns, 'polite'), 0);
+  await expect
+    .poll(async () => (await podsOf(rig, ns)).some((p) => p.metadata.name === 'polite'), { timeout: 30_000 })
+    .toBe(false);
+}
+
 /** Fills `node` (with `cards` cards) two pods per card, then preempts for one whole card. */
-export async function preemptOneCard(rig: Rig, ns: string, node: string, cards: number): Promise<void> {
+export async function preemptOneCard(
+  rig: Rig,
+  ns: string,
+  node: string,
+  cards: number,
+  /** The control plane's plain-HTTP URL (its /metrics counts the preempt calls). */
+  metricsUrl: string,
+): Promise<void> {
   await ensurePriorityClass(rig, 'vcuda-test-low', 0);
   await ensurePriorityClass(rig, 'vcuda-test-high', 1000);
   const ledger = watchLedger(rig);
@@ -77,7 +129,9 @@ export async function preemptOneCard(rig: Rig, ns: string, node: string, cards: 
     const running = async () => (await podsOf(rig, ns)).filter((p) => phaseOf(p) === 'Running');
     await expect.poll(async () => (await running()).length, { timeout: 120_000, interval: 250 }).toBe(2 * cards);
     const lows = await podsOf(rig, ns);
+    await neverPreempts(rig, ns, node, 2 * cards, metricsUrl);
     const cardOf = new Map(lows.map((p) => [p.metadata.name, cardsOf(p)[0]]));
+    const callsBeforeHigh = await preemptCalls(metricsUrl);
     const created = Date.now();
     const high = sharePod('high', 100, 1024, node);
     await rig.client.create(podPath(ns), withPriority(high, 'vcuda-test-high'));
@@ -88,6 +142,7 @@ export async function preemptOneCard(rig: Rig, ns: string, node: string, cards: 
       })
       .toBe('Running');
     expect(Date.now() - created).toBeLessThan(30_000);
+    expect(await preemptCalls(metricsUrl)).toBeGreaterThan(callsBeforeHigh);
     const left = new Set((await podsOf(rig, ns)).map((p) => p.metadata.name));
     const evicted = lows.map((p) => p.metadata.name).filter((n) => !left.has(n));
     expect(evicted).toHaveLength(2);
@@ -95,12 +150,9 @@ export async function preemptOneCard(rig: Rig, ns: string, node: string, cards: 
     expect(cardOf.get(evicted[1]!)).toBe(freed);
     expect(cardsOf(await rig.client.get(podPath(ns, 'high')))).toEqual([freed]);
     for (const core of corePerCard(await podsOf(rig, ns)).values()) expect(core).toBeLessThanOrEqual(100);
-    const events = (await rig.client.list(`/api/v1/namespaces/${ns}/events`)).items as (KubeObj & {
-      reason?: string;
-      message?: string;
-      involvedObject?: { name?: string };
-    })[];
-    const said = events.find((e) => e.reason === 'VcudaPreempting' && e.involvedObject?.name === 'high');
+    const said = (await eventsOf(rig, ns)).find(
+      (e) => e.reason === 'VcudaPreempting' && e.involvedObject?.name === 'high',
+    );
     for (const name of evicted) expect(said?.message).toContain(`${ns}/${name}`);
   } finally {
     expect(await ledger.stop()).toBeLessThanOrEqual(100);

@@ -25,6 +25,6 @@ describe('preemption on the simulator', () => {
   afterAll(async () => lc?.close(), 60_000);
 
   it('evicts exactly the two pods of one card for a whole-card pod of higher priority', async () => {
-    await preemptOneCard(rig, NS, 'gpu-node-0', 8);
+    await preemptOneCard(rig, NS, 'gpu-node-0', 8, lc.url);
   }, 240_000);
 });
