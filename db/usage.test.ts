@@ -51,6 +51,10 @@ describe.each(kinds)('usage samples on %s', (kind) => {
           periodS: 60,
           smPct: container === 'a' ? (i % 10) * 10 : 50,
           memoryUsedMiB: 100 + i,
+          // a bursts i MiB, 10 of them on the host every other minute; b never bursts.
+          ...(container === 'a'
+            ? { memoryBurstMiB: i, memoryBurstEvictedMiB: i % 2 ? 0 : 10, burstEvicted: i % 2 === 0, burstEvictions: i }
+            : {}),
         });
       }
     }
@@ -59,6 +63,19 @@ describe.each(kinds)('usage samples on %s', (kind) => {
     await ledger.recordUsage(samples);
     const window = { since: '2026-03-01', until: '2026-03-10', groupBy: 'cluster' as const };
     const before = await runReport(t.db, 'gpu-hours', window, () => now);
+    const burstBefore = await runReport(t.db, 'burst', { ...window, groupBy: 'pod' }, () => now);
+    // a peaks at 179 MiB; 90 minutes with some on the host (and the 03-09 copy of minute 0: 60 s more).
+    expect(burstBefore.rows).toEqual([
+      {
+        cluster: 'c1',
+        namespace: 'ml',
+        team: '',
+        pod: 'p1',
+        peakBurstMiB: 179,
+        peakEvictedMiB: 10,
+        evictedSeconds: 5460,
+      },
+    ]);
     // 2026-03-01: a at a mean 45 % x 3 h = 1.35, b at 50 % x 3 h = 1.5; 2026-03-09: one minute at 0 %.
     expect(before.rows.filter((r) => r.usedGpuHours !== 0).map((r) => [r.day, r.usedGpuHours])).toEqual([
       ['2026-03-01', 2.85],
@@ -78,6 +95,14 @@ describe.each(kinds)('usage samples on %s', (kind) => {
     );
     expect(hourly).toEqual([{ period_s: 3600, samples: 60, memory_used_mib: 159 }]); // peak kept
     expect((await runReport(t.db, 'gpu-hours', window, () => now)).rows).toEqual(before.rows);
+    // Bursts: peaks and the latest eviction count kept, evicted seconds summed.
+    const burstHour = rowsOf<{ mib: number; evicted: number; s: number; n: number }>(
+      await t.db.execute(sql`select memory_burst_mib as mib, memory_burst_evicted_mib as evicted,
+        burst_evicted_s::float8 as s, burst_evictions as n from usage_samples
+        where resolution = 'hour' and container = 'a' order by sampled_at limit 1`),
+    );
+    expect(burstHour).toEqual([{ mib: 59, evicted: 10, s: 1800, n: 59 }]);
+    expect((await runReport(t.db, 'burst', { ...window, groupBy: 'pod' }, () => now)).rows).toEqual(burstBefore.rows);
     expect(await usedSeconds()).toBe(2.85 * 3600);
 
     now = new Date('2026-04-15T00:00:00Z'); // hourly rows are now older than 30 days
@@ -85,6 +110,7 @@ describe.each(kinds)('usage samples on %s', (kind) => {
     expect(await countByResolution()).toEqual({ day: 3 });
     expect(await usedSeconds()).toBe(2.85 * 3600);
     expect((await runReport(t.db, 'gpu-hours', window, () => now)).rows).toEqual(before.rows);
+    expect((await runReport(t.db, 'burst', { ...window, groupBy: 'pod' }, () => now)).rows).toEqual(burstBefore.rows);
   });
 
   it('rejects a sample with the field named', async () => {
