@@ -117,3 +117,29 @@ it("records a node agent's report, and refuses anyone else's with the reason", a
   const count = rowsOf<{ n: number }>(await db.execute(sql`select count(*)::int as n from usage_samples`));
   expect(Number(count[0]?.n)).toBe(1);
 });
+
+it("carries a burst from the node agent's sample into the ledger, and the time some of it was on the host", async () => {
+  const clock = () => new Date('2026-11-22T04:00:00Z');
+  const app = createApp({
+    api: apiRoutes(usageRoutes({ clusterName: 'c1', usage: createUsageStore(db, { clock }), clock })),
+  });
+  const fetchFn = ((url: URL, init: RequestInit) => app.request(url.pathname, init)) as unknown as typeof fetch;
+  const bursting: UsageSample = {
+    ...sample,
+    memoryBurstBytes: 3 * 1024 ** 3,
+    memoryBurstEvictedBytes: 1024 ** 3,
+    memoryBurstEvictions: 4,
+  };
+  await new HttpUsageSink('http://control-plane:8080', { fetchFn }).report(
+    'gpu-node-a',
+    [bursting],
+    new Date('2026-11-22T03:59:30Z'),
+    10,
+  );
+  const rows = rowsOf<{ mib: number; evicted: number; s: number; n: number }>(
+    await db.execute(sql`select memory_burst_mib as mib, memory_burst_evicted_mib as evicted,
+      burst_evicted_s::float8 as s, burst_evictions as n
+      from usage_samples where sampled_at = '2026-11-22T03:59:20Z'`),
+  );
+  expect(rows).toEqual([{ mib: 3072, evicted: 1024, s: 10, n: 4 }]);
+});
