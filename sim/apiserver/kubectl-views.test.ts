@@ -129,6 +129,14 @@ describe.skipIf(!hasKubectl)('kubectl against the simulated API server (skipped:
     }
   }, 30_000);
 
+  it('lists PriorityClasses with their value, as kube-apiserver does', async () => {
+    const pc = { apiVersion: 'scheduling.k8s.io/v1', kind: 'PriorityClass', metadata: { name: 'urgent' }, value: 1000 };
+    await client.create('/apis/scheduling.k8s.io/v1/priorityclasses', pc);
+    const [header, row] = (await kubectl('get', 'priorityclasses', 'urgent')).stdout.trim().split('\n');
+    expect(header!.split(/\s+/)).toEqual(['NAME', 'VALUE', 'GLOBAL-DEFAULT', 'AGE']);
+    expect(row!.split(/\s+/).slice(0, 3)).toEqual(['urgent', '1000', 'false']);
+  }, 30_000);
+
   it('explains a pod and its fields from the OpenAPI schema', async () => {
     const pod = (await kubectl('explain', 'pod')).stdout;
     expect(pod).toContain('KIND:       Pod');

@@ -108,6 +108,16 @@ const views: Record<string, { columns: Column[]; cells: Cells }> = {
       ];
     },
   },
+  // kube-apiserver's columns for `kubectl get priorityclasses`.
+  priorityclasses: {
+    columns: [column('Name'), column('Value', 'integer'), column('Global-Default', 'boolean'), column('Age')],
+    cells: (o, now) => [
+      o.metadata.name,
+      o['value'] as number,
+      o['globalDefault'] === true,
+      formatAge(o.metadata['creationTimestamp'] as string, now),
+    ],
+  },
 };
 
 type Status = {
