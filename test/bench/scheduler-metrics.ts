@@ -15,7 +15,12 @@ export type HistogramTotals = { sum: number; count: number };
 
 /** The histograms a round is judged by, as totals since the scheduler started. */
 export type SchedulerTotals = {
-  /** scheduler_scheduling_attempt_duration_seconds (result="scheduled"): one scheduling cycle, extender calls included. */
+  /**
+   * scheduler_scheduling_algorithm_duration_seconds: the one-pod-at-a-time part of a cycle, the
+   * filters and scores with the extender's filter and prioritize calls, before the pod is assumed.
+   */
+  algorithm: HistogramTotals;
+  /** scheduler_scheduling_attempt_duration_seconds (result="scheduled"): the attempt to its bind, the (asynchronous) binding included. */
   attempt: HistogramTotals;
   /** scheduler_pod_scheduling_sli_duration_seconds: from the pod's entering the queue to its bind, retries included. */
   sli: HistogramTotals;
@@ -111,6 +116,7 @@ async function readOnce(port: number, token: string): Promise<SchedulerTotals> {
     req.on('error', reject);
   });
   return {
+    algorithm: histogramTotals(text, 'scheduler_scheduling_algorithm_duration_seconds'),
     attempt: histogramTotals(text, 'scheduler_scheduling_attempt_duration_seconds', (l) =>
       l.includes('result="scheduled"'),
     ),
