@@ -312,38 +312,32 @@ describe('bursts in usage samples', () => {
         from usage_samples where pod_uid = ${podUid} and sampled_at = ${sampledAt}::timestamptz`),
     ).map((r) => ({ ...r, evicted_s: Number(r.evicted_s) }));
 
-  it('stores burst, evicted bytes, evictions and the period as time evicted', async () => {
-    const burst = { memoryBurstBytes: 1536 * MiB, memoryBurstEvictedBytes: 512 * MiB + 1, memoryBurstEvictions: 3 };
-    const res = await post({ node: 'gpu-node-a', at: '2026-11-22T03:55:10.000Z', samples: [sample(burst)] });
-    expect(await res.json()).toMatchObject({ recorded: 1 });
-    // Evicted MiB round up: a byte on the host is a burst evicted.
-    expect(await burstRow('uid-infer', '2026-11-22T03:55:00Z')).toEqual([
+  // infer may burst 2048 MiB (vcuda-memory-limit 3072, request 1024). Each case is its own 10 s period.
+  it.each([
+    [
+      'stores burst, evicted bytes (rounded up: a byte on the host is a burst evicted), evictions, and the period as time evicted',
+      '03:55:10',
+      { memoryBurstBytes: 1536 * MiB, memoryBurstEvictedBytes: 512 * MiB + 1, memoryBurstEvictions: 3 },
       { mib: 1536, evicted_mib: 513, evicted_s: 10, evictions: 3 },
-    ]);
-  });
-
-  it('counts no time evicted while the burst is all on the card', async () => {
-    const res = await post({
-      node: 'gpu-node-a',
-      at: '2026-11-22T03:55:20.000Z',
-      samples: [sample({ memoryBurstBytes: 100 * MiB, memoryBurstEvictedBytes: 0, memoryBurstEvictions: 3 })],
-    });
-    expect(await res.json()).toMatchObject({ recorded: 1 });
-    expect(await burstRow('uid-infer', '2026-11-22T03:55:10Z')).toEqual([
+    ],
+    [
+      'counts no time evicted while the burst is all on the card',
+      '03:55:20',
+      { memoryBurstBytes: 100 * MiB, memoryBurstEvictedBytes: 0, memoryBurstEvictions: 3 },
       { mib: 100, evicted_mib: 0, evicted_s: 0, evictions: 3 },
-    ]);
-  });
-
-  it("clamps a burst above the pod's burst limit (memory limit minus request) to the limit", async () => {
-    const res = await post({
-      node: 'gpu-node-a',
-      at: '2026-11-22T03:55:30.000Z',
-      samples: [sample({ memoryBurstBytes: 40 * 1024 * MiB, memoryBurstEvictedBytes: 50 * 1024 * MiB })],
-    });
-    expect(await res.json()).toMatchObject({ recorded: 1 });
-    expect(await burstRow('uid-infer', '2026-11-22T03:55:20Z')).toEqual([
+    ],
+    [
+      "clamps a burst above the pod's burst limit (memory limit minus request) to the limit",
+      '03:55:30',
+      { memoryBurstBytes: 40 * 1024 * MiB, memoryBurstEvictedBytes: 50 * 1024 * MiB },
       { mib: 2048, evicted_mib: 2048, evicted_s: 10, evictions: 0 },
-    ]);
+    ],
+  ])('%s', async (_name, endsAt, burst, stored) => {
+    const at = `2026-11-22T${endsAt}.000Z`;
+    const res = await post({ node: 'gpu-node-a', at, samples: [sample(burst)] });
+    expect(await res.json()).toMatchObject({ recorded: 1 });
+    const startedAt = new Date(Date.parse(at) - 10_000).toISOString();
+    expect(await burstRow('uid-infer', startedAt)).toEqual([stored]);
   });
 
   it('stores no burst for a pod without vcuda-memory-limit, whatever its region says', async () => {
