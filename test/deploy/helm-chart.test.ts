@@ -288,6 +288,22 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
     expect(cp.volumes?.find((v) => v.name === 'webhook-tls')?.secret?.secretName).toBe('vcuda-webhook-serving');
   });
 
+  it("recognises the API server's webhook calls by the cluster CA's client certificate or a mounted token", () => {
+    const rendered = render({
+      values: { 'webhookCallers.clusterCA': true, 'webhookCallers.tokenSecret': 'vcuda-webhook-caller' },
+    });
+    const cp = podSpec(rendered, 'Deployment', 'vcuda-control-plane');
+    const env = Object.fromEntries((cp.containers[0]?.env ?? []).map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({
+      VCUDA_WEBHOOK_CALLER_CA_FILE: '/var/run/secrets/kubernetes.io/serviceaccount/ca.crt',
+      VCUDA_WEBHOOK_CALLER_NAMES: 'kube-apiserver-kubelet-client',
+      VCUDA_WEBHOOK_CALLER_TOKEN_FILE: '/etc/vcuda/webhook-caller/token',
+    });
+    expect(cp.volumes?.find((v) => v.name === 'webhook-caller')?.secret?.secretName).toBe('vcuda-webhook-caller');
+    const plain = podSpec(render({}), 'Deployment', 'vcuda-control-plane').containers[0]?.env ?? [];
+    expect(plain.filter((e) => e.name.startsWith('VCUDA_WEBHOOK_CALLER_'))).toEqual([]);
+  });
+
   describe('refuses values it cannot honour, naming them', () => {
     it.each([
       [{ mode: 'dra' }, /mode: "dra" is reserved .*not built yet; use mode: extender/],
