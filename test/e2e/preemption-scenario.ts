@@ -154,6 +154,13 @@ export async function preemptOneCard(
       (e) => e.reason === 'VcudaPreempting' && e.involvedObject?.name === 'high',
     );
     for (const name of evicted) expect(said?.message).toContain(`${ns}/${name}`);
+    // kube-scheduler's own traces: a Preempted Event per victim naming the pod and node, and the node
+    // it nominated the pod to.
+    const highPod = await rig.client.get(podPath(ns, 'high'));
+    const preempted = (await eventsOf(rig, ns)).filter((e) => e.reason === 'Preempted');
+    expect(preempted.map((e) => e.involvedObject?.name).sort()).toEqual([...evicted].sort());
+    for (const e of preempted) expect(e.message).toBe(`Preempted by pod ${highPod.metadata.uid} on node ${node}`);
+    expect((highPod.status as { nominatedNodeName?: string }).nominatedNodeName).toBe(node);
   } finally {
     expect(await ledger.stop()).toBeLessThanOrEqual(100);
   }
