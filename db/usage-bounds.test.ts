@@ -155,7 +155,10 @@ describe('usage reports never exceed what was allocated, times the burst a soft 
             expect(Number(r.usedGpuHours)).toBeLessThanOrEqual((Number(r.allocatedGpuHours) * limit) / core + 0.01);
           }
           expect(used).toBeLessThanOrEqual((allocated * limit) / core + 0.01);
-          expect(Number(raw_[0]?.used)).toBeLessThanOrEqual((allocated * limit) / core + 1e-6);
+          // Exactly, from the samples: the allocation's own span, and a real's rounding (7 digits) as slack.
+          const heldMs = (life.released ? life.fromMs + life.lengthMs : nowMs) - life.fromMs;
+          const allowed = (((core / 100) * heldMs) / 3_600_000) * (limit / core);
+          expect(Number(raw_[0]?.used)).toBeLessThanOrEqual(allowed * (1 + 1e-6) + 1e-12);
         },
       ),
       { numRuns: 25 },
