@@ -38,6 +38,8 @@ export function parseRoute(pathname: string): Route {
   }
   const type = findResourceType(group, version, rest[0]!);
   if (!type) return { kind: 'unknown' };
+  // A namespaced kind has a cluster-wide collection (list, watch) but no object outside a namespace.
+  if (type.namespaced && rest.length > 1) return { kind: 'unknown' };
   return withName(type, undefined, rest.slice(1));
 }
 
