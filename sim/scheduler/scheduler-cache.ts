@@ -147,6 +147,24 @@ export class ClusterCache {
     return used;
   }
 
+  /**
+   * What the pods nominated to `node` (waiting there for their victims to go) request, counting
+   * only those `pod` must leave room for: of at least its priority, itself excluded. kube-scheduler
+   * runs its filters with these added, so a lower-priority pod cannot take what was freed for them.
+   */
+  nominatedOn(node: string, pod: KubeObj): Map<string, number> {
+    const priority = (p: KubeObj) => (p.spec as { priority?: number } | undefined)?.priority ?? 0;
+    const used = new Map<string, number>([['pods', 0]]);
+    for (const p of this.pods.values()) {
+      const nominated = (p.status as { nominatedNodeName?: string } | undefined)?.nominatedNodeName;
+      if (nominated !== node || this.nodeOf(p) || p.metadata.uid === pod.metadata.uid) continue;
+      if (p.metadata.deletionTimestamp || priority(p) < priority(pod)) continue;
+      used.set('pods', used.get('pods')! + 1);
+      for (const [k, v] of podRequests(p as unknown as SchedPod)) used.set(k, (used.get(k) ?? 0) + v);
+    }
+    return used;
+  }
+
   /** Unbound pods for this scheduler, oldest first. */
   pendingPods(): KubeObj[] {
     return [...this.pods.values()]

@@ -193,6 +193,40 @@ describe('simulated kube-scheduler', () => {
     await expect.poll(flushedCalls, { timeout: 3000 }).toBeGreaterThan(first);
   });
 
+  it('leaves room on a node for a pod nominated there of at least the same priority', async () => {
+    for (const [name, value] of [
+      ['p1000', 1000],
+      ['p2000', 2000],
+    ] as const)
+      await client.create('/apis/scheduling.k8s.io/v1/priorityclasses', { metadata: { name }, value });
+    const cpuPod = (name: string, cls: string | undefined, schedulerName = 'default-scheduler') => ({
+      metadata: { name },
+      spec: {
+        schedulerName,
+        ...(cls ? { priorityClassName: cls } : {}),
+        nodeSelector: { 'kubernetes.io/hostname': 'n1' },
+        containers: [{ name: 'c', image: 'x:1', resources: { requests: { cpu: '1500m' } } }],
+      },
+    });
+    // Waiting for its victims on n1 (another scheduler's, so this loop leaves it pending).
+    await client.create(podPath('default'), cpuPod('nominated', 'p1000', 'elsewhere'));
+    await client.strategicPatch(`${podPath('default', 'nominated')}/status`, { status: { nominatedNodeName: 'n1' } });
+    scheduler = startScheduler({ client, config: defaultSchedulerConfig(extender.url) });
+    await client.create(podPath('default'), cpuPod('lower', undefined));
+    await client.create(podPath('default'), cpuPod('higher', 'p2000'));
+    await expect.poll(() => nodeOf('higher')).toBe('n1');
+    await expect
+      .poll(async () => {
+        const events = (await client.list('/api/v1/namespaces/default/events')).items as {
+          reason?: string;
+          involvedObject?: { name?: string };
+        }[];
+        return events.some((e) => e.reason === 'FailedScheduling' && e.involvedObject?.name === 'lower');
+      })
+      .toBe(true);
+    expect(await nodeOf('lower')).toBeUndefined();
+  });
+
   it('validates the scheduler configuration like kube-scheduler', () => {
     const base = { apiVersion: 'kubescheduler.config.k8s.io/v1', kind: 'KubeSchedulerConfiguration' };
     expect(() =>

@@ -151,7 +151,12 @@ async function feasibleNodes(ctx: LoopContext, pod: SchedPod, all: SchedNode[]) 
   const reasons = new Map<string, string>();
   /** Failed nodes where evicting lower-priority pods could help (kube-scheduler's Unschedulable). */
   const resolvable = new Set<string>();
-  const usedOnNode = (node: string) => ctx.cache.usedOnNode(node);
+  // With the pods nominated to the node added, as kube-scheduler filters (addNominatedPods).
+  const usedOnNode = (node: string) => {
+    const used = ctx.cache.usedOnNode(node);
+    for (const [k, v] of ctx.cache.nominatedOn(node, pod as unknown as KubeObj)) used.set(k, (used.get(k) ?? 0) + v);
+    return used;
+  };
   let feasible = all.filter((n) => {
     const why = filterNode(pod, n, { usedOnNode, ignoredResources: ctx.ignored });
     if (why) reasons.set(n.metadata.name, why);
