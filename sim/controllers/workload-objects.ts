@@ -75,12 +75,23 @@ export function creationTime(obj: KubeObj): number {
   return Date.parse(String(obj.metadata['creationTimestamp'] ?? '')) || 0;
 }
 
-/** JSON with object keys sorted: two templates that differ only in key order compare equal. */
+/** A field Go would decode to its zero value: absent, null, or an empty list or map. */
+function isEmpty(v: unknown): boolean {
+  if (v === undefined || v === null) return true;
+  if (Array.isArray(v)) return v.length === 0;
+  return typeof v === 'object' && Object.keys(v).length === 0;
+}
+
+/**
+ * JSON with object keys sorted and empty fields left out: two templates compare equal when
+ * apimachinery's semantic equality would call them equal (key order, `null` and `{}` aside),
+ * as `kubectl rollout undo` sends a template back with `creationTimestamp: null`.
+ */
 export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
   const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v !== undefined)
+    .filter(([, v]) => !isEmpty(v))
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
 }

@@ -168,6 +168,18 @@ export async function workloadScenario(client: KubeClient): Promise<Observation[
   });
   seen.push(await observe(client, 'rolled out a new image'));
 
+  // As `kubectl rollout undo` does: the first template again, so its ReplicaSet comes back as revision 3.
+  await client.strategicPatch(`${APPS}/deployments/web`, {
+    spec: { template: { spec: { containers: [{ name: 'main', image: 'cuda:1' }] } } },
+  });
+  await until('the rollback to cuda:1', async () => {
+    const images = (await activePods(client)).map(
+      (p) => (p['spec'] as { containers: { image: string }[] }).containers[0]!.image,
+    );
+    return images.every((i) => i === 'cuda:1') && (await deploymentSettled(client, 5));
+  });
+  seen.push(await observe(client, 'rolled back to the first image'));
+
   await client.create(`${BATCH}/jobs`, job);
   await until('the Job complete', async () =>
     (statusOf(await client.get(`${BATCH}/jobs/batch`)).conditions ?? []).some((c) => c.type === 'Complete'),
