@@ -15,7 +15,7 @@ import { closeDb, connectDb, rowsOf, type VcudaDb } from '../../db/connect.js';
 import { createUsageStore } from '../../db/usage.js';
 import { HttpUsageSink, type UsageSample } from '../../node-agent/usage.js';
 import { UsageBacklog } from '../../node-agent/usage-backlog.js';
-import { seedAllocation } from '../support/db/seed-allocation.js';
+import { INFER_ON_NODE_A, seedAllocation } from '../support/db/seed-allocation.js';
 import { createTestDatabase, postgresForTests, type TestDatabase } from '../support/db/test-databases.js';
 import { type ProxyMode, proxyInFrontOf, type TcpProxy } from './tcp-proxy.js';
 
@@ -50,17 +50,7 @@ describe.skipIf(!reachable)('usage reports across a 60 s ledger cut', () => {
     'loses no usage when the ledger is cut (%s)',
     async (cut) => {
       t = await createTestDatabase('postgres');
-      await seedAllocation(t.db, {
-        cluster: 'c1',
-        node: 'gpu-node-a',
-        cardUuid: 'GPU-1',
-        podUid: 'uid-a',
-        namespace: 'team-a',
-        pod: 'infer',
-        container: 'model',
-        core: 50,
-        at: new Date(T0 - 3_600_000),
-      });
+      await seedAllocation(t.db, { ...INFER_ON_NODE_A, core: 50, at: new Date(T0 - 3_600_000) });
       const front = await proxyInFrontOf(t.url as string);
       proxy = front.proxy;
       viaProxy = await connectDb({ url: front.url, maxConnections: 2, connectTimeoutSeconds: 1 });

@@ -17,7 +17,7 @@ import { createUsageStore } from '../../db/usage.js';
 import { HttpUsageSink, tokenFromFile, type UsageSample } from '../../node-agent/usage.js';
 import { type SimApiServer, startApiServer } from '../../sim/apiserver/api-server.js';
 import { kubeConfigFor } from '../../sim/kubeconfig.js';
-import { seedAllocation } from '../support/db/seed-allocation.js';
+import { INFER_ON_NODE_A, seedAllocation } from '../support/db/seed-allocation.js';
 
 const NODE_AGENT = 'system:serviceaccount:vcuda-system:vcuda-node-agent';
 let db: VcudaDb;
@@ -28,17 +28,7 @@ beforeAll(async () => {
   db = await connectDb({});
   await migrate(db);
   // The pod holds GPU-1 from an hour before the report: usage counts only while it does.
-  await seedAllocation(db, {
-    cluster: 'c1',
-    node: 'gpu-node-a',
-    cardUuid: 'GPU-1',
-    podUid: 'uid-a',
-    namespace: 'team-a',
-    pod: 'infer',
-    container: 'model',
-    core: 30,
-    at: new Date('2026-11-22T03:00:00Z'),
-  });
+  await seedAllocation(db, { ...INFER_ON_NODE_A, core: 30, at: new Date('2026-11-22T03:00:00Z') });
   dir = mkdtempSync(join(tmpdir(), 'vcuda-usage-'));
   api = await startApiServer({
     tokens: {

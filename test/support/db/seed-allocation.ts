@@ -29,3 +29,14 @@ export async function seedAllocation(
     items,
   });
 }
+
+/** The pod most usage tests report on: team-a/infer's container `model` on gpu-node-a's GPU-1. */
+export const INFER_ON_NODE_A = {
+  cluster: 'c1',
+  node: 'gpu-node-a',
+  cardUuid: 'GPU-1',
+  podUid: 'uid-a',
+  namespace: 'team-a',
+  pod: 'infer',
+  container: 'model',
+} as const;
