@@ -3,13 +3,14 @@
  * kube-scheduler v1.32 with the shipped scheduler configuration (preemptVerb: preempt): the real
  * kube-scheduler counts vcuda-core per node and proposes the two newest pods, which sit on
  * different cards; vcuda's preempt verb answers the two pods of one card, and kube-scheduler
- * evicts those. Skipped, with the reason in its name, where `../shared/kubernetes-1.32/` is absent.
+ * evicts those; with a PodDisruptionBudget over the other cards' pods, the unprotected card is
+ * the one emptied. Skipped, with the reason in its name, where `../shared/kubernetes-1.32/` is absent.
  */
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parseClusterSpec } from '../../sim/cluster-spec.js';
-import { preemptOneCard } from './preemption-scenario.js';
+import { preemptAroundBudget, preemptOneCard } from './preemption-scenario.js';
 import { type RealCluster, realTierSkipReason, startRealCluster } from './real-cluster.js';
-import { createNamespace } from './scheduling-scenarios.js';
+import { createNamespace, emptyNamespace } from './scheduling-scenarios.js';
 
 const NS = 'preemption';
 const skip = realTierSkipReason();
@@ -26,6 +27,11 @@ describe.skipIf(skip !== undefined)(
 
     it('evicts exactly the two pods of one card for a whole-card pod of higher priority', async () => {
       await preemptOneCard(rc, NS, rc.nodeNames[0]!, 8, rc.controlPlane()!.url);
+    }, 240_000);
+
+    it('spares the pods a PodDisruptionBudget protects, choosing another card', async () => {
+      await emptyNamespace(rc, NS);
+      await preemptAroundBudget(rc, NS, rc.nodeNames[0]!, 8);
     }, 240_000);
   },
 );

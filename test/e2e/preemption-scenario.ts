@@ -74,11 +74,7 @@ async function eventsOf(rig: Rig, ns: string): Promise<PodEvent[]> {
   return (await rig.client.list(`/api/v1/namespaces/${ns}/events`)).items as PodEvent[];
 }
 
-/**
- * A pod of the same high priority whose class says `preemptionPolicy: Never`: once the scheduler
- * has tried it (its FailedScheduling Event), every low pod is still there and the extender was
- * never asked; the pod is then deleted.
- */
+/** How many preempt calls the control plane has answered (its own metric). */
 async function preemptCalls(metricsUrl: string): Promise<number> {
   const text = await (await fetch(`${metricsUrl}/metrics`)).text();
   const line = text
@@ -87,6 +83,11 @@ async function preemptCalls(metricsUrl: string): Promise<number> {
   return line ? Number(line.split(' ').pop()) : 0;
 }
 
+/**
+ * A pod of the same high priority whose class says `preemptionPolicy: Never`: once the scheduler
+ * has tried it (its FailedScheduling Event), every low pod is still there and the extender was
+ * never asked; the pod is then deleted.
+ */
 async function neverPreempts(rig: Rig, ns: string, node: string, lows: number, metricsUrl: string): Promise<void> {
   const callsBefore = await preemptCalls(metricsUrl);
   await ensurePriorityClass(rig, 'vcuda-test-never', 1000, 'Never');
@@ -106,6 +107,47 @@ async function neverPreempts(rig: Rig, ns: string, node: string, lows: number, m
     .toBe(false);
 }
 
+/** Two low-priority 50-core pods per card of `node`, spread, all running; returns them. */
+async function fillNode(rig: Rig, ns: string, node: string, cards: number): Promise<KubeObj[]> {
+  await ensurePriorityClass(rig, 'vcuda-test-low', 0);
+  await ensurePriorityClass(rig, 'vcuda-test-high', 1000);
+  const spread = { 'nvidia.com/vcuda-placement': 'spread' };
+  for (let i = 0; i < 2 * cards; i++) {
+    await rig.client.create(podPath(ns), withPriority(sharePod(`low-${i}`, 50, 1024, node), 'vcuda-test-low', spread));
+  }
+  const running = async () => (await podsOf(rig, ns)).filter((p) => phaseOf(p) === 'Running');
+  await expect.poll(async () => (await running()).length, { timeout: 120_000, interval: 250 }).toBe(2 * cards);
+  return podsOf(rig, ns);
+}
+
+/**
+ * A PodDisruptionBudget (no disruption allowed) over every low pod but those of the oldest pod's
+ * card: without it the victims would be the newest pods (kube-scheduler's order); with it the
+ * preempt verb, which lists the budgets, must take the two unprotected pods instead.
+ */
+export async function preemptAroundBudget(rig: Rig, ns: string, node: string, cards: number): Promise<void> {
+  const lows = await fillNode(rig, ns, node, cards);
+  const free = cardsOf(lows.find((p) => p.metadata.name === 'low-0')!)[0];
+  for (const p of lows) {
+    const guard = cardsOf(p)[0] === free ? 'no' : 'yes';
+    await rig.client.mergePatch(podPath(ns, p.metadata.name), { metadata: { labels: { guard } } });
+  }
+  await rig.client.create(`/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets`, {
+    apiVersion: 'policy/v1',
+    kind: 'PodDisruptionBudget',
+    metadata: { name: 'guard' },
+    spec: { maxUnavailable: 0, selector: { matchLabels: { guard: 'yes' } } },
+  });
+  await rig.client.create(podPath(ns), withPriority(sharePod('high', 100, 1024, node), 'vcuda-test-high'));
+  await expect
+    .poll(async () => phaseOf(await rig.client.get(podPath(ns, 'high')).catch(() => undefined)), { timeout: 30_000 })
+    .toBe('Running');
+  const left = new Set((await podsOf(rig, ns)).map((p) => p.metadata.name));
+  const evicted = lows.filter((p) => !left.has(p.metadata.name));
+  expect(evicted.map((p) => cardsOf(p)[0])).toEqual([free, free]);
+  expect(cardsOf(await rig.client.get(podPath(ns, 'high')))).toEqual([free]);
+}
+
 /** Fills `node` (with `cards` cards) two pods per card, then preempts for one whole card. */
 export async function preemptOneCard(
   rig: Rig,
@@ -115,20 +157,9 @@ export async function preemptOneCard(
   /** The control plane's plain-HTTP URL (its /metrics counts the preempt calls). */
   metricsUrl: string,
 ): Promise<void> {
-  await ensurePriorityClass(rig, 'vcuda-test-low', 0);
-  await ensurePriorityClass(rig, 'vcuda-test-high', 1000);
   const ledger = watchLedger(rig);
   try {
-    const spread = { 'nvidia.com/vcuda-placement': 'spread' };
-    for (let i = 0; i < 2 * cards; i++) {
-      await rig.client.create(
-        podPath(ns),
-        withPriority(sharePod(`low-${i}`, 50, 1024, node), 'vcuda-test-low', spread),
-      );
-    }
-    const running = async () => (await podsOf(rig, ns)).filter((p) => phaseOf(p) === 'Running');
-    await expect.poll(async () => (await running()).length, { timeout: 120_000, interval: 250 }).toBe(2 * cards);
-    const lows = await podsOf(rig, ns);
+    const lows = await fillNode(rig, ns, node, cards);
     await neverPreempts(rig, ns, node, 2 * cards, metricsUrl);
     const cardOf = new Map(lows.map((p) => [p.metadata.name, cardsOf(p)[0]]));
     const callsBeforeHigh = await preemptCalls(metricsUrl);
