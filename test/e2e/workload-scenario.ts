@@ -138,6 +138,19 @@ const job = {
   },
 };
 
+/** Changes the template's image and waits until every pod runs it and the Deployment has settled. */
+async function rollTo(client: KubeClient, image: string): Promise<void> {
+  await client.strategicPatch(`${APPS}/deployments/web`, {
+    spec: { template: { spec: { containers: [{ name: 'main', image }] } } },
+  });
+  await until(`the rollout of ${image}`, async () => {
+    const images = (await activePods(client)).map(
+      (p) => (p['spec'] as { containers: { image: string }[] }).containers[0]!.image,
+    );
+    return images.every((i) => i === image) && (await deploymentSettled(client, 5));
+  });
+}
+
 /** Runs every step on `client` and returns what was seen after each. */
 export async function workloadScenario(client: KubeClient): Promise<Observation[]> {
   const seen: Observation[] = [];
@@ -157,27 +170,11 @@ export async function workloadScenario(client: KubeClient): Promise<Observation[
   });
   seen.push(await observe(client, 'a pod deleted'));
 
-  await client.strategicPatch(`${APPS}/deployments/web`, {
-    spec: { template: { spec: { containers: [{ name: 'main', image: 'cuda:2' }] } } },
-  });
-  await until('the rollout of cuda:2', async () => {
-    const images = (await activePods(client)).map(
-      (p) => (p['spec'] as { containers: { image: string }[] }).containers[0]!.image,
-    );
-    return images.every((i) => i === 'cuda:2') && (await deploymentSettled(client, 5));
-  });
+  await rollTo(client, 'cuda:2');
   seen.push(await observe(client, 'rolled out a new image'));
 
   // As `kubectl rollout undo` does: the first template again, so its ReplicaSet comes back as revision 3.
-  await client.strategicPatch(`${APPS}/deployments/web`, {
-    spec: { template: { spec: { containers: [{ name: 'main', image: 'cuda:1' }] } } },
-  });
-  await until('the rollback to cuda:1', async () => {
-    const images = (await activePods(client)).map(
-      (p) => (p['spec'] as { containers: { image: string }[] }).containers[0]!.image,
-    );
-    return images.every((i) => i === 'cuda:1') && (await deploymentSettled(client, 5));
-  });
+  await rollTo(client, 'cuda:1');
   seen.push(await observe(client, 'rolled back to the first image'));
 
   await client.create(`${BATCH}/jobs`, job);
