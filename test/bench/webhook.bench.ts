@@ -234,8 +234,9 @@ async function startControlPlaneProcess(
   const config = {
     host: '127.0.0.1',
     port: httpPort,
-    // Room for the streams the `_sse` scenario opens (the default cap is 64 per replica).
-    dashboard: { maxStreams: SSE_STREAMS + 16 },
+    // Room for the streams the `_sse` scenario opens, all from this host (the defaults cap them
+    // at 64 per replica and 8 per client address).
+    dashboard: { maxStreams: SSE_STREAMS + 16, maxStreamsPerClient: SSE_STREAMS + 16 },
     httpsPort,
     clusterName: CLUSTER,
     extender: { port: 0 },
