@@ -53,6 +53,45 @@ async function readPodTimes(kc: KubeConfig, times: number): Promise<void> {
     expect((await api.readNamespacedPod({ name: 'p', namespace: 'default' })).metadata?.uid).toBe('u');
 }
 
+/**
+ * A counting HTTPS server that demands a client certificate of its CA, and `useClient`, which
+ * points `kc` at it with a fresh client certificate naming `commonName`.
+ */
+async function mutualTlsServer() {
+  const now = new Date();
+  const until = new Date(now.getTime() + 86_400_000);
+  const ca = await issueCertificateAuthority('test-ca', now, until);
+  const serving = await issueLeafCertificate(
+    ca,
+    { dnsNames: [], ipAddresses: ['127.0.0.1'], usage: 'server' },
+    now,
+    until,
+  );
+  const server = await countingServer({
+    cert: serving.certPem,
+    key: serving.keyPem,
+    ca: ca.certPem,
+    requestCert: true,
+    rejectUnauthorized: true,
+  });
+  const b64 = (pem: string) => Buffer.from(pem).toString('base64');
+  const useClient = async (kc: KubeConfig, commonName: string) => {
+    const client = await issueLeafCertificate(
+      ca,
+      { commonName, dnsNames: [], ipAddresses: [], usage: 'client' },
+      now,
+      until,
+    );
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: server.url, caData: b64(ca.certPem) }],
+      users: [{ name: 'u', certData: b64(client.certPem), keyData: b64(client.keyPem) }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
+  };
+  return { server, useClient };
+}
+
 describe('PooledKubeConfig', () => {
   it('sends successive API calls over one connection, where the stock config opens one per call', async () => {
     const stock = await countingServer();
@@ -67,88 +106,21 @@ describe('PooledKubeConfig', () => {
   });
 
   it('keeps one TLS session per client certificate: a rotated certificate opens a new one that presents it', async () => {
-    const now = new Date();
-    const until = new Date(now.getTime() + 86_400_000);
-    const ca = await issueCertificateAuthority('test-ca', now, until);
-    const serving = await issueLeafCertificate(
-      ca,
-      { dnsNames: [], ipAddresses: ['127.0.0.1'], usage: 'server' },
-      now,
-      until,
-    );
-    const server = await countingServer({
-      cert: serving.certPem,
-      key: serving.keyPem,
-      ca: ca.certPem,
-      requestCert: true,
-      rejectUnauthorized: true,
-    });
+    const { server, useClient } = await mutualTlsServer();
     const kc = new PooledKubeConfig();
-    const useClient = async (commonName: string) => {
-      const client = await issueLeafCertificate(
-        ca,
-        { commonName, dnsNames: [], ipAddresses: [], usage: 'client' },
-        now,
-        until,
-      );
-      kc.loadFromOptions({
-        clusters: [{ name: 'c', server: server.url, caData: Buffer.from(ca.certPem).toString('base64') }],
-        users: [
-          {
-            name: 'u',
-            certData: Buffer.from(client.certPem).toString('base64'),
-            keyData: Buffer.from(client.keyPem).toString('base64'),
-          },
-        ],
-        contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-        currentContext: 'x',
-      });
-    };
-    await useClient('first');
+    await useClient(kc, 'first');
     await readPodTimes(kc, 4);
     expect(server.clientNames).toEqual(['first']);
-    await useClient('second');
+    await useClient(kc, 'second');
     await readPodTimes(kc, 4);
     expect(server.clientNames).toEqual(['first', 'second']);
     kc.closeIdleConnections();
   });
 
   it('parses the TLS material once: concurrent calls over several connections share one secure context', async () => {
-    const now = new Date();
-    const until = new Date(now.getTime() + 86_400_000);
-    const ca = await issueCertificateAuthority('test-ca', now, until);
-    const serving = await issueLeafCertificate(
-      ca,
-      { dnsNames: [], ipAddresses: ['127.0.0.1'], usage: 'server' },
-      now,
-      until,
-    );
-    const server = await countingServer({
-      cert: serving.certPem,
-      key: serving.keyPem,
-      ca: ca.certPem,
-      requestCert: true,
-      rejectUnauthorized: true,
-    });
-    const client = await issueLeafCertificate(
-      ca,
-      { commonName: 'shared', dnsNames: [], ipAddresses: [], usage: 'client' },
-      now,
-      until,
-    );
+    const { server, useClient } = await mutualTlsServer();
     const kc = new PooledKubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: 'c', server: server.url, caData: Buffer.from(ca.certPem).toString('base64') }],
-      users: [
-        {
-          name: 'u',
-          certData: Buffer.from(client.certPem).toString('base64'),
-          keyData: Buffer.from(client.keyPem).toString('base64'),
-        },
-      ],
-      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-      currentContext: 'x',
-    });
+    await useClient(kc, 'shared');
     const api = kc.makeApiClient(CoreV1Api);
     // At once: the agent opens a connection per call in flight, each presenting the certificate.
     const pods = await Promise.all(
