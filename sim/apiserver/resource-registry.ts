@@ -74,6 +74,8 @@ export const resourceTypes: readonly ResourceType[] = [
   type('', 'v1', 'serviceaccounts', 'ServiceAccount', true, { shortNames: ['sa'] }),
   type('coordination.k8s.io', 'v1', 'leases', 'Lease', true),
   type('scheduling.k8s.io', 'v1', 'priorityclasses', 'PriorityClass', false, { shortNames: ['pc'] }),
+  // Stored and listed only: no disruption controller fills in their status (disruptionsAllowed reads as 0).
+  type('policy', 'v1', 'poddisruptionbudgets', 'PodDisruptionBudget', true, { shortNames: ['pdb'] }),
   type('apps', 'v1', 'deployments', 'Deployment', true, { shortNames: ['deploy'], subresources: ['status', 'scale'] }),
   type('apps', 'v1', 'replicasets', 'ReplicaSet', true, { shortNames: ['rs'], subresources: ['status', 'scale'] }),
   type('batch', 'v1', 'jobs', 'Job', true, { subresources: ['status'] }),

@@ -6,8 +6,8 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parseClusterSpec } from '../../sim/cluster-spec.js';
 import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
-import { preemptOneCard } from './preemption-scenario.js';
-import { createNamespace, localClusterRig, type Rig } from './scheduling-scenarios.js';
+import { preemptAroundBudget, preemptOneCard } from './preemption-scenario.js';
+import { createNamespace, emptyNamespace, localClusterRig, type Rig } from './scheduling-scenarios.js';
 
 const NS = 'preemption';
 
@@ -26,5 +26,10 @@ describe('preemption on the simulator', () => {
 
   it('evicts exactly the two pods of one card for a whole-card pod of higher priority', async () => {
     await preemptOneCard(rig, NS, 'gpu-node-0', 8, lc.url);
+  }, 240_000);
+
+  it('spares the pods a PodDisruptionBudget protects, choosing another card', async () => {
+    await emptyNamespace(rig, NS);
+    await preemptAroundBudget(rig, NS, 'gpu-node-0', 8);
   }, 240_000);
 });
