@@ -18,7 +18,23 @@ export type Observation = {
   replicaSets: { revision: string; desired: number; current: number; ownedByDeployment: boolean }[];
   deployment: Record<string, unknown> | null;
   job: Record<string, unknown> | null;
+  failingJob: Record<string, unknown> | null;
 };
+
+function jobView(job: KubeObj, pods: readonly KubeObj[]): Record<string, unknown> {
+  const s = statusOf(job);
+  const own = pods.filter(
+    (p) => (p.metadata['ownerReferences'] as { uid: string }[] | undefined)?.[0]?.uid === job.metadata.uid,
+  );
+  return {
+    succeeded: s['succeeded'] ?? 0,
+    failed: s['failed'] ?? 0,
+    active: s['active'] ?? 0,
+    conditions: (s.conditions ?? []).map((c) => `${c.type}=${c.status}`).sort(),
+    reasons: (s.conditions ?? []).map((c) => (c as { reason?: string }).reason).sort(),
+    pods: own.length,
+  };
+}
 
 type Status = Record<string, number | undefined> & { conditions?: { type: string; status: string }[] };
 
@@ -48,6 +64,7 @@ async function observe(client: KubeClient, step: string): Promise<Observation> {
   const sets = (await client.list(`${APPS}/replicasets`)).items;
   const d = await getOrUndefined(client, `${APPS}/deployments/web`);
   const job = await getOrUndefined(client, `${BATCH}/jobs/batch`);
+  const failing = await getOrUndefined(client, `${BATCH}/jobs/failing`);
   const jobPods = pods.filter((p) => controller(p)?.kind === 'Job');
   const ds = statusOf(d);
   const js = statusOf(job);
@@ -74,6 +91,7 @@ async function observe(client: KubeClient, step: string): Promise<Observation> {
           conditions: (ds.conditions ?? []).map((c) => `${c.type}=${c.status}`).sort(),
         }
       : null,
+    failingJob: failing ? jobView(failing, jobPods) : null,
     job: job
       ? {
           succeeded: js['succeeded'] ?? 0,
@@ -183,8 +201,22 @@ export async function workloadScenario(client: KubeClient): Promise<Observation[
   );
   seen.push(await observe(client, 'a Job of 4 completions, 2 at a time'));
 
+  // Every pod of this one fails: the second failure is past its backoffLimit of 1.
+  await client.create(`${BATCH}/jobs`, {
+    ...job,
+    metadata: { name: 'failing' },
+    spec: { ...job.spec, completions: 1, parallelism: 1, backoffLimit: 1 },
+  });
+  await until(
+    'the failing Job failed',
+    async () => (statusOf(await client.get(`${BATCH}/jobs/failing`)).conditions ?? []).some((c) => c.type === 'Failed'),
+    90_000,
+  );
+  seen.push(await observe(client, 'a Job past its backoff limit'));
+
   await client.request('DELETE', `${APPS}/deployments/web`, { propagationPolicy: 'Background' });
   await client.request('DELETE', `${BATCH}/jobs/batch`, { propagationPolicy: 'Background' });
+  await client.request('DELETE', `${BATCH}/jobs/failing`, { propagationPolicy: 'Background' });
   await until('everything collected', async () => {
     const pods = (await client.list(`/api/v1/namespaces/${NS}/pods`)).items;
     const sets = (await client.list(`${APPS}/replicasets`)).items;

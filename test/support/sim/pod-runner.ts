@@ -1,7 +1,8 @@
 /**
  * A stand-in kubelet for control planes without one (the simulated API server alone, or a real
  * kube-apiserver + kube-controller-manager): one step per tick, every Pending pod a Job owns
- * succeeds, every other runs and turns Ready, and a pod being deleted is confirmed gone (grace 0).
+ * succeeds (fails when the Job's name starts with `fail`), every other runs and turns Ready, and a
+ * pod being deleted is confirmed gone (grace 0).
  */
 import { controllerOf } from '../../../sim/controllers/workload-objects.js';
 import { type KubeClient, type KubeObj, podPath } from '../../../sim/kube-client.js';
@@ -17,9 +18,10 @@ export function runPods(client: KubeClient, onTick: (pods: KubeObj[]) => void = 
     }
     if ((p['status'] as { phase?: string } | undefined)?.phase !== 'Pending') return;
     const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    const owner = controllerOf(p);
     const status =
-      controllerOf(p)?.kind === 'Job'
-        ? { phase: 'Succeeded' }
+      owner?.kind === 'Job'
+        ? { phase: owner.name.startsWith('fail') ? 'Failed' : 'Succeeded' }
         : { phase: 'Running', conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: now }] };
     await client.mergePatch(`${podPath(ns, p.metadata.name)}/status`, { status }).catch(() => {});
   };
