@@ -402,7 +402,8 @@ async function measure(
     rig.nodeNames.length === 1
       ? await identicalAgainstDistinct(timed, rig.nodeNames[0]!, tier)
       : await manyPods(timed, tier);
-  return [{ ...cold, scenario }, ...figures];
+  // With no warm-up round (VCUDA_BENCH_STARTS_WARM_UP=0) there is no cold figure to report.
+  return first ? [{ ...cold, scenario }, ...figures] : figures;
 }
 
 const oneNode = () =>
