@@ -13,6 +13,7 @@ import type {
   GpuHoursRow,
   IdleAllocation,
   NodeAgentHealth,
+  Preemption,
   QuotaUse,
   Refusal,
 } from './source.js';
@@ -45,6 +46,8 @@ export type LedgerSourceDeps = {
   reports: ReportRunner;
   clock: () => Date;
   readRefusals: (limit: number) => Promise<Refusal[]>;
+  /** Recent preemptions (from Events, not the ledger); absent: none shown. */
+  readPreemptions?: (limit: number) => Promise<Preemption[]>;
   /** The idle view's span (minutes); default the idle report's (30). */
   idleForMinutes?: number;
   /**
@@ -311,5 +314,6 @@ export function createLedgerDashboardSource(deps: LedgerSourceDeps): DashboardSo
       };
     },
     readRefusals: deps.readRefusals,
+    ...(deps.readPreemptions ? { readPreemptions: deps.readPreemptions } : {}),
   };
 }

@@ -183,6 +183,24 @@ describe('buildOverview', () => {
           message: 'm',
         },
       ],
+      preemptions: [
+        {
+          at: '2026-01-01T11:00:00.000Z',
+          role: 'victim',
+          namespace: 'ml',
+          pod: 'low-6',
+          reason: 'Preempted',
+          message: 'Preempted by pod u1 on node e1',
+        },
+        {
+          at: '2026-01-01T11:00:01.000Z',
+          role: 'preemptor',
+          namespace: 'ml',
+          pod: 'urgent',
+          reason: 'VcudaPreempting',
+          message: 'preempting lower-priority pods on e1 for GPU-0: ml/low-6 (priority 0)',
+        },
+      ],
     });
     expect(o.clusters.map((c) => c.name)).toEqual(['east', 'west']);
     expect(o.totals).toEqual({
@@ -205,6 +223,11 @@ describe('buildOverview', () => {
     ]);
     expect(o.reports.idle.map((i) => i.pod)).toEqual(['b', 'a']);
     expect(o.refusals.map((r) => r.pod)).toEqual(['new', 'old']);
+    // Who took whose cards, and why: newest first, the messages as the Events say them.
+    expect(o.preemptions.map((p) => [p.role, p.pod, p.message])).toEqual([
+      ['preemptor', 'urgent', 'preempting lower-priority pods on e1 for GPU-0: ml/low-6 (priority 0)'],
+      ['victim', 'low-6', 'Preempted by pod u1 on node e1'],
+    ]);
     expect(o.window).toEqual({ from: '2026-01-01T00:00:00.000Z', to: '2026-01-02T00:00:00.000Z' });
   });
 
@@ -315,6 +338,26 @@ describe('buildOverview', () => {
           message: '',
         },
       ],
+      preemptions: [
+        {
+          at: '2026-01-01T10:00:00.000Z',
+          role: 'victim',
+          cluster: 'east',
+          namespace: 'ml',
+          pod: 'e',
+          reason: 'Preempted',
+          message: '',
+        },
+        {
+          at: '2026-01-01T10:00:00.000Z',
+          role: 'victim',
+          cluster: 'west',
+          namespace: 'ml',
+          pod: 'w',
+          reason: 'Preempted',
+          message: '',
+        },
+      ],
     });
     expect(o.cluster).toBe('west');
     // north only has history (a cluster retired since): still pickable.
@@ -325,5 +368,6 @@ describe('buildOverview', () => {
     expect(o.reports.gpuHoursByNamespace.map((r) => r.key)).toEqual(['west/ml']);
     expect(o.reports.idle).toEqual([]);
     expect(o.refusals.map((r) => r.pod)).toEqual(['y']);
+    expect(o.preemptions.map((p) => p.pod)).toEqual(['w']);
   });
 });

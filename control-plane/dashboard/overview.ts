@@ -12,6 +12,7 @@ import type {
   IdleCriteria,
   NodeAgentHealth,
   NodeState,
+  Preemption,
   QuotaUse,
   Refusal,
   ReportWindow,
@@ -109,6 +110,8 @@ export type Overview = {
     }[];
   };
   refusals: Refusal[];
+  /** Both sides of recent preemptions (who took whose cards, and why), newest first. */
+  preemptions: Preemption[];
 };
 
 export type OverviewOptions = {
@@ -250,6 +253,8 @@ export type OverviewInput = {
   quotas: QuotaUse[];
   reports: DashboardReports;
   refusals: Refusal[];
+  /** Absent: the source knows of none. */
+  preemptions?: Preemption[];
   window: ReportWindow;
   now: Date;
   /** Show only this cluster (team quotas, which span clusters, stay). */
@@ -269,6 +274,7 @@ function onlyCluster(input: OverviewInput, cluster: string): OverviewInput {
       idle: input.reports.idle.filter((r) => r.cluster === cluster),
     },
     refusals: input.refusals.filter((r) => keep(r.cluster)),
+    preemptions: input.preemptions?.filter((p) => keep(p.cluster)),
   };
 }
 
@@ -327,5 +333,6 @@ export function buildOverview(all: OverviewInput, opts: OverviewOptions = defaul
         .slice(0, opts.topN),
     },
     refusals: [...input.refusals].sort((a, b) => b.at.localeCompare(a.at)),
+    preemptions: [...(input.preemptions ?? [])].sort((a, b) => b.at.localeCompare(a.at)),
   };
 }

@@ -7,7 +7,8 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventReasons, podEvent } from '../../contract/index.js';
 import { type SimApiServer, startApiServer } from '../../sim/apiserver/api-server.js';
-import { watchRefusalEvents } from './refusal-events.js';
+import { createPreemptionLog } from './preemption-log.js';
+import { watchPreemptionEvents, watchRefusalEvents } from './refusal-events.js';
 import { createRefusalLog } from './refusal-log.js';
 
 function kubeConfigFor(url: string): KubeConfig {
@@ -31,8 +32,8 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10
 
 describe('watchRefusalEvents', () => {
   let api: SimApiServer;
-  const post = async (pod: string, reason: (typeof eventReasons)[keyof typeof eventReasons], suffix: string) => {
-    const body = podEvent({ namespace: 'default', name: pod }, reason, `${reason} for ${pod}`, {
+  const post = async (pod: string, reason: string, suffix: string) => {
+    const body = podEvent({ namespace: 'default', name: pod }, reason as never, `${reason} for ${pod}`, {
       component: 'vcuda-node-agent',
       now: new Date(),
       nameSuffix: suffix,
@@ -65,6 +66,25 @@ describe('watchRefusalEvents', () => {
       expect(rows.map((r) => [r.pod, r.stage, r.cluster]).sort()).toEqual([
         ['early', 'allocate', 'west'],
         ['late', 'quota', 'west'],
+      ]);
+    } finally {
+      watch.stop();
+    }
+  });
+
+  it('records both sides of a preemption, listed and watched, and no other Normal Event', async () => {
+    await post('winner', eventReasons.preempting, 'p1');
+    await post('placed', eventReasons.bound, 'p2');
+    const log = createPreemptionLog();
+    const watch = watchPreemptionEvents(kubeConfigFor(api.url), log, { cluster: 'west', retryMs: 100 });
+    try {
+      await until('initial lists', async () => watch.synced());
+      await post('loser', 'Preempted', 'p3');
+      await until('the watched event', async () => (await log.readPreemptions(10)).some((r) => r.pod === 'loser'));
+      const rows = await log.readPreemptions(10);
+      expect(rows.map((r) => [r.pod, r.role, r.cluster]).sort()).toEqual([
+        ['loser', 'victim', 'west'],
+        ['winner', 'preemptor', 'west'],
       ]);
     } finally {
       watch.stop();

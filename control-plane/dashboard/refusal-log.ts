@@ -31,16 +31,22 @@ function isoOf(t: string | Date | null | undefined): string | undefined {
   return Number.isNaN(d.getTime()) ? undefined : d.toISOString();
 }
 
+/** When the Event last happened, ISO-8601; undefined when it carries no readable time. */
+export function eventTimeOf(event: PodEventLike): string | undefined {
+  return (
+    isoOf(event.lastTimestamp) ??
+    isoOf(event.eventTime) ??
+    isoOf(event.firstTimestamp) ??
+    isoOf(event.metadata?.creationTimestamp)
+  );
+}
+
 /** A refusal when the Event is one of vcuda's refusal reasons about a pod; otherwise undefined. */
 export function refusalFromEvent(event: PodEventLike, cluster?: string): Refusal | undefined {
   const stage = stageOfReason[event.reason as EventReason];
   const obj = event.involvedObject;
   if (!stage || !obj || obj.kind !== 'Pod' || !obj.name) return undefined;
-  const at =
-    isoOf(event.lastTimestamp) ??
-    isoOf(event.eventTime) ??
-    isoOf(event.firstTimestamp) ??
-    isoOf(event.metadata?.creationTimestamp);
+  const at = eventTimeOf(event);
   if (!at) return undefined;
   return {
     at,

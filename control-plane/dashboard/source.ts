@@ -112,6 +112,23 @@ export type Refusal = {
   message: string;
 };
 
+/**
+ * One side of a preemption, from its Event: the preemptor (vcuda's `VcudaPreempting`, naming the
+ * victims and the cards they free) or a victim (kube-scheduler's `Preempted`, naming who took its place).
+ */
+export type Preemption = {
+  /** ISO-8601. */
+  at: string;
+  role: 'preemptor' | 'victim';
+  cluster?: string;
+  namespace: string;
+  pod: string;
+  /** The Event reason: `VcudaPreempting` or `Preempted`. */
+  reason: string;
+  /** Who and why, as the Event says it. */
+  message: string;
+};
+
 export type ReportWindow = { from: Date; to: Date };
 
 export type DashboardSource = {
@@ -122,4 +139,6 @@ export type DashboardSource = {
   readReports(window: ReportWindow): Promise<DashboardReports>;
   /** Most recent first, at most `limit`. */
   readRefusals(limit: number): Promise<Refusal[]>;
+  /** Most recent first, at most `limit`; absent: the source knows of none. */
+  readPreemptions?(limit: number): Promise<Preemption[]>;
 };

@@ -184,6 +184,7 @@ export function plainApp(
         reports,
         clock,
         readRefusals: (n) => cluster.refusals.readRefusals(n),
+        readPreemptions: (n) => cluster.preemptions.readPreemptions(n),
         readLiveNodes: () => liveNodes(ctx, cluster),
       }),
       clock,

@@ -12,6 +12,7 @@ import { PooledKubeConfig } from '../../kube-connections/pooled-kube-config.js';
 import { AssignmentTrust, createAssignmentTrustMetrics, type UnverifiedAssignment } from '../assignment-trust.js';
 import { ClusterState } from '../cluster-state.js';
 import type { ControlPlaneConfig } from '../config.js';
+import { createPreemptionLog, type PreemptionLog } from '../dashboard/preemption-log.js';
 import { createRefusalLog, type RefusalLog } from '../dashboard/refusal-log.js';
 import { type ControlPlaneKube, createKubeClient } from '../kube-client.js';
 import { createLocalKube } from '../local-kube.js';
@@ -28,6 +29,8 @@ export type ClusterView = {
   watch: WatchCache | undefined;
   kube: ControlPlaneKube;
   refusals: RefusalLog;
+  /** Both sides of recent preemptions, for the dashboard. */
+  preemptions: PreemptionLog;
   /** Each component's Event recorder (repeats aggregated, one write per pod and reason a minute). */
   events: EventRecorders;
   /** The keys assignments are verified against; until given, every assignment is unverified. */
@@ -48,6 +51,7 @@ export function connectCluster(ctx: StartContext, registry: Registry, given?: Ku
   const names = resourceNames(config.resourceDomain);
   const kc = loadKubeConfig(config, given);
   const refusals = createRefusalLog();
+  const preemptions = createPreemptionLog();
   let keys: KeySet | undefined;
   let kube: ControlPlaneKube;
   const events = eventRecorders(ctx, () => kube);
@@ -59,7 +63,8 @@ export function connectCluster(ctx: StartContext, registry: Registry, given?: Ku
   const state = new ClusterState({ trust, quantity: { names, memoryUnitMiB: config.memoryUnitMiB } });
   let watch: WatchCache | undefined;
   const onEvent = (_ns: string, event: PodEvent) => {
-    refusals.recordEvent(event as Parameters<typeof refusals.recordEvent>[0], config.clusterName);
+    const like = event as Parameters<typeof refusals.recordEvent>[0];
+    if (!refusals.recordEvent(like, config.clusterName)) preemptions.recordEvent(like, config.clusterName);
   };
   if (kc) {
     watch = createWatchCache(kc, state, { onError: (err) => log.warn({ err }, 'watch failed; relisting') });
@@ -85,6 +90,7 @@ export function connectCluster(ctx: StartContext, registry: Registry, given?: Ku
     watch,
     kube,
     refusals,
+    preemptions,
     events,
     trustKeys: (k) => {
       keys = k;

@@ -3,7 +3,7 @@
  * events of every replica and node agent, and the pod watch with what runs once it has synced.
  */
 import type { Ledger } from '../../db/ledger.js';
-import { watchRefusalEvents } from '../dashboard/refusal-events.js';
+import { watchPreemptionEvents, watchRefusalEvents } from '../dashboard/refusal-events.js';
 import type { Nudger } from '../extender/nudger.js';
 import { stalledPods } from '../extender/stalled-pods.js';
 import type { WatchCache } from '../watch-cache.js';
@@ -34,7 +34,15 @@ export function watchRefusals({ config, log }: StartContext, cluster: ClusterVie
     cluster: config.clusterName,
     onError: (err) => log.warn({ err }, 'refusal event watch failed; relisting'),
   });
-  return () => events.stop();
+  // Preemptions too: kube-scheduler's Preempted Events on victims reach no replica any other way.
+  const preemptions = watchPreemptionEvents(cluster.kc, cluster.preemptions, {
+    cluster: config.clusterName,
+    onError: (err) => log.warn({ err }, 'preemption event watch failed; relisting'),
+  });
+  return () => {
+    events.stop();
+    preemptions.stop();
+  };
 }
 
 export type PodFollowDeps = {

@@ -419,6 +419,26 @@ function renderRefusals(refusals) {
   );
 }
 
+function renderPreemptions(preemptions) {
+  document.getElementById('preemption-list').replaceChildren(
+    table(
+      ['when', 'role', 'pod', 'reason', 'who and why'],
+      (preemptions ?? []).map((p) =>
+        el(
+          'tr',
+          { 'data-testid': 'preemption', 'data-pod': `${p.namespace}/${p.pod}`, 'data-role': p.role },
+          el('td', { class: 'num' }, new Date(p.at).toLocaleString()),
+          el('td', {}, p.role),
+          el('td', {}, `${p.cluster ? `${p.cluster}/` : ''}${p.namespace}/${p.pod}`),
+          el('td', {}, p.reason),
+          el('td', { class: 'msg' }, p.message),
+        ),
+      ),
+      'No preemptions recently.',
+    ),
+  );
+}
+
 // Keeps the picker's options in step with the clusters the ledger knows, without losing the choice.
 function renderClusterPicker(names, chosen) {
   const picker = document.getElementById('cluster');
@@ -437,6 +457,7 @@ function render(o) {
   renderQuotas(o.quotas);
   renderReports(o.reports);
   renderRefusals(o.refusals);
+  renderPreemptions(o.preemptions);
   const updated = document.getElementById('updated');
   updated.textContent = new Date(o.generatedAt).toLocaleString();
   updated.setAttribute('datetime', o.generatedAt);
