@@ -68,12 +68,3 @@ export async function startServiceProxy(opts: { port?: number; host?: string } =
     },
   };
 }
-
-/** A free loopback port (for servers that cannot take port 0). */
-export async function findFreePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}

@@ -11,7 +11,7 @@ import {
 } from './certificates.js';
 import { webhookConfigSchema } from './config.js';
 import type { StoredConfiguration, WebhookConfiguration, WebhookConfigurationClient } from './registration.js';
-import { certificateSubjectFor, createWebhookKeeper } from './webhook-keeper.js';
+import { certificateSubjectFor, createWebhookKeeper, registrationOnPort } from './webhook-keeper.js';
 
 const DAY = 24 * 3600 * 1000;
 const names = resourceNames();
@@ -140,5 +140,50 @@ describe('certificateSubjectFor', () => {
     const subject = certificateSubjectFor(webhookConfigSchema.parse({ registration }).registration);
     expect(subject.dnsNames.slice(0, dnsStart.length)).toEqual(dnsStart);
     expect(subject.ipAddresses).toEqual(ips);
+  });
+});
+
+describe('registrationOnPort', () => {
+  const onPort0 = webhookConfigSchema.parse({ registration: { url: 'https://127.0.0.1:0' } }).registration;
+
+  it('registers a URL on port 0 with the port the listener bound', async () => {
+    const objects = new Map<string, WebhookConfiguration>();
+    const client: WebhookConfigurationClient = {
+      serverVersion: async () => ({ major: '1', minor: '26', gitVersion: 'v1.26.5' }),
+      read: async (kind, name) =>
+        objects.get(`${kind}/${name}`) as (WebhookConfiguration & StoredConfiguration) | undefined,
+      create: async (obj) => {
+        objects.set(`${obj.kind}/${obj.metadata.name}`, obj);
+        return { ...obj, metadata: { ...obj.metadata, resourceVersion: '1' } };
+      },
+      replace: async (obj) => ({ ...obj, metadata: { ...obj.metadata, resourceVersion: '2' } }),
+    };
+    let bound: number | undefined;
+    const keeper = createWebhookKeeper({
+      config: webhookConfigSchema.parse({ registration: { url: 'https://127.0.0.1:0' } }),
+      names,
+      secretStore: memorySecret(),
+      registrationClient: client,
+      clock: () => new Date('2026-11-22T00:00:00Z'),
+      logger: quiet,
+      onCertificate: () => {},
+      boundPort: () => bound,
+    });
+    await keeper.certificate();
+    expect(objects.size).toBe(0);
+    await expect(keeper.refresh()).rejects.toThrow("port 0 needs the bound listener's port");
+    bound = 40123;
+    await keeper.refresh();
+    const urls = [...objects.values()].flatMap((o) => o.webhooks.map((w) => w.clientConfig.url));
+    expect(urls.length).toBeGreaterThan(0);
+    for (const url of urls) expect(url).toMatch(/^https:\/\/127\.0\.0\.1:40123\//);
+  });
+
+  it('leaves a URL with its own port, and a Service registration, as they are', () => {
+    const fixed = webhookConfigSchema.parse({ registration: { url: 'https://cp.example:8443' } }).registration;
+    expect(registrationOnPort(fixed, 40123)).toBe(fixed);
+    const service = webhookConfigSchema.parse({}).registration;
+    expect(registrationOnPort(service, 40123)).toBe(service);
+    expect(registrationOnPort(onPort0, 1).url).toBe('https://127.0.0.1:1/');
   });
 });

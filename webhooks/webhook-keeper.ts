@@ -35,6 +35,19 @@ export function certificateSubjectFor(registration: RegistrationConfig): Certifi
   };
 }
 
+/**
+ * A registration URL on port 0 names the listener's own port, known only once it has bound (so a
+ * caller never picks a port it then has to bind); before that it cannot be registered.
+ */
+export function registrationOnPort(registration: RegistrationConfig, port: number | undefined): RegistrationConfig {
+  if (!registration.url) return registration;
+  const url = new URL(registration.url);
+  if (url.port !== '0') return registration;
+  if (!port) throw new Error(`webhook.registration.url ${registration.url}: port 0 needs the bound listener's port`);
+  url.port = String(port);
+  return { ...registration, url: url.toString() };
+}
+
 export type WebhookKeeperDeps = {
   config: Pick<WebhookConfig, 'registration' | 'certificates'> & Partial<Pick<WebhookConfig, 'privilegedUsernames'>>;
   names: ResourceNames;
@@ -47,9 +60,13 @@ export type WebhookKeeperDeps = {
   clock: () => Date;
   logger: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void };
   onCertificate: (cert: ServingCertificate) => void;
+  /** The port the webhooks' listener bound, once it has: what a registration URL on port 0 means. */
+  boundPort?: (() => number | undefined) | undefined;
 };
 
 export type WebhookKeeper = {
+  /** The certificate alone (no registration): what a listener needs before it binds. */
+  certificate(): Promise<ServingCertificate>;
   /** One pass: certificate, then registration with the bundle just read. */
   refresh(): Promise<{ certificate: ServingCertificate; registration?: RegistrationOutcome }>;
   /** Refreshes every `intervalMs` until the returned function is called; failures are logged and retried. */
@@ -92,7 +109,7 @@ export function createWebhookKeeper(deps: WebhookKeeperDeps): WebhookKeeper {
     const certificate = await keeper.refresh();
     if (!deps.registrationClient) return { certificate };
     const outcome = await ensureWebhookRegistration(deps.registrationClient, {
-      config: registration,
+      config: registrationOnPort(registration, deps.boundPort?.()),
       names: deps.names,
       caBundlePem: certificate.caBundlePem,
       ...(deps.config.privilegedUsernames ? { privilegedUsernames: deps.config.privilegedUsernames } : {}),
@@ -106,6 +123,7 @@ export function createWebhookKeeper(deps: WebhookKeeperDeps): WebhookKeeper {
   }
 
   return {
+    certificate: () => keeper.refresh(),
     refresh,
     start: (intervalMs) => refreshEvery(intervalMs, refresh, deps.logger, 'webhook refresh failed; retrying later'),
   };

@@ -53,9 +53,14 @@ export async function serveWebhooks(
     ...(clientCa ? { ca: clientCa } : {}),
   });
   const { names, kc } = deps.cluster;
-  const keeper = createKeeper(ctx, { webhook: deps.webhook, names, kc }, (cert) => https?.setCertificate(tlsOf(cert)));
+  const boundPort = () => (https ? Number(new URL(https.url).port) : undefined);
+  const keeper = createKeeper(ctx, { webhook: deps.webhook, names, kc, boundPort }, (cert) =>
+    https?.setCertificate(tlsOf(cert)),
+  );
   if (!keeper) return { close: () => undefined };
-  const { certificate } = await keeper.refresh();
+  // Bound first, registered after: the configurations name a listener that already answers
+  // (and a URL on port 0 gets the port it bound).
+  const certificate = await keeper.certificate();
   https = await listen(
     createApp({ admission: deps.admission.routes, scheduler: extenderNotServedHere() }),
     config.host,
@@ -64,6 +69,12 @@ export async function serveWebhooks(
     deps.admission.listener,
   );
   const served = https;
+  try {
+    await keeper.refresh();
+  } catch (err) {
+    await served.close();
+    throw err;
+  }
   const stopKeeper = keeper.start(WEBHOOK_REFRESH_MS);
   return {
     url: served.url,
@@ -77,7 +88,12 @@ export async function serveWebhooks(
 /** The webhook's certificate keeper, or none when the webhooks are not served (no cluster, no files). */
 function createKeeper(
   { config, clock, log }: StartContext,
-  deps: { webhook: WebhookConfig; names: ResourceNames; kc: KubeConfig | undefined },
+  deps: {
+    webhook: WebhookConfig;
+    names: ResourceNames;
+    kc: KubeConfig | undefined;
+    boundPort: () => number | undefined;
+  },
   onCertificate: (cert: ServingCertificate) => void,
 ): WebhookKeeper | undefined {
   if (config.httpsPort === 0) return undefined;
@@ -97,6 +113,7 @@ function createKeeper(
     clock,
     logger: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m) },
     onCertificate,
+    boundPort: deps.boundPort,
   });
 }
 

@@ -32,7 +32,6 @@ import { KubeClient } from '../../sim/kube-client.js';
 import { mountExtenderSecret, NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/local-cluster.js';
 import { type LocalNode, startLocalNode } from '../../sim/node/local-node.js';
 import { publishedJwks } from '../../sim/node/published-jwks.js';
-import { findFreePort } from '../../sim/service-proxy.js';
 import { workDirParent } from '../../sim/work-dir.js';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -181,22 +180,21 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
     await migrate(db);
     const kc = new PooledKubeConfig();
     kc.loadFromFile(join(dir, 'admin.kubeconfig'));
-    // Plain and extender ports: any free ones, bound by the first start and kept across restarts
-    // (the scheduler is pointed at the extender's).
+    // Plain, webhook and extender ports: any free ones, bound by the first start and kept across
+    // restarts (the scheduler is pointed at the extender's).
     let port = 0;
     let extenderPort = 0;
+    let webhookPort = 0;
     // The webhooks are registered by URL, so the real kube-apiserver admits every pod through them
     // (over HTTP/2, as its Go client negotiates). The admin's certificate is what the control
-    // plane, the agents and the tests all use here, so it may write vcuda.io/ annotations. Its URL
-    // is registered before the listener binds, so this one port is chosen beforehand.
-    const webhookPort = await findFreePort();
+    // plane, the agents and the tests all use here, so it may write vcuda.io/ annotations. The URL
+    // says port 0: the control plane registers the port its listener bound.
     let cp: RunningControlPlane | undefined;
     const startCp = async () => {
       const config = loadControlPlaneConfig({
         flags: {
           port,
           host: '127.0.0.1',
-          httpsPort: webhookPort,
           clusterName: spec.name,
           memoryUnitMiB: spec.memoryUnitMiB,
           instanceId: 'vcuda-control-plane-0',
@@ -205,7 +203,7 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
           webhook: {
             schedulerName: 'vcuda-scheduler',
             privilegedUsernames: ['admin'],
-            registration: { url: `https://127.0.0.1:${webhookPort}` },
+            registration: { url: 'https://127.0.0.1:0' },
           },
           extender: { port: extenderPort },
           logLevel: logger.level as 'silent',
@@ -215,10 +213,12 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
         db,
         kubeConfig: kc,
         logger: logger.child({ cp: 0 }),
+        httpsPort: webhookPort,
         ...(opts.bindFaults ? { bindFaults: opts.bindFaults } : {}),
       });
       port = Number(new URL(cp.url).port);
       extenderPort = Number(new URL(cp.extenderUrl).port);
+      webhookPort = Number(new URL(cp.httpsUrl ?? 'https://127.0.0.1:0').port);
     };
     const killCp = async () => {
       const c = cp;
