@@ -27,6 +27,8 @@ export type ReplicaSettings = {
   /** The ledger every replica shares; it may still be starting. */
   db: Promise<VcudaDb>;
   apiUrl: string;
+  /** The control plane's token at the API server, and the CA of its certificate. */
+  apiCredentials?: { token: string; caPem?: string };
   logger: Logger;
   /** Fault injection for tests: replica `i`'s hook at each step of its binds. */
   bindFaults?: (replica: number) => BindFaults | undefined;
@@ -112,7 +114,7 @@ async function startReplica(settings: ReplicaSettings, i: number): Promise<Runni
   });
   return startControlPlane(config, {
     db: await settings.db,
-    kubeConfig: kubeConfigFor(settings.apiUrl, 'vcuda-control-plane-token'),
+    kubeConfig: kubeConfigFor(settings.apiUrl, settings.apiCredentials?.token, settings.apiCredentials?.caPem),
     logger: settings.logger.child({ replica: i }),
     httpsPort: 0,
     bindFaults: settings.bindFaults?.(i),

@@ -39,14 +39,24 @@ export type WatchEvent = { type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' |
 /** A call the API server has not answered by then fails, as client-go's request timeout does. */
 const REQUEST_TIMEOUT_MS = 30_000;
 
+/** How a client proves who it is and whom it trusts: a bearer token, and the API server's CA. */
+export type ApiCredentials = { token?: string; caPem?: string };
+
 export class KubeClient {
   private readonly agent: http.Agent;
   private readonly transport: typeof http | typeof https;
+  private readonly authorization: Record<string, string>;
 
-  constructor(readonly baseUrl: string) {
+  constructor(
+    readonly baseUrl: string,
+    credentials: ApiCredentials = {},
+  ) {
     const tls = baseUrl.startsWith('https:');
     this.transport = tls ? https : http;
-    this.agent = new this.transport.Agent({ keepAlive: true });
+    this.agent = tls
+      ? new https.Agent({ keepAlive: true, ...(credentials.caPem ? { ca: credentials.caPem } : {}) })
+      : new http.Agent({ keepAlive: true });
+    this.authorization = credentials.token ? { authorization: `Bearer ${credentials.token}` } : {};
   }
 
   async request<T = KubeObj>(
@@ -56,12 +66,32 @@ export class KubeClient {
     contentType = 'application/json',
   ): Promise<T> {
     const payload = body !== undefined ? JSON.stringify(body) : undefined;
+    const { status, text } = await this.send(method, path, payload, contentType);
+    const parsed = text ? JSON.parse(text) : undefined;
+    if (status < 200 || status > 299) {
+      throw new KubeApiError(status, parsed?.reason, parsed?.message ?? `${method} ${path}: HTTP ${status}`);
+    }
+    return parsed as T;
+  }
+
+  /** A GET whose answer is text (a pod's log), with the status it came with. */
+  getText(path: string): Promise<{ status: number; text: string }> {
+    return this.send('GET', path, undefined, 'application/json');
+  }
+
+  private send(
+    method: string,
+    path: string,
+    payload: string | undefined,
+    contentType: string,
+  ): Promise<{ status: number; text: string }> {
     // Content-Length always: Node sends a DELETE's body neither chunked nor sized otherwise.
     const headers = {
       accept: 'application/json',
+      ...this.authorization,
       ...(payload !== undefined ? { 'content-type': contentType, 'content-length': Buffer.byteLength(payload) } : {}),
     };
-    const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+    return new Promise<{ status: number; text: string }>((resolve, reject) => {
       const req = this.transport.request(this.baseUrl + path, { method, headers, agent: this.agent }, (res) => {
         readAll(res).then((t) => resolve({ status: res.statusCode ?? 0, text: t }), reject);
       });
@@ -71,11 +101,6 @@ export class KubeClient {
       req.on('error', reject);
       req.end(payload);
     });
-    const parsed = text ? JSON.parse(text) : undefined;
-    if (status < 200 || status > 299) {
-      throw new KubeApiError(status, parsed?.reason, parsed?.message ?? `${method} ${path}: HTTP ${status}`);
-    }
-    return parsed as T;
   }
 
   get(path: string): Promise<KubeObj> {
@@ -144,7 +169,8 @@ export class KubeClient {
   /** The watch's response stream once its headers say 200; it ends when the server or `signal` ends it. */
   private openWatch(pathAndQuery: string, signal: AbortSignal): Promise<IncomingMessage> {
     return new Promise((resolve, reject) => {
-      const req = this.transport.get(this.baseUrl + pathAndQuery, { agent: this.agent, signal }, (res) => {
+      const options = { agent: this.agent, signal, headers: this.authorization };
+      const req = this.transport.get(this.baseUrl + pathAndQuery, options, (res) => {
         if (res.statusCode === 200) return resolve(res);
         res.resume();
         reject(new Error(`watch ${pathAndQuery}: HTTP ${res.statusCode}`));

@@ -7,12 +7,16 @@ import { writeFileSync } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { PooledKubeConfig } from '../kube-connections/pooled-kube-config.js';
+import type { ApiCredentials } from './kube-client.js';
 
-export function kubeconfigDocument(server: string, token?: string, namespace = 'default') {
+/** A kubeconfig naming the server, the CA that signed its certificate, and the token to present. */
+export function kubeconfigDocument(server: string, credentials: ApiCredentials = {}, namespace = 'default') {
+  const { token, caPem } = credentials;
+  const ca = caPem ? { 'certificate-authority-data': Buffer.from(caPem).toString('base64') } : {};
   return {
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [{ name: 'vcuda-sim', cluster: { server } }],
+    clusters: [{ name: 'vcuda-sim', cluster: { server, ...ca } }],
     users: [{ name: 'vcuda-sim-user', user: token ? { token } : {} }],
     contexts: [{ name: 'vcuda-sim', context: { cluster: 'vcuda-sim', user: 'vcuda-sim-user', namespace } }],
     'current-context': 'vcuda-sim',
@@ -20,14 +24,15 @@ export function kubeconfigDocument(server: string, token?: string, namespace = '
   };
 }
 
-export function writeKubeconfig(path: string, server: string, token?: string): void {
-  writeFileSync(path, stringify(kubeconfigDocument(server, token)), { mode: 0o600 });
+export function writeKubeconfig(path: string, server: string, credentials: ApiCredentials = {}): void {
+  writeFileSync(path, stringify(kubeconfigDocument(server, credentials)), { mode: 0o600 });
 }
 
-export function kubeConfigFor(server: string, token?: string): KubeConfig {
+export function kubeConfigFor(server: string, token?: string, caPem?: string): KubeConfig {
   const kc = new PooledKubeConfig();
+  const trust = caPem ? { caData: Buffer.from(caPem).toString('base64') } : { skipTLSVerify: true };
   kc.loadFromOptions({
-    clusters: [{ name: 'vcuda-sim', server, skipTLSVerify: true }],
+    clusters: [{ name: 'vcuda-sim', server, ...trust }],
     users: [{ name: 'vcuda-sim-user', ...(token ? { token } : {}) }],
     contexts: [{ name: 'vcuda-sim', cluster: 'vcuda-sim', user: 'vcuda-sim-user' }],
     currentContext: 'vcuda-sim',

@@ -17,6 +17,7 @@ import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { createQuotaAdmin } from '../db/quotas.js';
 import { type SimApiServer, startApiServer } from './apiserver/api-server.js';
 import type { ServedVersion } from './apiserver/discovery.js';
+import { ADMIN } from './apiserver/request-handler.js';
 import type { UserInfo } from './apiserver/resource-handlers.js';
 import { type ClusterSpec, DEFAULT_CLUSTER, expandNodes, type SimNode } from './cluster-spec.js';
 import { type ControlPlaneService, controlPlaneReplicas } from './control-plane-replicas.js';
@@ -30,6 +31,7 @@ import type { SimNodeOptions } from './node/sim-node.js';
 import { loadSchedulerConfig, type SchedulerConfig } from './scheduler/scheduler-config.js';
 import { type SimScheduler, startScheduler } from './scheduler/scheduler-loop.js';
 import { type ServiceProxy, startServiceProxy } from './service-proxy.js';
+import { createServingCert } from './tls/self-signed-cert.js';
 import { prepareWorkDir } from './work-dir.js';
 
 // The checkout's root: the parent of sim/, or of dist/sim/ when running the compiled build.
@@ -90,8 +92,24 @@ export type LocalClusterOptions = {
   bindFaults?: (replica: number) => BindFaults | undefined;
 };
 
+/**
+ * Made afresh for each cluster, so nobody else on the machine can know them: the API server's
+ * certificate (its CA is in the kubeconfig) and each caller's bearer token.
+ */
+export type ApiAccess = {
+  caPem: string;
+  certPem: string;
+  keyPem: string;
+  /** kubectl's (the kubeconfig's) and the in-process components' token: the cluster admin. */
+  adminToken: string;
+  controlPlaneToken: string;
+  /** Each node's agent token, bound to its node. */
+  nodeAgentTokens: Record<string, string>;
+};
+
 export type LocalCluster = {
   readonly api: SimApiServer;
+  readonly apiAccess: ApiAccess;
   readonly client: KubeClient;
   /** The control plane's Service, plain HTTP: the URL people use (dashboard, reports, metrics). */
   readonly url: string;
@@ -135,20 +153,23 @@ async function startLocalApi(
   service: { webhookPort: number; dashboardPort: number },
   closers: CloserStack,
 ) {
+  const access = await createApiAccess(cluster);
   // The token it presents to the webhooks, so they know its reviews from anyone else's.
   const webhookCallerTokenFile = join(workDir, WEBHOOK_CALLER_TOKEN_FILE);
   const webhookToken = randomBytes(24).toString('base64url');
   writeFileSync(webhookCallerTokenFile, webhookToken, { mode: 0o600 });
-  const api = await startClusterApi(cluster, workDir, service, {
+  const api = await startClusterApi(workDir, service, {
     kubernetesVersion: opts.kubernetesVersion,
     webhookToken,
+    access,
   });
   closers.push(() => api.close());
-  const client = new KubeClient(api.url);
+  const admin = { token: access.adminToken, caPem: access.caPem };
+  const client = new KubeClient(api.url, admin);
   const kubeconfigPath = join(workDir, 'kubeconfig');
-  writeKubeconfig(kubeconfigPath, api.url);
+  writeKubeconfig(kubeconfigPath, api.url, admin);
   opts.onProgress?.('API server');
-  return { api, client, kubeconfigPath };
+  return { api, apiAccess: access, client, kubeconfigPath };
 }
 
 type BootContext = { workDir: string; logLevel: NonNullable<LocalClusterOptions['logLevel']>; logger: Logger };
@@ -157,7 +178,7 @@ type BootContext = { workDir: string; logLevel: NonNullable<LocalClusterOptions[
 async function startLedgerAndReplicas(
   opts: LocalClusterOptions,
   { workDir, logLevel, logger }: BootContext,
-  where: { cluster: ClusterSpec; domain: string; service: ControlPlaneService; apiUrl: string },
+  where: { cluster: ClusterSpec; domain: string; service: ControlPlaneService; apiUrl: string; access: ApiAccess },
   closers: CloserStack,
 ) {
   const release = !opts.databaseUrl && opts.dataDir ? claimDataDir(opts.dataDir) : undefined;
@@ -176,6 +197,7 @@ async function startLedgerAndReplicas(
     ...(opts.heartbeat?.staleSeconds ? { heartbeatStaleSeconds: opts.heartbeat.staleSeconds } : {}),
     db: dbReady,
     apiUrl: where.apiUrl,
+    apiCredentials: { token: where.access.controlPlaneToken, caPem: where.access.caPem },
     logger,
     ...(opts.bindFaults ? { bindFaults: opts.bindFaults } : {}),
     webhookCallerTokenFile: join(workDir, WEBHOOK_CALLER_TOKEN_FILE),
@@ -195,13 +217,13 @@ async function bootCluster(
   closers.push(service.close);
   // 1. The API server, with a token per component so webhooks see service accounts.
   const ports = { webhookPort: service.https.port, dashboardPort: service.http.port };
-  const { api, client, kubeconfigPath } = await startLocalApi(opts, cluster, workDir, ports, closers);
+  const { api, apiAccess, client, kubeconfigPath } = await startLocalApi(opts, cluster, workDir, ports, closers);
 
   // 2. The ledger, shared by every replica, and 3. control-plane replicas behind the Service.
   const { dbReady, replicas, replicaCount } = await startLedgerAndReplicas(
     opts,
     { workDir, logLevel, logger },
-    { cluster, domain, service, apiUrl: api.url },
+    { cluster, domain, service, apiUrl: api.url, access: apiAccess },
     closers,
   );
   const url = `http://127.0.0.1:${service.http.port}`;
@@ -213,6 +235,7 @@ async function bootCluster(
     domain,
     client,
     apiUrl: api.url,
+    access: apiAccess,
     jwks: publishedJwks(client, { fallback: () => replicas.list().find(Boolean)?.jwks }),
     // The Service's URL is known before the replicas start; reports fail (logged) until then.
     usage: { controlPlaneUrl: url, ...(opts.usageReportMs ? { periodMs: opts.usageReportMs } : {}) },
@@ -246,6 +269,7 @@ async function bootCluster(
   const { list, stop, start } = replicas;
   return {
     api,
+    apiAccess,
     client,
     url,
     extenderUrl,
@@ -302,41 +326,37 @@ async function startControlPlaneService(
 }
 
 /** The bearer token of each component, and the service account it stands for. */
-function componentTokens(cluster: ClusterSpec): Record<string, UserInfo> {
+function componentTokens(access: ApiAccess): Record<string, UserInfo> {
   const serviceAccount = { groups: ['system:serviceaccounts', 'system:authenticated'] };
   const tokens: Record<string, UserInfo> = {
-    'vcuda-control-plane-token': { username: CONTROL_PLANE_USER, ...serviceAccount },
-    // Node-0's agent pod token, as a Kubernetes >= 1.30 API server reviews a projected one.
-    'vcuda-node-agent-token': {
-      username: NODE_AGENT_USER,
-      ...serviceAccount,
-      extra: { 'authentication.kubernetes.io/node-name': ['node-0'] },
-    },
+    [access.adminToken]: ADMIN,
+    [access.controlPlaneToken]: { username: CONTROL_PLANE_USER, ...serviceAccount },
   };
   // Each node's agent has its own token, bound to its node as a DaemonSet pod's projected token
   // is: its review names the node, so the control plane can check whose usage it is.
-  for (const node of expandNodes(cluster)) {
-    tokens[nodeAgentToken(node.name)] = {
+  for (const [node, token] of Object.entries(access.nodeAgentTokens)) {
+    tokens[token] = {
       username: NODE_AGENT_USER,
       ...serviceAccount,
-      extra: { [NODE_NAME_EXTRA]: [node.name] },
+      extra: { [NODE_NAME_EXTRA]: [node] },
     };
   }
   return tokens;
 }
 
 function startClusterApi(
-  cluster: ClusterSpec,
   workDir: string,
   service: { webhookPort: number; dashboardPort: number },
-  { kubernetesVersion, webhookToken }: { kubernetesVersion: ServedVersion | undefined; webhookToken: string },
+  settings: { kubernetesVersion: ServedVersion | undefined; webhookToken: string; access: ApiAccess },
 ): Promise<SimApiServer> {
+  const { kubernetesVersion, webhookToken, access } = settings;
   return startApiServer({
     ...(kubernetesVersion ? { kubernetesVersion } : {}),
     dashboardUrl: `http://127.0.0.1:${service.dashboardPort}/`,
     webhookToken,
     namespaces: ['vcuda-system'],
-    tokens: componentTokens(cluster),
+    tokens: componentTokens(access),
+    secure: { certPem: access.certPem, keyPem: access.keyPem },
     podLog: (pod, container) => {
       const spec = pod['spec'] as { nodeName?: string; containers?: { name: string }[] } | undefined;
       const name = container ?? spec?.containers?.[0]?.name;
@@ -355,6 +375,7 @@ type NodeSettings = Pick<
   'client' | 'apiUrl' | 'domain' | 'jwks' | 'usage' | 'log' | 'heartbeatPeriodMs'
 > & {
   cluster: ClusterSpec;
+  access: ApiAccess;
   workDir: string;
   logLevel: NonNullable<LocalClusterOptions['logLevel']>;
   /** Each node in a process of its own (which reads the published JWKS itself). */
@@ -366,8 +387,8 @@ type NodeSettings = Pick<
  * are; when one fails, those that started are closed again.
  */
 async function startNodes(settings: NodeSettings): Promise<LocalNode[]> {
-  const { cluster, workDir, logLevel, inProcesses, client, jwks, log, usage, apiUrl, domain, heartbeatPeriodMs } =
-    settings;
+  const { cluster, access, workDir, logLevel, inProcesses, client, jwks, log, usage, apiUrl, domain } = settings;
+  const { heartbeatPeriodMs } = settings;
   const startOne = (node: SimNode): Promise<LocalNode> =>
     startLocalNode(
       {
@@ -375,7 +396,10 @@ async function startNodes(settings: NodeSettings): Promise<LocalNode[]> {
         nodeName: node.name,
         root: join(workDir, 'nodes', node.name),
         apiUrl,
-        agentToken: nodeAgentToken(node.name),
+        agentToken: access.nodeAgentTokens[node.name],
+        // A node in a process of its own: its kubelet's client, over TLS to the API server.
+        kubeletToken: access.adminToken,
+        apiCaPem: access.caPem,
         domain,
         nativeBuildDir: NATIVE_BUILD_DIR,
         ...(existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {}),
@@ -463,9 +487,16 @@ export type { ServiceProxy };
 /** TokenReview's `status.user.extra` key naming the node a service account token is bound to. */
 const NODE_NAME_EXTRA = 'authentication.kubernetes.io/node-name';
 
-/** The bearer token of a node's agent. */
-export function nodeAgentToken(node: string): string {
-  return `vcuda-node-agent-token-${node}`;
+/** A fresh certificate for the API server on 127.0.0.1, and a random token per caller. */
+async function createApiAccess(cluster: ClusterSpec): Promise<ApiAccess> {
+  const token = () => randomBytes(32).toString('base64url');
+  const serving = await createServingCert({ hosts: ['127.0.0.1', 'localhost'], validDays: 365 });
+  return {
+    ...serving,
+    adminToken: token(),
+    controlPlaneToken: token(),
+    nodeAgentTokens: Object.fromEntries(expandNodes(cluster).map((n) => [n.name, token()])),
+  };
 }
 
 /** The shipped scheduler configuration names nvidia.com resources; local mode may run another domain. */

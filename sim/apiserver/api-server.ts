@@ -1,9 +1,10 @@
 /**
- * The simulated Kubernetes API server over HTTP: discovery, CRUD, watch, patch, binding and
- * admission, on a loopback port. Real clients (kubectl, @kubernetes/client-node) talk to it
+ * The simulated Kubernetes API server over HTTP or HTTPS: discovery, CRUD, watch, patch, binding
+ * and admission, on a loopback port. Real clients (kubectl, @kubernetes/client-node) talk to it
  * unchanged; `close()` ends every open watch so nothing outlives it.
  */
 import http, { type Server } from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { AdmissionSources } from './admission.js';
 import { DEFAULT_SERVED_VERSION, type ServedVersion, servesMatchConditions } from './discovery.js';
@@ -29,9 +30,16 @@ export type ApiServerOptions = {
   namespaces?: string[];
   /**
    * Bearer tokens and the users they stand for (webhooks see them in `userInfo`, as they would see
-   * service accounts). A request without a known token is the cluster admin.
+   * service accounts). A request with any other token is refused (401).
    */
   tokens?: Record<string, UserInfo>;
+  /**
+   * Serve HTTPS with this certificate and require a known token on every request but
+   * `/healthz`, `/livez`, `/readyz` and `/version`, as a real API server does (kubectl sends a
+   * token only over TLS). Without it: plain HTTP, and a request without a token is the cluster
+   * admin, for in-process tests only.
+   */
+  secure?: { certPem: string; keyPem: string };
   /**
    * The version to be (default 1.26): what `/version` reports, and whether webhook matchConditions
    * are evaluated (1.32) or, as before 1.28, not there at all.
@@ -66,6 +74,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<SimAp
     handlers,
     now,
     tokens: opts.tokens,
+    requireCredentials: opts.secure !== undefined,
     podLog: opts.podLog,
     bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 10_000,
     serverAddress: () => serverAddress,
@@ -73,12 +82,15 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<SimAp
     version,
     ...(opts.dashboardUrl ? { dashboardUrl: opts.dashboardUrl } : {}),
   };
-  const server = http.createServer(requestListener(ctx));
+  const listener = requestListener(ctx);
+  const server = opts.secure
+    ? https.createServer({ cert: opts.secure.certPem, key: opts.secure.keyPem }, listener)
+    : http.createServer(listener);
   server.keepAliveTimeout = 5_000;
   const addr = await listen(server, opts.port ?? 0, opts.host ?? '127.0.0.1');
   serverAddress = `${addr.address}:${addr.port}`;
   return {
-    url: `http://${addr.address}:${addr.port}`,
+    url: `${opts.secure ? 'https' : 'http'}://${addr.address}:${addr.port}`,
     store,
     handlers,
     close: () => closeServer(server, ctx.watches),

@@ -13,7 +13,8 @@ export type StatusReason =
   | 'UnsupportedMediaType'
   | 'InternalError'
   | 'ServiceUnavailable'
-  | 'Forbidden';
+  | 'Forbidden'
+  | 'Unauthorized';
 
 export type ApiStatus = {
   kind: 'Status';
@@ -73,6 +74,11 @@ export function invalid(kind: string, name: string, causes: string[]): ApiError 
     kind,
     causes: causes.map((message) => ({ message })),
   });
+}
+
+/** kube-apiserver's answer to a request with no credentials, or with credentials it does not know. */
+export function unauthorized(): ApiError {
+  return failure(401, 'Unauthorized', 'Unauthorized');
 }
 
 export function badRequest(message: string): ApiError {

@@ -4,7 +4,15 @@
  * collection), each answered as kube-apiserver answers it. Every error leaves as a Status.
  */
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { ApiError, badRequest, internal, methodNotAllowed, notFound, successStatus } from './api-status.js';
+import {
+  ApiError,
+  badRequest,
+  internal,
+  methodNotAllowed,
+  notFound,
+  successStatus,
+  unauthorized,
+} from './api-status.js';
 import { readDeleteOptions } from './delete-options.js';
 import { discoveryDocument, type ServedVersion } from './discovery.js';
 import { addWarning, readBody, sendJson, sendJsonBytes, sendText } from './http-exchange.js';
@@ -29,6 +37,11 @@ export type ServerContext = {
   handlers: ResourceHandlers;
   now: () => Date;
   tokens?: Record<string, UserInfo>;
+  /**
+   * true: a request needs a known bearer token, as kube-apiserver with anonymous auth limited to
+   * system:public-info-viewer; false: a request without one is the cluster admin (in-process tests).
+   */
+  requireCredentials: boolean;
   podLog?: PodLogReader;
   bookmarkIntervalMs: number;
   /** host:port the server listens on, named in the discovery documents. */
@@ -41,10 +54,31 @@ export type ServerContext = {
   dashboardUrl?: string;
 };
 
-/** The caller of a request without a known bearer token. */
+/** The caller of a request without a bearer token, where credentials are not required. */
 export const ADMIN: UserInfo = { username: 'sim-admin', groups: ['system:masters', 'system:authenticated'] };
 
 const TOKEN_REVIEWS = '/apis/authentication.k8s.io/v1/tokenreviews';
+
+/** What kube-apiserver's default RBAC (system:public-info-viewer) lets anonymous callers read. */
+const PUBLIC_INFO_PATHS = new Set(['/healthz', '/livez', '/readyz', '/version']);
+
+/**
+ * Who asks: a known bearer token's user. A token the server does not know is refused everywhere,
+ * as kube-apiserver's authenticator refuses it before anonymous access is considered; no token
+ * at all is refused too where credentials are required, except for the public health and
+ * version paths.
+ */
+export function authenticate(ctx: ServerContext, req: IncomingMessage, pathname: string): UserInfo | undefined {
+  const bearer = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1]?.trim();
+  if (bearer) {
+    const user = Object.hasOwn(ctx.tokens ?? {}, bearer) ? ctx.tokens?.[bearer] : undefined;
+    if (!user) throw unauthorized();
+    return user;
+  }
+  if (!ctx.requireCredentials) return ADMIN;
+  if (req.method === 'GET' && PUBLIC_INFO_PATHS.has(pathname.replace(/\/+$/, ''))) return undefined;
+  throw unauthorized();
+}
 
 type ResourceRoute = Extract<Route, { kind: 'resource' }>;
 
@@ -80,6 +114,7 @@ function sendError(res: ServerResponse, e: unknown): void {
 
 async function handleRequest(ctx: ServerContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://sim');
+  const user = authenticate(ctx, req, url.pathname);
   if (req.method === 'POST' && url.pathname === TOKEN_REVIEWS) {
     return sendJson(res, 201, reviewToken((await readBody(req)) as KubeObject, ctx.tokens ?? {}));
   }
@@ -88,7 +123,8 @@ async function handleRequest(ctx: ServerContext, req: IncomingMessage, res: Serv
   if (route.kind === 'unknown') throw notFound('', '', url.pathname);
   const missing = unavailableFeatureOf(route.type.group, route.subresource);
   if (missing) throw unavailable(missing, ctx.dashboardUrl);
-  const call = resourceCall(ctx, req, res, url, route);
+  if (!user) throw unauthorized();
+  const call = resourceCall(req, res, url, route, user);
   switch (call.method) {
     case 'GET':
       return serveGet(ctx, call);
@@ -131,15 +167,13 @@ function serveDiscovery(res: ServerResponse, path: string, serverAddress: string
 }
 
 function resourceCall(
-  ctx: ServerContext,
   req: IncomingMessage,
   res: ServerResponse,
   url: URL,
   route: ResourceRoute,
+  user: UserInfo,
 ): ResourceCall {
   const query = url.searchParams;
-  const bearer = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1];
-  const user = (bearer && ctx.tokens?.[bearer]) || ADMIN;
   return {
     req,
     res,

@@ -26,6 +26,7 @@ export function simNodeOptionsOf(spec: NodeProcessSpec, io: NodeIo): SimNodeOpti
     ...io,
     apiUrl: spec.apiUrl,
     ...(spec.agentToken ? { agentToken: spec.agentToken } : {}),
+    ...(spec.apiCaPem ? { apiCaPem: spec.apiCaPem } : {}),
     node,
     root: spec.root,
     domain: spec.domain,

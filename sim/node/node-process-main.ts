@@ -22,7 +22,10 @@ async function start(raw: unknown): Promise<void> {
   const parsed = nodeProcessSpecSchema.safeParse(raw);
   if (!parsed.success) throw new Error(`invalid node description: ${parsed.error.message}`);
   const spec: NodeProcessSpec = parsed.data;
-  const client = new KubeClient(spec.apiUrl);
+  const client = new KubeClient(spec.apiUrl, {
+    ...(spec.kubeletToken ? { token: spec.kubeletToken } : {}),
+    ...(spec.apiCaPem ? { caPem: spec.apiCaPem } : {}),
+  });
   const log = pino({ level: spec.logLevel, name: 'vcuda-local', hooks: redactingLogHooks }).child({
     node: spec.nodeName,
   });

@@ -22,6 +22,9 @@ export const nodeProcessSpecSchema = z.object({
   root: z.string().min(1),
   apiUrl: z.url(),
   agentToken: z.string().min(1).optional(),
+  /** The kubelet's own token, and the CA of the API server's certificate (HTTPS). */
+  kubeletToken: z.string().min(1).optional(),
+  apiCaPem: z.string().min(1).optional(),
   domain: z.string().min(1),
   nativeBuildDir: z.string().min(1),
   workloadDir: z.string().min(1).optional(),

@@ -27,6 +27,8 @@ export type SimNodeOptions = {
   apiUrl: string;
   /** Bearer token the node agent presents (its service account). */
   agentToken?: string;
+  /** The CA that signed the API server's certificate, when it serves HTTPS. */
+  apiCaPem?: string;
   node: SimNode;
   root: string;
   domain: string;
@@ -97,7 +99,7 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
   async function startAgent(): Promise<void> {
     gpu = SimGpuSource.ofNode(node, driverReadings(opts));
     wired = await startWiredAgent(agentConfig(opts, kubelet), {
-      kubeConfig: kubeConfigFor(opts.apiUrl, opts.agentToken),
+      kubeConfig: kubeConfigFor(opts.apiUrl, opts.agentToken, opts.apiCaPem),
       gpu,
       jwks: opts.jwks,
       ...(opts.usage ? { usageSink: usageSink(opts.usage.controlPlaneUrl, opts.agentToken) } : {}),

@@ -9,6 +9,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { KubeClient } from '../../sim/kube-client.js';
 import { descendantsOf, processAlive } from '../support/process.js';
 import { runVcuda } from './e2e-helpers.js';
 
@@ -54,9 +56,17 @@ describe('vcuda local as a 1.32 cluster with its nodes in processes of their own
     let nodes: number[] = [];
     try {
       await expect.poll(() => /ready in/.test(output()), { timeout: 90_000, interval: 250 }).toBe(true);
-      const kubeconfig = readFileSync(/kubeconfig\s+(\/\S+kubeconfig)/.exec(output())![1]!, 'utf8');
-      const server = /server:\s*(\S+)/.exec(kubeconfig)![1]!;
-      expect(await (await fetch(`${server}/version`)).json()).toMatchObject({ major: '1', minor: '32' });
+      const kubeconfig = parse(readFileSync(/kubeconfig\s+(\/\S+kubeconfig)/.exec(output())![1]!, 'utf8'));
+      const server: string = kubeconfig.clusters[0].cluster.server;
+      const caPem = Buffer.from(kubeconfig.clusters[0].cluster['certificate-authority-data'], 'base64').toString();
+      const admin = new KubeClient(server, { token: kubeconfig.users[0].user.token, caPem });
+      expect(await admin.get('/version')).toMatchObject({ major: '1', minor: '32' });
+      // The nodes in their own processes reached the API server with their own credentials.
+      await expect.poll(async () => (await admin.list('/api/v1/nodes')).items.length, { timeout: 30_000 }).toBe(2);
+      // The control plane's Secrets (its signing key among them) are the kubeconfig holder's only.
+      const secrets = '/api/v1/namespaces/vcuda-system/secrets';
+      expect((await admin.list(secrets)).items.length).toBeGreaterThan(0);
+      expect((await new KubeClient(server, { caPem }).getText(secrets)).status).toBe(401);
       nodes = descendantsOf(child.pid!).filter((pid) => commandLineOf(pid).includes('node-process-main'));
       expect(nodes.length).toBe(2);
     } finally {

@@ -51,7 +51,7 @@ describe('a local cluster whose nodes run in their own processes', () => {
     const command = ['cuda-workload', '--alloc-mib', '4096', '--chunk-mib', '128'];
     await lc.client.create(podPath(NS), gpuPod('greedy', 30, 1024, { command, restartPolicy: 'Never' }));
     await expect.poll(() => phaseOf(lc.client, NS, 'greedy'), { timeout: 30_000 }).toBe('Failed');
-    const log = await (await fetch(`${lc.api.url}${podPath(NS, 'greedy')}/log?container=main`)).text();
+    const { text: log } = await lc.client.getText(`${podPath(NS, 'greedy')}/log?container=main`);
     expect(log).toContain('total_mib=1024');
     expect(log).toContain('result=out-of-memory');
     await lc.client.delete(podPath(NS, 'greedy'));

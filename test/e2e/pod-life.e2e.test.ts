@@ -138,7 +138,7 @@ describe('a pod through the simulated cluster', () => {
         await lc.db.execute(sql`select count(*)::int as n from usage_samples where pod_uid = ${sample.podUid}`),
       )[0]?.n ?? 0;
     // The control plane's own account is valid, but it is not a node agent; no token is no caller.
-    const other = await report('vcuda-control-plane-token');
+    const other = await report(lc.apiAccess.controlPlaneToken);
     expect(other.status).toBe(403);
     expect(((await other.json()) as { error: { message: string } }).error.message).toContain(
       'system:serviceaccount:vcuda-system:vcuda-control-plane may not do this',
@@ -146,9 +146,11 @@ describe('a pod through the simulated cluster', () => {
     expect((await report()).status).toBe(401);
     expect((await report('forged')).status).toBe(401);
     // A card the pod was not granted is not the agent's to report.
-    expect((await report('vcuda-node-agent-token', [{ ...sample, cardUuid: 'GPU-not-granted' }])).status).toBe(403);
+    expect(
+      (await report(lc.apiAccess.nodeAgentTokens['node-0'], [{ ...sample, cardUuid: 'GPU-not-granted' }])).status,
+    ).toBe(403);
     expect(await samples()).toBe(0);
-    for (let i = 0; i < 3; i++) expect((await report('vcuda-node-agent-token')).status).toBe(200);
+    for (let i = 0; i < 3; i++) expect((await report(lc.apiAccess.nodeAgentTokens['node-0'])).status).toBe(200);
     expect(await samples()).toBe(1);
     await removeAll();
   }, 60_000);
@@ -170,7 +172,7 @@ describe('a pod through the simulated cluster', () => {
     };
     expect(status.containerStatuses[0]!.state.terminated.exitCode).toBe(2);
     // Read through the API server's pods/log, as `kubectl logs` does.
-    const log = await (await fetch(`${lc.api.url}${podPath(NS, 'greedy')}/log?container=main`)).text();
+    const { text: log } = await lc.client.getText(`${podPath(NS, 'greedy')}/log?container=main`);
     expect(log).toBe(
       readFileSync(join(lc.workDir, 'nodes', 'node-0', 'kubelet', 'logs', `${p.metadata.uid}-main.log`), 'utf8'),
     );
