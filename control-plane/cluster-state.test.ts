@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { type Assignment, peekAssignment, vcudaAnnotations } from '../contract/index.js';
-import { assignedPod, assignmentFor, cardUuid, gpuNode, testState } from '../test/support/control-plane/builders.js';
+import {
+  assignedPod,
+  assignmentFor,
+  cardUuid,
+  forgedPlainPod,
+  gpuNode,
+  gpuPod,
+  testState,
+} from '../test/support/control-plane/builders.js';
 import type { ClusterState } from './cluster-state.js';
 import { holdOfAssignment } from './placement/holds/index.js';
 
@@ -180,5 +188,59 @@ describe('ClusterState', () => {
     expect(s.snapshot().nodes.get('n1')?.pending).toEqual([
       { podUid: 'uid-a', pod: 'default/a', coreAmounts: [30], assignedAtMs: Date.parse('2026-11-22T04:00:00Z') },
     ]);
+  });
+});
+
+describe('ClusterState.unplacedPods', () => {
+  const onNode = (pod: ReturnType<typeof gpuPod>, node: string, status?: { phase: string; reason?: string }) => ({
+    ...pod,
+    spec: { ...pod.spec, nodeName: node },
+    ...(status ? { status } : {}),
+  });
+
+  it('lists GPU pods on a node that hold nothing, and leaves out the ones that hold their cards', async () => {
+    const s = testState();
+    s.upsertNode(gpuNode({ name: 'n1', cards: 2 }));
+    // Placed the vcuda way: holds its card.
+    s.upsertPod(assignedPod('placed', 'n1', [{ core: 30, memoryMiB: 1000, cards: [0] }]));
+    // Exempt namespace or fail-open hook down, then spec.nodeName by hand: no assignment.
+    s.upsertPod(onNode(gpuPod('by-hand', [{ core: 800 }], { namespace: 'exempt' }), 'n1'));
+    // A plain pod with a forged assignment asks no GPU: not this list's (the holds refuse it).
+    s.upsertPod(forgedPlainPod('n1', { name: 'forger' }));
+    // What the kubelet made of one such pod once the node agent's Allocate refused it.
+    s.upsertPod(
+      onNode(gpuPod('refused', [{ core: 50 }]), 'n1', { phase: 'Failed', reason: 'UnexpectedAdmissionError' }),
+    );
+    // Not placed yet, finished, failed for another reason, or asking no GPU: none of them.
+    s.upsertPod(gpuPod('pending', [{ core: 50 }]));
+    s.upsertPod(onNode(gpuPod('done', [{ core: 50 }]), 'n1', { phase: 'Succeeded' }));
+    s.upsertPod(onNode(gpuPod('crashed', [{ core: 50 }]), 'n1', { phase: 'Failed', reason: 'Error' }));
+    await s.settled();
+    expect(s.unplacedPods()).toEqual([
+      { namespace: 'default', pod: 'refused', node: 'n1', phase: 'Failed', reason: 'refused-by-kubelet' },
+      { namespace: 'exempt', pod: 'by-hand', node: 'n1', phase: 'Pending', reason: 'no-assignment' },
+    ]);
+    expect(cardOf(s, 'n1', 0)).toMatchObject({ usedCore: 30 });
+  });
+
+  it('lists a pod whose assignment did not verify, and drops it once it holds its cards', async () => {
+    const s = testState();
+    s.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
+    const placed = assignedPod('p', 'n1', [{ core: 30, memoryMiB: 1000, cards: [0] }]);
+    const tampered = {
+      ...placed,
+      metadata: {
+        ...placed.metadata,
+        annotations: { ...placed.metadata?.annotations, [vcudaAnnotations.assignment]: 'not.a.token' },
+      },
+    };
+    s.upsertPod(tampered);
+    await s.settled();
+    expect(s.unplacedPods()).toEqual([
+      { namespace: 'default', pod: 'p', node: 'n1', phase: 'Running', reason: 'assignment-not-verified' },
+    ]);
+    s.upsertPod(placed);
+    await s.settled();
+    expect(s.unplacedPods()).toEqual([]);
   });
 });

@@ -24,6 +24,8 @@ import {
   judgePodHold,
   type PodHoldJudgement,
   type TokenVerdict,
+  type UnplacedPod,
+  unplacedPodOf,
 } from './placement/holds/index.js';
 import { SnapshotNodes } from './placement/snapshot-nodes.js';
 
@@ -154,6 +156,21 @@ export class ClusterState {
       if (entry?.hold) holders.push({ pod: entry.pod, hold: entry.hold });
     }
     return { inventory, holders };
+  }
+
+  /**
+   * GPU pods on a node that hold nothing here (placed around vcuda, or refused by the kubelet for
+   * it), sorted by node, namespace and name: the dashboard shows them beside the cards.
+   */
+  unplacedPods(): UnplacedPod[] {
+    const out: UnplacedPod[] = [];
+    for (const { pod, hold } of this.pods.values()) {
+      const isHeld = hold !== undefined || this.ledgerHolds.has(`ledger:${pod.metadata?.uid ?? ''}`);
+      const unplaced = unplacedPodOf(pod, this.opts.quantity.names, isHeld);
+      if (unplaced) out.push(unplaced);
+    }
+    const key = (p: UnplacedPod) => `${p.node}\u0000${p.namespace}\u0000${p.pod}`;
+    return out.sort((a, b) => key(a).localeCompare(key(b)));
   }
 
   allPods(): IterableIterator<PodWithStatus> {

@@ -16,6 +16,7 @@ import type {
   Preemption,
   QuotaUse,
   Refusal,
+  UnplacedGpuPod,
 } from './source.js';
 
 type ReportRow = Record<string, string | number | null>;
@@ -48,6 +49,8 @@ export type LedgerSourceDeps = {
   readRefusals: (limit: number) => Promise<Refusal[]>;
   /** Recent preemptions (from Events, not the ledger); absent: none shown. */
   readPreemptions?: (limit: number) => Promise<Preemption[]>;
+  /** GPU pods on nodes holding no cards (the control plane's cluster view); absent: none shown. */
+  readUnplacedPods?: () => UnplacedGpuPod[];
   /** The idle view's span (minutes); default the idle report's (30). */
   idleForMinutes?: number;
   /**
@@ -315,5 +318,6 @@ export function createLedgerDashboardSource(deps: LedgerSourceDeps): DashboardSo
     },
     readRefusals: deps.readRefusals,
     ...(deps.readPreemptions ? { readPreemptions: deps.readPreemptions } : {}),
+    ...(deps.readUnplacedPods ? { readUnplacedPods: async () => deps.readUnplacedPods?.() ?? [] } : {}),
   };
 }

@@ -358,6 +358,11 @@ describe('buildOverview', () => {
           message: '',
         },
       ],
+      unplacedPods: [
+        { cluster: 'west', namespace: 'ml', pod: 'z', node: 'w2', phase: 'Pending', reason: 'no-assignment' },
+        { cluster: 'east', namespace: 'ml', pod: 'h', node: 'e1', phase: 'Failed', reason: 'refused-by-kubelet' },
+        { cluster: 'west', namespace: 'ml', pod: 'a', node: 'w1', phase: 'Running', reason: 'assignment-not-verified' },
+      ],
     });
     expect(o.cluster).toBe('west');
     // north only has history (a cluster retired since): still pickable.
@@ -369,5 +374,7 @@ describe('buildOverview', () => {
     expect(o.reports.idle).toEqual([]);
     expect(o.refusals.map((r) => r.pod)).toEqual(['y']);
     expect(o.preemptions.map((p) => p.pod)).toEqual(['w']);
+    // Only the chosen cluster's, by node.
+    expect(o.unplacedPods.map((p) => `${p.node}:${p.pod}`)).toEqual(['w1:a', 'w2:z']);
   });
 });

@@ -16,6 +16,7 @@ import type {
   QuotaUse,
   Refusal,
   ReportWindow,
+  UnplacedGpuPod,
 } from './source.js';
 
 export type PodOnCard = {
@@ -112,6 +113,11 @@ export type Overview = {
   refusals: Refusal[];
   /** Both sides of recent preemptions (who took whose cards, and why), newest first. */
   preemptions: Preemption[];
+  /**
+   * GPU pods on a node holding no cards (placed around vcuda, or refused by the kubelet for it),
+   * by cluster, node and name: what kube-scheduler counts on a node the cards show free.
+   */
+  unplacedPods: UnplacedGpuPod[];
 };
 
 export type OverviewOptions = {
@@ -255,6 +261,8 @@ export type OverviewInput = {
   refusals: Refusal[];
   /** Absent: the source knows of none. */
   preemptions?: Preemption[];
+  /** Absent: the source knows of none. */
+  unplacedPods?: UnplacedGpuPod[];
   window: ReportWindow;
   now: Date;
   /** Show only this cluster (team quotas, which span clusters, stay). */
@@ -275,8 +283,11 @@ function onlyCluster(input: OverviewInput, cluster: string): OverviewInput {
     },
     refusals: input.refusals.filter((r) => keep(r.cluster)),
     preemptions: input.preemptions?.filter((p) => keep(p.cluster)),
+    unplacedPods: input.unplacedPods?.filter((p) => p.cluster === cluster),
   };
 }
+
+const unplacedKey = (p: UnplacedGpuPod) => [p.cluster, p.node, p.namespace, p.pod].join('\u0000');
 
 export function buildOverview(all: OverviewInput, opts: OverviewOptions = defaultOverviewOptions): Overview {
   const clusterNames = [
@@ -334,5 +345,6 @@ export function buildOverview(all: OverviewInput, opts: OverviewOptions = defaul
     },
     refusals: [...input.refusals].sort((a, b) => b.at.localeCompare(a.at)),
     preemptions: [...(input.preemptions ?? [])].sort((a, b) => b.at.localeCompare(a.at)),
+    unplacedPods: [...(input.unplacedPods ?? [])].sort((a, b) => unplacedKey(a).localeCompare(unplacedKey(b))),
   };
 }

@@ -103,6 +103,22 @@ describe('GET /ui/overview', () => {
     ]);
   });
 
+  it('shows the GPU pods the source finds on nodes holding no cards, and none when it finds none', async () => {
+    const pod = {
+      cluster: 'local',
+      namespace: 'exempt',
+      pod: 'by-hand',
+      node: 'node-a',
+      phase: 'Pending',
+      reason: 'no-assignment' as const,
+    };
+    const withPods = fakeSource({ readUnplacedPods: async () => [pod] }).source;
+    const body = (await (await appWith(withPods).request('/ui/overview')).json()) as Overview;
+    expect(body.unplacedPods).toEqual([pod]);
+    const none = (await (await appWith(fakeSource().source).request('/ui/overview')).json()) as Overview;
+    expect(none.unplacedPods).toEqual([]);
+  });
+
   it('asks the reports for the window the page chose', async () => {
     const { source, calls } = fakeSource();
     await appWith(source).request('/ui/overview?windowHours=6');

@@ -119,14 +119,15 @@ export function createOverviewLoader(deps: DashboardDeps): OverviewLoader {
   const opts = { ...defaultOverviewOptions, ...deps.overview };
   const readInputs = cachedRead(deps.clock, deps.cacheMs ?? 1000, async (windowMs: number, now) => {
     const window = { from: new Date(now.getTime() - windowMs), to: now };
-    const [clusters, quotas, reports, refusals, preemptions] = await Promise.all([
+    const [clusters, quotas, reports, refusals, preemptions, unplacedPods] = await Promise.all([
       deps.source.readClusters(),
       deps.source.readQuotas(),
       deps.source.readReports(window),
       deps.source.readRefusals(deps.refusalLimit ?? 50),
       deps.source.readPreemptions?.(deps.refusalLimit ?? 50) ?? [],
+      deps.source.readUnplacedPods?.() ?? [],
     ]);
-    return { clusters, quotas, reports, refusals, preemptions, window, now } satisfies OverviewInput;
+    return { clusters, quotas, reports, refusals, preemptions, unplacedPods, window, now } satisfies OverviewInput;
   });
   const readKnown = cachedRead(deps.clock, deps.clusterListMs ?? 30_000, async (_: 'all') => {
     return new Set(await deps.source.readClusterNames());

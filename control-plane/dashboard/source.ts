@@ -129,6 +129,21 @@ export type Preemption = {
   message: string;
 };
 
+/**
+ * A GPU pod on a node that holds no cards: placed by hand around vcuda (no assignment, or one that
+ * did not verify), or already refused by the kubelet for it. kube-scheduler counts what it asks on
+ * its node while the cards show free.
+ */
+export type UnplacedGpuPod = {
+  cluster: string;
+  namespace: string;
+  pod: string;
+  node: string;
+  /** The pod's phase: Pending or Running while it waits, Failed once the kubelet refused it. */
+  phase: string;
+  reason: 'no-assignment' | 'assignment-not-verified' | 'refused-by-kubelet';
+};
+
 export type ReportWindow = { from: Date; to: Date };
 
 export type DashboardSource = {
@@ -141,4 +156,6 @@ export type DashboardSource = {
   readRefusals(limit: number): Promise<Refusal[]>;
   /** Most recent first, at most `limit`; absent: the source knows of none. */
   readPreemptions?(limit: number): Promise<Preemption[]>;
+  /** GPU pods on nodes holding no cards (from the live cluster view); absent: the source knows of none. */
+  readUnplacedPods?(): Promise<UnplacedGpuPod[]>;
 };

@@ -185,6 +185,7 @@ export function plainApp(
         clock,
         readRefusals: (n) => cluster.refusals.readRefusals(n),
         readPreemptions: (n) => cluster.preemptions.readPreemptions(n),
+        readUnplacedPods: () => cluster.state.unplacedPods().map((p) => ({ cluster: config.clusterName, ...p })),
         readLiveNodes: () => liveNodes(ctx, cluster),
       }),
       clock,

@@ -439,6 +439,31 @@ function renderPreemptions(preemptions) {
   );
 }
 
+const UNPLACED_WHY = {
+  'no-assignment': 'placed by hand (spec.nodeName): no vcuda assignment',
+  'assignment-not-verified': 'its assignment did not verify (or is being verified)',
+  'refused-by-kubelet': 'the kubelet refused it at admission (the node agent refused its cards)',
+};
+
+function renderUnplaced(pods) {
+  document.getElementById('unplaced-list').replaceChildren(
+    table(
+      ['node', 'pod', 'phase', 'why it holds no cards'],
+      (pods ?? []).map((p) =>
+        el(
+          'tr',
+          { 'data-testid': 'unplaced-pod', 'data-pod': `${p.namespace}/${p.pod}`, 'data-reason': p.reason },
+          el('td', {}, `${p.cluster}/${p.node}`),
+          el('td', {}, `${p.namespace}/${p.pod}`),
+          el('td', {}, p.phase),
+          el('td', { class: 'msg' }, UNPLACED_WHY[p.reason] ?? p.reason),
+        ),
+      ),
+      'No GPU pods placed around vcuda.',
+    ),
+  );
+}
+
 // Keeps the picker's options in step with the clusters the ledger knows, without losing the choice.
 function renderClusterPicker(names, chosen) {
   const picker = document.getElementById('cluster');
@@ -458,6 +483,7 @@ function render(o) {
   renderReports(o.reports);
   renderRefusals(o.refusals);
   renderPreemptions(o.preemptions);
+  renderUnplaced(o.unplacedPods);
   const updated = document.getElementById('updated');
   updated.textContent = new Date(o.generatedAt).toLocaleString();
   updated.setAttribute('datetime', o.generatedAt);

@@ -26,3 +26,4 @@ export {
   pendingCoreAmountsOf,
   verifiedAssignmentOf,
 } from './pod-assignment.js';
+export { type UnplacedCandidate, type UnplacedPod, type UnplacedReason, unplacedPodOf } from './unplaced.js';
