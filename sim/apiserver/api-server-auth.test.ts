@@ -74,6 +74,15 @@ describe('secure simulated API server', () => {
     }
   });
 
+  it('reviews only the tokens it issued: inherited property names are no one', async () => {
+    for (const token of ['constructor', '__proto__', 'toString', 'wrong']) {
+      const review = await as(TOKEN).create('/apis/authentication.k8s.io/v1/tokenreviews', { spec: { token } });
+      expect(review['status'], token).toEqual({ authenticated: false, error: 'invalid bearer token' });
+    }
+    const review = await as(TOKEN).create('/apis/authentication.k8s.io/v1/tokenreviews', { spec: { token: TOKEN } });
+    expect(review['status']).toMatchObject({ authenticated: true, user: { username: ADMIN.username } });
+  });
+
   it('answers health and version to anonymous callers, as system:public-info-viewer allows', async () => {
     for (const path of ['/healthz', '/livez', '/readyz', '/version']) {
       expect((await as().getText(path)).status, path).toBe(200);

@@ -144,7 +144,8 @@ async function handleRequest(ctx: ServerContext, req: IncomingMessage, res: Serv
 /** TokenReview (authentication.k8s.io/v1): a known token is its user, any other is refused. */
 function reviewToken(review: KubeObject, tokens: Record<string, UserInfo>): KubeObject {
   const token = (review['spec'] as { token?: unknown } | undefined)?.token;
-  const user = typeof token === 'string' ? tokens[token] : undefined;
+  // Own keys only: a token named `constructor` or `__proto__` is no one.
+  const user = typeof token === 'string' && Object.hasOwn(tokens, token) ? tokens[token] : undefined;
   return {
     ...review,
     apiVersion: 'authentication.k8s.io/v1',
