@@ -155,6 +155,18 @@ async function runWorkloadAndSummary(lc: LocalCluster, spec: WorkloadSpec | unde
   const trace = spec ? expandWorkload(spec, settings.domain) : [];
   for (const ns of new Set(trace.map((e) => e.pod.metadata.namespace)))
     await lc.client.create('/api/v1/namespaces', { metadata: { name: ns } }).catch(() => undefined);
+  // The classes the trace's pods name, so the simulated admission resolves them as what-if does.
+  for (const pc of spec?.priorityClasses ?? []) {
+    const { name, ...fields } = pc;
+    await lc.client
+      .create('/apis/scheduling.k8s.io/v1/priorityclasses', {
+        apiVersion: 'scheduling.k8s.io/v1',
+        kind: 'PriorityClass',
+        metadata: { name },
+        ...fields,
+      })
+      .catch(() => undefined);
+  }
   const generator = startWorkloadGenerator(lc.client, trace, {
     timeScale: settings.timeScale,
     onRefusal: (pod, message) => out(`  refused ${pod}: ${message.split('\n').join(' ')}`),

@@ -33,9 +33,11 @@ export function registerWhatifCommand(program: Command): void {
       const { expandWorkload, loadWorkloadSpec } = await import('../sim/traces/workload-spec.js');
       const cluster = opts.cluster ? await loadClusterSpec(opts.cluster) : DEFAULT_CLUSTER;
       const names = resourceNames(opts.domain, '--domain');
-      const trace = expandWorkload(await loadWorkloadSpec(opts.workload), names);
+      const spec = await loadWorkloadSpec(opts.workload);
+      const trace = expandWorkload(spec, names);
       const report = runWhatIf(cluster, trace, {
         policy: opts.policy,
+        priorityClasses: spec.priorityClasses,
         quantity: { names, memoryUnitMiB: cluster.memoryUnitMiB },
       });
       if (opts.json) {

@@ -18,6 +18,8 @@ const compactSchema = z.object({
   coreLimit: z.number().int().optional(),
   annotations: z.record(z.string(), z.string()).default({}),
   labels: z.record(z.string(), z.string()).default({}),
+  /** A PriorityClass of the trace's `priorityClasses` (or a system one), resolved as kube-apiserver does. */
+  priorityClassName: z.string().min(1).max(253).optional(),
   /** Command of the container (the sim runs known workloads, idles otherwise). */
   command: z.array(z.string()).optional(),
   arriveAtSeconds: z.number().min(0).default(0),
@@ -33,7 +35,25 @@ const manifestSchema = z.object({
   durationSeconds: z.number().positive().optional(),
 });
 
-export const workloadSpecSchema = z.object({ pods: z.array(z.union([manifestSchema, compactSchema])).min(1) });
+/** A PriorityClass as the trace declares it (scheduling.k8s.io/v1's fields that decide preemption). */
+const priorityClassSchema = z.object({
+  name: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/),
+  /** User classes stay at or below 1e9 (kube-apiserver's HighestUserDefinablePriority). */
+  value: z
+    .number()
+    .int()
+    .min(-(2 ** 31))
+    .max(1_000_000_000),
+  preemptionPolicy: z.enum(['PreemptLowerPriority', 'Never']).default('PreemptLowerPriority'),
+  globalDefault: z.boolean().default(false),
+});
+export type PriorityClassSpec = z.infer<typeof priorityClassSchema>;
+
+export const workloadSpecSchema = z.object({
+  pods: z.array(z.union([manifestSchema, compactSchema])).min(1),
+  /** The PriorityClasses the trace's pods name; what-if resolves them, `vcuda local` creates them. */
+  priorityClasses: z.array(priorityClassSchema).max(1000).default([]),
+});
 export type WorkloadSpec = z.infer<typeof workloadSpecSchema>;
 
 export type PodManifest = {
@@ -78,6 +98,7 @@ export function compactPod(e: z.infer<typeof compactSchema>, name: string, names
     kind: 'Pod',
     metadata: { name, namespace: e.namespace, labels: { app: e.name, ...e.labels }, annotations },
     spec: {
+      ...(e.priorityClassName ? { priorityClassName: e.priorityClassName } : {}),
       containers: [
         {
           name: 'main',

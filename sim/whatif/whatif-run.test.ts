@@ -76,4 +76,64 @@ describe('what-if capacity planning', () => {
     expect(() => parseClusterSpec({ nodes: [{ cards: 99 }] })).toThrow(/nodes\[0\]\.cards/);
     expect(() => parseClusterSpec({ nodes: [{ name: 'a' }, { name: 'a' }] })).toThrow(/appears twice/);
   });
+
+  describe('with priorities', () => {
+    const classes = [
+      { name: 'low', value: 0 },
+      { name: 'high', value: 1000 },
+      { name: 'polite', value: 1000, preemptionPolicy: 'Never' },
+    ];
+    const runWith = (pods: unknown[], c = cluster(1, 8)) => {
+      const spec = parseWorkloadSpec({ pods, priorityClasses: classes });
+      return runWhatIf(c, expandWorkload(spec, names), {
+        policy: 'binpack',
+        quantity: { names, memoryUnitMiB: 1 },
+        priorityClasses: spec.priorityClasses,
+      });
+    };
+    // Sixteen half-card pods fill the node's 8 cards, two per card; the youngest arrive last.
+    const full = { name: 'low', count: 16, core: 50, memory: 1024, intervalSeconds: 1, priorityClassName: 'low' };
+
+    it('a high-priority whole-card pod on a full cluster evicts exactly the two pods of one card', () => {
+      const r = runWith([
+        full,
+        { name: 'urgent', core: 100, memory: 1024, arriveAtSeconds: 60, priorityClassName: 'high' },
+      ]);
+      expect(r).toMatchObject({ placed: 17, unplaced: 0, preemptions: 1, victims: 2 });
+      // The youngest two shared the last card filled; giving back the older ones first spares them.
+      expect(r.preempted).toEqual({
+        'default/low-14': { by: 'default/urgent', node: 'n-0' },
+        'default/low-15': { by: 'default/urgent', node: 'n-0' },
+      });
+      expect(r.placements['default/urgent']).toBe('n-0');
+      // 14 shares of 50 and one whole card: nothing over 100 on any card, 800 in all.
+      expect(r.coreUsed).toBe(800);
+    });
+
+    it('never preempts for a pod whose class says Never, nor for an equal priority', () => {
+      const polite = runWith([full, { name: 'p', core: 100, arriveAtSeconds: 60, priorityClassName: 'polite' }]);
+      expect(polite).toMatchObject({ placed: 16, unplaced: 1, preemptions: 0, victims: 0, preempted: {} });
+      const equal = runWith([full, { name: 'e', core: 100, arriveAtSeconds: 60, priorityClassName: 'low' }]);
+      expect(equal).toMatchObject({ placed: 16, unplaced: 1, victims: 0 });
+    });
+
+    it('drops a preemptor past its quota without evicting anyone', () => {
+      const c = cluster(1, 1, { tight: { core: 50, memoryMiB: 100_000 } });
+      const r = runWith(
+        [
+          { name: 'a', core: 50, memory: 1024, priorityClassName: 'low' },
+          { name: 'b', core: 50, memory: 1024, priorityClassName: 'low' },
+          { name: 'big', namespace: 'tight', core: 100, memory: 1024, arriveAtSeconds: 5, priorityClassName: 'high' },
+        ],
+        c,
+      );
+      expect(r).toMatchObject({ placed: 2, quotaRefused: 1, victims: 0 });
+    });
+
+    it('counts a pod naming an undeclared class as invalid, as admission refuses it', () => {
+      const r = runWith([{ name: 'x', core: 10, memory: 1024, priorityClassName: 'gold' }]);
+      expect(r.invalid).toBe(1);
+      expect(r.invalidExamples[0]).toContain('no PriorityClass with name gold');
+    });
+  });
 });

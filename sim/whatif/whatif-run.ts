@@ -1,8 +1,10 @@
 /**
  * What-if capacity planning: replays a workload trace against a described cluster through the
  * same fit and score code the extender runs (control-plane/placement), with namespace quotas
- * counted as the ledger counts them, and no process, socket or database. Pure: same inputs,
- * same report.
+ * counted as the ledger counts them, and no process, socket or database. A pod no node takes
+ * preempts lower-priority placed pods as kube-scheduler would with vcuda's extender (the same
+ * card-aware `chooseVictims`), unless its preemptionPolicy is Never; victims leave the replay
+ * (their controllers' replacements are not in the trace). Pure: same inputs, same report.
  */
 import {
   isPartlyUsed,
@@ -27,9 +29,16 @@ import {
 } from '../../control-plane/placement/placement-request.js';
 import { scoreNode } from '../../control-plane/placement/score.js';
 import { type ClusterSpec, expandNodes, inventoryOf } from '../cluster-spec.js';
-import type { TraceEntry } from '../traces/workload-spec.js';
+import type { PriorityClassSpec, TraceEntry } from '../traces/workload-spec.js';
+import { choosePreemption, type NodePods, type PlacedPod } from './preempt-replay.js';
+import { type PodPriority, resolveTracePriority } from './trace-priority.js';
 
-export type WhatIfOptions = { policy: PlacementPolicy; quantity: QuantityPolicy };
+export type WhatIfOptions = {
+  policy: PlacementPolicy;
+  quantity: QuantityPolicy;
+  /** The PriorityClasses the trace's pods may name (the workload's `priorityClasses`). */
+  priorityClasses?: readonly PriorityClassSpec[];
+};
 
 export type WhatIfReport = {
   pods: number;
@@ -51,8 +60,14 @@ export type WhatIfReport = {
   strandedCore: number;
   /** Free memory on partly used cards whose free core is below the smallest share any pod asked. */
   strandedMemoryMiB: number;
-  /** Pod → node, for placed pods (`namespace/name`). */
+  /** Pod → node, for placed pods (`namespace/name`), preempted ones included. */
   placements: Record<string, string>;
+  /** Pods placed only by preempting others. */
+  preemptions: number;
+  /** Pods evicted by a preemptor. */
+  victims: number;
+  /** Victim (`namespace/name`) → the pod that preempted it and the node. */
+  preempted: Record<string, { by: string; node: string }>;
 };
 
 type Usage = { core: number; memoryMiB: number };
@@ -110,6 +125,9 @@ function emptyReport(pods: number): WhatIfReport {
     strandedCore: 0,
     strandedMemoryMiB: 0,
     placements: {},
+    preemptions: 0,
+    victims: 0,
+    preempted: {},
   };
 }
 
@@ -148,6 +166,13 @@ class HeldNodes {
     this.holds.get(p.node)!.push(held);
     this.rebuild(p.node);
     return held;
+  }
+
+  /** Each node's inventory with the placed pods holding its cards. */
+  withPods(placed: Iterable<PlacedPod>): NodePods[] {
+    const byNode = new Map<string, PlacedPod[]>([...this.inventories.keys()].map((n) => [n, []]));
+    for (const p of placed) byNode.get(p.hold.node)?.push(p);
+    return [...this.inventories.values()].map((inventory) => ({ inventory, pods: byNode.get(inventory.name)! }));
   }
 
   release(held: CardHold): void {
@@ -193,7 +218,12 @@ class NamespaceUsage {
 /** A placed pod with a duration gives its cards back when it ends. */
 type Departure = { at: number; hold: CardHold; namespace: string; usage: Usage };
 
-/** The smallest share any valid pod asked for, to tell stranded capacity from free capacity. */
+/** A placed pod still holding its cards. */
+type Running = PlacedPod & { usage: Usage };
+
+type ReadPod = { req: PlacementRequest; priority: PodPriority };
+
+type PodKey = { uid: string; key: string; namespace: string };
 
 /** The trace replayed one arrival at a time; departures are events too. */
 class TraceReplay {
@@ -202,6 +232,7 @@ class TraceReplay {
   private readonly quotaUse: NamespaceUsage;
   private readonly ctx: FitContext = { nowMs: 0, heartbeatStaleMs: Number.MAX_SAFE_INTEGER };
   private readonly departures: Departure[] = [];
+  private readonly running = new Map<CardHold, Running>();
   private readonly smallest: { core: number; memoryMiB: number } = {
     core: Number.POSITIVE_INFINITY,
     memoryMiB: Number.POSITIVE_INFINITY,
@@ -223,6 +254,7 @@ class TraceReplay {
     this.departures.sort((a, b) => a.at - b.at);
     while (this.departures.length && this.departures[0]!.at <= seconds) {
       const d = this.departures.shift()!;
+      this.running.delete(d.hold);
       this.nodes.release(d.hold);
       this.quotaUse.remove(d.namespace, d.usage);
     }
@@ -232,25 +264,69 @@ class TraceReplay {
     const pod = { ...entry.pod, metadata: { ...entry.pod.metadata, uid: `whatif-${this.uid++}` } };
     const { namespace } = pod.metadata;
     const key = `${namespace}/${pod.metadata.name}`;
-    const req = this.readRequest(pod, key);
-    if (!req) return;
-    const { best, refusals } = choosePlacement(this.nodes.snapshots, req, this.ctx);
-    if (!best) {
-      this.countUnplaced(refusals);
+    const read = this.readRequest(pod, key);
+    if (!read) return;
+    const { best, refusals } = choosePlacement(this.nodes.snapshots, read.req, this.ctx);
+    if (best) {
+      if (!this.quotaUse.fits(namespace, podUsage(best))) this.report.quotaRefused++;
+      else this.admit(entry, { uid: pod.metadata.uid, key, namespace }, read.priority.priority, best);
       return;
     }
-    const usage = podUsage(best);
-    if (!this.quotaUse.fits(namespace, usage)) {
-      this.report.quotaRefused++;
-      return;
-    }
-    this.quotaUse.add(namespace, usage);
-    const hold = this.nodes.hold(best);
+    if (!this.preemptFor(entry, { uid: pod.metadata.uid, key, namespace }, read)) this.countUnplaced(refusals);
+  }
+
+  /** Places the pod (its quota already judged): cards held, quota counted, its end scheduled. */
+  private admit(entry: TraceEntry, who: PodKey, priority: number, placement: NodePlacement): void {
+    const usage = podUsage(placement);
+    this.quotaUse.add(who.namespace, usage);
+    const hold = this.nodes.hold(placement);
+    this.running.set(hold, { ...who, priority, startMs: entry.arriveAtSeconds * 1000, hold, usage });
     this.report.placed++;
-    this.report.placements[key] = best.node;
+    this.report.placements[who.key] = placement.node;
     if (entry.durationSeconds) {
-      this.departures.push({ at: entry.arriveAtSeconds + entry.durationSeconds, hold, namespace, usage });
+      const at = entry.arriveAtSeconds + entry.durationSeconds;
+      this.departures.push({ at, hold, namespace: who.namespace, usage });
     }
+  }
+
+  /**
+   * Evicts the card-level victims and places the pod in their room; false when it may not preempt
+   * or no node has a fit. Its quota is judged with its own namespace's victims gone: a preemptor
+   * never goes past its quota, and nothing is evicted for a pod the quota would refuse.
+   */
+  private preemptFor(entry: TraceEntry, who: PodKey, read: ReadPod): boolean {
+    if (read.priority.preemptionPolicy === 'Never') return false;
+    const nodes = this.nodes.withPods(this.running.values());
+    const choice = choosePreemption(nodes, read.req, read.priority.priority, this.ctx);
+    if (!choice) return false;
+    const need = { ...podUsage(choice.set.placement) };
+    for (const v of choice.victims) {
+      const freed = this.running.get(v.hold);
+      if (!freed || v.namespace !== who.namespace) continue;
+      need.core -= freed.usage.core;
+      need.memoryMiB -= freed.usage.memoryMiB;
+    }
+    if (!this.quotaUse.fits(who.namespace, need)) {
+      this.report.quotaRefused++;
+      return true;
+    }
+    for (const v of choice.victims) this.evict(v, who.key, choice.node);
+    this.admit(entry, who, read.priority.priority, choice.set.placement);
+    this.report.preemptions++;
+    return true;
+  }
+
+  /** A victim gives its cards and quota back at once (the replay has no graceful termination). */
+  private evict(victim: PlacedPod, by: string, node: string): void {
+    const running = this.running.get(victim.hold);
+    if (!running) return;
+    this.running.delete(victim.hold);
+    this.nodes.release(victim.hold);
+    this.quotaUse.remove(running.namespace, running.usage);
+    const at = this.departures.findIndex((d) => d.hold === victim.hold);
+    if (at >= 0) this.departures.splice(at, 1);
+    this.report.victims++;
+    this.report.preempted[victim.key] = { by, node };
   }
 
   finish(): WhatIfReport {
@@ -262,10 +338,12 @@ class TraceReplay {
   }
 
   /** The pod's placement request; undefined (counted invalid) when the extender would refuse to read it. */
-  private readRequest(pod: TraceEntry['pod'], key: string): PlacementRequest | undefined {
+  private readRequest(pod: TraceEntry['pod'], key: string): ReadPod | undefined {
     let req: PlacementRequest;
+    let priority: PodPriority;
     try {
       req = readPlacementRequest(pod, this.opts.quantity, this.opts.policy);
+      priority = resolveTracePriority(pod, this.opts.priorityClasses ?? []);
     } catch (e) {
       if (!(e instanceof ValidationError)) throw e;
       this.report.invalid++;
@@ -278,7 +356,7 @@ class TraceReplay {
       if (c.memoryMiBPerCard !== undefined)
         this.smallest.memoryMiB = Math.min(this.smallest.memoryMiB, c.memoryMiBPerCard);
     }
-    return req;
+    return { req, priority };
   }
 
   /** A pod no node took counts under the reason most nodes gave. */
@@ -322,6 +400,9 @@ export function formatWhatIf(r: WhatIfReport): string {
         : ''
     }`,
     `refused by quota       ${r.quotaRefused}`,
+    ...(r.preemptions > 0
+      ? [`placed by preempting   ${r.preemptions}  (${r.victims} lower-priority pods evicted)`]
+      : []),
     `invalid requests       ${r.invalid}`,
     `cards                  ${r.cards}`,
     `core in use            ${r.coreUsed} / ${r.coreCapacity} hundredths (${pct(r.coreUsed, r.coreCapacity)})`,
