@@ -117,7 +117,7 @@ describe('what-if capacity planning', () => {
       expect(equal).toMatchObject({ placed: 16, unplaced: 1, victims: 0 });
     });
 
-    it('drops a preemptor past its quota without evicting anyone', () => {
+    it('evicts for a preemptor past its quota, whose bind the quota then refuses, as in the cluster', () => {
       const c = cluster(1, 1, { tight: { core: 50, memoryMiB: 100_000 } });
       const r = runWith(
         [
@@ -127,7 +127,10 @@ describe('what-if capacity planning', () => {
         ],
         c,
       );
-      expect(r).toMatchObject({ placed: 2, quotaRefused: 1, victims: 0 });
+      // Preemption does not look at quota; the bind does: the victims are gone and the pod stays out.
+      expect(r).toMatchObject({ placed: 2, quotaRefused: 1, preemptions: 0, victims: 2 });
+      expect(Object.values(r.preempted).map((p) => p.by)).toEqual(['tight/big', 'tight/big']);
+      expect(r.coreUsed).toBe(0);
     });
 
     it('counts a pod naming an undeclared class as invalid, as admission refuses it', () => {

@@ -291,26 +291,19 @@ class TraceReplay {
 
   /**
    * Evicts the card-level victims and places the pod in their room; false when it may not preempt
-   * or no node has a fit. Its quota is judged with its own namespace's victims gone: a preemptor
-   * never goes past its quota, and nothing is evicted for a pod the quota would refuse.
+   * or no node has a fit. As in the cluster, preemption does not look at quota: the victims go,
+   * then the pod's bind is judged against its quota like any bind (refused past it, victims gone).
    */
   private preemptFor(entry: TraceEntry, who: PodKey, read: ReadPod): boolean {
     if (read.priority.preemptionPolicy === 'Never') return false;
     const nodes = this.nodes.withPods(this.running.values());
     const choice = choosePreemption(nodes, read.req, read.priority.priority, this.ctx);
     if (!choice) return false;
-    const need = { ...podUsage(choice.set.placement) };
-    for (const v of choice.victims) {
-      const freed = this.running.get(v.hold);
-      if (!freed || v.namespace !== who.namespace) continue;
-      need.core -= freed.usage.core;
-      need.memoryMiB -= freed.usage.memoryMiB;
-    }
-    if (!this.quotaUse.fits(who.namespace, need)) {
+    for (const v of choice.victims) this.evict(v, who.key, choice.node);
+    if (!this.quotaUse.fits(who.namespace, podUsage(choice.set.placement))) {
       this.report.quotaRefused++;
       return true;
     }
-    for (const v of choice.victims) this.evict(v, who.key, choice.node);
     this.admit(entry, who, read.priority.priority, choice.set.placement);
     this.report.preemptions++;
     return true;
