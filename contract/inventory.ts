@@ -28,6 +28,11 @@ export const cardSchema = z.object({
   pciBusId: z.string().min(1),
   healthy: z.boolean(),
   healthReason: z.string().optional(),
+  /**
+   * Whether libvcuda can serve memory above the request (vcuda-memory-limit) on this card: the card
+   * offers concurrent managed access. false: bursts are held to the request; absent: not known.
+   */
+  memoryBurst: z.boolean().optional(),
 });
 
 export const nodeInventorySchema = z

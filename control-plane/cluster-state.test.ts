@@ -244,3 +244,20 @@ describe('ClusterState.unplacedPods', () => {
     expect(s.unplacedPods()).toEqual([]);
   });
 });
+
+describe('ClusterState: memory burst per card', () => {
+  it('carries what the node publishes about each card into the snapshot, and nothing it did not say', () => {
+    const node = gpuNode({ name: 'n1', cards: 3 });
+    const annotations = node.metadata?.annotations ?? {};
+    const inv = JSON.parse(annotations[vcudaAnnotations.inventory] ?? '{}') as { cards: Record<string, unknown>[] };
+    inv.cards.forEach((c, i) => {
+      if (i < 2) c['memoryBurst'] = i === 0;
+    });
+    const s = testState();
+    s.upsertNode({
+      ...node,
+      metadata: { ...node.metadata, annotations: { [vcudaAnnotations.inventory]: JSON.stringify(inv) } },
+    });
+    expect([0, 1, 2].map((i) => cardOf(s, 'n1', i)?.memoryBurst)).toEqual([true, false, undefined]);
+  });
+});

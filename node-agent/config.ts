@@ -66,6 +66,8 @@ export const configSchema = z.object({
       procRoot: z.string().default('/proc'),
       jwksPath: z.string().default('/etc/vcuda/jwks/jwks.json'),
       nvmlLibrary: z.string().default('libnvidia-ml.so.1'),
+      /** The CUDA driver library, asked once per card whether it offers concurrent managed access. */
+      cudaLibrary: z.string().default('libcuda.so.1'),
       /** Sent with usage reports; the control plane reviews it with the API server. */
       serviceAccountTokenPath: z.string().default('/var/run/secrets/kubernetes.io/serviceaccount/token'),
     })

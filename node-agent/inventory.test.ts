@@ -36,6 +36,22 @@ describe('inventory', () => {
     expect(i.links[1]?.[2]).toEqual({ nvlinks: 4, pcie: 'system' });
   });
 
+  it('publishes per card whether it can burst (concurrent managed access), and nothing when unknown', () => {
+    const i = buildInventory({
+      nodeName: 'n1',
+      memoryUnitMiB: 1,
+      cards: cards.slice(0, 3).map((c, k) => (k === 2 ? c : { ...c, concurrentManagedAccess: k === 0 })),
+      link: (a, b) => gpu.link(a, b),
+      now: new Date(0),
+    });
+    expect(i.cards.map((c) => c.memoryBurst)).toEqual([true, false, undefined]);
+    expect(i.cards[2]).not.toHaveProperty('memoryBurst');
+    expect(nodeInventorySchema.safeParse(i).success).toBe(true);
+    // Hostile input: only a boolean passes the contract.
+    const forged = { ...i, cards: [{ ...i.cards[0], memoryBurst: 'yes' }], links: [[i.links[0]?.[0]]] };
+    expect(nodeInventorySchema.safeParse(forged).error?.issues[0]?.path).toEqual(['cards', 0, 'memoryBurst']);
+  });
+
   it('is patched when it changes or the heartbeat is due, not otherwise', async () => {
     const patcher = new RecordingPatcher();
     const pub = new InventoryPublisher(patcher, 30_000);

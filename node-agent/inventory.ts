@@ -15,6 +15,7 @@ export type InventoryCard = {
   pciBusId: string;
   healthy: boolean;
   healthReason?: string;
+  concurrentManagedAccess?: boolean;
 };
 
 export function buildInventory(input: {
@@ -41,6 +42,7 @@ export function buildInventory(input: {
       pciBusId: c.pciBusId,
       healthy: c.healthy,
       ...(c.healthReason ? { healthReason: c.healthReason } : {}),
+      ...(c.concurrentManagedAccess === undefined ? {} : { memoryBurst: c.concurrentManagedAccess }),
     })),
     links,
     heartbeat: input.now.toISOString(),

@@ -30,7 +30,11 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
   const log = pino({ name: 'vcuda-node-agent', level: config.logLevel, hooks: redactingLogHooks });
   const kc = new PooledKubeConfig();
   kc.loadFromDefault();
-  const gpu = new NvmlGpuSource({ libraryPath: config.paths.nvmlLibrary, sysfsRoot: config.paths.sysfsRoot });
+  const gpu = new NvmlGpuSource({
+    libraryPath: config.paths.nvmlLibrary,
+    sysfsRoot: config.paths.sysfsRoot,
+    cudaLibraryPath: config.paths.cudaLibrary,
+  });
   log.info(`NVML: ${gpu.listCards().length} card(s)`);
   let wired: WiredAgent;
   try {

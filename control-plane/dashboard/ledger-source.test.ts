@@ -276,8 +276,8 @@ describe('groupCapacity with the live node view', () => {
       cluster: 'c',
       node: 'n0',
       cards: [
-        { uuid: 'GPU-3', index: 1, model: 'T4', memoryMiB: 15360, healthy: true },
-        { uuid: 'GPU-2', index: 0, model: 'T4', memoryMiB: 15360, healthy: true },
+        { uuid: 'GPU-3', index: 1, model: 'T4', memoryMiB: 15360, healthy: true, memoryBurst: false },
+        { uuid: 'GPU-2', index: 0, model: 'T4', memoryMiB: 15360, healthy: true, memoryBurst: true },
       ],
     },
   ];
@@ -296,5 +296,15 @@ describe('groupCapacity with the live node view', () => {
     const clusters = groupCapacity([ledgerCard], [], live);
     expect(clusters[0]?.nodes.find((n) => n.name === 'n1')?.cards[0]?.healthy).toBe(false);
     expect(groupCapacity([ledgerCard], [])[0]?.nodes[0]?.cards[0]?.healthy).toBeUndefined();
+  });
+
+  it('takes from the live view whether each card serves memory bursts, and says nothing when it does not know', () => {
+    const clusters = groupCapacity([ledgerCard], [], live);
+    const n0 = clusters[0]?.nodes.find((n) => n.name === 'n0')?.cards ?? [];
+    expect(n0.map((c) => [c.uuid, c.memoryBurst])).toEqual([
+      ['GPU-2', true],
+      ['GPU-3', false],
+    ]);
+    expect(clusters[0]?.nodes.find((n) => n.name === 'n1')?.cards[0]).not.toHaveProperty('memoryBurst');
   });
 });

@@ -37,7 +37,7 @@ export type ReportRunner = {
 export type LiveNodeCards = {
   cluster: string;
   node: string;
-  cards: { uuid: string; index: number; model: string; memoryMiB: number; healthy: boolean }[];
+  cards: { uuid: string; index: number; model: string; memoryMiB: number; healthy: boolean; memoryBurst?: boolean }[];
   /** Whether the node's agent still reports (its heartbeat within the control plane's limit). */
   agent?: NodeAgentHealth;
 };
@@ -69,6 +69,7 @@ type CardRow = {
   memoryMiB: number;
   isPresent: boolean;
   healthy?: boolean;
+  memoryBurst?: boolean;
 };
 
 const str = (v: ReportRow[string] | undefined) => (v === null || v === undefined ? '' : String(v));
@@ -98,7 +99,7 @@ export function groupCapacity(
   }
   const cardRows: CardRow[] = ledgerCards.map((c) => {
     const l = live.get(c.uuid);
-    return l ? { ...c, healthy: l.healthy } : c;
+    return l ? { ...c, healthy: l.healthy, ...(l.memoryBurst === undefined ? {} : { memoryBurst: l.memoryBurst }) } : c;
   });
   const known = new Set(ledgerCards.map((c) => c.uuid));
   for (const l of live.values()) if (!known.has(l.uuid)) cardRows.push(l);
@@ -132,6 +133,7 @@ export function groupCapacity(
       model: c.model,
       memoryMiB: c.memoryMiB,
       ...(!c.isPresent ? { healthy: false } : c.healthy !== undefined ? { healthy: c.healthy } : {}),
+      ...(c.memoryBurst === undefined ? {} : { memoryBurst: c.memoryBurst }),
       allocations: held,
     });
     nodes.set(c.node, list);

@@ -56,6 +56,12 @@ describe('viewCard', () => {
     expect(viewCard(card(0, [])).healthy).toBeNull();
     expect(viewCard({ ...card(0, []), healthy: false }).healthy).toBe(false);
   });
+
+  it('says whether the card serves memory bursts, null when its node does not say', () => {
+    expect(viewCard(card(0, [])).memoryBurst).toBeNull();
+    expect(viewCard({ ...card(0, []), memoryBurst: false }).memoryBurst).toBe(false);
+    expect(viewCard({ ...card(0, []), memoryBurst: true }).memoryBurst).toBe(true);
+  });
 });
 
 describe('viewNode fragmentation', () => {

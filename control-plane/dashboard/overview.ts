@@ -35,6 +35,8 @@ export type CardView = {
   model: string;
   memoryMiB: number;
   healthy: boolean | null;
+  /** Whether the card serves memory bursts; null when its node does not say. */
+  memoryBurst: boolean | null;
   coreUsed: number;
   memoryUsedMiB: number;
   corePct: number;
@@ -168,6 +170,7 @@ export function viewCard(card: CardState): CardView {
     model: card.model,
     memoryMiB: card.memoryMiB,
     healthy: card.healthy ?? null,
+    memoryBurst: card.memoryBurst ?? null,
     coreUsed,
     memoryUsedMiB,
     corePct: percent(coreUsed, 100),

@@ -32,6 +32,11 @@ export type CardState = {
   memoryMiB: number;
   /** Absent when the source does not know (the ledger does not track health). */
   healthy?: boolean;
+  /**
+   * Whether the card serves memory above a pod's request (concurrent managed access, as its node
+   * publishes it); absent when not known. false: vcuda-memory-limit is held to the request there.
+   */
+  memoryBurst?: boolean;
   allocations: CardAllocation[];
 };
 

@@ -15,6 +15,8 @@ export type CardSnapshot = Readonly<{
   numaNode: number | null;
   healthy: boolean;
   healthReason?: string | undefined;
+  /** Whether libvcuda serves memory bursts on it (the inventory's memoryBurst); undefined: not said. */
+  memoryBurst?: boolean | undefined;
   /** Hundredths of the card already promised to pods. */
   usedCore: number;
   usedMemoryMiB: number;
@@ -120,6 +122,7 @@ export function readNodeInventory(node: NodeLike): NodeInventoryRead {
       numaNode: c.numaNode,
       healthy: c.healthy,
       ...(c.healthReason ? { healthReason: c.healthReason } : {}),
+      ...(c.memoryBurst === undefined ? {} : { memoryBurst: c.memoryBurst }),
     })),
     links: inv.links,
     heartbeatMs: Math.max(heartbeatAnnotationMs, parseTimeMs(inv.heartbeat)),
@@ -153,6 +156,7 @@ export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<Card
       numaNode: c.numaNode,
       healthy: c.healthy,
       healthReason: c.healthReason,
+      memoryBurst: c.memoryBurst,
       usedCore: u?.core ?? 0,
       usedMemoryMiB: u?.memoryMiB ?? 0,
     };

@@ -213,7 +213,10 @@ function liveNodes({ config, clock }: StartContext, cluster: ClusterView) {
   return [...cluster.state.snapshot().nodes.values()].map((n) => ({
     cluster: config.clusterName,
     node: n.name,
-    cards: n.cards.map(({ uuid, index, model, memoryMiB, healthy }) => ({ uuid, index, model, memoryMiB, healthy })),
+    cards: n.cards.map(({ uuid, index, model, memoryMiB, healthy, memoryBurst }) => ({
+      ...{ uuid, index, model, memoryMiB, healthy },
+      ...(memoryBurst === undefined ? {} : { memoryBurst }),
+    })),
     agent: {
       reporting: n.heartbeatMs > 0 && nowMs - n.heartbeatMs <= limitMs,
       lastHeartbeat: n.heartbeatMs > 0 ? new Date(n.heartbeatMs).toISOString() : null,

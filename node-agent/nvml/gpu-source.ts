@@ -16,6 +16,11 @@ export type GpuCard = {
   minorNumber: number;
   /** NUMA node of the card's PCI device; null when the platform does not say. */
   numaNode: number | null;
+  /**
+   * Whether the card offers concurrent managed access (the CUDA attribute), without which libvcuda
+   * serves no memory burst there; absent when the CUDA driver could not be asked.
+   */
+  concurrentManagedAccess?: boolean;
 };
 
 export type GpuLink = { nvlinks: number; pcie: PcieLevel };

@@ -3,7 +3,7 @@
  * event wait), and against native/'s fake NVML when `make -C native` has built it.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -108,3 +108,60 @@ describe.skipIf(!existsSync(fakeNvml) || !existsSync(fakeCtl))("NVML through kof
     }
   });
 });
+
+const fakeCuda = join(here, '../../native/build/fake/libcuda.so.1');
+
+describe.skipIf(!existsSync(fakeNvml) || !existsSync(fakeCuda))(
+  "concurrent managed access through the CUDA driver (native/'s fake driver)",
+  () => {
+    /** NVML and the CUDA driver over one fresh fake machine: each loaded copy reads its environment once. */
+    function open(name: string, env: Record<string, string>) {
+      const dir = join(tmp, name);
+      mkdirSync(dir, { recursive: true });
+      copyFileSync(fakeNvml, join(dir, 'libnvidia-ml.so.1'));
+      copyFileSync(fakeCuda, join(dir, 'libcuda.so.1'));
+      const all = { FAKEGPU_DEVICES: '2x1024', FAKEGPU_STATE: join(dir, 'fakegpu.state'), ...env };
+      Object.assign(process.env, all);
+      try {
+        return new NvmlGpuSource({
+          libraryPath: join(dir, 'libnvidia-ml.so.1'),
+          sysfsRoot: dir,
+          cudaLibraryPath: join(dir, 'libcuda.so.1'),
+        });
+      } finally {
+        for (const k of Object.keys(all)) delete process.env[k];
+      }
+    }
+
+    it('reads the attribute per card, matched to NVML by PCI bus id', () => {
+      const capable = open('managed', {});
+      const incapable = open('no-managed', { FAKEGPU_CONCURRENT_MANAGED: '0' });
+      try {
+        expect(capable.listCards().map((c) => c.concurrentManagedAccess)).toEqual([true, true]);
+        expect(incapable.listCards().map((c) => c.concurrentManagedAccess)).toEqual([false, false]);
+      } finally {
+        capable.close();
+        incapable.close();
+      }
+    });
+
+    it('says nothing (never guesses) when the CUDA driver cannot be loaded', () => {
+      const dir = join(tmp, 'no-cuda');
+      mkdirSync(dir, { recursive: true });
+      copyFileSync(fakeNvml, join(dir, 'libnvidia-ml.so.1'));
+      Object.assign(process.env, { FAKEGPU_DEVICES: '1x1024', FAKEGPU_STATE: join(dir, 'fakegpu.state') });
+      try {
+        const gpu = new NvmlGpuSource({
+          libraryPath: join(dir, 'libnvidia-ml.so.1'),
+          sysfsRoot: dir,
+          cudaLibraryPath: join(dir, 'absent-libcuda.so.1'),
+        });
+        expect(gpu.listCards()[0]).not.toHaveProperty('concurrentManagedAccess');
+        gpu.close();
+      } finally {
+        delete process.env['FAKEGPU_DEVICES'];
+        delete process.env['FAKEGPU_STATE'];
+      }
+    });
+  },
+);

@@ -7,6 +7,7 @@
 import type * as K from 'koffi';
 import koffi from 'koffi';
 import { VcudaError } from '../../contract/index.js';
+import { pciKey, readConcurrentManagedAccess } from './cuda-managed-access.js';
 import {
   type GpuCard,
   type GpuEvent,
@@ -143,7 +144,15 @@ export class NvmlGpuSource implements GpuSource {
   private closed = false;
 
   /** Loads NVML, initialises it and reads every card once; throws NvmlError when the driver is unusable. */
-  constructor(opts: { libraryPath: string; sysfsRoot: string }) {
+  constructor(opts: {
+    libraryPath: string;
+    sysfsRoot: string;
+    /** The CUDA driver library, asked once per card for concurrent managed access; absent: not asked. */
+    cudaLibraryPath?: string;
+  }) {
+    const managed = opts.cudaLibraryPath
+      ? readConcurrentManagedAccess(opts.cudaLibraryPath)
+      : new Map<string, boolean>();
     this.nv = bind(opts.libraryPath);
     this.check('nvmlInit_v2', this.nv.init());
     const count = [0];
@@ -167,6 +176,7 @@ export class NvmlGpuSource implements GpuSource {
       const pciBusId = cString(pci.subarray(36, 68));
       const mem = { total: 0n, free: 0n, used: 0n };
       this.check('nvmlDeviceGetMemoryInfo', this.nv.memory(h, mem));
+      const concurrentManagedAccess = managed.get(pciKey(pciBusId));
       this.cards.push({
         index: i,
         uuid: cString(uuid),
@@ -175,6 +185,7 @@ export class NvmlGpuSource implements GpuSource {
         pciBusId,
         minorNumber: minor[0] ?? i,
         numaNode: readNumaNode(pciBusId, opts.sysfsRoot),
+        ...(concurrentManagedAccess === undefined ? {} : { concurrentManagedAccess }),
       });
     }
     this.registerXidEvents();

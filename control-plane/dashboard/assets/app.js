@@ -110,6 +110,17 @@ function renderCard(cluster, node, c) {
         ? el('span', { class: 'stage burst', 'data-testid': 'card-bursting' }, 'bursting')
         : null,
       c.healthy === false ? el('span', { class: 'stage stage-quota' }, 'unhealthy') : null,
+      c.memoryBurst === false
+        ? el(
+            'span',
+            {
+              class: 'stage',
+              'data-testid': 'card-no-burst',
+              title: 'no concurrent managed access: vcuda-memory-limit is held to the request on this card',
+            },
+            'no burst',
+          )
+        : null,
     ),
     el('div', { class: 'uuid', title: c.uuid }, c.uuid),
     el('div', { class: 'bar-label' }, 'core promised (granted shares; measured use is in Reports)'),
