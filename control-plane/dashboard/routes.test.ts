@@ -103,6 +103,40 @@ describe('GET /ui/overview', () => {
     ]);
   });
 
+  it('lists the preemptions the source read, newest first, and none when it reads none', async () => {
+    const victim = {
+      at: '2026-01-01T11:00:00.000Z',
+      role: 'victim' as const,
+      namespace: 'ml',
+      pod: 'low-7',
+      reason: 'Preempted',
+      message: 'Preempted by pod u1 on node node-a',
+    };
+    const preemptor = {
+      ...victim,
+      at: '2026-01-01T11:00:01.000Z',
+      role: 'preemptor' as const,
+      pod: 'urgent',
+      reason: 'VcudaPreempting',
+      message: 'preempting lower-priority pods on node-a for GPU-0: ml/low-7 (priority 0)',
+    };
+    const limits: number[] = [];
+    const withRows = fakeSource({
+      readPreemptions: async (limit: number) => {
+        limits.push(limit);
+        return [victim, preemptor];
+      },
+    }).source;
+    const body = (await (await appWith(withRows).request('/ui/overview')).json()) as Overview;
+    expect(body.preemptions.map((p) => [p.role, p.pod])).toEqual([
+      ['preemptor', 'urgent'],
+      ['victim', 'low-7'],
+    ]);
+    expect(limits).toEqual([50]);
+    const none = (await (await appWith(fakeSource().source).request('/ui/overview')).json()) as Overview;
+    expect(none.preemptions).toEqual([]);
+  });
+
   it('shows the GPU pods the source finds on nodes holding no cards, and none when it finds none', async () => {
     const pod = {
       cluster: 'local',

@@ -9,8 +9,9 @@ import { promisify } from 'node:util';
 import { serve } from '@hono/node-server';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventReasons } from '../../contract/index.js';
+import { eventReasons, podEvent } from '../../contract/index.js';
 import { createApp } from '../../control-plane/app.js';
+import { createPreemptionLog } from '../../control-plane/dashboard/preemption-log.js';
 import { createRefusalLog } from '../../control-plane/dashboard/refusal-log.js';
 import { dashboardRoutes } from '../../control-plane/dashboard/routes.js';
 import { chromiumPath, hasChromium, launchChromium, saveScreenshot } from './chromium.js';
@@ -26,7 +27,11 @@ describe.skipIf(!runs)('dashboard in headless chromium', () => {
   let close: () => Promise<void>;
   let baseUrl: string;
   const refusals = createRefusalLog();
-  const seeded = seededDashboard({ readRefusals: (n) => refusals.readRefusals(n) });
+  const preemptions = createPreemptionLog();
+  const seeded = seededDashboard({
+    readRefusals: (n) => refusals.readRefusals(n),
+    readPreemptions: (n) => preemptions.readPreemptions(n),
+  });
 
   beforeAll(async () => {
     await seeded.start();
@@ -49,6 +54,27 @@ describe.skipIf(!runs)('dashboard in headless chromium', () => {
       reason: eventReasons.admissionRefused,
       message: '<script>window.__pwned=2</script> spec.containers[0]: a share is 1..99',
     });
+    // Both sides of one preemption, as the extender and kube-scheduler write them.
+    const at = { component: 'vcuda', now: new Date(), nameSuffix: 'p' };
+    const urgent = { namespace: 'research', name: 'urgent', uid: 'u-urgent' };
+    preemptions.recordEvent(
+      podEvent(
+        urgent,
+        eventReasons.preempting,
+        'preempting lower-priority pods on gpu-node-0 for GPU-7: research/low-14 (priority 0), research/low-15 (priority 0)',
+        at,
+      ),
+      'local',
+    );
+    preemptions.recordEvent(
+      podEvent(
+        { namespace: 'research', name: 'low-14', uid: 'u-14' },
+        'Preempted' as never,
+        'Preempted by pod u-urgent on node gpu-node-0',
+        at,
+      ),
+      'local',
+    );
     const app = createApp({
       dashboard: dashboardRoutes({
         source: seeded.source,
@@ -114,6 +140,16 @@ describe.skipIf(!runs)('dashboard in headless chromium', () => {
     await expect.poll(() => row.count(), slow).toBe(1);
     expect(await row.getAttribute('data-stage')).toBe('quota');
     expect(await row.textContent()).toContain('over by 50');
+  });
+
+  it('says who preempted whom and why', async () => {
+    const preemptor = page.locator('[data-testid=preemption][data-pod="research/urgent"]');
+    await expect.poll(() => preemptor.count(), slow).toBe(1);
+    expect(await preemptor.getAttribute('data-role')).toBe('preemptor');
+    expect(await preemptor.textContent()).toContain('research/low-14 (priority 0), research/low-15 (priority 0)');
+    const victim = page.locator('[data-testid=preemption][data-pod="research/low-14"]');
+    expect(await victim.getAttribute('data-role')).toBe('victim');
+    expect(await victim.textContent()).toContain('Preempted by pod u-urgent on node gpu-node-0');
   });
 
   it('renders user-controlled text as text', async () => {

@@ -5,7 +5,7 @@
  */
 
 import { createLedgerDashboardSource } from '../../control-plane/dashboard/ledger-source.js';
-import type { DashboardSource, Refusal } from '../../control-plane/dashboard/source.js';
+import type { DashboardSource, Preemption, Refusal } from '../../control-plane/dashboard/source.js';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { createLedger } from '../../db/ledger.js';
 import { migrate } from '../../db/migrate.js';
@@ -58,7 +58,10 @@ const cards = [
 
 export type ExpectedCard = { uuid: string; coreUsed: number; memoryUsedMiB: number; memoryMiB: number; pods: string[] };
 
-export function seededDashboard(opts: { readRefusals: (limit: number) => Promise<Refusal[]> }) {
+export function seededDashboard(opts: {
+  readRefusals: (limit: number) => Promise<Refusal[]>;
+  readPreemptions?: (limit: number) => Promise<Preemption[]>;
+}) {
   const placements: Placement[] = [];
   let db: VcudaDb | undefined;
   // Pods were placed three hours ago; the clock then moves to now so GPU-hours accrue.
@@ -140,6 +143,7 @@ export function seededDashboard(opts: { readRefusals: (limit: number) => Promise
         reports: createReportRunner(db, { clock: () => new Date() }),
         clock: () => new Date(),
         readRefusals: opts.readRefusals,
+        ...(opts.readPreemptions ? { readPreemptions: opts.readPreemptions } : {}),
       });
     },
     async stop() {
