@@ -4,7 +4,7 @@
  * (which pod took its place). Kept in a small ring like the refusals: Events stay the record.
  */
 import { eventReasons } from '../../contract/index.js';
-import { eventTimeOf, type PodEventLike } from './refusal-log.js';
+import { createPodEventRing, type PodEventLike, podEventRow } from './pod-event-log.js';
 import type { Preemption } from './source.js';
 
 /** kube-scheduler's reason on a victim's Event (pkg/scheduler/framework/preemption). */
@@ -18,19 +18,8 @@ const roleOfReason: Record<string, Preemption['role']> = {
 /** A preemption row when the Event is one side of a preemption of a pod; otherwise undefined. */
 export function preemptionFromEvent(event: PodEventLike, cluster?: string): Preemption | undefined {
   const role = event.reason ? roleOfReason[event.reason] : undefined;
-  const obj = event.involvedObject;
-  if (!role || !obj || obj.kind !== 'Pod' || !obj.name) return undefined;
-  const at = eventTimeOf(event);
-  if (!at) return undefined;
-  return {
-    at,
-    role,
-    ...(cluster ? { cluster } : {}),
-    namespace: obj.namespace ?? '',
-    pod: obj.name,
-    reason: event.reason as string,
-    message: event.message ?? '',
-  };
+  const row = role ? podEventRow(event, cluster) : undefined;
+  return role && row ? { ...row, role } : undefined;
 }
 
 export type PreemptionLog = {
@@ -41,23 +30,15 @@ export type PreemptionLog = {
 
 /** A bounded log, newest first; the same pod's same Event seen again (recorded, then watched) replaces its row. */
 export function createPreemptionLog(capacity = 200): PreemptionLog {
-  let rows: Preemption[] = [];
-  const record = (p: Preemption) => {
-    rows = rows.filter(
-      (x) => !(x.cluster === p.cluster && x.namespace === p.namespace && x.pod === p.pod && x.reason === p.reason),
-    );
-    rows.push(p);
-    rows.sort((a, b) => b.at.localeCompare(a.at));
-    if (rows.length > capacity) rows = rows.slice(0, capacity);
-  };
+  const ring = createPodEventRing<Preemption>(capacity);
   return {
     recordEvent(event, cluster) {
       const p = preemptionFromEvent(event, cluster);
-      if (p) record(p);
+      if (p) ring.record(p);
       return p !== undefined;
     },
     async readPreemptions(limit) {
-      return rows.slice(0, limit);
+      return ring.read(limit);
     },
   };
 }

@@ -5,8 +5,9 @@
  */
 import { CoreV1Api, type KubeConfig, Watch } from '@kubernetes/client-node';
 import { eventReasons } from '../../contract/index.js';
+import type { PodEventLike } from './pod-event-log.js';
 import { type PreemptionLog, SCHEDULER_PREEMPTED_REASON } from './preemption-log.js';
-import type { PodEventLike, RefusalLog } from './refusal-log.js';
+import type { RefusalLog } from './refusal-log.js';
 
 /** Refusals are Warning Events on Pods; the reason is filtered here (one selector cannot OR reasons). */
 export const REFUSAL_EVENT_SELECTOR = 'type=Warning,involvedObject.kind=Pod';
