@@ -171,7 +171,8 @@ describe.skipIf(!hasToolkit)(
           stdio: ['pipe', 'pipe', 'inherit'],
         });
         const lines: string[] = [];
-        const exited = new Promise((done) => burster.once('exit', done));
+        // 'close', not 'exit': the last line may still be in the pipe when the process has exited.
+        const exited = new Promise((done) => burster.once('close', done));
         const first = new Promise<void>((done) =>
           burster.stdout.on('data', (d: Buffer) => {
             lines.push(...String(d).trim().split('\n'));
