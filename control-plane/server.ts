@@ -93,7 +93,8 @@ export async function startControlPlane(
     // This replica's lease, and the other replicas' holds counted and, once left behind, settled.
     const lease = await startReplicaLease(ctx, { ledger: store.ledger, replica: store.replica });
     closers.push(lease.close);
-    closers.push(followLedgerHolds(ctx, { ledger: store.ledger, cluster, replica: store.replica }));
+    const holds = followLedgerHolds(ctx, { ledger: store.ledger, cluster, replica: store.replica });
+    closers.push(holds.close);
     // 6. The composed apps.
     const webhook = webhookConfigOf(ctx);
     const admission = admissionApps(ctx, { webhook, cluster, store, registry });
@@ -114,6 +115,7 @@ export async function startControlPlane(
       confirms,
       lease,
       faults: overrides.bindFaults,
+      ledgerRefused: holds.readNow,
     });
     const usage = startUsageStore(ctx, store.db);
     closers.push(usage.close);

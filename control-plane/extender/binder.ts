@@ -100,6 +100,12 @@ export type BinderDeps = {
   /** Without one, binds never check a lease (a single replica, or tests). */
   lease?: BindLease;
   faults?: BindFaults;
+  /**
+   * Told when the ledger refuses a reservation for lack of room: this view missed a hold (another
+   * replica's bind, or a dead one's leftover), so the holds are read again now rather than at the
+   * next tick, and the binds after this one are not sent to the same full card.
+   */
+  ledgerRefused?: () => void;
 };
 
 export type BindOutcome = { pod: string; node: string; cards: string[]; reused: boolean };
@@ -232,7 +238,10 @@ export class Binder {
       node: args.Node,
       items,
     };
-    const { reused } = await ledger.reserve(request);
+    const { reused } = await ledger.reserve(request).catch((err: unknown) => {
+      if (err instanceof VcudaError && err.code === 'capacity-conflict') this.deps.ledgerRefused?.();
+      throw err;
+    });
     if (reused && !isExisting) {
       // Another attempt for this pod holds a reservation it has not written on the pod yet: it is
       // either still running (let it finish) or died (the reservation expires). Never take it over.

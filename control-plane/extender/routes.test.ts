@@ -5,6 +5,7 @@ import {
   MIB,
   type PodEvent,
   signAssignment,
+  VcudaError,
   vcudaAnnotations,
   verifyAssignment,
 } from '../../contract/index.js';
@@ -30,6 +31,7 @@ import {
 } from '../../test/support/control-plane/extender-harness.js';
 import { type FakeKubeApi, startFakeKubeApi } from '../../test/support/control-plane/fake-kube-api.js';
 import type { KeySet } from '../signing-keys.js';
+import type { BindLedger } from './binder.js';
 import { PodWriteBatcher } from './pod-write-batcher.js';
 import { extenderRoutes } from './routes.js';
 
@@ -219,6 +221,27 @@ describe('extender routes on the real 1.26 payloads', () => {
     const counted = 'vcuda_extender_bind_conflicts_total{code="capacity-conflict"} 1';
     await until(async () => (await ext.registry.metrics()).includes(counted), 'the conflict counted');
     expect(await liveRows()).toEqual([]);
+  });
+
+  it('a ledger refusal for lack of room has the ledger holds read at once; a refusal of its own view does not', async () => {
+    const real = ext.deps.ledger;
+    const full: BindLedger = {
+      upsertNode: (...a) => real.upsertNode(...a),
+      reserve: async () => {
+        throw new VcudaError('capacity-conflict', 'reserve team-a/share-30: card GPU-b-0 has 0 core free');
+      },
+      confirmMany: (...a) => real.confirmMany(...a),
+      release: (...a) => real.release(...a),
+    };
+    let reads = 0;
+    const app = extenderRoutes({ ...ext.deps, ledger: full, ledgerRefused: () => reads++ });
+    expect((await post(app, '/bind', bindArgs)).json.Error).toContain('has 0 core free');
+    expect(reads).toBe(1);
+    // This view already knew gpu-node-a is full: nothing the ledger holds was missed.
+    expect((await post(app, '/bind', { ...bindArgs, Node: 'gpu-node-a' })).json.Error).toContain(
+      'no card with 30 core free',
+    );
+    expect(reads).toBe(1);
   });
 
   it('nudges a pod refused for capacity when a vcuda pod ends', async () => {

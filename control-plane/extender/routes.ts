@@ -82,6 +82,7 @@ export type ExtenderDeps = {
   /** This replica's ledger lease and the fault-injection hook, handed to the binder. */
   lease?: BinderDeps['lease'];
   faults?: BinderDeps['faults'];
+  ledgerRefused?: BinderDeps['ledgerRefused'];
   /** Where the verbs' Events go (the process's recorder for this component); by default one over `kube`. */
   events?: PodEventRecorder;
 };

@@ -97,6 +97,7 @@ export function schedulerApp(
     confirms: PodWriteBatcher;
     lease?: BindLease | undefined;
     faults?: BindFaults | undefined;
+    ledgerRefused?: (() => void) | undefined;
   },
 ): Hono {
   const { cluster } = deps;
@@ -122,6 +123,7 @@ export function schedulerApp(
     log: (msg, fields) => log.info(fields ?? {}, msg),
     ...(deps.lease ? { lease: deps.lease } : {}),
     ...(deps.faults ? { faults: deps.faults } : {}),
+    ...(deps.ledgerRefused ? { ledgerRefused: deps.ledgerRefused } : {}),
     events: cluster.events.for(EXTENDER_COMPONENT),
   });
   return guardedExtender(verbs, {

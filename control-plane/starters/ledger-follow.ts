@@ -118,10 +118,16 @@ function holdSettler({ config, clock, log }: StartContext, deps: { ledger: Ledge
  * Every FOLLOW_MS: the cluster's live ledger holds go to placement, and the unconfirmed ones due
  * are settled.
  */
+export type LedgerHoldsFollower = {
+  close: Closer;
+  /** Reads the holds now, not at the next tick: a ledger refusal means this view missed one. */
+  readNow(): void;
+};
+
 export function followLedgerHolds(
   ctx: StartContext,
   deps: { ledger: Ledger; cluster: ClusterView; replica: string },
-): Closer {
+): LedgerHoldsFollower {
   const { config, log } = ctx;
   const { ledger, cluster } = deps;
   const { state } = cluster;
@@ -131,6 +137,7 @@ export function followLedgerHolds(
   });
   const settleDue = holdSettler(ctx, deps);
   let reading = false;
+  let again = false;
   const follow = async () => {
     const now = performance.now();
     for (const [uid, at] of ended) if (now - at > ENDED_MEMORY_MS) ended.delete(uid);
@@ -146,17 +153,29 @@ export function followLedgerHolds(
     );
     settleDue(holds);
   };
-  const stop = every(FOLLOW_MS, () => {
-    if (reading) return;
+  const read = (): void => {
+    if (reading) {
+      // A read already under way may have started before the hold was written: read once more.
+      again = true;
+      return;
+    }
     reading = true;
+    again = false;
     follow()
       .catch((err) => log.warn({ err }, 'reading the ledger holds failed'))
       .finally(() => {
         reading = false;
+        if (again) read();
       });
+  };
+  const stop = every(FOLLOW_MS, () => {
+    if (!reading) read();
   });
-  return () => {
-    stop();
-    unsubscribe();
+  return {
+    close: () => {
+      stop();
+      unsubscribe();
+    },
+    readNow: read,
   };
 }
