@@ -138,6 +138,7 @@ export function followLedgerHolds(
   const settleDue = holdSettler(ctx, deps);
   let reading = false;
   let again = false;
+  let closed = false;
   const follow = async () => {
     const now = performance.now();
     for (const [uid, at] of ended) if (now - at > ENDED_MEMORY_MS) ended.delete(uid);
@@ -154,6 +155,8 @@ export function followLedgerHolds(
     settleDue(holds);
   };
   const read = (): void => {
+    // A read started after close would query a ledger being closed, and could keep it from closing.
+    if (closed) return;
     if (reading) {
       // A read already under way may have started before the hold was written: read once more.
       again = true;
@@ -173,6 +176,7 @@ export function followLedgerHolds(
   });
   return {
     close: () => {
+      closed = true;
       stop();
       unsubscribe();
     },
