@@ -5,6 +5,7 @@
  * driver cannot evict stays within the guarantee; every way memory goes away returns burst bytes
  * to the burst budget. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -268,6 +269,21 @@ static void killed(void) {
         (unsigned long long)v.guaranteed, (unsigned long long)v.burst);
 }
 
+/* The scratch directory and every file the cases left in it: a test run leaves nothing in /tmp. */
+static void remove_scratch(void) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  char path[sizeof dir + 256];
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN); /* a client that failed early closed its pipes */
   const char *b = getenv("VC_BUILD");
@@ -290,5 +306,6 @@ int main(void) {
   budgets();
   held_to_request();
   killed();
+  remove_scratch();
   return check_failures ? 1 : 0;
 }
