@@ -37,7 +37,9 @@ describe('a replica killed mid-bind', () => {
     await lc.client.create('/api/v1/namespaces', { metadata: { name: NS } });
     checks = crashChecks(lc.client, lc.db, NS, trustOf(lc.replicas()[1]!.jwks));
   }, 120_000);
-  afterAll(async () => lc?.close(), 60_000);
+  // Closing a cluster whose replica was killed has taken over 60 s under a full suite's load (the
+  // cause is not found yet); give it the HTTP/2 idle limit and more rather than fail the file on it.
+  afterAll(async () => lc?.close(), 150_000);
 
   const pods = async () => (await lc.client.list(podPath(NS))).items;
   const isRunning = (p: KubeObj) => (p.status as { phase?: string } | undefined)?.phase === 'Running';
