@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { resourceTypes } from './resource-registry.js';
+import { EVERY_MINOR, servedTypes } from './resource-registry.js';
 
 let coreSchemas: Record<string, unknown> | undefined;
 
@@ -24,17 +24,17 @@ function gvPath(group: string, version: string): string {
   return group ? `apis/${group}/${version}` : `api/${version}`;
 }
 
-export function openApiV3Index() {
+export function openApiV3Index(minor = EVERY_MINOR) {
   const paths: Record<string, { serverRelativeURL: string }> = {};
-  for (const t of resourceTypes) {
+  for (const t of servedTypes(minor)) {
     const p = gvPath(t.group, t.version);
     paths[p] = { serverRelativeURL: `/openapi/v3/${p}?hash=sim1` };
   }
   return { paths };
 }
 
-export function openApiV3Document(path: string) {
-  const types = resourceTypes.filter((t) => gvPath(t.group, t.version) === path);
+export function openApiV3Document(path: string, minor = EVERY_MINOR) {
+  const types = servedTypes(minor).filter((t) => gvPath(t.group, t.version) === path);
   if (types.length === 0) return undefined;
   const paths: Record<string, unknown> = {};
   for (const t of types) {

@@ -14,7 +14,7 @@ import {
   unauthorized,
 } from './api-status.js';
 import { readDeleteOptions } from './delete-options.js';
-import { discoveryDocument, type ServedVersion } from './discovery.js';
+import { discoveryDocument, minorOf, type ServedVersion } from './discovery.js';
 import { addWarning, readBody, sendJson, sendJsonBytes, sendText } from './http-exchange.js';
 import type { ObjectStore } from './object-store.js';
 import { patchTypeOf } from './patch.js';
@@ -118,7 +118,7 @@ async function handleRequest(ctx: ServerContext, req: IncomingMessage, res: Serv
   if (req.method === 'POST' && url.pathname === TOKEN_REVIEWS) {
     return sendJson(res, 201, reviewToken((await readBody(req)) as KubeObject, ctx.tokens ?? {}));
   }
-  const route = parseRoute(url.pathname);
+  const route = parseRoute(url.pathname, minorOf(ctx.version));
   if (route.kind === 'discovery') return serveDiscovery(res, url.pathname, ctx.serverAddress(), ctx.version);
   if (route.kind === 'unknown') throw notFound('', '', url.pathname);
   const missing = unavailableFeatureOf(route.type.group, route.subresource);

@@ -2,14 +2,15 @@
  * Turns a URL path into what it addresses: a discovery document, or a resource collection,
  * object or subresource (`/api/v1/namespaces/ns/pods/p/binding`).
  */
-import { findResourceType, type ResourceType } from './resource-registry.js';
+import { EVERY_MINOR, findResourceType, type ResourceType } from './resource-registry.js';
 
 export type Route =
   | { kind: 'discovery'; path: string }
   | { kind: 'resource'; type: ResourceType; namespace?: string; name?: string; subresource?: string }
   | { kind: 'unknown' };
 
-export function parseRoute(pathname: string): Route {
+/** `minor`: the Kubernetes minor version the server plays; types it does not serve are unknown. */
+export function parseRoute(pathname: string, minor = EVERY_MINOR): Route {
   const raw = pathname.split('/').filter(Boolean);
   // Decoding is the identity on a path without escapes, which nearly every request has.
   const parts = pathname.includes('%') ? raw.map(decodeURIComponent) : raw;
@@ -31,12 +32,12 @@ export function parseRoute(pathname: string): Route {
   }
   // `namespaces/{ns}/{resource}...` unless the path names the namespace object itself.
   if (rest[0] === 'namespaces' && rest.length >= 3) {
-    const namespaced = findResourceType(group, version, rest[2]!);
+    const namespaced = findResourceType(group, version, rest[2]!, minor);
     if (namespaced?.namespaced) {
       return withName(namespaced, rest[1]!, rest.slice(3));
     }
   }
-  const type = findResourceType(group, version, rest[0]!);
+  const type = findResourceType(group, version, rest[0]!, minor);
   if (!type) return { kind: 'unknown' };
   // A namespaced kind has a cluster-wide collection (list, watch) but no object outside a namespace.
   if (type.namespaced && rest.length > 1) return { kind: 'unknown' };

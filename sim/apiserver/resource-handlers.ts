@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { type AdmissionOperation, type AdmissionSources, admit } from './admission.js';
 import { type ApiError, alreadyExists, badRequest, conflict, invalid, notFound } from './api-status.js';
+import { DRA_RESOURCES, defaultDraObject, validateDraObject } from './dra-validation.js';
 import { applyCreateDefaults, applyWriteNormalization } from './object-defaults.js';
 import type { ObjectStore } from './object-store.js';
 import { applyPatch, type PatchType } from './patch.js';
@@ -35,6 +36,8 @@ export type DeleteOptions = WriteOptions & {
 };
 
 type Now = () => Date;
+
+const isDra = (type: ResourceType) => type.group === 'resource.k8s.io' && DRA_RESOURCES.has(type.resource);
 
 function nameError(type: ResourceType, name: string | undefined): ApiError | undefined {
   if (!name) return invalid(type.kind, '', ['metadata.name: Required value: name or generateName is required']);
@@ -157,6 +160,7 @@ export class ResourceHandlers {
       ? defaultWorkload(type.resource, stamped)
       : applyCreateDefaults(type.resource, stamped);
     if (type.resource === 'pods' && !type.group) obj = this.withPriority(obj);
+    if (isDra(type)) obj = this.validatedDra(type, defaultDraObject(type.resource, obj), undefined, undefined);
     if (this.store.get(typeKey(type), meta.namespace, meta.name))
       throw alreadyExists(type.resource, type.group, meta.name);
     obj = (await this.runAdmission(type, 'CREATE', obj, null, opts))!;
@@ -245,6 +249,7 @@ export class ResourceHandlers {
 
   /** Applies what an update may change: status only through `/status`, never identity fields. */
   private merged(type: ResourceType, old: KubeObject, body: KubeObject, sub: string | undefined): KubeObject {
+    if (sub === 'status' && isDra(type)) return this.validatedDra(type, { ...old, status: body['status'] }, old, sub);
     if (sub === 'status') return { ...old, status: body['status'] };
     const next: KubeObject = { ...body, metadata: { ...body.metadata } };
     for (const k of [
@@ -264,7 +269,16 @@ export class ResourceHandlers {
     }
     if (type.resource === 'pods') this.checkPodSpecUpdate(old, next);
     if (WORKLOAD_RESOURCES.has(type.resource)) return this.stamp(type, this.updatedWorkload(type, old, next));
+    if (isDra(type))
+      return this.stamp(type, this.validatedDra(type, defaultDraObject(type.resource, next, old), old, sub));
     return this.stamp(type, applyWriteNormalization(type.resource, next));
+  }
+
+  /** A `resource.k8s.io` object as kube-apiserver's validation lets it through; its 422 otherwise. */
+  private validatedDra(type: ResourceType, obj: KubeObject, old: KubeObject | undefined, sub: string | undefined) {
+    const bad = validateDraObject(type.resource, type.kind, obj, old, sub);
+    if (bad) throw bad;
+    return obj;
   }
 
   /** A Deployment, ReplicaSet or Job with its spec's defaults, its generation moved on, and valid. */
@@ -405,6 +419,8 @@ export class ResourceHandlers {
       'apps/deployments',
       'apps/replicasets',
       'batch/jobs',
+      'resource.k8s.io/resourceclaims',
+      'resource.k8s.io/resourceclaimtemplates',
     ]) {
       for (const o of this.store.list(key, namespace)) this.store.remove(key, namespace, o.metadata.name);
     }

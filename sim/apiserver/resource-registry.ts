@@ -13,7 +13,12 @@ export type ResourceType = {
   readonly shortNames: readonly string[];
   /** Subresources served: `status`, `binding`. */
   readonly subresources: readonly string[];
+  /** The first Kubernetes minor version that serves it (DRA's `resource.k8s.io/v1`: 36); 0 for all. */
+  readonly sinceMinor: number;
 };
+
+/** Every type, whatever version the server plays: what in-process callers (not HTTP clients) see. */
+export const EVERY_MINOR = Number.POSITIVE_INFINITY;
 
 /** A `scale` subresource is an autoscaling/v1 Scale, which discovery names (kubectl's scale client reads it there). */
 const SCALE = {
@@ -47,7 +52,7 @@ function type(
   resource: string,
   kind: string,
   namespaced: boolean,
-  opts: { shortNames?: string[]; subresources?: string[] } = {},
+  opts: { shortNames?: string[]; subresources?: string[]; sinceMinor?: number } = {},
 ): ResourceType {
   return {
     group,
@@ -58,6 +63,7 @@ function type(
     namespaced,
     shortNames: opts.shortNames ?? [],
     subresources: opts.subresources ?? [],
+    sinceMinor: opts.sinceMinor ?? 0,
   };
 }
 
@@ -90,10 +96,25 @@ export const resourceTypes: readonly ResourceType[] = [
     'ValidatingWebhookConfiguration',
     false,
   ),
+  // Dynamic Resource Allocation: resource.k8s.io/v1 is the only version 1.36 serves by default.
+  type('resource.k8s.io', 'v1', 'deviceclasses', 'DeviceClass', false, { sinceMinor: 36 }),
+  type('resource.k8s.io', 'v1', 'resourceclaims', 'ResourceClaim', true, { subresources: ['status'], sinceMinor: 36 }),
+  type('resource.k8s.io', 'v1', 'resourceclaimtemplates', 'ResourceClaimTemplate', true, { sinceMinor: 36 }),
+  type('resource.k8s.io', 'v1', 'resourceslices', 'ResourceSlice', false, { sinceMinor: 36 }),
 ];
 
-export function findResourceType(group: string, version: string, resource: string): ResourceType | undefined {
-  return resourceTypes.find((t) => t.group === group && t.version === version && t.resource === resource);
+/** The types a server playing Kubernetes 1.`minor` serves. */
+export function servedTypes(minor: number): readonly ResourceType[] {
+  return resourceTypes.filter((t) => t.sinceMinor <= minor);
+}
+
+export function findResourceType(
+  group: string,
+  version: string,
+  resource: string,
+  minor = EVERY_MINOR,
+): ResourceType | undefined {
+  return servedTypes(minor).find((t) => t.group === group && t.version === version && t.resource === resource);
 }
 
 export function apiVersionOf(t: ResourceType): string {
@@ -105,9 +126,9 @@ export function typeKey(t: Pick<ResourceType, 'group' | 'resource'>): string {
   return `${t.group}/${t.resource}`;
 }
 
-export function groupsOf(): { group: string; version: string }[] {
+export function groupsOf(minor = EVERY_MINOR): { group: string; version: string }[] {
   const seen = new Map<string, string>();
-  for (const t of resourceTypes) if (t.group) seen.set(t.group, t.version);
+  for (const t of servedTypes(minor)) if (t.group) seen.set(t.group, t.version);
   return [...seen].map(([group, version]) => ({ group, version }));
 }
 
@@ -121,11 +142,11 @@ export function coreVersions(serverAddress: string) {
 }
 
 /** `/apis`: every named group. */
-export function apiGroupList() {
+export function apiGroupList(minor = EVERY_MINOR) {
   return {
     kind: 'APIGroupList',
     apiVersion: 'v1',
-    groups: groupsOf().map(({ group, version }) => ({
+    groups: groupsOf(minor).map(({ group, version }) => ({
       name: group,
       versions: [{ groupVersion: `${group}/${version}`, version }],
       preferredVersion: { groupVersion: `${group}/${version}`, version },
@@ -133,16 +154,16 @@ export function apiGroupList() {
   };
 }
 
-export function apiGroup(group: string) {
-  const g = groupsOf().find((x) => x.group === group);
+export function apiGroup(group: string, minor = EVERY_MINOR) {
+  const g = groupsOf(minor).find((x) => x.group === group);
   if (!g) return undefined;
   const gv = { groupVersion: `${group}/${g.version}`, version: g.version };
   return { kind: 'APIGroup', apiVersion: 'v1', name: group, versions: [gv], preferredVersion: gv };
 }
 
 /** `/api/v1` or `/apis/<group>/<version>`; undefined when the group version is not served. */
-export function apiResourceList(group: string, version: string) {
-  const types = resourceTypes.filter((t) => t.group === group && t.version === version);
+export function apiResourceList(group: string, version: string, minor = EVERY_MINOR) {
+  const types = servedTypes(minor).filter((t) => t.group === group && t.version === version);
   if (types.length === 0) return undefined;
   const resources: Record<string, unknown>[] = [];
   for (const t of types) {
