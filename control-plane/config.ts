@@ -280,6 +280,8 @@ export const envKeys: Record<string, [path: string, kind: 'string' | 'int' | 'bo
   VCUDA_WEBHOOK_URL: ['webhook.registration.url', 'string'],
   VCUDA_WEBHOOK_SCHEDULER_NAME: ['webhook.schedulerName', 'string'],
   VCUDA_WEBHOOK_PRIVILEGED_USERNAMES: ['webhook.privilegedUsernames', 'list'],
+  VCUDA_WEBHOOK_CLAIMS_DEVICE_CLASS: ['webhook.claims.deviceClassName', 'string'],
+  VCUDA_WEBHOOK_CLAIMS_DRIVER: ['webhook.claims.driverName', 'string'],
   VCUDA_WEBHOOK_CERT_MODE: ['webhook.certificates.mode', 'string'],
   VCUDA_WEBHOOK_CERT_FILE: ['webhook.certificates.certFile', 'string'],
   VCUDA_WEBHOOK_KEY_FILE: ['webhook.certificates.keyFile', 'string'],

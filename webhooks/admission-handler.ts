@@ -14,6 +14,7 @@ import {
   type AdmissionReply,
   type AdmissionRoutesDeps,
   createAdmissionAnswerer,
+  HOOKS,
   type Hook,
 } from './admission-routes.js';
 
@@ -28,12 +29,12 @@ export type AdmissionListener = (req: HookRequest, res: HookResponse) => boolean
 
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;
 
-/** `/admission/mutate?timeout=5s` -> `mutate`; anything else -> undefined. */
+/** `/admission/mutate?timeout=5s` -> `mutate`, `/admission/validate-claims` -> `validate-claims`; anything else -> undefined. */
 export function readHookPath(url: string | undefined, prefix: string): Hook | undefined {
   if (url === undefined || !url.startsWith(prefix)) return undefined;
   const end = url.indexOf('?', prefix.length);
   const rest = end === -1 ? url.slice(prefix.length) : url.slice(prefix.length, end);
-  return rest === 'mutate' || rest === 'validate' ? rest : undefined;
+  return (HOOKS as readonly string[]).includes(rest) ? (rest as Hook) : undefined;
 }
 
 function send(res: HookResponse, status: number, text: string): void {

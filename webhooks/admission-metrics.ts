@@ -6,7 +6,7 @@ export function createAdmissionMetrics(registry: Registry): AdmissionObserver {
   const registers = [registry];
   const reviews = new Counter({
     name: 'vcuda_admission_reviews_total',
-    help: 'AdmissionReviews answered, by hook (mutate, validate) and outcome (allowed, patched, refused, bad-request)',
+    help: 'AdmissionReviews answered, by hook (mutate, validate, mutate-claims, validate-claims) and outcome (allowed, patched, refused, bad-request)',
     labelNames: ['hook', 'outcome'],
     registers,
   });

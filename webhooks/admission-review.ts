@@ -100,6 +100,27 @@ export function parseAdmissionReview(body: unknown): ParsedReview {
   return { ok: true, request };
 }
 
+/** A review's body text, read: the request, or the message of a 400 naming what is wrong. */
+export type ReviewText<T> = { ok: true; request: T } | { ok: false; message: string };
+
+/** JSON-parses a hook's body text and checks it with `parse` (pods' or claims' reviews). */
+export function readReviewText<T>(
+  text: string,
+  parse: (body: unknown) => { ok: true; request: T } | { ok: false; errors: FieldError[] },
+): ReviewText<T> {
+  if (text.trim() === '') return { ok: false, message: 'request body is empty; expected an AdmissionReview (JSON)' };
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch (err) {
+    return { ok: false, message: `request body is not JSON: ${err instanceof Error ? err.message : String(err)}` };
+  }
+  const parsed = parse(body);
+  if (!parsed.ok)
+    return { ok: false, message: `not an admission.k8s.io/v1 AdmissionReview:\n${formatFieldErrors(parsed.errors)}` };
+  return { ok: true, request: parsed.request };
+}
+
 export type AdmissionResponse = {
   uid: string;
   allowed: boolean;

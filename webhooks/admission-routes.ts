@@ -10,10 +10,10 @@ import type { HttpBindings } from '@hono/node-server';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import {
+  DEFAULT_DRA_DRIVER,
   type EventReason,
   eventReasons,
   type FieldError,
-  formatFieldErrors,
   type PodRef,
   type ResourceNames,
 } from '../contract/index.js';
@@ -25,11 +25,15 @@ import {
   allowResponse,
   denyResponse,
   parseAdmissionReview,
+  readReviewText,
   refusalMessage,
 } from './admission-review.js';
+import { judgeClaimReview } from './claim-admission.js';
+import { type ClaimAdmissionRequest, parseClaimReviewText } from './claim-review.js';
 import { type MutationPolicy, mutatePodCreate } from './mutate.js';
-import { measurePodQuotaUsage, type QuotaPrecheck } from './quota-precheck.js';
+import { measurePodQuotaUsage, type PodQuotaUsage, type QuotaPrecheck } from './quota-precheck.js';
 import { validateCreate, validateUpdate } from './validate.js';
+import type { ClaimPolicy } from './validate-claim.js';
 
 /** Deadline of the quota pre-check when none is configured: well inside the API server's 5 s. */
 const DEFAULT_PRECHECK_TIMEOUT_MS = 1000;
@@ -48,11 +52,11 @@ export type AdmissionOutcome = 'allowed' | 'patched' | 'refused' | 'bad-request'
 
 /** Counts and times each answer (see metrics.ts for the Prometheus version). */
 export type AdmissionObserver = {
-  observe(hook: 'mutate' | 'validate', outcome: AdmissionOutcome, durationMs: number): void;
+  observe(hook: Hook, outcome: AdmissionOutcome, durationMs: number): void;
   /** The quota pre-check was skipped: the ledger did not answer in time (`timeout`) or failed (`error`). */
   precheckSkipped?(reason: 'timeout' | 'error'): void;
   /** A review came from a caller that did not prove it is the API server (answered, but left no trace). */
-  unauthenticated?(hook: 'mutate' | 'validate'): void;
+  unauthenticated?(hook: Hook): void;
 };
 
 /** A request as the node servers hand it over, HTTP/1.1 or HTTP/2. */
@@ -73,6 +77,8 @@ export type AdmissionRoutesDeps = {
   maxBodyBytes: number;
   logger: AdmissionLogger;
   precheckQuota?: QuotaPrecheck | undefined;
+  /** The DeviceClass and driver whose ResourceClaims the claim hooks judge (default `gpu.vcuda.io` both). */
+  claims?: ClaimPolicy | undefined;
   /** The pre-check's deadline; past it the pod is admitted without it (default 1000 ms). */
   precheckTimeoutMs?: number | undefined;
   events?: AdmissionEventRecorder | undefined;
@@ -86,8 +92,11 @@ export type AdmissionRoutesDeps = {
   nowMs?: () => number;
 };
 
-export type Hook = 'mutate' | 'validate';
+/** Pods' hooks, and the claim hooks for ResourceClaims and ResourceClaimTemplates (resource.k8s.io/v1). */
+export type Hook = 'mutate' | 'validate' | 'mutate-claims' | 'validate-claims';
+export const HOOKS: readonly Hook[] = ['mutate', 'validate', 'mutate-claims', 'validate-claims'];
 type Answer = { review: AdmissionReviewOut; outcome: AdmissionOutcome };
+const DEFAULT_CLAIM_POLICY: ClaimPolicy = { deviceClassName: DEFAULT_DRA_DRIVER, driverName: DEFAULT_DRA_DRIVER };
 
 /** Who sent a review: an authenticated caller's reviews are the only ones that leave a trace. */
 export type AdmissionCaller = { authenticated: boolean };
@@ -111,7 +120,7 @@ export type AdmissionAnswerer = (hook: Hook, text: string, caller?: AdmissionCal
 
 /** One review being answered: its request, who sent it, and the answerer's settings. */
 type Review = { request: AdmissionRequest; caller: AdmissionCaller; hook: Hook };
-type Judge = { deps: AdmissionRoutesDeps; policy: MutationPolicy; trace: ReviewTrace };
+type Judge = { deps: AdmissionRoutesDeps; policy: MutationPolicy; claims: ClaimPolicy; trace: ReviewTrace };
 
 export function createAdmissionAnswerer(deps: AdmissionRoutesDeps): AdmissionAnswerer {
   const judge: Judge = {
@@ -121,37 +130,65 @@ export function createAdmissionAnswerer(deps: AdmissionRoutesDeps): AdmissionAns
       privilegedUsernames: new Set(deps.privilegedUsernames),
       schedulerName: deps.schedulerName,
     },
+    claims: deps.claims ?? DEFAULT_CLAIM_POLICY,
     trace: createReviewTrace(deps),
   };
   const nowMs = deps.nowMs ?? (() => performance.now());
   return async (hook, text, caller = UNAUTHENTICATED) => {
     const started = nowMs();
     if (!caller.authenticated) deps.observer?.unauthenticated?.(hook);
-    const parsed = parseReviewText(text);
-    if (!parsed.ok) {
-      deps.observer?.observe(hook, 'bad-request', nowMs() - started);
-      return { status: 400, body: JSON.stringify({ error: { code: 'invalid', message: parsed.message } }) };
-    }
-    const review: Review = { request: parsed.request, caller, hook };
-    const answer = hook === 'mutate' ? await answerMutate(judge, review) : answerValidate(judge, review);
+    const answer =
+      hook === 'mutate-claims' || hook === 'validate-claims'
+        ? await answerClaimText(judge, hook, text, caller)
+        : await answerPodText(judge, hook, text, caller);
     deps.observer?.observe(hook, answer.outcome, nowMs() - started);
+    if ('body' in answer) return { status: 400, body: answer.body };
     return { status: 200, body: JSON.stringify(answer.review) };
   };
 }
 
-/** The body text as an AdmissionRequest, or the message of a 400 naming what is wrong. */
-function parseReviewText(text: string): { ok: true; request: AdmissionRequest } | { ok: false; message: string } {
-  if (text.trim() === '') return { ok: false, message: 'request body is empty; expected an AdmissionReview (JSON)' };
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch (err) {
-    return { ok: false, message: `request body is not JSON: ${err instanceof Error ? err.message : String(err)}` };
+/** An answer, or a 400's body for a review that could not be read. */
+type TextAnswer = Answer | { outcome: 'bad-request'; body: string };
+
+function badRequest(message: string): TextAnswer {
+  return { outcome: 'bad-request', body: JSON.stringify({ error: { code: 'invalid', message } }) };
+}
+
+async function answerPodText(judge: Judge, hook: Hook, text: string, caller: AdmissionCaller): Promise<TextAnswer> {
+  const parsed = readReviewText(text, parseAdmissionReview);
+  if (!parsed.ok) return badRequest(parsed.message);
+  const review: Review = { request: parsed.request, caller, hook };
+  return hook === 'mutate' ? await answerMutate(judge, review) : answerValidate(judge, review);
+}
+
+/** A claim or template: the rules (validate-claim.ts), then, for a claim at the mutating hook, the quota. */
+async function answerClaimText(
+  judge: Judge,
+  hook: 'mutate-claims' | 'validate-claims',
+  text: string,
+  caller: AdmissionCaller,
+): Promise<TextAnswer> {
+  const parsed = parseClaimReviewText(text);
+  if (!parsed.ok) return badRequest(parsed.message);
+  const request = parsed.request;
+  const verdict = judgeClaimReview(request, judge.claims, hook === 'mutate-claims' ? 'mutate' : 'validate');
+  if (verdict.kind === 'allow') return { review: allowResponse(request.uid), outcome: 'allowed' };
+  if (verdict.kind === 'refuse') {
+    if (caller.authenticated) judge.trace.claimRefused(hook, request, verdict.rules);
+    return { review: denyResponse(request.uid, verdict.message), outcome: 'refused' };
   }
-  const parsed = parseAdmissionReview(body);
-  if (!parsed.ok)
-    return { ok: false, message: `not an admission.k8s.io/v1 AdmissionReview:\n${formatFieldErrors(parsed.errors)}` };
-  return { ok: true, request: parsed.request };
+  const quota = await precheck(judge, claimTarget(request, caller), verdict.usage);
+  if (quota.ok) return { review: allowResponse(request.uid, [], quota.warnings), outcome: 'allowed' };
+  if (caller.authenticated) judge.trace.claimRefused(hook, request, ['quota']);
+  return { review: denyResponse(request.uid, quota.message, { code: 403, reason: 'Forbidden' }), outcome: 'refused' };
+}
+
+/** Whose quota a review asks, and how it is named in messages and log lines. */
+type PrecheckTarget = { caller: AdmissionCaller; ref: PodRef & { label: string } };
+
+function claimTarget(request: ClaimAdmissionRequest, caller: AdmissionCaller): PrecheckTarget {
+  const name = request.label.slice(request.label.indexOf('/') + 1);
+  return { caller, ref: { namespace: request.namespace, name, label: request.label } };
 }
 
 async function answerMutate(judge: Judge, review: Review): Promise<Answer> {
@@ -161,7 +198,8 @@ async function answerMutate(judge: Judge, review: Review): Promise<Answer> {
   const result = mutatePodCreate(request.object, judge.policy);
   if (result.kind === 'not-vcuda') return { review: allowResponse(request.uid), outcome: 'allowed' };
   if (result.kind === 'refused') return refuse(judge, review, result.errors, result.warnings);
-  const quota = await precheck(judge, review, measurePodQuotaUsage(result.request));
+  const target = { caller: review.caller, ref: describePod(request, request.object) };
+  const quota = await precheck(judge, target, measurePodQuotaUsage(result.request));
   if (!quota.ok) {
     const pod = describePod(request, request.object);
     judge.trace.refused(review, pod, eventReasons.quotaRefused, quota.message, ['quota']);
@@ -205,13 +243,9 @@ function refuse(judge: Judge, review: Review, errors: FieldError[], warnings: st
 type Precheck = { ok: true; warnings: string[] } | { ok: false; message: string };
 
 /** The namespace's quota, asked early with a deadline; an unreachable ledger admits (bind is the gate). */
-async function precheck(
-  { deps, trace }: Judge,
-  review: Review,
-  usage: ReturnType<typeof measurePodQuotaUsage>,
-): Promise<Precheck> {
+async function precheck({ deps, trace }: Judge, target: PrecheckTarget, usage: PodQuotaUsage): Promise<Precheck> {
   if (!deps.precheckQuota) return { ok: true, warnings: [] };
-  const pod = describePod(review.request, review.request.object);
+  const pod = target.ref;
   const uncounted = usage.hasUncountedMemory
     ? " (whole cards' memory is not counted here: the cards, and so their memory, are chosen at bind)"
     : '';
@@ -233,7 +267,7 @@ async function precheck(
     // admission, nor hold the API server past its webhook timeout.
     const reason = err instanceof LedgerTimeoutError ? 'timeout' : 'error';
     deps.observer?.precheckSkipped?.(reason);
-    trace.precheckSkipped(review, pod, err, reason);
+    trace.precheckSkipped(target.caller, pod, err, reason);
     const why = reason === 'timeout' ? `no answer from the ledger within ${timeoutMs} ms` : 'the ledger failed';
     return { ok: true, warnings: [`quota pre-check skipped (${why}); the ledger checks the quota at bind`] };
   }
@@ -252,7 +286,14 @@ const TRACE_MAX_KEYS = 4096;
  */
 type ReviewTrace = {
   refused(review: Review, pod: PodRef & { label: string }, reason: EventReason, message: string, rules: string[]): void;
-  precheckSkipped(review: Review, pod: PodRef & { label: string }, err: unknown, reason: 'timeout' | 'error'): void;
+  precheckSkipped(
+    caller: AdmissionCaller,
+    pod: PodRef & { label: string },
+    err: unknown,
+    reason: 'timeout' | 'error',
+  ): void;
+  /** A claim or template refused: a log line, no Event (the recorder writes Events on pods). */
+  claimRefused(hook: Hook, request: ClaimAdmissionRequest, rules: string[]): void;
 };
 
 function createReviewTrace(deps: AdmissionRoutesDeps): ReviewTrace {
@@ -278,9 +319,13 @@ function createReviewTrace(deps: AdmissionRoutesDeps): ReviewTrace {
         .then(() => events.record({ namespace: pod.namespace, name: pod.name, uid: pod.uid }, reason, message))
         .catch((err: unknown) => deps.logger.warn({ err, pod: pod.name }, 'recording admission event failed'));
     },
-    precheckSkipped({ caller }, pod, err, reason) {
+    precheckSkipped(caller, pod, err, reason) {
       if (caller.authenticated && firstInInterval(keyOf(pod, 'precheck-skipped')))
         deps.logger.warn({ err, pod: pod.label, reason }, 'quota pre-check skipped');
+    },
+    claimRefused(hook, request, rules) {
+      if (firstInInterval(`${request.label}/${hook}`))
+        deps.logger.info({ hook, claim: request.label, rules }, 'refused');
     },
   };
 }
@@ -300,7 +345,7 @@ export function admissionRoutes(deps: AdmissionRoutesDeps): Hono {
     await next();
   };
 
-  for (const hook of ['mutate', 'validate'] as const) {
+  for (const hook of HOOKS) {
     app.post(`/${hook}`, limit, async (c) => {
       let text: string;
       try {

@@ -4,7 +4,7 @@
  * the parsed, frozen object down; nothing in webhooks/ reads the environment.
  */
 import { z } from 'zod';
-import { DEFAULT_RESOURCE_DOMAIN } from '../contract/index.js';
+import { DEFAULT_DRA_DRIVER, DEFAULT_RESOURCE_DOMAIN } from '../contract/index.js';
 
 const KIB = 1024;
 
@@ -67,6 +67,12 @@ export const callerConfigSchema = z.object({
   tokenFile: z.string().min(1).optional(),
 });
 
+/** Which ResourceClaims are vcuda's: those asking its DeviceClass, or carrying an opaque config for its driver. */
+export const claimAdmissionConfigSchema = z.object({
+  deviceClassName: z.string().min(1).default(DEFAULT_DRA_DRIVER),
+  driverName: z.string().min(1).default(DEFAULT_DRA_DRIVER),
+});
+
 export const webhookConfigSchema = z.object({
   resourceDomain: z.string().min(1).default(DEFAULT_RESOURCE_DOMAIN),
   memoryUnitMiB: z.number().int().min(1).default(1),
@@ -89,6 +95,8 @@ export const webhookConfigSchema = z.object({
     .int()
     .min(64 * KIB)
     .default(3 * KIB * KIB),
+  /** The claim hooks (`/admission/mutate-claims`, `/admission/validate-claims`), for DRA clusters. */
+  claims: claimAdmissionConfigSchema.default(claimAdmissionConfigSchema.parse({})),
   registration: registrationConfigSchema.default(registrationConfigSchema.parse({})),
   certificates: certificateConfigSchema.default(certificateConfigSchema.parse({})),
   callers: callerConfigSchema.default(callerConfigSchema.parse({})),

@@ -3,7 +3,8 @@
  * know it. The ledger's reservation at bind stays the real gate; this only refuses early a pod
  * that could never fit its namespace's quota, with the ledger's own message.
  */
-import type { ContainerGpuRequest, PodGpuRequest } from '../contract/index.js';
+import { type ContainerGpuRequest, MIB, type PodGpuRequest } from '../contract/index.js';
+import type { ClaimShareRequest } from './validate-claim.js';
 
 export type QuotaQuery = {
   cluster: string;
@@ -58,6 +59,45 @@ export function measurePodQuotaUsage(request: PodGpuRequest): PodQuotaUsage {
   const core = Math.max(app.core, ...inits.map((i) => i.core));
   const memoryMiB = Math.max(app.memoryMiB, ...inits.map((i) => i.memoryMiB));
   const hasUncountedMemory = app.uncounted || inits.some((i) => i.uncounted);
+  return { core, memoryMiB, hasUncountedMemory };
+}
+
+/**
+ * What a claim will hold once allocated, at the least: the sum over its requests of the class, a
+ * `firstAvailable` request counted at the least of its alternatives, core and memory each (nothing when one alternative is of
+ * another class), memory rounded up to MiB. The allocator may round a request up to the device's
+ * step; the ledger charges that at allocation, this only refuses a claim that could never fit.
+ */
+export function measureClaimQuotaUsage(
+  requests: readonly ClaimShareRequest[],
+  alternativesOutsideClass: ReadonlySet<string>,
+): PodQuotaUsage {
+  const cheapest = new Map<string, Sum>();
+  for (const r of requests) {
+    const memoryMiB = r.memoryBytes === undefined ? 0 : Math.ceil(r.memoryBytes / MIB) * r.count;
+    const sum: Sum = { core: r.cores * r.count, memoryMiB, uncounted: r.memoryBytes === undefined };
+    const known = cheapest.get(r.parent);
+    // The least each alternative could take, core and memory each: a lower bound, never more.
+    cheapest.set(
+      r.parent,
+      known
+        ? {
+            core: Math.min(known.core, sum.core),
+            memoryMiB: Math.min(known.memoryMiB, sum.memoryMiB),
+            uncounted: known.uncounted || sum.uncounted,
+          }
+        : sum,
+    );
+  }
+  let core = 0;
+  let memoryMiB = 0;
+  let hasUncountedMemory = false;
+  for (const [parent, sum] of cheapest) {
+    if (alternativesOutsideClass.has(parent)) continue;
+    core += sum.core;
+    memoryMiB += sum.memoryMiB;
+    hasUncountedMemory ||= sum.uncounted;
+  }
   return { core, memoryMiB, hasUncountedMemory };
 }
 

@@ -66,6 +66,7 @@ export function admissionApps(
     clusterName: config.clusterName,
     schedulerName: webhook.schedulerName,
     privilegedUsernames: webhook.privilegedUsernames,
+    claims: webhook.claims,
     maxBodyBytes: webhook.maxBodyBytes,
     observer: createAdmissionMetrics(deps.registry),
     logger: { info: (o, m) => log.info(o, m), warn: (o, m) => log.warn(o, m) },
