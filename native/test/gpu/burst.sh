@@ -3,21 +3,25 @@
 # containers on GPU 0, each with its own limit file and region, under LD_PRELOAD=libvcuda.so.
 #   A: a model server: GUARANTEED_PCT of the card guaranteed, no burst; it sizes a KV cache from
 #      torch.cuda.mem_get_info() as vLLM does and runs decode-like matmuls over it.
-#   B: a neighbour: GUARANTEED_PCT guaranteed, bursting to BURST_PCT of the card; it allocates up
-#      to its ceiling with torch (cudaMalloc: the part above its guarantee is managed memory) and
-#      keeps touching all of it.
+#   B: a neighbour: GUARANTEED_PCT guaranteed, bursting to BURST_PCT of the card, compute held at
+#      B_CORE % (hard, default 25, as a pod with a quarter of the card's memory would ask; 100 =
+#      no cap); it allocates up to its ceiling with torch (cudaMalloc: the part above its
+#      guarantee is managed memory) and keeps touching all of it.
 # Checks: B sees its guarantee as the card's total and is refused past its ceiling; A, started
 # while B holds its burst, gets its full KV cache (B's pages are evicted, B keeps running and its
-# sums stay right); A's throughput beside the burster is within 5 % of A alone; nvidia-smi inside
-# B shows the guarantee. Prints a pass/fail table and the figures; exit 1 when anything failed.
+# sums stay right); A's throughput beside the bursting B is within 5 % of A beside the same B
+# without a burst (same compute cap, same loop over its guarantee only): the burst costs A
+# nothing beyond what any neighbour's compute costs; nvidia-smi inside B shows the guarantee.
+# Prints a pass/fail table and the figures; exit 1 when anything failed.
 #
-#   native/test/gpu/burst.sh [GUARANTEED_PCT] [BURST_PCT] [SECONDS]      (defaults 25 75 20)
-# Needs: gcc, make, python3 with torch (CUDA), nvidia-smi.
+#   native/test/gpu/burst.sh [GUARANTEED_PCT] [BURST_PCT] [SECONDS] [B_CORE]   (defaults 25 75 20 25)
+# Needs: gcc, make, python3 with torch (CUDA), nvidia-smi; node for the card sampler (lib.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 GUARANTEED_PCT=${1:-25}
 BURST_PCT=${2:-75}
 SECONDS_RUN=${3:-20}
+B_CORE=${4:-25}
 WORK=$(mktemp -d /tmp/vcuda-gpu-burst-XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$WORK"' EXIT
 RESULTS=()
@@ -37,26 +41,10 @@ GUARANTEED_MIB=$((PHYS_MIB * GUARANTEED_PCT / 100))
 BURST_MIB=$((PHYS_MIB * BURST_PCT / 100))
 echo "GPU 0: $UUID, $PHYS_MIB MiB; A $GUARANTEED_MIB MiB; B $GUARANTEED_MIB MiB bursting to $BURST_MIB MiB"
 
-# A limit file in the layout of contract/limit-config.ts (burst limit u64 at record offset 72).
-write_limits() { # FILE REGION MEMORY_MIB BURST_MIB(0: none)
-  python3 - "$@" "$UUID" <<'EOF'
-import struct, sys, zlib
-out, region, mib, burst, uuid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-buf = bytearray(512 + 128)
-buf[0:8] = b"VCUDACFG"
-struct.pack_into("<IIII", buf, 8, 1, 512, 1, 128)
-buf[48:48 + 11] = b"burst-check"
-buf[112:112 + 4] = b"main"
-buf[176:176 + len(region)] = region.encode()
-rec = 512
-buf[rec:rec + len(uuid)] = uuid.encode()
-struct.pack_into("<IIQIIQ", buf, rec + 48, 0, 0, mib << 20, 100, 100, burst << 20)
-struct.pack_into("<I", buf, 40, zlib.crc32(bytes(buf)) & 0xFFFFFFFF)
-open(out, "wb").write(buf)
-EOF
-}
-write_limits "$WORK/a.conf" "$WORK/a.region" "$GUARANTEED_MIB" 0
-write_limits "$WORK/b.conf" "$WORK/b.region" "$GUARANTEED_MIB" "$BURST_MIB"
+source native/test/gpu/lib.sh
+write_limits "$WORK/a.conf" "$WORK/a.region" "$GUARANTEED_MIB" 100 100
+write_limits "$WORK/b.conf" "$WORK/b.region" "$GUARANTEED_MIB" "$B_CORE" "$B_CORE" "$BURST_MIB"
+write_limits "$WORK/b0.conf" "$WORK/b0.region" "$GUARANTEED_MIB" "$B_CORE" "$B_CORE"
 PRELOAD="$PWD/native/build/libvcuda.so"
 
 # The burster: fills its ceiling in 256 MiB tensors, says "ready", then adds to every tensor in a
@@ -65,6 +53,7 @@ PRELOAD="$PWD/native/build/libvcuda.so"
 cat >"$WORK/burster.py" <<'EOF'
 import os, sys, time, torch
 ceiling, guarantee = int(sys.argv[1]) << 20, int(sys.argv[2]) << 20
+bursting = ceiling > guarantee
 free, total = torch.cuda.mem_get_info()
 assert total == guarantee, f"mem_get_info total {total} is not the guarantee {guarantee}"
 piece = 256 << 20
@@ -75,7 +64,7 @@ try:
 except torch.cuda.OutOfMemoryError:
     pass
 held = len(tensors) * piece
-assert held > guarantee, f"held {held} MiB: no burst above the guarantee"
+assert held > guarantee or not bursting, f"held {held} MiB: no burst above the guarantee"
 assert held <= ceiling, f"held {held} past the ceiling {ceiling}"
 print(f"ready {held >> 20}", flush=True)
 loops, ok = 0, True
@@ -114,33 +103,53 @@ run_a() { LD_PRELOAD=$PRELOAD VCUDA_CONFIG="$WORK/a.conf" python3 "$WORK/server.
 # 1. A alone.
 if ALONE=$(run_a 2>"$WORK/a-alone.err"); then record "A alone: $ALONE" PASS; else record "A alone" FAIL; tail "$WORK/a-alone.err"; fi
 
-# 2. B bursts while A is idle; then A starts beside it and must get its full cache.
-LD_PRELOAD=$PRELOAD VCUDA_CONFIG="$WORK/b.conf" python3 "$WORK/burster.py" "$BURST_MIB" "$GUARANTEED_MIB" "$WORK/stop" \
-  >"$WORK/b.out" 2>"$WORK/b.err" &
-B_PID=$!
-for _ in $(seq 120); do grep -q ready "$WORK/b.out" 2>/dev/null && break; sleep 0.5; done
-if grep -q ready "$WORK/b.out"; then record "B bursts to $(awk '/ready/{print $2}' "$WORK/b.out") MiB (guarantee $GUARANTEED_MIB)" PASS
+# start_b CONF CEILING_MIB: the neighbour with the card sampler feeding its compute limit; waits
+# until it holds its memory. Sets B_PID.
+start_b() {
+  rm -f "$WORK/stop" "$WORK/b.out"
+  start_sampler "$WORK/b-$(basename "$1" .conf)" $((SECONDS_RUN * 3 + 120)) \
+    "$(container_json b "${1%.conf}.region")"
+  LD_PRELOAD=$PRELOAD VCUDA_CONFIG="$1" python3 "$WORK/burster.py" "$2" "$GUARANTEED_MIB" "$WORK/stop" \
+    >"$WORK/b.out" 2>"$WORK/b.err" &
+  B_PID=$!
+  register_pid b "$B_PID"
+  for _ in $(seq 120); do grep -q ready "$WORK/b.out" 2>/dev/null && break; sleep 0.5; done
+}
+stop_b() {
+  touch "$WORK/stop"
+  wait "$B_PID"
+  stop_sampler
+}
+
+# 2. The baseline: A beside B without a burst (B loops over its guarantee at the same cap).
+start_b "$WORK/b0.conf" "$GUARANTEED_MIB"
+if BASE=$(run_a 2>"$WORK/a-base.err"); then record "A beside B, no burst: $BASE" PASS; else record "A beside B, no burst" FAIL; tail "$WORK/a-base.err"; fi
+stop_b
+
+# 3. B bursts while A is idle; then A starts beside it and must get its full cache.
+start_b "$WORK/b.conf" "$BURST_MIB"
+if grep -q ready "$WORK/b.out"; then record "B bursts to $(awk '/ready/{print $2}' "$WORK/b.out") MiB (guarantee $GUARANTEED_MIB, core $B_CORE)" PASS
 else record "B bursts" FAIL; tail "$WORK/b.err"; fi
-if BESIDE=$(run_a 2>"$WORK/a-beside.err"); then record "A beside B: $BESIDE" PASS; else record "A beside B (its guarantee)" FAIL; tail "$WORK/a-beside.err"; fi
-touch "$WORK/stop"
-wait "$B_PID"
+if BESIDE=$(run_a 2>"$WORK/a-beside.err"); then record "A beside bursting B: $BESIDE" PASS; else record "A beside B (its guarantee)" FAIL; tail "$WORK/a-beside.err"; fi
+stop_b
 if grep -q "ok True" "$WORK/b.out"; then record "B kept running: $(grep loops "$WORK/b.out")" PASS
 else record "B kept running, sums right" FAIL; cat "$WORK/b.out"; tail "$WORK/b.err"; fi
 
-# 3. A's KV cache is the same size beside B, and its throughput within 5 %.
-python3 - "$ALONE" "$BESIDE" <<'EOF' >"$WORK/compare" 2>&1
+# 4. A's KV cache is the same size beside the burst, and its throughput within 5 % of the baseline.
+python3 - "$ALONE" "$BASE" "$BESIDE" <<'EOF' >"$WORK/compare" 2>&1
 import sys
 def parse(s):
     f = s.split()
     return int(f[1]), float(f[4])
-(kv_a, rate_a), (kv_b, rate_b) = parse(sys.argv[1]), parse(sys.argv[2])
-print(f"kv {kv_a} vs {kv_b} MiB, throughput {100 * rate_b / rate_a:.1f} % of alone")
-sys.exit(0 if kv_a == kv_b and rate_b >= 0.95 * rate_a else 1)
+(kv_a, rate_a), (_, rate_base), (kv_b, rate_b) = parse(sys.argv[1]), parse(sys.argv[2]), parse(sys.argv[3])
+print(f"kv {kv_a} vs {kv_b} MiB, throughput {100 * rate_b / rate_base:.1f} % of the no-burst baseline "
+      f"({100 * rate_b / rate_a:.1f} % of alone)")
+sys.exit(0 if kv_a == kv_b and rate_b >= 0.95 * rate_base else 1)
 EOF
 if [[ $? -eq 0 ]]; then record "A's cache and throughput: $(cat "$WORK/compare")" PASS
 else record "A's cache and throughput within 5 %: $(cat "$WORK/compare")" FAIL; fi
 
-# 4. Past the ceiling B is refused with the driver's out-of-memory error (step 2 proved the
+# 5. Past the ceiling B is refused with the driver's out-of-memory error (step 2 proved the
 # refusal ends its fill loop below the ceiling); nvidia-smi inside shows the guarantee.
 SMI_TOTAL=$(LD_PRELOAD=$PRELOAD VCUDA_CONFIG="$WORK/b.conf" nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 | tr -d ' ')
 if [[ $SMI_TOTAL == "$GUARANTEED_MIB" ]]; then record "nvidia-smi inside B: total $SMI_TOTAL MiB" PASS

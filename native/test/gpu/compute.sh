@@ -35,70 +35,15 @@ make -s -C native >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; echo "buil
 command -v nvidia-smi >/dev/null || { echo "nvidia-smi not found: not a GPU machine"; exit 1; }
 python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null ||
   { echo "PyTorch with CUDA not importable"; exit 1; }
-node -e "process.exit(0)" 2>/dev/null && [ -d node_modules/tsx ] ||
-  { echo "node and node_modules (npm ci) are needed for the card sampler"; exit 1; }
+source native/test/gpu/lib.sh
+have_sampler || { echo "node and node_modules (npm ci) or VCUDA_SAMPLER_JS are needed for the card sampler"; exit 1; }
 
 UUID=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ')
-NVML=$(ldconfig -p | awk '/libnvidia-ml.so.1 /{print $NF; exit}')
-[ -n "$NVML" ] || NVML=libnvidia-ml.so.1
 PRELOAD="$PWD/native/build/libvcuda.so"
 echo "GPU 0: $UUID ($(nvidia-smi --query-gpu=name --format=csv,noheader -i 0)); $SECONDS_PER s per scenario"
 
-# write_config FILE REGION REQUEST LIMIT: the limit file of contract/limit-config.ts (CRC32 over the
-# file with seq and crc zeroed); hard when REQUEST == LIMIT, soft otherwise. 8 GiB of memory.
-write_config() {
-  python3 - "$1" "$2" "$UUID" "$3" "$4" <<'EOF'
-import struct, sys, zlib
-out, region, uuid, request, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-buf = bytearray(512 + 128)
-buf[0:8] = b"VCUDACFG"
-struct.pack_into("<IIII", buf, 8, 1, 512, 1, 128)
-buf[48:48 + 13] = b"compute-check"
-buf[112:112 + 4] = b"main"
-buf[176:176 + len(region)] = region.encode()
-rec = 512
-buf[rec:rec + len(uuid)] = uuid.encode()
-mode = 0 if request == limit else 1
-struct.pack_into("<IIQII", buf, rec + 48, 0, mode, 8 << 30, request, limit)
-struct.pack_into("<I", buf, 40, zlib.crc32(bytes(buf)) & 0xFFFFFFFF)
-open(out, "wb").write(buf)
-EOF
-}
 
-# The tenant program: runs WORKLOAD for SECONDS and prints one line per second with the number of
-# iterations completed in it (synchronized at the end of each second, so counts are GPU work done).
-cat >"$WORK/tenant.py" <<'EOF'
-import sys, time, torch
-workload, seconds = sys.argv[1], float(sys.argv[2])
-dev = torch.device("cuda")
-if workload.startswith("matmul"):
-    n = int(workload[len("matmul"):])
-    a = torch.randn(n, n, device=dev, dtype=torch.float16)
-    b = torch.randn(n, n, device=dev, dtype=torch.float16)
-    step = lambda: torch.mm(a, b)
-    per_sync = max(1, 2048 // max(1, (n // 1024) ** 3))  # about the same GPU time between syncs
-else:  # tiny: a small-kernel loop
-    x = torch.zeros(1024, device=dev)
-    step = lambda: x.add_(1.0)
-    per_sync = 256
-for _ in range(20):
-    step()
-torch.cuda.synchronize()
-print("ready", flush=True)
-start = time.monotonic()
-second, count = 1, 0
-while True:
-    for _ in range(per_sync):
-        step()
-    torch.cuda.synchronize()
-    count += per_sync
-    now = time.monotonic() - start
-    while now >= second:
-        print(count, flush=True)
-        count, second = 0, second + 1
-    if second > seconds:
-        break
-EOF
+TENANT="$PWD/native/test/gpu/tenant.py"
 
 # The file stem of a scenario label (labels are free text).
 stem() { printf '%s/%s' "$WORK" "$(printf '%s' "$1" | tr -c 'a-zA-Z0-9' '_')"; }
@@ -113,34 +58,29 @@ run_tenants() {
   for entry in "$@"; do
     IFS=: read -r name workload request limit <<<"$entry"
     if [ "$limit" != 0 ]; then
-      write_config "$label.$name.conf" "$label.$name.region" "$request" "$limit"
-      containers+="${containers:+,}{\"key\":\"$name\",\"regionPath\":\"$label.$name.region\",\"deviceIndex\":0}"
+      write_limits "$label.$name.conf" "$label.$name.region" 8192 "$request" "$limit"
+      containers+="${containers:+,}$(container_json "$name" "$label.$name.region")"
     fi
   done
-  local settings="{\"nvmlPath\":\"$NVML\",\"sysfsRoot\":\"/sys\",\"periodMs\":50,\"seconds\":$((SECONDS_PER + 30)),\"containers\":[$containers]}"
-  mkfifo "$label.sampler.in"
-  node --import tsx test/compute/sampler-child.ts "$settings" <"$label.sampler.in" >"$label.sampler.out" 2>&1 &
-  local sampler=$!
-  PIDS+=("$sampler")
-  exec 7>"$label.sampler.in"
-  for _ in $(seq 1 100); do grep -q ready "$label.sampler.out" && break; sleep 0.1; done
+  start_sampler "$label" $((SECONDS_PER + 30)) "$containers"
+  PIDS+=("$SAMPLER_PID")
   local tenants=()
   for entry in "$@"; do
     IFS=: read -r name workload request limit <<<"$entry"
     if [ "$limit" = 0 ]; then
-      python3 "$WORK/tenant.py" "$workload" "$SECONDS_PER" >"$label.$name.out" 2>"$label.$name.err" &
+      python3 "$TENANT" "$workload" "$SECONDS_PER" >"$label.$name.out" 2>"$label.$name.err" &
     else
       VCUDA_CONFIG="$label.$name.conf" LD_PRELOAD=$PRELOAD \
-        python3 "$WORK/tenant.py" "$workload" "$SECONDS_PER" >"$label.$name.out" 2>"$label.$name.err" &
+        python3 "$TENANT" "$workload" "$SECONDS_PER" >"$label.$name.out" 2>"$label.$name.err" &
     fi
     tenants+=("$!")
     PIDS+=("$!")
-    echo "{\"key\":\"$name\",\"pids\":[$!]}" >&7
+    register_pid "$name" "$!"
   done
   for p in "${tenants[@]}"; do wait "$p" || echo "  tenant $p of $label exited with $?"; done
-  exec 7>&-
-  kill "$sampler" 2>/dev/null
-  wait "$sampler" 2>/dev/null
+  stop_sampler
+  # Keep what the sampler said (errors, or nothing) where the caller collects logs.
+  grep -v ready "$label.sampler.out" | head -n 5 | sed 's/^/  sampler: /' || true
 }
 
 # rate LABEL NAME: mean iterations per second after the warm-up.
@@ -167,9 +107,10 @@ judge() {
   read -r mae mean over verdict <<<"$row"
   [ "$verdict" = ok ] || FAILED=1
   ROWS+=("$(printf '%-34s %-10s %7s %7s %7s %10s  %s' "$label" "$name" "$target" "$mean" "$mae" "$over" "$verdict")")
+  echo "row: ${ROWS[-1]}"
 }
 
-WORKLOADS=(matmul1024 matmul4096 matmul8192 tiny)
+read -r -a WORKLOADS <<<"${VCUDA_GPU_WORKLOADS:-matmul1024 matmul4096 matmul8192 tiny}"
 declare -A SOLO
 for w in "${WORKLOADS[@]}"; do
   run_tenants "solo-$w" "t:$w:0:0"
@@ -184,6 +125,7 @@ for w in "${WORKLOADS[@]}"; do
   verdict=$(awk -v o="$overhead" 'BEGIN {print (o <= 1 ? "ok" : "MISS")}')
   [ "$verdict" = ok ] || FAILED=1
   ROWS+=("$(printf '%-34s %-10s %7s %7s %7s %10s  %s' "overhead, no cap, $w" t "-" "$overhead%" "-" "-" "$verdict")")
+  echo "row: ${ROWS[-1]}"
   for pct in 30 50 70; do
     run_tenants "hard $pct% $w" "t:$w:$pct:$pct"
     judge "hard $pct% $w" t "$w" "$pct" "$pct" 1

@@ -22,23 +22,9 @@ UUID=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ')
 PHYS_MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 | tr -d ' ')
 echo "GPU 0: $UUID, $PHYS_MIB MiB; limit $LIMIT_MIB MiB"
 
-# The limit file, in the layout of contract/limit-config.ts (CRC32 with seq and crc zeroed).
-python3 - "$WORK/vcuda.conf" "$WORK/region" "$UUID" "$LIMIT_MIB" <<'EOF'
-import struct, sys, zlib
-out, region, uuid, mib = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-buf = bytearray(512 + 128)
-buf[0:8] = b"VCUDACFG"
-struct.pack_into("<IIII", buf, 8, 1, 512, 1, 128)
-struct.pack_into("<Q", buf, 32, 0)
-buf[48:48 + 9] = b"gpu-check"
-buf[112:112 + 4] = b"main"
-buf[176:176 + len(region)] = region.encode()
-rec = 512
-buf[rec:rec + len(uuid)] = uuid.encode()
-struct.pack_into("<IIQII", buf, rec + 48, 0, 0, mib << 20, 100, 100)
-struct.pack_into("<I", buf, 40, zlib.crc32(bytes(buf)) & 0xFFFFFFFF)
-open(out, "wb").write(buf)
-EOF
+# The limit file: memory limited, compute not (core 100).
+source native/test/gpu/lib.sh
+write_limits "$WORK/vcuda.conf" "$WORK/region" "$LIMIT_MIB" 100 100
 
 export VCUDA_CONFIG="$WORK/vcuda.conf"
 PRELOAD="$PWD/native/build/libvcuda.so"
