@@ -1,4 +1,5 @@
 export * from './assignment.js';
+export * from './dra.js';
 export * from './dra-parameters.js';
 export * from './dra-quantity.js';
 export * from './errors.js';

@@ -29,7 +29,7 @@ import { corePlugin, memoryPlugin } from './device-plugin/plugins.js';
 import { type AgentCheck, agentProblems, CardHealth, watchCardHealth } from './health.js';
 import { allocationDirsToRemove } from './housekeeping.js';
 import { buildInventory, InventoryPublisher, type NodePatcher } from './inventory.js';
-import { preloadFileContent } from './limits/allocate-response.js';
+import { preloadFileContent, type ResponseSettings } from './limits/allocate-response.js';
 import { removeCdiSpec } from './limits/cdi-spec.js';
 import { listAllocationDirs, removeAllocationDir } from './limits/container-files.js';
 import { AgentMetrics } from './metrics.js';
@@ -151,10 +151,22 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
 }
 
 /** The preload file every GPU container mounts, and the folder of per-container limit files. */
-function prepareHostFiles(config: NodeAgentConfig): void {
+export function prepareHostFiles(config: NodeAgentConfig): void {
   mkdirSync(dirname(config.paths.preloadHostPath), { recursive: true });
   writeFileSync(config.paths.preloadHostPath, preloadFileContent(config.paths.libvcudaContainerPath), { mode: 0o644 });
   mkdirSync(config.paths.containersDir, { recursive: true });
+}
+
+/** What every GPU container receives, from the config (Allocate's answer, a DRA claim's CDI spec). */
+export function responseSettingsOf(config: NodeAgentConfig): ResponseSettings {
+  return {
+    devDir: config.paths.devDir,
+    libvcudaHostPath: config.paths.libvcudaHostPath,
+    libvcudaContainerPath: config.paths.libvcudaContainerPath,
+    preloadHostPath: config.paths.preloadHostPath,
+    driverLibraries: config.paths.driverLibraries,
+    setVisibleDevicesEnv: config.setVisibleDevicesEnv,
+  };
 }
 
 /** The allocator, rebuilt from what the kubelet and the pods' annotations say runs already. */
@@ -170,14 +182,7 @@ async function startAllocator(
     names,
     containersDir: config.paths.containersDir,
     cdiSpecDir: config.paths.cdiSpecDir,
-    response: {
-      devDir: config.paths.devDir,
-      libvcudaHostPath: config.paths.libvcudaHostPath,
-      libvcudaContainerPath: config.paths.libvcudaContainerPath,
-      preloadHostPath: config.paths.preloadHostPath,
-      driverLibraries: config.paths.driverLibraries,
-      setVisibleDevicesEnv: config.setVisibleDevicesEnv,
-    },
+    response: responseSettingsOf(config),
     pods: deps.pods,
     podResources: deps.podResources,
     annotator: deps.annotator,

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import {
+  DEFAULT_DRA_DRIVER,
   DEFAULT_RESOURCE_DOMAIN,
   fieldErrorsFromZod,
   resourceDomainProblem,
@@ -22,6 +23,31 @@ export const configSchema = z.object({
       const problem = resourceDomainProblem(domain);
       if (problem) ctx.addIssue({ code: 'custom', message: problem.detail });
     }),
+  /**
+   * How the node offers its cards: `device-plugin` (vcuda-core / vcuda-memory extended resources,
+   * any cluster) or `dra` (a DRA driver: ResourceSlices and a kubelet DRA plugin; Kubernetes 1.34+
+   * with consumable capacity, see README#DRA). One agent runs one mode.
+   */
+  mode: z.enum(['device-plugin', 'dra']).default('device-plugin'),
+  dra: z
+    .object({
+      /** The driver name (DeviceClass selectors, claim results, the kubelet's plugin name). */
+      driverName: z
+        .string()
+        .default(DEFAULT_DRA_DRIVER)
+        .superRefine((name, ctx) => {
+          const problem = resourceDomainProblem(name);
+          if (problem)
+            ctx.addIssue({ code: 'custom', message: problem.detail.replace('resource domain', 'driver name') });
+        }),
+      /** The kubelet's plugin watcher directory; the registration socket goes here. */
+      pluginsRegistryDir: z.string().default('/var/lib/kubelet/plugins_registry'),
+      /** Parent of the driver's own directory (`<dir>/<driver>/`: its DRA socket and checkpoint). */
+      pluginsDir: z.string().default('/var/lib/kubelet/plugins'),
+      /** A card whose health failed: tainted in the slice (NoSchedule) or left out of it. */
+      unhealthyCards: z.enum(['taint', 'withdraw']).default('taint'),
+    })
+    .prefault({}),
   /** Size of one vcuda-memory unit in MiB; must match the webhook's and the extender's. */
   memoryUnitMiB: z.number().int().positive().default(1),
   /**
@@ -104,6 +130,8 @@ const ENV_KEYS: Record<string, (v: string) => Record<string, unknown>> = {
   NODE_NAME: (v) => ({ nodeName: v }),
   VCUDA_RESOURCE_DOMAIN: (v) => ({ resourceDomain: v }),
   VCUDA_MEMORY_UNIT_MIB: (v) => ({ memoryUnitMiB: Number(v) }),
+  VCUDA_MODE: (v) => ({ mode: v }),
+  VCUDA_DRA_DRIVER_NAME: (v) => ({ dra: { driverName: v } }),
   VCUDA_CONTROL_PLANE_URL: (v) => ({ controlPlaneUrl: v }),
   VCUDA_JWKS_PATH: (v) => ({ paths: { jwksPath: v } }),
   VCUDA_LOG_LEVEL: (v) => ({ logLevel: v }),

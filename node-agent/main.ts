@@ -7,13 +7,14 @@ import pino from 'pino';
 import { boundListener, httpServerOptions } from '../contract/listener-limits.js';
 import { redactingLogHooks } from '../contract/redact.js';
 import { PooledKubeConfig } from '../kube-connections/pooled-kube-config.js';
-import { parseConfig, readConfigFile } from './config.js';
+import type { AgentLog } from './agent-log.js';
+import { type NodeAgentConfig, parseConfig, readConfigFile } from './config.js';
 import { createAgentHttp } from './http.js';
 import { jwksFromFile } from './kube-adapters.js';
 import { NvmlGpuSource } from './nvml/nvml-gpu-source.js';
 import { HttpUsageSink, tokenFromFile } from './usage.js';
 import { UsageBacklog } from './usage-backlog.js';
-import { startWiredAgent, type WiredAgent } from './wiring.js';
+import { startWiredAgent, startWiredDraAgent, type WiredAgent } from './wiring.js';
 
 export type RunOptions = {
   configFile?: string;
@@ -36,23 +37,12 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
     cudaLibraryPath: config.paths.cudaLibrary,
   });
   log.info(`NVML: ${gpu.listCards().length} card(s)`);
-  let wired: WiredAgent;
+  let wired: { agent: HttpAgent; stop(): Promise<void> };
   try {
-    wired = await startWiredAgent(config, {
-      kubeConfig: kc,
-      gpu,
-      jwks: jwksFromFile(config.paths.jwksPath),
-      ...(config.controlPlaneUrl
-        ? {
-            // Reports the control plane cannot take now are kept and sent again: an outage loses no usage.
-            usageSink: new UsageBacklog(
-              new HttpUsageSink(config.controlPlaneUrl, { token: tokenFromFile(config.paths.serviceAccountTokenPath) }),
-              { onDropped: (reports, reason) => log.warn({ reports, reason }, 'usage reports given up') },
-            ),
-          }
-        : {}),
-      log,
-    });
+    wired =
+      config.mode === 'dra'
+        ? await startWiredDraAgent(config, { kubeConfig: kc, gpu, log })
+        : await startDeviceAgent(config, kc, gpu, log);
   } catch (err) {
     // Nothing half-started may keep the process alive: the caller exits non-zero.
     gpu.close();
@@ -72,4 +62,30 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
     await new Promise<void>((resolve) => server.close(() => resolve()));
   };
   return { port, stop };
+}
+
+type HttpAgent = Parameters<typeof createAgentHttp>[0];
+
+/** Device-plugin mode: the wired agent with its usage sink. */
+function startDeviceAgent(
+  config: NodeAgentConfig,
+  kc: PooledKubeConfig,
+  gpu: NvmlGpuSource,
+  log: AgentLog,
+): Promise<WiredAgent> {
+  return startWiredAgent(config, {
+    kubeConfig: kc,
+    gpu,
+    jwks: jwksFromFile(config.paths.jwksPath),
+    ...(config.controlPlaneUrl
+      ? {
+          // Reports the control plane cannot take now are kept and sent again: an outage loses no usage.
+          usageSink: new UsageBacklog(
+            new HttpUsageSink(config.controlPlaneUrl, { token: tokenFromFile(config.paths.serviceAccountTokenPath) }),
+            { onDropped: (reports, reason) => log.warn({ reports, reason }, 'usage reports given up') },
+          ),
+        }
+      : {}),
+    log,
+  });
 }

@@ -11,6 +11,8 @@ import { type NodeAgent, startNodeAgent } from './agent.js';
 import type { AgentLog } from './agent-log.js';
 import type { JwksSource } from './allocation/ports.js';
 import type { NodeAgentConfig } from './config.js';
+import { type DraAgent, startDraAgent } from './dra/dra-agent.js';
+import { KubeResourceApi } from './dra/kube-resource-api.js';
 import { KubeWriter, PodWatchCache } from './kube-adapters.js';
 import { PodResourcesClient } from './kubelet/pod-resources-client.js';
 import type { GpuSource } from './nvml/gpu-source.js';
@@ -64,4 +66,29 @@ export async function startWiredAgent(config: NodeAgentConfig, adapters: AgentAd
     closeAdapters();
     throw err;
   }
+}
+
+/**
+ * DRA mode (`mode: dra`): the agent as a kubelet DRA driver over resource.k8s.io/v1. No pod watch,
+ * PodResources or JWKS: a claim's allocation, checked against this node's slice, is the grant.
+ */
+export async function startWiredDraAgent(
+  config: NodeAgentConfig,
+  adapters: Pick<AgentAdapters, 'kubeConfig' | 'gpu' | 'log'>,
+): Promise<{ agent: DraAgent; stop(): Promise<void> }> {
+  const api = new KubeResourceApi(adapters.kubeConfig);
+  // The slice is owned by its Node; without the Node (not created yet) it is written unowned.
+  const nodeUid = await api.nodeUid(config.nodeName).catch((err) => {
+    adapters.log.warn({ err }, `reading Node ${config.nodeName} failed; its ResourceSlice has no owner`);
+    return undefined;
+  });
+  const agent = await startDraAgent({
+    config,
+    gpu: adapters.gpu,
+    claims: api,
+    slices: api,
+    ...(nodeUid ? { nodeUid } : {}),
+    log: adapters.log,
+  });
+  return { agent, stop: () => agent.stop() };
 }

@@ -10,7 +10,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import type { ListAndWatchResponse } from './protocol.js';
 
 const protoDir = join(dirname(fileURLToPath(import.meta.url)), 'proto');
-const loaderOptions: protoLoader.Options = {
+export const loaderOptions: protoLoader.Options = {
   keepCase: true,
   longs: Number,
   enums: String,

@@ -8,7 +8,7 @@
  * not create the container.
  */
 import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 export const CDI_KIND = 'vcuda.io/allocation';
 export const CDI_VERSION = '0.5.0';
@@ -48,14 +48,21 @@ export function buildCdiSpec(key: string, cards: readonly CdiCard[], s: CdiSetti
 }
 
 /** Atomic: the runtime never reads half a spec. */
-export function writeCdiSpec(cdiSpecDir: string, key: string, cards: readonly CdiCard[], s: CdiSettings): void {
-  mkdirSync(cdiSpecDir, { recursive: true });
-  const path = cdiSpecPath(cdiSpecDir, key);
+export function writeCdiSpecFile(path: string, spec: object): void {
+  mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.tmp`;
-  writeFileSync(tmp, `${JSON.stringify(buildCdiSpec(key, cards, s), null, 2)}\n`, { mode: 0o644 });
+  writeFileSync(tmp, `${JSON.stringify(spec, null, 2)}\n`, { mode: 0o644 });
   renameSync(tmp, path);
 }
 
+export function writeCdiSpec(cdiSpecDir: string, key: string, cards: readonly CdiCard[], s: CdiSettings): void {
+  writeCdiSpecFile(cdiSpecPath(cdiSpecDir, key), buildCdiSpec(key, cards, s));
+}
+
 export function removeCdiSpec(cdiSpecDir: string, key: string): void {
-  rmSync(cdiSpecPath(cdiSpecDir, key), { force: true });
+  removeCdiSpecFile(cdiSpecPath(cdiSpecDir, key));
+}
+
+export function removeCdiSpecFile(path: string): void {
+  rmSync(path, { force: true });
 }

@@ -1,0 +1,59 @@
+/**
+ * vcuda as a DRA driver (resource.k8s.io/v1): the names every side agrees on (the node agent that
+ * publishes ResourceSlices and prepares claims, the simulator's allocator, the deploy overlay) beside
+ * dra-parameters.ts, and the parts of a ResourceClaim's status the driver reads, validated with zod
+ * because they come from the API server.
+ */
+import { z } from 'zod';
+
+export const DRA_CORES_PER_CARD = 100;
+/** Taint key the node agent puts on a card whose health failed (Xid, lost). */
+export const DRA_UNHEALTHY_TAINT = 'gpu.vcuda.io/unhealthy';
+
+/** A card's device name in its slice: `gpu-<NVML index>` (a DNS label, as the API requires). */
+export function draDeviceName(cardIndex: number): string {
+  return `gpu-${cardIndex}`;
+}
+
+const quantityText = z.union([z.string().max(64), z.number()]).transform(String);
+
+export const draAllocationResultSchema = z.object({
+  request: z.string().max(253),
+  driver: z.string().max(253),
+  pool: z.string().max(253),
+  device: z.string().max(253),
+  adminAccess: z.boolean().nullish(),
+  shareID: z.string().max(64).nullish(),
+  consumedCapacity: z.record(z.string().max(64), quantityText).nullish(),
+});
+
+export const draDeviceConfigSchema = z.object({
+  source: z.string().max(64).nullish(),
+  requests: z.array(z.string().max(253)).max(64).nullish(),
+  opaque: z.object({ driver: z.string().max(253), parameters: z.unknown() }).nullish(),
+});
+
+/** The parts of a resource.k8s.io/v1 ResourceClaim that Prepare reads. */
+export const draClaimSchema = z.object({
+  metadata: z.object({ name: z.string(), namespace: z.string(), uid: z.string() }),
+  status: z
+    .object({
+      allocation: z
+        .object({
+          devices: z
+            .object({
+              results: z.array(draAllocationResultSchema).max(128).nullish(),
+              config: z.array(draDeviceConfigSchema).max(128).nullish(),
+            })
+            .nullish(),
+        })
+        .nullish(),
+      reservedFor: z
+        .array(z.object({ resource: z.string(), name: z.string(), uid: z.string(), apiGroup: z.string().nullish() }))
+        .max(256)
+        .nullish(),
+    })
+    .nullish(),
+});
+export type DraClaim = z.infer<typeof draClaimSchema>;
+export type DraAllocationResult = z.infer<typeof draAllocationResultSchema>;

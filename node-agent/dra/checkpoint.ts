@@ -1,0 +1,99 @@
+/**
+ * The prepared claims, checkpointed to one file so an agent restart loses nothing: the kubelet
+ * does not call Prepare again for a claim it saw prepared, and calls Unprepare for it later. Each
+ * change is written atomically (temp file, fsync, rename); the file is validated when read back.
+ */
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { z } from 'zod';
+import { fieldErrorsFromZod, ValidationError } from '../../contract/index.js';
+
+const CHECKPOINT_MAX_BYTES = 64 * 1024 * 1024;
+
+const shareSchema = z.object({
+  request: z.string(),
+  device: z.string(),
+  shareId: z.string(),
+  uuid: z.string(),
+  index: z.number().int().min(0),
+  minorNumber: z.number().int().min(0),
+  cores: z.number().int().min(1),
+  memoryBytes: z.number().int().min(1),
+  coreLimit: z.number().int().min(1),
+});
+
+const preparedClaimSchema = z.object({
+  uid: z.string().min(1),
+  namespace: z.string(),
+  name: z.string(),
+  /** The claim's directory under containersDir, and its CDI spec's name. */
+  key: z.string().min(1),
+  shares: z.array(shareSchema),
+  devices: z.array(
+    z.object({
+      request_names: z.array(z.string()),
+      pool_name: z.string(),
+      device_name: z.string(),
+      cdi_device_ids: z.array(z.string()),
+    }),
+  ),
+  preparedAtMs: z.number().int().min(0),
+});
+
+const checkpointSchema = z.object({ version: z.literal(1), claims: z.array(preparedClaimSchema) });
+
+export type PreparedClaim = z.infer<typeof preparedClaimSchema>;
+
+export class ClaimCheckpoint {
+  private readonly claims = new Map<string, PreparedClaim>();
+
+  private constructor(private readonly path: string) {}
+
+  /** Reads the file (absent: nothing prepared); a corrupt file is an error, never an empty state. */
+  static open(path: string): ClaimCheckpoint {
+    const cp = new ClaimCheckpoint(path);
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return cp;
+      throw err;
+    }
+    if (text.length > CHECKPOINT_MAX_BYTES)
+      throw new ValidationError([], `checkpoint ${path} (over ${CHECKPOINT_MAX_BYTES} bytes)`);
+    const parsed = checkpointSchema.safeParse(JSON.parse(text));
+    if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), `checkpoint ${path}`);
+    for (const c of parsed.data.claims) cp.claims.set(c.uid, c);
+    return cp;
+  }
+
+  get(uid: string): PreparedClaim | undefined {
+    return this.claims.get(uid);
+  }
+
+  list(): PreparedClaim[] {
+    return [...this.claims.values()];
+  }
+
+  put(claim: PreparedClaim): void {
+    this.claims.set(claim.uid, claim);
+    this.save();
+  }
+
+  remove(uid: string): void {
+    if (this.claims.delete(uid)) this.save();
+  }
+
+  private save(): void {
+    mkdirSync(dirname(this.path), { recursive: true });
+    const tmp = `${this.path}.tmp`;
+    const fd = openSync(tmp, 'w', 0o600);
+    try {
+      writeSync(fd, JSON.stringify({ version: 1, claims: this.list() }));
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, this.path);
+  }
+}

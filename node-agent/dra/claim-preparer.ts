@@ -1,0 +1,168 @@
+/**
+ * NodePrepareResources / NodeUnprepareResources for one claim. Prepare reads the claim from the API
+ * server, maps its allocation to card shares (claim-shares.ts), writes the claim's limit file and
+ * region exactly as the device-plugin path does (limits/), writes its CDI spec, checkpoints it and
+ * answers with the CDI device IDs. All containers that reference the claim mount the same directory,
+ * so they share one budget. Both calls are idempotent: a prepared claim is answered from the
+ * checkpoint, an unknown claim unprepares as done.
+ *
+ * Decisions and file writes run one claim at a time (the overcommit check reads what the others
+ * hold); the API read before them runs concurrently, so a burst of claims waits on the API server in
+ * parallel.
+ */
+import { existsSync } from 'node:fs';
+import { draClaimSchema, messageOf } from '../../contract/index.js';
+import type { AgentLog } from '../agent-log.js';
+import type { DraClaimRef, DraDevice, NodePrepareResourceResponse } from '../kubelet/dra-protocol.js';
+import type { ResponseSettings } from '../limits/allocate-response.js';
+import { removeCdiSpecFile } from '../limits/cdi-spec.js';
+import { allocationKey, containerPaths, removeAllocationDir, writeContainerFiles } from '../limits/container-files.js';
+import type { ClaimCheckpoint, PreparedClaim } from './checkpoint.js';
+import { claimCdiDeviceId, claimCdiSpecPath, writeClaimCdiSpec } from './claim-cdi.js';
+import { type CardShare, ClaimRefused, deviceLimitsOf, type PoolDevice, sharesOfClaim } from './claim-shares.js';
+
+/** Declared here, implemented over the API server in kube-resource-api.ts. */
+export interface ClaimReader {
+  /** The ResourceClaim as the API server returns it; rejects when it cannot be read. */
+  readClaim(namespace: string, name: string): Promise<unknown>;
+}
+
+export type PreparerDeps = {
+  driver: string;
+  /** This node's pool (its name). */
+  pool: string;
+  claims: ClaimReader;
+  /** The devices of this node's slice now, by device name. */
+  devices: () => ReadonlyMap<string, PoolDevice>;
+  checkpoint: ClaimCheckpoint;
+  containersDir: string;
+  cdiSpecDir: string;
+  response: ResponseSettings;
+  nowMs: () => number;
+  log: AgentLog;
+};
+
+/** The limit file's podUid: the pod the claim is reserved for, else the claim itself. */
+function holderUid(claim: ReturnType<typeof draClaimSchema.parse>): string {
+  const pod = claim.status?.reservedFor?.find((r) => r.resource === 'pods');
+  return (pod?.uid ?? claim.metadata.uid).slice(0, 63);
+}
+
+export class ClaimPreparer {
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly d: PreparerDeps) {}
+
+  /** The kubelet's answer for one claim: its devices, or the reason it was not prepared. */
+  async prepare(ref: DraClaimRef): Promise<NodePrepareResourceResponse> {
+    try {
+      const done = this.d.checkpoint.get(ref.uid);
+      if (done) return { devices: await this.serialized(() => this.ensureFiles(done)), error: '' };
+      const raw = await this.d.claims.readClaim(ref.namespace, ref.name);
+      const parsed = draClaimSchema.safeParse(raw);
+      if (!parsed.success)
+        throw new ClaimRefused(
+          ref,
+          `the API server's object is not a ResourceClaim (${parsed.error.issues[0]?.message})`,
+        );
+      return { devices: await this.serialized(() => this.prepareParsed(ref, parsed.data)), error: '' };
+    } catch (err) {
+      this.d.log.warn({ err, claim: `${ref.namespace}/${ref.name}` }, 'NodePrepareResources failed');
+      return {
+        devices: [],
+        error: err instanceof ClaimRefused ? err.message : `claim ${ref.namespace}/${ref.name}: ${messageOf(err)}`,
+      };
+    }
+  }
+
+  /** Frees the claim's files and checkpoint entry; a claim not prepared here is already done. */
+  async unprepare(ref: DraClaimRef): Promise<{ error: string }> {
+    try {
+      await this.serialized(async () => {
+        const done = this.d.checkpoint.get(ref.uid);
+        if (!done) return;
+        removeCdiSpecFile(claimCdiSpecPath(this.d.cdiSpecDir, this.d.driver, done.key));
+        removeAllocationDir(this.d.containersDir, done.key);
+        this.d.checkpoint.remove(ref.uid);
+      });
+      return { error: '' };
+    } catch (err) {
+      this.d.log.warn({ err, claim: `${ref.namespace}/${ref.name}` }, 'NodeUnprepareResources failed');
+      return { error: `claim ${ref.namespace}/${ref.name}: ${messageOf(err)}` };
+    }
+  }
+
+  prepared(): PreparedClaim[] {
+    return this.d.checkpoint.list();
+  }
+
+  private serialized<T>(work: () => Promise<T> | T): Promise<T> {
+    const run = this.queue.then(work, work);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private heldByOthers(uid: string): Map<string, { cores: number; memoryBytes: number }> {
+    const held = new Map<string, { cores: number; memoryBytes: number }>();
+    for (const c of this.d.checkpoint.list()) {
+      if (c.uid === uid) continue;
+      for (const s of c.shares) {
+        const h = held.get(s.device) ?? { cores: 0, memoryBytes: 0 };
+        held.set(s.device, { cores: h.cores + s.cores, memoryBytes: h.memoryBytes + s.memoryBytes });
+      }
+    }
+    return held;
+  }
+
+  private prepareParsed(ref: DraClaimRef, claim: ReturnType<typeof draClaimSchema.parse>): DraDevice[] {
+    const done = this.d.checkpoint.get(ref.uid);
+    if (done) return this.ensureFiles(done);
+    const ctx = {
+      driver: this.d.driver,
+      pool: this.d.pool,
+      devices: this.d.devices(),
+      heldByOthers: this.heldByOthers(ref.uid),
+    };
+    const shares = sharesOfClaim(ref, claim, ctx);
+    const key = allocationKey(['dra-claim', ref.uid]);
+    const prepared: PreparedClaim = {
+      uid: ref.uid,
+      namespace: ref.namespace,
+      name: ref.name,
+      key,
+      shares,
+      devices: shares.map((s) => ({
+        request_names: [s.request],
+        pool_name: this.d.pool,
+        device_name: s.device,
+        cdi_device_ids: [claimCdiDeviceId(this.d.driver, key, s.device)],
+      })),
+      preparedAtMs: this.d.nowMs(),
+    };
+    this.writeFiles(prepared, holderUid(claim));
+    this.d.checkpoint.put(prepared);
+    return prepared.devices;
+  }
+
+  /** A prepared claim whose files went (a reboot emptied /run) gets them again. */
+  private ensureFiles(done: PreparedClaim): DraDevice[] {
+    if (!existsSync(containerPaths(this.d.containersDir, done.key).configPath)) this.writeFiles(done, done.uid);
+    return done.devices;
+  }
+
+  private writeFiles(claim: PreparedClaim, podUid: string): void {
+    const paths = containerPaths(this.d.containersDir, claim.key);
+    const devices = deviceLimitsOf(claim.name, claim.shares);
+    const container = claim.name.slice(0, 63);
+    writeContainerFiles({ paths, podUid, container, devices, nowMs: this.d.nowMs(), freshRegion: false });
+    const cdi = uniqueDevices(claim.shares).map((s) => ({
+      device: s.device,
+      card: { uuid: s.uuid, minorNumber: s.minorNumber },
+    }));
+    writeClaimCdiSpec(this.d.cdiSpecDir, this.d.driver, paths, cdi, this.d.response);
+  }
+}
+
+function uniqueDevices(shares: readonly CardShare[]): CardShare[] {
+  return [...new Map(shares.map((s) => [s.device, s])).values()];
+}

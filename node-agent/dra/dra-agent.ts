@@ -1,0 +1,165 @@
+/**
+ * The node agent in DRA mode, assembled from its parts (the DRA counterpart of agent.ts): card
+ * health from driver events, the node's ResourceSlice kept current (on each health change and every
+ * `inventoryCheckMs`, which also retries a failed write), the claim checkpoint, and the kubelet
+ * plugin's sockets. Everything outside comes in through `DraAgentDeps`.
+ */
+import { join } from 'node:path';
+import { draDeviceName } from '../../contract/index.js';
+import { prepareHostFiles, responseSettingsOf } from '../agent.js';
+import type { AgentLog } from '../agent-log.js';
+import type { NodeAgentConfig } from '../config.js';
+import { type AgentCheck, agentProblems, CardHealth, watchCardHealth } from '../health.js';
+import { AgentMetrics } from '../metrics.js';
+import type { GpuSource } from '../nvml/gpu-source.js';
+import { ClaimCheckpoint } from './checkpoint.js';
+import { ClaimPreparer, type ClaimReader } from './claim-preparer.js';
+import type { PoolDevice } from './claim-shares.js';
+import { type DraPluginServer, startDraPluginServer } from './plugin-server.js';
+import { buildResourceSlice, sliceMemoryBytes } from './resource-slice.js';
+import { type ResourceSliceApi, SlicePublisher } from './slice-publisher.js';
+
+export type DraAgentDeps = {
+  config: NodeAgentConfig;
+  gpu: GpuSource;
+  claims: ClaimReader;
+  slices: ResourceSliceApi;
+  /** The Node's uid, to own the slice (absent: the slice has no owner). */
+  nodeUid?: string;
+  nowMs?: () => number;
+  log: AgentLog;
+  /** The periodic slice check; tests drive `publishSlices` by hand. Default true. */
+  runLoops?: boolean;
+};
+
+export type DraAgent = {
+  driver: string;
+  health: CardHealth;
+  preparer: ClaimPreparer;
+  server: DraPluginServer;
+  publisher: SlicePublisher;
+  metrics: AgentMetrics;
+  publishSlices: () => Promise<boolean>;
+  refreshMetrics: () => void;
+  healthProblems: () => string[];
+  stop: () => Promise<void>;
+};
+
+/** The driver's own directory under the kubelet's plugins dir: its DRA socket and its checkpoint. */
+export function driverDir(config: NodeAgentConfig): string {
+  return join(config.dra.pluginsDir, config.dra.driverName);
+}
+
+function poolDevices(config: NodeAgentConfig, health: CardHealth): Map<string, PoolDevice> {
+  return new Map(
+    health.list().map((c) => [
+      draDeviceName(c.index),
+      {
+        name: draDeviceName(c.index),
+        uuid: c.uuid,
+        index: c.index,
+        minorNumber: c.minorNumber,
+        memoryBytes: sliceMemoryBytes(c.memoryTotalBytes, config.memoryUnitMiB),
+        healthy: c.healthy,
+      },
+    ]),
+  );
+}
+
+/** Claims prepared against this node's cards, checkpointed in the driver's directory. */
+function createPreparer(deps: DraAgentDeps, health: CardHealth): ClaimPreparer {
+  const { config } = deps;
+  return new ClaimPreparer({
+    driver: config.dra.driverName,
+    pool: config.nodeName,
+    claims: deps.claims,
+    devices: () => poolDevices(config, health),
+    checkpoint: ClaimCheckpoint.open(join(driverDir(config), 'checkpoint.json')),
+    containersDir: config.paths.containersDir,
+    cdiSpecDir: config.paths.cdiSpecDir,
+    response: responseSettingsOf(config),
+    nowMs: deps.nowMs ?? Date.now,
+    log: deps.log,
+  });
+}
+
+/** Writes the node's slice when the cards changed: on each health change and every `inventoryCheckMs`. */
+async function startSlicePublishing(deps: DraAgentDeps, health: CardHealth) {
+  const { config, log } = deps;
+  const publisher = new SlicePublisher(deps.slices, config.dra.driverName, config.nodeName);
+  const publishSlices = () =>
+    publisher.publish((generation) =>
+      buildResourceSlice({
+        driver: config.dra.driverName,
+        nodeName: config.nodeName,
+        ...(deps.nodeUid ? { nodeUid: deps.nodeUid } : {}),
+        memoryUnitMiB: config.memoryUnitMiB,
+        cards: health.list(),
+        link: (a, b) => deps.gpu.link(a, b),
+        unhealthy: config.dra.unhealthyCards,
+        generation,
+      }),
+    );
+  const republish = () => void publishSlices().catch((err) => log.warn({ err }, 'ResourceSlice: publishing failed'));
+  health.subscribe(republish);
+  let timer: NodeJS.Timeout | undefined;
+  if (deps.runLoops !== false) {
+    await publishSlices().catch((err) => log.warn({ err }, 'ResourceSlice: publishing failed'));
+    timer = setInterval(republish, config.inventoryCheckMs);
+    timer.unref();
+  }
+  return { publisher, publishSlices, stop: () => clearInterval(timer) };
+}
+
+export async function startDraAgent(deps: DraAgentDeps): Promise<DraAgent> {
+  const { config, log } = deps;
+  const driver = config.dra.driverName;
+  const health = new CardHealth(deps.gpu.listCards(), config.ignoredXids);
+  prepareHostFiles(config);
+  const preparer = createPreparer(deps, health);
+  const server = await startDraPluginServer(
+    { driver, registryDir: config.dra.pluginsRegistryDir, pluginDir: driverDir(config), handler: preparer },
+    log,
+  );
+  const abort = new AbortController();
+  let nvmlError: string | undefined;
+  const watch = watchCardHealth(deps.gpu, health, abort.signal, log, 1000, (err) => {
+    nvmlError = err?.message;
+  });
+  const slices = await startSlicePublishing(deps, health);
+  const metrics = new AgentMetrics();
+  let stopped = false;
+  const checks: AgentCheck[] = [
+    { name: 'agent', problem: () => (stopped ? 'stopping' : undefined) },
+    {
+      name: 'dra-plugin',
+      problem: () => {
+        const s = server.registration();
+        return s?.plugin_registered ? undefined : `not registered with the kubelet${s?.error ? `: ${s.error}` : ''}`;
+      },
+    },
+    { name: 'nvml', problem: () => nvmlError && `waiting for GPU events failed: ${nvmlError}` },
+  ];
+  return {
+    driver,
+    health,
+    preparer,
+    server,
+    publisher: slices.publisher,
+    metrics,
+    publishSlices: slices.publishSlices,
+    refreshMetrics: () => {
+      metrics.update(health.list(), [], []);
+      metrics.updateChecks(checks.map((c) => ({ name: c.name, ok: c.problem() === undefined })));
+    },
+    healthProblems: () => agentProblems(checks),
+    stop: async () => {
+      stopped = true;
+      slices.stop();
+      abort.abort();
+      await server.stop();
+      await watch;
+      deps.gpu.close();
+    },
+  };
+}
