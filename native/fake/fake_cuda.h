@@ -90,6 +90,6 @@ CUresult fg_graph_back(struct CUgraphExec_st *x);
 void fg_graph_unback(struct CUgraphExec_st *x);
 
 /* Kernel duration from grid and function cost: ceil(blocks / SMs) waves. */
-uint64_t fg_kernel_ns(CUfunction f, uint64_t blocks);
+uint64_t fg_kernel_ns(CUfunction f, uint64_t blocks, int device);
 
 #endif

@@ -59,7 +59,7 @@ FG_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
   REQUIRE_INIT();
   if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  snprintf(name, (size_t)len, "%s", fg_env()->name);
+  fg_dev_name(fg_node(dev), name, (size_t)len);
   return CUDA_SUCCESS;
 }
 
@@ -67,7 +67,7 @@ FG_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
   REQUIRE_INIT();
   if (!uuid) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  fg_device_uuid(fg_node(dev), (unsigned char *)uuid->bytes);
+  fg_dev_uuid(fg_node(dev), (unsigned char *)uuid->bytes);
   return CUDA_SUCCESS;
 }
 
@@ -77,7 +77,7 @@ FG_EXPORT CUresult cuDeviceGetPCIBusId(char *id, int len, CUdevice dev) {
   REQUIRE_INIT();
   if (!id || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  snprintf(id, (size_t)len, "0000:%02x:00.0", fg_device_pci_bus(fg_node(dev)));
+  snprintf(id, (size_t)len, "0000:%02x:00.0", fg_dev_pci_bus(fg_node(dev)));
   return CUDA_SUCCESS;
 }
 
@@ -88,8 +88,8 @@ FG_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUde
   switch ((int)attrib) {
     case 1: *pi = 1024; break;                                 /* max threads per block */
     case 10: *pi = 32; break;                                  /* warp size */
-    case 16: *pi = (int)fg_state()->sms; break;                /* multiprocessor count */
-    case 33: *pi = (int)fg_device_pci_bus(fg_node(dev)); break;       /* PCI bus */
+    case 16: *pi = (int)fg_dev_sms(fg_node(dev)); break;                /* multiprocessor count */
+    case 33: *pi = (int)fg_dev_pci_bus(fg_node(dev)); break;       /* PCI bus */
     case 34: case 50: *pi = 0; break;                          /* PCI device, domain */
     case 39: *pi = 2048; break;                                /* threads per SM */
     case 41: case 83: case 95: case 102: case 115: *pi = 1; break; /* UVA, managed, VMM, pools */

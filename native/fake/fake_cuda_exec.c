@@ -44,8 +44,8 @@ struct CUstream_st *fg_stream(CUstream s) {
   return s->magic == FG_MAGIC_STREAM ? s : NULL;
 }
 
-uint64_t fg_kernel_ns(CUfunction f, uint64_t blocks) {
-  uint64_t sms = fg_state()->sms;
+uint64_t fg_kernel_ns(CUfunction f, uint64_t blocks, int device) {
+  uint64_t sms = fg_dev_sms(fg_node(device)); /* a MIG device has its compute instance's SMs */
   uint64_t waves = (blocks + sms - 1) / sms;
   uint64_t wave = (f && f->magic == FG_MAGIC_FUNC && f->wave_ns) ? f->wave_ns : fg_env()->wave_ns;
   return (waves ? waves : 1) * wave;
@@ -247,7 +247,7 @@ static CUresult launch(CUfunction f, uint64_t blocks, CUstream h) {
   struct CUstream_st *s = fg_stream(h);
   if (!s) return fg_current() ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
   if (blocks == 0) return CUDA_ERROR_INVALID_VALUE;
-  uint64_t ns = fg_kernel_ns(f, blocks);
+  uint64_t ns = fg_kernel_ns(f, blocks, s->device);
   if (s->capture) { /* recorded into the graph instead of running: a kernel node */
     s->capture->g.cost_ns += ns;
     return fg_graph_add_node(s->capture, 0 /* CU_GRAPH_NODE_TYPE_KERNEL */, 0, 0, NULL);
@@ -287,7 +287,8 @@ FG_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsi
                                              CUstream s, void **params) {
   (void)bx, (void)by, (void)bz, (void)shm, (void)params;
   /* Cooperative grids must be co-resident: at most one block per SM in the fake. */
-  if (BLOCKS(gx, gy, gz) > fg_state()->sms) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+  struct CUstream_st *st = fg_stream(s);
+  if (st && BLOCKS(gx, gy, gz) > fg_dev_sms(fg_node(st->device))) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
   return launch(f, BLOCKS(gx, gy, gz), s);
 }
 

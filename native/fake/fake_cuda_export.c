@@ -228,8 +228,8 @@ static CUresult runtime_check_digest(unsigned int runtime_version, uint64_t unix
   fg_hmac_md2_begin(&mac, runtime_check_key);
   fg_md2_update(&mac, &proc, sizeof proc);
   for (int dev = 0; dev < fg_visible_count(); dev++) {
-    struct runtime_check_device d = {.pci_bus = (int32_t)fg_device_pci_bus(fg_node(dev))};
-    fg_device_uuid(fg_node(dev), d.uuid); /* PCI domain and device are 0, as cuDeviceGetAttribute says */
+    struct runtime_check_device d = {.pci_bus = (int32_t)fg_dev_pci_bus(fg_node(dev))};
+    fg_dev_uuid(fg_node(dev), d.uuid); /* PCI domain and device are 0, as cuDeviceGetAttribute says */
     fg_md2_update(&mac, &d, sizeof d);
   }
   fg_hmac_md2_end(&mac, runtime_check_key, result);

@@ -68,6 +68,9 @@ static void load(void) {
   env.nvml_stamp_published = stamp && strcmp(stamp, "published") == 0;
   if (stamp && *stamp && !env.nvml_stamp_published && strcmp(stamp, "end") != 0)
     fprintf(stderr, "fakegpu: FAKEGPU_NVML_STAMP=%s is not \"end\" or \"published\"; using end\n", stamp);
+  env.nvml_util_info = (int)env_u64("FAKEGPU_NVML_UTIL_INFO", 1, 0, 1);
+  const char *mig = getenv("FAKEGPU_MIG");
+  snprintf(env.mig, sizeof env.mig, "%s", mig ? mig : "");
   env.context_bytes = env_u64("FAKEGPU_CONTEXT_MIB", 0, 0, 1u << 20) << 20;
   env.uvm_ns_per_mib = env_u64("FAKEGPU_UVM_NS_PER_MIB", 40000, 0, 1000000000ull);
   env.concurrent_managed = (int)env_u64("FAKEGPU_CONCURRENT_MANAGED", 1, 0, 1);
@@ -111,8 +114,9 @@ void fg_device_uuid_text(int index, char out[48]) { fg_uuid_text_of(fg_env()->uu
 
 unsigned int fg_device_pci_bus(int index) { return 0x19u + 0x0Cu * (unsigned int)index; }
 
-/* One entry of the visible list: a decimal node index or a device UUID (case-insensitive). */
-static int visible_entry(const char *entry, int node_count, uint32_t seed) {
+/* One entry of the visible list: a decimal node index, a device UUID (case-insensitive), or what
+ * `lookup` finds for it (a MIG device). */
+static int visible_entry(const char *entry, int node_count, uint32_t seed, fg_visible_lookup lookup, void *ctx) {
   char *end;
   unsigned long i = strtoul(entry, &end, 10);
   if (end != entry && !*end) return i < (unsigned long)node_count ? (int)i : -1;
@@ -121,10 +125,15 @@ static int visible_entry(const char *entry, int node_count, uint32_t seed) {
     fg_uuid_text_of(seed, d, text);
     if (strcasecmp(text, entry) == 0) return d;
   }
-  return -1;
+  return lookup ? lookup(entry, ctx) : -1;
 }
 
 int fg_parse_visible(const char *spec, int node_count, uint32_t seed, int *nodes, int max, char *err, size_t errlen) {
+  return fg_parse_visible_with(spec, node_count, seed, NULL, NULL, nodes, max, err, errlen);
+}
+
+int fg_parse_visible_with(const char *spec, int node_count, uint32_t seed, fg_visible_lookup lookup, void *ctx,
+                          int *nodes, int max, char *err, size_t errlen) {
   if (!spec || !*spec || strcmp(spec, "all") == 0) {
     int n = node_count < max ? node_count : max;
     for (int i = 0; i < n; i++) nodes[i] = i;
@@ -145,7 +154,7 @@ int fg_parse_visible(const char *spec, int node_count, uint32_t seed, int *nodes
     }
     memcpy(entry, p, len);
     entry[len] = '\0';
-    int d = visible_entry(entry, node_count, seed);
+    int d = visible_entry(entry, node_count, seed, lookup, ctx);
     if (d < 0) {
       snprintf(err, errlen, "\"%s\" names no device of this node (%d devices)", entry, node_count);
       return -1;

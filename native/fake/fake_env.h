@@ -8,6 +8,10 @@
  *   FAKEGPU_NVML_DELAY_MS  how long after an interval ends NVML publishes its samples (default 100)
  *   FAKEGPU_NVML_STAMP     what a sample's timeStamp marks: "end" of its interval (default) or when
  *                     it was "published" (late by the delay)
+ *   FAKEGPU_NVML_UTIL_INFO 0: nvmlDeviceGetProcessesUtilizationInfo answers NOT_SUPPORTED, as a driver
+ *                     without it does (default 1)
+ *   FAKEGPU_MIG       cards in MIG mode when the state is created: "all" or node indexes "0,2"
+ *                     (default none; later: `fakegpu-ctl mig DEVICE on|off`)
  *   FAKEGPU_UTIL_WINDOW_MS window of nvmlDeviceGetUtilizationRates, ms (default 1000)
  *   FAKEGPU_CONTEXT_MIB device memory a context takes (default 0)
  *   FAKEGPU_UVM_NS_PER_MIB what a kernel pays per MiB of its process's managed memory that is on
@@ -39,6 +43,8 @@ struct fg_env {
   uint64_t nvml_sample_ns;
   uint64_t nvml_delay_ns;
   int nvml_stamp_published; /* FAKEGPU_NVML_STAMP=published */
+  int nvml_util_info;       /* FAKEGPU_NVML_UTIL_INFO=0: nvmlDeviceGetProcessesUtilizationInfo is NOT_SUPPORTED */
+  char mig[256];            /* FAKEGPU_MIG as given ("" when unset) */
   uint64_t context_bytes;
   uint64_t uvm_ns_per_mib;
   int concurrent_managed;
@@ -67,5 +73,10 @@ void fg_uuid_text_of(uint32_t seed, int index, char out[48]);
  * one twice, with the reason in err (the caller then shows no device: fail closed, as the
  * container runtime refuses a container whose device list it cannot satisfy). */
 int fg_parse_visible(const char *spec, int node_count, uint32_t seed, int *nodes, int max, char *err, size_t errlen);
+/* The same, asking `lookup(entry, ctx)` for an entry that names no card (a MIG device's UUID):
+ * the index it returns, or -1. */
+typedef int (*fg_visible_lookup)(const char *entry, void *ctx);
+int fg_parse_visible_with(const char *spec, int node_count, uint32_t seed, fg_visible_lookup lookup, void *ctx,
+                          int *nodes, int max, char *err, size_t errlen);
 
 #endif

@@ -25,29 +25,46 @@ struct nvmlDevice_st {
   int index;
 };
 static struct nvmlDevice_st handles[FG_MAX_DEVICES];
+/* MIG device handles: mig_handles[k] is state index FG_MAX_DEVICES + k while that slot is live. */
+static struct nvmlDevice_st mig_handles[FG_MIG_SLOTS];
 static int init_count;
 
 nvmlDevice_t fg_nvml_handle(int node) {
-  int ordinal = fg_ordinal(node);
+  int ordinal = fg_nvml_ordinal(node);
   return ordinal >= 0 ? &handles[ordinal] : NULL;
 }
 
-static int ordinal_of(nvmlDevice_t d) {
-  return d && d >= handles && d < handles + fg_visible_count() ? (int)(d - handles) : -1;
+nvmlDevice_t fg_nvml_mig_handle(int dev) {
+  int k = dev - FG_MAX_DEVICES;
+  if (k < 0 || k >= FG_MIG_SLOTS) return NULL;
+  mig_handles[k].index = dev;
+  return &mig_handles[k];
 }
 
-/* Node index of a handle; -1 not initialised, -2 not one of ours. */
+static int ordinal_of(nvmlDevice_t d) {
+  return d && d >= handles && d < handles + fg_nvml_count() ? (int)(d - handles) : -1;
+}
+
+/* A MIG handle's state index while its device exists and its card is visible; -2 otherwise. */
+static int mig_index_of(nvmlDevice_t d) {
+  if (!d || d < mig_handles || d >= mig_handles + FG_MIG_SLOTS) return -2;
+  int parent = fg_dev_parent(FG_MAX_DEVICES + (int)(d - mig_handles));
+  return parent >= 0 && fg_nvml_ordinal(parent) >= 0 ? FG_MAX_DEVICES + (int)(d - mig_handles) : -2;
+}
+
+/* State index of a handle (a card's node index, or a MIG device's); -1 not initialised, -2 not
+ * one of ours. */
 int fg_nvml_index(nvmlDevice_t d) {
   if (init_count <= 0) return -1;
   int ordinal = ordinal_of(d);
-  return ordinal >= 0 ? fg_node(ordinal) : -2;
+  return ordinal >= 0 ? fg_nvml_node(ordinal) : mig_index_of(d);
 }
 
 
 
 FG_EXPORT nvmlReturn_t nvmlInit_v2(void) {
   if (!fg_state()) return NVML_ERROR_DRIVER_NOT_LOADED;
-  for (int i = 0; i < FG_MAX_DEVICES; i++) handles[i].index = fg_node(i);
+  for (int i = 0; i < FG_MAX_DEVICES; i++) handles[i].index = fg_nvml_node(i);
   __atomic_add_fetch(&init_count, 1, __ATOMIC_ACQ_REL);
   return NVML_SUCCESS;
 }
@@ -70,6 +87,9 @@ FG_EXPORT const char *nvmlErrorString(nvmlReturn_t r) {
     case NVML_ERROR_NOT_FOUND: return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_IN_USE: return "In use by another client";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient resources";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
     default: return "Unknown Error";
   }
 }
@@ -93,13 +113,13 @@ FG_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v) { return nvmlSy
 FG_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
   if (init_count <= 0) return NVML_ERROR_UNINITIALIZED;
   if (!count) return NVML_ERROR_INVALID_ARGUMENT;
-  *count = (unsigned int)fg_visible_count();
+  *count = (unsigned int)fg_nvml_count();
   return NVML_SUCCESS;
 }
 
 FG_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
   if (init_count <= 0) return NVML_ERROR_UNINITIALIZED;
-  if (!device || index >= (unsigned int)fg_visible_count()) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!device || index >= (unsigned int)fg_nvml_count()) return NVML_ERROR_INVALID_ARGUMENT;
   *device = &handles[index];
   return NVML_SUCCESS;
 }
@@ -107,20 +127,25 @@ FG_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDev
 FG_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
   if (init_count <= 0) return NVML_ERROR_UNINITIALIZED;
   if (!uuid || !device) return NVML_ERROR_INVALID_ARGUMENT;
-  for (int i = 0; i < fg_visible_count(); i++) {
+  for (int i = 0; i < fg_nvml_count(); i++) {
     char text[48];
-    fg_device_uuid_text(fg_node(i), text);
+    fg_device_uuid_text(fg_nvml_node(i), text);
     if (strcasecmp(text, uuid) == 0) {
       *device = &handles[i];
       return NVML_SUCCESS;
     }
+  }
+  int mig = fg_mig_device_by_uuid(uuid); /* a MIG device of a visible card, by its MIG- UUID */
+  if (mig >= 0 && fg_nvml_ordinal(fg_dev_parent(mig)) >= 0) {
+    *device = fg_nvml_mig_handle(mig);
+    return NVML_SUCCESS;
   }
   return NVML_ERROR_NOT_FOUND;
 }
 
 static void pci_info(int i, nvmlPciInfo_t *pci) {
   memset(pci, 0, sizeof *pci);
-  pci->bus = fg_device_pci_bus(i);
+  pci->bus = fg_dev_pci_bus(i); /* a MIG device: its card's */
   pci->pciDeviceId = 0x233010DEu;
   pci->pciSubSystemId = 0x16C110DEu;
   snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", pci->bus);
@@ -130,9 +155,9 @@ static void pci_info(int i, nvmlPciInfo_t *pci) {
 FG_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *busId, nvmlDevice_t *device) {
   if (init_count <= 0) return NVML_ERROR_UNINITIALIZED;
   if (!busId || !device) return NVML_ERROR_INVALID_ARGUMENT;
-  for (int i = 0; i < fg_visible_count(); i++) {
+  for (int i = 0; i < fg_nvml_count(); i++) {
     nvmlPciInfo_t pci;
-    pci_info(fg_node(i), &pci);
+    pci_info(fg_nvml_node(i), &pci);
     if (strcasecmp(pci.busId, busId) == 0 || strcasecmp(pci.busIdLegacy, busId) == 0) {
       *device = &handles[i];
       return NVML_SUCCESS;
@@ -144,18 +169,19 @@ FG_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *busId, nvmlD
 FG_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
   DEV_OR_FAIL(device);
   char text[48];
-  fg_device_uuid_text(idx, text);
+  fg_dev_uuid_text(idx, text); /* MIG- for a MIG device */
   return copy_text(uuid, length, text);
 }
 
 FG_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
   DEV_OR_FAIL(device);
-  (void)idx;
-  return copy_text(name, length, fg_env()->name);
+  char text[160];
+  fg_dev_name(idx, text, sizeof text);
+  return copy_text(name, length, text);
 }
 
 FG_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
-  DEV_OR_FAIL(device);
+  CARD_OR_FAIL(device);
   (void)idx;
   if (!index) return NVML_ERROR_INVALID_ARGUMENT;
   *index = (unsigned int)ordinal_of(device); /* the enumeration index; the minor number stays the node's */
@@ -163,7 +189,7 @@ FG_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *ind
 }
 
 FG_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minor) {
-  DEV_OR_FAIL(device);
+  CARD_OR_FAIL(device);
   if (!minor) return NVML_ERROR_INVALID_ARGUMENT;
   *minor = (unsigned int)idx;
   return NVML_SUCCESS;
@@ -179,11 +205,14 @@ FG_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_
 FG_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m) {
   DEV_OR_FAIL(device);
   if (!m) return NVML_ERROR_INVALID_ARGUMENT;
-  struct fg_device *d = &fg_state()->devices[idx];
+  struct fg_state *s = fg_state();
   fg_lock();
   fg_reclaim_dead_locked();
-  m->total = d->memory_total;
-  m->used = d->memory_used;
+  m->total = s->devices[idx].memory_total;
+  m->used = s->devices[idx].memory_used;
+  /* A card in MIG mode: what its MIG devices hold is the card's too. */
+  for (int k = 0; idx < FG_MAX_DEVICES && k < FG_MIG_SLOTS; k++)
+    if (s->mig_slots[k].live && s->mig_slots[k].parent == (uint32_t)idx) m->used += s->devices[FG_MAX_DEVICES + k].memory_used;
   fg_unlock();
   m->free = m->total - m->used;
   return NVML_SUCCESS;
@@ -239,11 +268,15 @@ static unsigned int floor_percent(uint64_t busy, uint64_t span) {
   return pct > 100 ? 100 : pct;
 }
 
+/* A MIG device, or a card in MIG mode: the real library has no utilization there. */
+static int mig_side(int idx) { return idx >= FG_MAX_DEVICES || fg_mig_mode(idx) == 1; }
+
 /* The card's busy share over the published intervals that make up the last
  * FAKEGPU_UTIL_WINDOW_MS (at least one), as late as the process samples. */
 FG_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *u) {
   DEV_OR_FAIL(device);
   if (!u) return NVML_ERROR_INVALID_ARGUMENT;
+  if (mig_side(idx)) return NVML_ERROR_NOT_SUPPORTED;
   struct fg_state *s = fg_state();
   struct nvml_view v = nvml_view(s);
   uint64_t want = (fg_env()->util_window_ns + v.interval_ns / 2) / v.interval_ns;
@@ -267,6 +300,7 @@ static nvmlReturn_t process_samples(nvmlDevice_t device, nvmlProcessUtilizationS
                                     unsigned long long lastSeen) {
   DEV_OR_FAIL(device);
   if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+  if (mig_side(idx)) return NVML_ERROR_NOT_SUPPORTED; /* no per-process utilization under MIG */
   struct fg_state *s = fg_state();
   struct fg_device *d = &s->devices[idx];
   struct nvml_view v = nvml_view(s);
@@ -305,6 +339,7 @@ FG_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvml
 /* The same samples through the versioned API: the caller's array size rides in the struct. */
 FG_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device, nvmlProcessesUtilizationInfo_t *info) {
   if (!info) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!fg_env()->nvml_util_info) return NVML_ERROR_NOT_SUPPORTED; /* FAKEGPU_NVML_UTIL_INFO=0: an older driver */
   if (info->version != nvmlProcessesUtilizationInfo_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
   enum { CAP = 256 };
   nvmlProcessUtilizationSample_t samples[CAP];
@@ -369,8 +404,8 @@ static nvmlGpuTopologyLevel_t level(int a, int b) {
 
 FG_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t d1, nvmlDevice_t d2,
                                                            nvmlGpuTopologyLevel_t *path) {
-  DEV_OR_FAIL_AS(a, d1);
-  DEV_OR_FAIL(d2);
+  CARD_OR_FAIL_AS(a, d1);
+  CARD_OR_FAIL(d2);
   if (!path) return NVML_ERROR_INVALID_ARGUMENT;
   *path = level(a, idx);
   return NVML_SUCCESS;
@@ -379,8 +414,8 @@ FG_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t d1, nvml
 FG_EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t d1, nvmlDevice_t d2, nvmlGpuP2PCapsIndex_t i,
                                               nvmlGpuP2PStatus_t *status) {
   (void)i;
-  DEV_OR_FAIL_AS(a, d1);
-  DEV_OR_FAIL(d2);
+  CARD_OR_FAIL_AS(a, d1);
+  CARD_OR_FAIL(d2);
   if (!status) return NVML_ERROR_INVALID_ARGUMENT;
   *status = a == idx ? 5 /* NOT_SUPPORTED */ : 0 /* OK */;
   return NVML_SUCCESS;
@@ -392,7 +427,7 @@ static int peer_of(int i, unsigned int link) {
 }
 
 FG_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t *active) {
-  DEV_OR_FAIL(device);
+  CARD_OR_FAIL(device);
   (void)idx;
   if (!active || link >= VC_NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
   if (!fg_env()->nvlink || fg_state()->device_count < 2) return NVML_ERROR_NOT_SUPPORTED;
@@ -401,18 +436,9 @@ FG_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned in
 }
 
 FG_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci) {
-  DEV_OR_FAIL(device);
+  CARD_OR_FAIL(device);
   if (!pci || link >= VC_NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
   if (!fg_env()->nvlink || fg_state()->device_count < 2) return NVML_ERROR_NOT_SUPPORTED;
   pci_info(peer_of(idx, link), pci);
   return NVML_SUCCESS;
 }
-
-FG_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *current, unsigned int *pending) {
-  DEV_OR_FAIL(device);
-  (void)idx;
-  (void)current;
-  (void)pending;
-  return NVML_ERROR_NOT_SUPPORTED;
-}
-

@@ -21,7 +21,7 @@ FG_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
 }
 
 FG_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *types) {
-  DEV_OR_FAIL(device);
+  CARD_OR_FAIL(device);
   (void)idx;
   if (!types) return NVML_ERROR_INVALID_ARGUMENT;
   *types = VC_NVML_EVENT_XID;
@@ -29,7 +29,7 @@ FG_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, uns
 }
 
 FG_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types, nvmlEventSet_t set) {
-  DEV_OR_FAIL(device);
+  CARD_OR_FAIL(device);
   if (!set) return NVML_ERROR_INVALID_ARGUMENT;
   if (types & ~VC_NVML_EVENT_XID) return NVML_ERROR_NOT_SUPPORTED;
   fg_lock();

@@ -19,8 +19,6 @@ static struct fg_state *state;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int own_slot = -1;
 static pid_t own_pid;
-static int visible_nodes[FG_MAX_DEVICES];
-static int visible_count;
 static pid_t cached_pid; /* getpid() is a system call; reset in the child after fork */
 static void forget_pid(void) { cached_pid = 0; }
 static pid_t self_pid(void) {
@@ -37,6 +35,26 @@ uint64_t fg_now_ns(void) {
 void fg_sleep_until(uint64_t t) {
   struct timespec ts = {.tv_sec = (time_t)(t / 1000000000u), .tv_nsec = (long)(t % 1000000000u)};
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+  }
+}
+
+/* FAKEGPU_MIG: "all", or node indexes, of cards that start in MIG mode (with no instance). */
+static void init_mig_modes(struct fg_state *s, const struct fg_env *e) {
+  char buf[sizeof e->mig];
+  snprintf(buf, sizeof buf, "%s", e->mig);
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    char *end;
+    unsigned long i = strtoul(tok, &end, 10);
+    int all = strcmp(tok, "all") == 0;
+    if (!all && (end == tok || *end || i >= (unsigned long)e->device_count)) {
+      fprintf(stderr, "fakegpu: FAKEGPU_MIG entry \"%s\" is not \"all\" or a device index; ignored\n", tok);
+      continue;
+    }
+    for (int d = all ? 0 : (int)i; d < (all ? e->device_count : (int)i + 1); d++) {
+      if (fg_mig_model_for(e->memory_mib[d])) s->mig[d].mode = 1;
+      else fprintf(stderr, "fakegpu: device %d (%llu MiB) is no card the fake models with MIG; not in MIG mode\n", d,
+                   (unsigned long long)e->memory_mib[d]);
+    }
   }
 }
 
@@ -63,6 +81,7 @@ static void init_fresh(struct fg_state *s, const struct fg_env *e) {
     s->devices[i].memory_total = e->memory_mib[i] << 20;
     s->devices[i].next_va = 0x7f0000000000ull + ((uint64_t)i << 36);
   }
+  init_mig_modes(s, e);
   pthread_mutexattr_t a;
   pthread_mutexattr_init(&a);
   pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -70,28 +89,6 @@ static void init_fresh(struct fg_state *s, const struct fg_env *e) {
   pthread_mutex_init(&s->lock, &a);
   pthread_mutexattr_destroy(&a);
   atomic_store(&s->ready, READY);
-}
-
-static void resolve_visible(const struct fg_state *s, const struct fg_env *e) {
-  char err[160] = "";
-  int n = fg_parse_visible(e->visible, (int)s->device_count, e->uuid_seed, visible_nodes, FG_MAX_DEVICES, err,
-                           sizeof err);
-  if (n < 0) {
-    fprintf(stderr, "fakegpu: FAKEGPU_VISIBLE_DEVICES=%s: %s; no device is visible\n", e->visible, err);
-    n = 0;
-  }
-  visible_count = n;
-}
-
-int fg_visible_count(void) { return fg_state() ? visible_count : 0; }
-
-int fg_node(int ordinal) { return fg_state() && ordinal >= 0 && ordinal < visible_count ? visible_nodes[ordinal] : -1; }
-
-int fg_ordinal(int node) {
-  if (!fg_state()) return -1;
-  for (int i = 0; i < visible_count; i++)
-    if (visible_nodes[i] == node) return i;
-  return -1;
 }
 
 /* A file another build of the fake created with a different layout is refused before it is resized:
@@ -154,7 +151,7 @@ static void open_state(void) {
   /* The mapping keeps the open file description alive, so close() alone would not drop the lock. */
   flock(fd, LOCK_UN);
   close(fd);
-  resolve_visible(s, e);
+  fg_resolve_visible(s, e);
   pthread_atfork(NULL, NULL, forget_pid);
   state = s;
 }
@@ -196,8 +193,9 @@ static int proc_start(pid_t pid, char *st, uint64_t *start) {
 
 static void free_proc_locked(int k) {
   struct fg_proc *p = &state->procs[k];
-  for (uint32_t d = 0; d < state->device_count; d++) {
+  for (int d = 0; d < FG_STATE_DEVICES; d++) {
     struct fg_device *dev = &state->devices[d];
+    if (!p->used[d] && !dev->busy_total_ns) continue; /* never used: nothing of this process there */
     dev->memory_used = dev->memory_used > p->used[d] ? dev->memory_used - p->used[d] : 0;
     for (int b = 0; b < FG_BUCKETS; b++) dev->buckets[b].proc_busy_ns[k] = 0;
     for (int b = 0; b < FG_NVML_BUCKETS; b++) dev->nvml_buckets[b].proc_busy_ns[k] = 0;
@@ -409,7 +407,7 @@ void fg_mark_context(int dev) {
   if (dev < 0) return;
   fg_lock();
   int k = fg_own_proc_locked();
-  if (k >= 0) state->procs[k].context_mask |= 1u << dev;
+  if (k >= 0) state->procs[k].context_mask |= 1ull << dev;
   fg_unlock();
 }
 

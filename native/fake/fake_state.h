@@ -11,25 +11,25 @@
 #include <stdint.h>
 
 #include "fake_env.h"
+#include "fake_mig.h"
 
 #define FG_MAX_PROCS 256
 #define FG_BUCKETS 64
 #define FG_NVML_BUCKETS 64 /* NVML intervals: half its sample buffer (~5 s at 1/6 s), half work queued ahead */
-#define FG_STATE_VERSION 3 /* layout; a file of another layout is refused, never reinterpreted */
+#define FG_STATE_VERSION 4 /* layout; a file of another layout is refused, never reinterpreted */
 #define FG_XID_RING 64
 
 struct fg_proc {
   uint32_t live;
   uint32_t pid;
   uint64_t start_ticks;
-  uint64_t used[FG_MAX_DEVICES];
-  uint32_t context_mask; /* devices this process has a context on */
-  uint32_t reserved;
+  uint64_t used[FG_STATE_DEVICES]; /* by state index: cards, then MIG devices */
+  uint64_t context_mask; /* state indexes this process has a context on */
   /* Managed memory, per process and device (not per page): resident bytes are part of used[];
    * host bytes were evicted (or never fitted) and come back when a kernel of the process runs. */
-  uint64_t managed_resident[FG_MAX_DEVICES];
-  uint64_t managed_host[FG_MAX_DEVICES];
-  uint64_t evictions[FG_MAX_DEVICES]; /* times an ordinary allocation evicted this process's pages */
+  uint64_t managed_resident[FG_STATE_DEVICES];
+  uint64_t managed_host[FG_STATE_DEVICES];
+  uint64_t evictions[FG_STATE_DEVICES]; /* times an ordinary allocation evicted this process's pages */
 };
 
 /* Busy time of one period (an accounting period, or an NVML sampling interval), in total and per
@@ -66,7 +66,10 @@ struct fg_state {
   uint32_t reserved;
   pthread_mutex_t lock;
   struct fg_proc procs[FG_MAX_PROCS];
-  struct fg_device devices[FG_MAX_DEVICES];
+  struct fg_device devices[FG_STATE_DEVICES]; /* cards, then MIG devices (fake_mig.h) */
+  struct fg_mig_card mig[FG_MAX_DEVICES];
+  struct fg_mig_slot mig_slots[FG_MIG_SLOTS];
+  uint64_t mig_generation; /* compute instances created so far: each MIG device's UUID differs */
 };
 
 /* The mapped state (created on first use), or NULL with a message on stderr. */
@@ -76,10 +79,18 @@ struct fg_state *fg_state(void);
  * is open; 0 devices when the state cannot be opened or the list names an unknown device).
  * CUDA ordinals and NVML indexes are positions in this list; the state is indexed by node index. */
 int fg_visible_count(void);
-/* Node index of visible device `ordinal`; -1 when out of range. */
+/* State index of visible device `ordinal`; -1 when out of range. */
 int fg_node(int ordinal);
-/* Ordinal of node device `node` in this process; -1 when it is not visible. */
+/* Ordinal of state index `node` in this process; -1 when it is not visible. */
 int fg_ordinal(int node);
+/* NVML's enumeration: the cards of the visible list (a MIG device's parent in its place, once).
+ * CUDA's (the three above) is the visible list with MIG devices as themselves, a card in MIG mode
+ * left out, then narrowed by CUDA_VISIBLE_DEVICES (fake_visible.c). */
+int fg_nvml_count(void);
+int fg_nvml_node(int ordinal);
+int fg_nvml_ordinal(int node);
+/* Resolves both lists once the state is mapped (called by the state's opening). */
+void fg_resolve_visible(struct fg_state *s, const struct fg_env *e);
 
 /* Lock/unlock the state (repairs nothing: every update keeps it consistent at each store). */
 void fg_lock(void);
