@@ -2,7 +2,7 @@
  * The koffi bindings against a compiled NVML stand-in (signatures, struct offsets, the async
  * event wait), and against native/'s fake NVML when `make -C native` has built it.
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -162,6 +162,58 @@ describe.skipIf(!existsSync(fakeNvml) || !existsSync(fakeCuda))(
         delete process.env['FAKEGPU_DEVICES'];
         delete process.env['FAKEGPU_STATE'];
       }
+    });
+  },
+);
+
+const computeClient = join(here, '../../native/build/test/compute_client');
+
+describe.skipIf(!existsSync(fakeNvml) || !existsSync(computeClient))(
+  "per-process samples over native/'s fake NVML: versioned call first, old call as fallback",
+  () => {
+    /** A fresh fake machine with a tenant running kernels; samples read while it runs. */
+    async function samplesWith(name: string, env: Record<string, string>) {
+      const dir = join(tmp, name);
+      mkdirSync(dir, { recursive: true });
+      copyFileSync(fakeNvml, join(dir, 'libnvidia-ml.so.1'));
+      const all = {
+        FAKEGPU_DEVICES: '1x1024',
+        FAKEGPU_STATE: join(dir, 'fakegpu.state'),
+        FAKEGPU_NVML_SAMPLE_MS: '50',
+        FAKEGPU_NVML_DELAY_MS: '50',
+        ...env,
+      };
+      Object.assign(process.env, all);
+      const gpu = new NvmlGpuSource({ libraryPath: join(dir, 'libnvidia-ml.so.1'), sysfsRoot: dir });
+      for (const k of Object.keys(all)) delete process.env[k];
+      const tenant = execFile(computeClient, ['sync', '132', '3'], {
+        env: { ...process.env, ...all, LD_LIBRARY_PATH: dirname(fakeNvml) },
+      });
+      try {
+        const deadline = Date.now() + 3000;
+        for (;;) {
+          const samples = gpu.processUtilization(0, 0);
+          if (samples.some((s) => s.pid === tenant.pid && s.smPercent > 0) || Date.now() > deadline) {
+            return { samples, pid: tenant.pid, source: gpu.lastSampleSource };
+          }
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      } finally {
+        tenant.kill();
+        gpu.close();
+      }
+    }
+
+    it('reads nvmlDeviceGetProcessesUtilizationInfo where the driver has it', async () => {
+      const { samples, pid, source } = await samplesWith('util-info', {});
+      expect(source).toBe('processes-utilization-info');
+      expect(samples.some((s) => s.pid === pid && s.smPercent > 0 && s.timestampUs > 0)).toBe(true);
+    });
+
+    it('falls back to nvmlDeviceGetProcessUtilization where the driver answers NOT_SUPPORTED', async () => {
+      const { samples, pid, source } = await samplesWith('util-legacy', { FAKEGPU_NVML_UTIL_INFO: '0' });
+      expect(source).toBe('process-utilization');
+      expect(samples.some((s) => s.pid === pid && s.smPercent > 0)).toBe(true);
     });
   },
 );

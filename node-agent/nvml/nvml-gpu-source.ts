@@ -20,6 +20,11 @@ import {
   type UtilizationRates,
 } from './gpu-source.js';
 import { readNumaNode } from './numa.js';
+import {
+  PROCESSES_UTILIZATION_INFO_TYPE,
+  readProcessUtilization,
+  type SampleSourceName,
+} from './process-utilization.js';
 
 const NVML_SUCCESS = 0;
 const NVML_ERROR_NOT_SUPPORTED = 3;
@@ -66,7 +71,7 @@ const EventData = koffi.struct('vcuda_nvmlEventData_t', {
   computeInstanceId: 'uint32',
 });
 
-type Bindings = { runningProcesses: Fn | null } & Record<
+type Bindings = { runningProcesses: Fn | null; processesUtilizationInfo: Fn | null } & Record<
   | 'init'
   | 'shutdown'
   | 'errorString'
@@ -114,6 +119,10 @@ function bind(path: string): Bindings {
     registerEvents: lib.func('int nvmlDeviceRegisterEvents(void *device, uint64 types, void *set)'),
     eventSetWait: lib.func('int nvmlEventSetWait_v2(void *set, _Out_ vcuda_nvmlEventData_t *data, uint32 timeoutMs)'),
     eventSetFree: lib.func('int nvmlEventSetFree(void *set)'),
+    processesUtilizationInfo: optionalFunc(
+      lib,
+      `int nvmlDeviceGetProcessesUtilizationInfo(void *device, _Inout_ ${PROCESSES_UTILIZATION_INFO_TYPE} *info)`,
+    ),
     runningProcesses: optionalFunc(
       lib,
       'int nvmlDeviceGetComputeRunningProcesses_v3(void *device, _Inout_ uint32 *count, _Inout_ uint8 *infos)',
@@ -142,6 +151,8 @@ export class NvmlGpuSource implements GpuSource {
   private readonly cards: GpuCard[] = [];
   private eventSet: unknown;
   private closed = false;
+  /** Which NVML call gave the last per-process samples (the versioned one first, the old one where it is missing). */
+  lastSampleSource: SampleSourceName | undefined;
 
   /** Loads NVML, initialises it and reads every card once; throws NvmlError when the driver is unusable. */
   constructor(opts: {
@@ -267,39 +278,10 @@ export class NvmlGpuSource implements GpuSource {
   }
 
   processUtilization(cardIndex: number, sinceUs: number): ProcessUtilizationSample[] {
-    const h = this.handle(cardIndex);
-    const count = [0];
-    let rc = this.nv.processUtilization(h, null, count, BigInt(sinceUs)) as number;
-    // NOT_SUPPORTED (MIG mode, old boards): no samples, not an error to log every period.
-    if (rc === NVML_ERROR_NOT_FOUND || rc === NVML_ERROR_NOT_SUPPORTED || (rc === NVML_SUCCESS && count[0] === 0)) {
-      return [];
-    }
-    if (rc !== NVML_SUCCESS && rc !== NVML_ERROR_INSUFFICIENT_SIZE) this.check('nvmlDeviceGetProcessUtilization', rc);
-    const size = koffi.sizeof(ProcessSample);
-    let buf = new Uint8Array(0);
-    // A sampling period may end between the size query and the read: leave room, and ask again
-    // with what the driver says it needs rather than fail the whole period.
-    for (let need = count[0] ?? 0, attempt = 0; ; attempt++) {
-      count[0] = need + 16;
-      buf = new Uint8Array(size * count[0]);
-      rc = this.nv.processUtilization(h, buf, count, BigInt(sinceUs)) as number;
-      if (rc === NVML_ERROR_NOT_FOUND) return [];
-      if (rc !== NVML_ERROR_INSUFFICIENT_SIZE || attempt === 3) break;
-      need = Math.max(count[0] ?? 0, need * 2);
-    }
-    this.check('nvmlDeviceGetProcessUtilization', rc);
-    const view = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
-    const out: ProcessUtilizationSample[] = [];
-    for (let i = 0; i < (count[0] ?? 0); i++) {
-      const o = i * size;
-      out.push({
-        pid: view.readUInt32LE(o),
-        timestampUs: Number(view.readBigUInt64LE(o + 8)),
-        smPercent: view.readUInt32LE(o + 16),
-        memoryPercent: view.readUInt32LE(o + 20),
-      });
-    }
-    return out;
+    const calls = { info: this.nv.processesUtilizationInfo, legacy: this.nv.processUtilization };
+    const read = readProcessUtilization(calls, this.handle(cardIndex), sinceUs, (call, rc) => this.check(call, rc));
+    this.lastSampleSource = read.source;
+    return read.samples;
   }
 
   utilizationRates(cardIndex: number): UtilizationRates {
