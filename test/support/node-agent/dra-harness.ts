@@ -126,7 +126,13 @@ export type DraHarness = {
 };
 
 export async function startDraHarness(
-  opts: { root?: string; api?: MemoryResourceApi; gpu?: () => GpuSource; config?: Record<string, unknown> } = {},
+  opts: {
+    root?: string;
+    api?: MemoryResourceApi;
+    gpu?: () => GpuSource;
+    config?: Record<string, unknown>;
+    paths?: Record<string, unknown>;
+  } = {},
 ): Promise<DraHarness> {
   const root = opts.root ?? mkdtempSync(join(tmpdir(), 'dra-'));
   const config = parseConfig({
@@ -140,6 +146,7 @@ export async function startDraHarness(
         preloadHostPath: join(root, 'ld.so.preload'),
         libvcudaHostPath: join(root, 'libvcuda.so'),
         devDir: join(root, 'dev'),
+        ...opts.paths,
       },
       ...opts.config,
     },
