@@ -1,6 +1,7 @@
 /**
- * The container runtime's CDI step, as far as a simulated container needs it: the env edits of
- * each CDI device the device plugin named, resolved at container creation (as containerd and
+ * The container runtime's CDI step, as far as a simulated container needs it: the env and mount
+ * edits of each CDI device the device plugin or a DRA driver named (a spec's own edits with each
+ * of its devices), resolved at container creation (as containerd and
  * CRI-O do, after PreStartContainer). A device no spec describes cannot be resolved, and the
  * runtime does not create the container.
  *
@@ -14,10 +15,19 @@
 import { closeSync, fstatSync, openSync, readdirSync, readFileSync, type Stats, statSync } from 'node:fs';
 import { join } from 'node:path';
 
-type CdiSpec = { kind?: string; devices?: { name?: string; containerEdits?: { env?: string[] } }[] };
+type CdiMount = { hostPath: string; containerPath: string; options?: string[] };
+type ContainerEdits = { env?: string[]; mounts?: CdiMount[] };
+type CdiSpec = {
+  kind?: string;
+  containerEdits?: ContainerEdits;
+  devices?: { name?: string; containerEdits?: ContainerEdits }[];
+};
 
-/** One spec file as parsed: its stamp when read, and the env edits of each device (`kind=name`). */
-type SpecFile = { stamp: string; devices: Map<string, string[]> };
+/** What a device adds to a container: its spec's own edits, then the device's. */
+export type CdiEdits = { env: string[]; mounts: CdiMount[] };
+
+/** One spec file as parsed: its stamp when read, and the edits of each device (`kind=name`). */
+type SpecFile = { stamp: string; devices: Map<string, CdiEdits> };
 
 type SpecDir = { stamp: string; files: Map<string, SpecFile> };
 
@@ -35,11 +45,17 @@ function statStamp(path: string): string | undefined {
 }
 
 /** The devices a spec declares; a file that is not a spec declares none (until it changes). */
-function devicesOf(spec: CdiSpec): Map<string, string[]> {
-  const out = new Map<string, string[]>();
+function devicesOf(spec: CdiSpec): Map<string, CdiEdits> {
+  const out = new Map<string, CdiEdits>();
+  const common = spec.containerEdits;
   for (const d of spec.devices ?? []) {
     const key = `${spec.kind}=${d.name}`;
-    if (spec.kind && d.name && !out.has(key)) out.set(key, d.containerEdits?.env ?? []);
+    if (!spec.kind || !d.name || out.has(key)) continue;
+    const own = d.containerEdits;
+    out.set(key, {
+      env: [...(common?.env ?? []), ...(own?.env ?? [])],
+      mounts: [...(common?.mounts ?? []), ...(own?.mounts ?? [])],
+    });
   }
   return out;
 }
@@ -80,9 +96,19 @@ export class CdiCache {
 
   /** Env of the named CDI devices (`vendor/class=name`); throws on a device no spec describes. */
   env(names: readonly string[]): Record<string, string> {
-    if (names.length === 0) return {};
-    for (const dir of this.specDirs) this.refresh(dir, false);
     const env: Record<string, string> = {};
+    for (const kv of this.edits(names).env) {
+      const at = kv.indexOf('=');
+      if (at > 0) env[kv.slice(0, at)] = kv.slice(at + 1);
+    }
+    return env;
+  }
+
+  /** The edits of the named CDI devices, in order (a spec's own mounts once); throws on a device no spec describes. */
+  edits(names: readonly string[]): CdiEdits {
+    const out: CdiEdits = { env: [], mounts: [] };
+    if (names.length === 0) return out;
+    for (const dir of this.specDirs) this.refresh(dir, false);
     for (const qualified of names) {
       let edits = this.lookup(qualified, true);
       if (!edits) {
@@ -90,16 +116,15 @@ export class CdiCache {
         edits = this.lookup(qualified, false);
       }
       if (!edits) throw new Error(`failed to inject CDI devices: unresolvable CDI devices ${qualified}`);
-      for (const kv of edits) {
-        const at = kv.indexOf('=');
-        if (at > 0) env[kv.slice(0, at)] = kv.slice(at + 1);
-      }
+      out.env.push(...edits.env);
+      for (const m of edits.mounts)
+        if (!out.mounts.some((x) => x.containerPath === m.containerPath)) out.mounts.push(m);
     }
-    return env;
+    return out;
   }
 
   /** The device's env edits from the first file declaring it; with `check`, only if that file is unchanged since read. */
-  private lookup(qualified: string, check: boolean): string[] | undefined {
+  private lookup(qualified: string, check: boolean): CdiEdits | undefined {
     for (const dir of this.specDirs) {
       for (const [name, file] of this.dirs.get(dir)?.files ?? []) {
         const edits = file.devices.get(qualified);

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { appendFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ContainerAllocateResponse, Mount } from '../../node-agent/kubelet/protocol.js';
-import { CdiCache } from './cdi.js';
+import { CdiCache, type CdiEdits } from './cdi.js';
 import { containerCgroupText } from './container-cgroup.js';
 import { type Mirror, mirrorLimitFile } from './limit-file-mirror.js';
 import { type Exit, RuntimeProcess } from './runtime-process.js';
@@ -76,6 +76,21 @@ export function containerEnv(
   return env;
 }
 
+/** CDI edits as an Allocate answer, so their paths translate like a device plugin's mounts. */
+function cdiResponse(edits: CdiEdits): ContainerAllocateResponse {
+  const envs: Record<string, string> = {};
+  for (const kv of edits.env) {
+    const at = kv.indexOf('=');
+    if (at > 0) envs[kv.slice(0, at)] = kv.slice(at + 1);
+  }
+  const mounts = edits.mounts.map((m) => ({
+    container_path: m.containerPath,
+    host_path: m.hostPath,
+    read_only: m.options?.includes('ro') ?? false,
+  }));
+  return { envs, mounts, devices: [], annotations: {}, cdi_devices: [] };
+}
+
 /**
  * The entries of NVIDIA_VISIBLE_DEVICES in order, passed on unchanged: an entry the node does not
  * have reaches the driver, which then shows no device (the runtime would refuse the container).
@@ -137,11 +152,12 @@ export class ContainerRuntime {
     const { cfg } = this;
     const argv = resolveCommand(spec, cfg.workloadDir);
     const logPath = join(cfg.logDir, `${podUid}-${spec.name}.log`);
-    const env = containerEnv(spec, responses, cfg.baseEnv);
-    const cdiDevices = responses.flatMap((r) => (r.cdi_devices ?? []).map((d) => d.name));
-    Object.assign(env, this.cdi.env(cdiDevices));
+    const cdi = cdiResponse(this.cdi.edits(responses.flatMap((r) => (r.cdi_devices ?? []).map((d) => d.name))));
+    const env = containerEnv(spec, [...responses, cdi], cfg.baseEnv);
+    // The runtime applies CDI edits last: they win over the container's own env.
+    Object.assign(env, containerEnv({ name: spec.name }, [cdi], {}));
     if (cfg.deviceEnv) Object.assign(env, cfg.deviceEnv(visibleDevicesOf(env)));
-    const mounts = responses.flatMap((r) => r.mounts ?? []);
+    const mounts = [...responses, cdi].flatMap((r) => r.mounts ?? []);
     const mirror = env['VCUDA_CONFIG']
       ? mirrorLimitFile(
           env['VCUDA_CONFIG'],

@@ -20,6 +20,7 @@ import {
   stopContainer,
 } from './container-runtime.js';
 import type { DeviceManager, KubeletContainer } from './device-manager.js';
+import type { DraManager } from './dra-manager.js';
 import { StatusManager } from './status-manager.js';
 
 type Resources = { limits?: Record<string, string | number>; requests?: Record<string, string | number> };
@@ -67,6 +68,8 @@ export type PodWorkerContext = {
   client: KubeClient;
   nodeName: string;
   devices: DeviceManager;
+  /** Prepares the pods' ResourceClaims through DRA drivers (absent: pods with claims start without them). */
+  dra?: DraManager;
   runtime: RuntimeConfig;
   /** Cap on the termination grace period, so deletions finish in a test's time. */
   maxGraceMs: number;
@@ -179,7 +182,7 @@ export class PodWorkers {
     const rec = newRecord(pod, spec);
     this.pods.set(rec.uid, rec); // claimed, so a second event does not start it twice
     const admitted = this.admitInTurn(rec, spec);
-    this.work(uid, () => this.startPod(rec, spec, admitted));
+    this.work(uid, () => this.startPod(rec, pod, spec, admitted));
   }
 
   /** A full list: pods no longer there are stopped, the rest handled as events. */
@@ -238,15 +241,21 @@ export class PodWorkers {
   private fail(rec: PodRecord, reason: string, message: string): void {
     rec.phase = 'Failed';
     this.reportStatus(rec, { reason, message });
-    this.ctx.devices.releasePod(rec.uid);
+    this.release(rec.uid);
     this.ctx.log(`${this.ctx.nodeName}: pod ${rec.namespace}/${rec.name} ${reason}: ${message}`);
+  }
+
+  /** The pod's devices go back, and its claims are unprepared when no other pod here uses them. */
+  private release(uid: string): Promise<void> {
+    this.ctx.devices.releasePod(uid);
+    return this.ctx.dra?.unpreparePod(uid) ?? Promise.resolve();
   }
 
   private finishIfDone(rec: PodRecord, spec: PodSpecLike): void {
     const states = [...rec.containers.values()];
     if (!states.every((s) => s.terminated)) return;
     rec.phase = states.every((s) => s.terminated!.exitCode === 0) ? 'Succeeded' : 'Failed';
-    this.ctx.devices.releasePod(rec.uid);
+    this.release(rec.uid);
     this.reportStatus(rec);
     const policy = spec.restartPolicy ?? 'Always';
     this.ctx.log(`${this.ctx.nodeName}: pod ${rec.namespace}/${rec.name} ${rec.phase} (restartPolicy ${policy})`);
@@ -323,14 +332,52 @@ export class PodWorkers {
         if (state) state.waiting = { reason: 'CreateContainerConfigError', message };
         this.reportStatus(rec);
         this.ctx.log(`${this.ctx.nodeName}: pod ${rec.namespace}/${rec.name} ${container}: ${message}; retrying`);
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, this.ctx.preStartRetryMs);
-          rec.wake = () => {
-            clearTimeout(timer);
-            resolve();
+        await this.backoff(rec);
+      }
+    }
+  }
+
+  /** The pod worker's wait before a retry; ends at once when the pod stops or the kubelet closes. */
+  private async backoff(rec: PodRecord): Promise<void> {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, this.ctx.preStartRetryMs);
+      rec.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    delete rec.wake;
+  }
+
+  /**
+   * DRA: the pod's claims are prepared before any of its containers starts. As in the kubelet, a
+   * failure (claim not allocated or reserved yet, driver not registered, Prepare refused) leaves the
+   * pod ContainerCreating with the reason, and its worker tries again after the backoff.
+   */
+  private async prepareClaims(rec: PodRecord, pod: KubeObj): Promise<boolean> {
+    const dra = this.ctx.dra;
+    if (!dra || !(pod.spec as { resourceClaims?: unknown[] } | undefined)?.resourceClaims?.length) return true;
+    for (;;) {
+      if (rec.stopping || this.closed) return false;
+      try {
+        for (const [container, names] of await dra.preparePod(pod)) {
+          const cdi = {
+            envs: {},
+            mounts: [],
+            devices: [],
+            annotations: {},
+            cdi_devices: names.map((name) => ({ name })),
           };
-        });
-        delete rec.wake;
+          rec.responses.set(container, [...(rec.responses.get(container) ?? []), cdi]);
+        }
+        for (const s of rec.containers.values()) delete s.waiting;
+        return true;
+      } catch (e) {
+        const message = (e as Error).message;
+        for (const s of rec.containers.values()) s.waiting = { reason: 'ContainerCreating', message };
+        this.reportStatus(rec);
+        this.ctx.log(`${this.ctx.nodeName}: pod ${rec.namespace}/${rec.name}: ${message}; retrying`);
+        await this.backoff(rec);
       }
     }
   }
@@ -349,8 +396,9 @@ export class PodWorkers {
   }
 
   /** The pod's worker after admission: init containers, PreStart of each container, then all start. */
-  private async startPod(rec: PodRecord, spec: PodSpecLike, admitted: Promise<boolean>): Promise<void> {
+  private async startPod(rec: PodRecord, pod: KubeObj, spec: PodSpecLike, admitted: Promise<boolean>): Promise<void> {
     if (!(await admitted) || rec.stopping) return;
+    if (!(await this.prepareClaims(rec, pod))) return;
     if (!(await this.runInitContainers(rec, spec))) return;
     for (const c of spec.containers ?? []) if (!(await this.preStart(rec, c.name))) return;
     rec.phase = 'Running';
@@ -364,7 +412,7 @@ export class PodWorkers {
       rec.stopping = true;
       const grace = Math.min(this.ctx.maxGraceMs, (andDelete?.graceSeconds ?? 0) * 1000);
       await Promise.all([...rec.containers.values()].map((s) => s.running && stopContainer(s.running, grace)));
-      this.ctx.devices.releasePod(uid);
+      await this.release(uid);
       this.pods.delete(uid);
     }
     if (!andDelete) return;

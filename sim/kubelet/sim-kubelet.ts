@@ -13,12 +13,13 @@ import { join } from 'node:path';
 import type { KubeClient, KubeObj } from '../kube-client.js';
 import type { RuntimeConfig } from './container-runtime.js';
 import { DeviceManager } from './device-manager.js';
+import { DraManager } from './dra-manager.js';
 import { POD_WORKER_BACKOFF_MS, PodWorkers } from './pod-lifecycle.js';
 
 export type KubeletOptions = {
   client: KubeClient;
   nodeName: string;
-  /** Root of this node's kubelet directories (device-plugins/, pod-resources/, logs/). */
+  /** Root of this node's kubelet directories (device-plugins/, pod-resources/, plugins_registry/, plugins/, logs/). */
   root: string;
   labels?: Record<string, string>;
   taints?: { key: string; value?: string; effect: string }[];
@@ -34,6 +35,7 @@ export type KubeletOptions = {
 export type SimKubelet = {
   readonly nodeName: string;
   readonly devices: DeviceManager;
+  readonly dra: DraManager;
   /** Directory device plugins register in (`kubelet.sock` lives here). */
   readonly pluginDir: string;
   readonly podResourcesSocket: string;
@@ -159,11 +161,14 @@ export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
     await registerNode(opts);
     closers.push(publishPluginCapacity(client, nodeName, devices));
     closers.push(mirrorExtendedCapacity(client, nodeName));
+    const dra = DraManager.start(opts.root, client, log);
+    closers.push(() => dra.stop());
     const runtime: RuntimeConfig = { ...opts.runtime, logDir };
     const workers = new PodWorkers({
       client,
       nodeName,
       devices,
+      dra,
       runtime,
       maxGraceMs: opts.maxGraceMs ?? 2000,
       preStartRetryMs: opts.preStartRetryMs ?? POD_WORKER_BACKOFF_MS,
@@ -174,6 +179,7 @@ export async function startKubelet(opts: KubeletOptions): Promise<SimKubelet> {
     return {
       nodeName,
       devices,
+      dra,
       pluginDir: devices.pluginDir,
       podResourcesSocket: devices.podResourcesSocket,
       processes: () => workers.processes(),
