@@ -19,6 +19,47 @@ export const cardLinkSchema = z.object({
   pcie: z.enum(pcieLevels),
 });
 
+const slice = z.number().int().min(0).max(7);
+const count = z.number().int().min(0).max(1_000_000);
+
+/** A GPU-instance profile a card in MIG mode offers, with its legal placements on the 8 memory slices. */
+export const migProfileSchema = z.object({
+  profileId: count,
+  /** NVIDIA's name: `1g.10gb`, `1g.10gb+me`, `3g.40gb` (the `nvidia.com/mig-<name>` resource). */
+  profile: z.string().regex(/^[0-9]+g\.[0-9]+gb(\+[a-z]+)?$/, 'a MIG profile name such as 3g.40gb'),
+  computeSlices: z.number().int().min(1).max(8),
+  memorySlices: z.number().int().min(1).max(8),
+  maxInstances: z.number().int().min(1).max(8),
+  sms: count,
+  memoryMiB: z.number().int().positive(),
+  /** First memory slice of every legal placement, taken or not. */
+  placements: z.array(slice).max(8),
+});
+
+/** A MIG device that exists on the card: a compute instance in its GPU instance. */
+export const migInstanceSchema = z
+  .object({
+    uuid: z.string().regex(/^MIG-[0-9a-fA-F-]+$/, 'a MIG device UUID such as MIG-1a2b3c4d-...'),
+    profile: z.string().min(1).max(64),
+    profileId: count,
+    gpuInstanceId: count,
+    computeInstanceId: count,
+    placement: z.object({ start: slice, size: z.number().int().min(1).max(8) }),
+    memoryMiB: z.number().int().positive(),
+    sms: count,
+  })
+  .refine((i) => i.placement.start + i.placement.size <= 8, { message: 'placement past the 8 memory slices' });
+
+/**
+ * MIG on a card. `enabled`: the card is served only as its MIG instances, never whole and never as
+ * shares of the full card. Absent: the card has no MIG.
+ */
+export const cardMigSchema = z.object({
+  mode: z.enum(['enabled', 'disabled']),
+  profiles: z.array(migProfileSchema).max(32),
+  instances: z.array(migInstanceSchema).max(16),
+});
+
 export const cardSchema = z.object({
   uuid: z.string().regex(/^GPU-[0-9a-fA-F-]+$/, 'a GPU UUID such as GPU-1a2b3c4d-...'),
   index: z.number().int().min(0),
@@ -33,6 +74,7 @@ export const cardSchema = z.object({
    * offers concurrent managed access. false: bursts are held to the request; absent: not known.
    */
   memoryBurst: z.boolean().optional(),
+  mig: cardMigSchema.optional(),
 });
 
 export const nodeInventorySchema = z
@@ -60,6 +102,12 @@ export const nodeInventorySchema = z
 export type CardLink = z.infer<typeof cardLinkSchema>;
 export type CardInventory = z.infer<typeof cardSchema>;
 export type NodeInventory = z.infer<typeof nodeInventorySchema>;
+export type CardMigInventory = z.infer<typeof cardMigSchema>;
+
+/** Whether the card must not be offered whole or as shares: it is in MIG mode. */
+export function servedAsMigOnly(card: Pick<CardInventory, 'mig'>): boolean {
+  return card.mig?.mode === 'enabled';
+}
 
 /** Link quality for choosing multi-card sets: higher is better. NVLink beats any PCIe path. */
 export function linkScore(link: CardLink): number {

@@ -6,7 +6,7 @@ import { type Harness, NODE, startHarness } from '../test/support/node-agent/age
 import { FakeGpuSource } from '../test/support/node-agent/fake-gpu-source.js';
 import { createAgentHttp } from './http.js';
 import { KUBELET_SOCKET } from './kubelet/protocol.js';
-import type { GpuEvent } from './nvml/gpu-source.js';
+import type { CardMig, GpuCard, GpuEvent } from './nvml/gpu-source.js';
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -37,6 +37,31 @@ describe('node agent', () => {
       JSON.parse(cluster.nodeAnnotations.get(NODE)?.[vcudaAnnotations.inventory] as string),
     );
     expect(after.cards[0]).toMatchObject({ healthy: false, healthReason: 'Xid 79' });
+  });
+
+  it('offers a card in MIG mode neither whole nor as shares, and publishes its MIG layout', async () => {
+    const layout: CardMig = { mode: 'enabled', profiles: [], instances: [] };
+    class MigGpu extends FakeGpuSource {
+      override listCards(): GpuCard[] {
+        return super.listCards().map((c) => ({ ...c, migMode: c.index === 0 }));
+      }
+      migLayout(cardIndex: number): CardMig | null {
+        return cardIndex === 0 ? layout : { mode: 'disabled', profiles: [], instances: [] };
+      }
+    }
+    h = await startHarness({
+      machine: { cards: 2, memoryMiB: 4096 },
+      config: { memoryAdvertise: 'node-status' },
+      gpuSource: () => new MigGpu({ cards: 2, memoryMiB: 4096 }),
+    });
+    const { kubelet, names, cluster } = h;
+    await kubelet.waitFor(() => kubelet.devices(names.core).length === 100, 'core plugin');
+    expect(await h.agent.publishInventory()).toBe(true);
+    expect(cluster.nodeCapacity.get(NODE)).toEqual({ [names.memory]: '4096' });
+    const inv = nodeInventorySchema.parse(
+      JSON.parse(cluster.nodeAnnotations.get(NODE)?.[vcudaAnnotations.inventory] as string),
+    );
+    expect(inv.cards.map((c) => c.mig?.mode)).toEqual(['enabled', 'disabled']);
   });
 
   it('serves /healthz and /metrics', async () => {

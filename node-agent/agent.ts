@@ -23,12 +23,12 @@ import {
   regionCharge,
 } from './card-sampling/placement.js';
 import type { NodeAgentConfig } from './config.js';
-import { type MemoryAdvertisePlan, planMemoryAdvertise } from './device-plugin/device-list.js';
+import { type MemoryAdvertisePlan, planMemoryAdvertise, unitsOfCard } from './device-plugin/device-list.js';
 import { PluginRunner, type PluginSpec } from './device-plugin/plugin-runner.js';
 import { corePlugin, memoryPlugin } from './device-plugin/plugins.js';
 import { type AgentCheck, agentProblems, CardHealth, watchCardHealth } from './health.js';
 import { allocationDirsToRemove } from './housekeeping.js';
-import { buildInventory, InventoryPublisher, type NodePatcher } from './inventory.js';
+import { buildInventory, InventoryPublisher, migForInventory, type NodePatcher } from './inventory.js';
 import { preloadFileContent, type ResponseSettings } from './limits/allocate-response.js';
 import { removeCdiSpec } from './limits/cdi-spec.js';
 import { listAllocationDirs, removeAllocationDir } from './limits/container-files.js';
@@ -264,10 +264,18 @@ function inventoryPublisher(
   const publisher = new InventoryPublisher(deps.node, config.heartbeatPeriodMs);
   return async () => {
     const now = nowMs();
+    const cards = health.list().map((c) => {
+      const mig = migForInventory(
+        c,
+        () => deps.gpu.migLayout?.(c.index) ?? null,
+        (err) => deps.log.warn({ err }, `reading card ${c.index}'s MIG layout failed; published as MIG-only`),
+      );
+      return mig ? { ...c, mig } : c;
+    });
     const inv = buildInventory({
       nodeName: config.nodeName,
       memoryUnitMiB: config.memoryUnitMiB,
-      cards: health.list(),
+      cards,
       link: (a, b) => deps.gpu.link(a, b),
       now: new Date(now),
     });
@@ -277,7 +285,7 @@ function inventoryPublisher(
       const units = health
         .views()
         .filter((c) => c.healthy)
-        .reduce((s, c) => s + Math.floor(c.memoryMiB / config.memoryUnitMiB), 0);
+        .reduce((s, c) => s + unitsOfCard(c, config.memoryUnitMiB), 0);
       await deps.node.patchNodeCapacity(config.nodeName, { [parts.names.memory]: String(units) });
     }
     return patched;

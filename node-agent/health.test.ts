@@ -30,6 +30,20 @@ describe('card health', () => {
     expect(told).toBe(1);
   });
 
+  it('keeps a card in MIG mode out of the device lists and refuses it to the allocator', () => {
+    const [a, b] = fakeCards({ cards: 2, memoryMiB: 10 }).map((c, i) => ({ ...c, migMode: i === 0 }));
+    const h = new CardHealth(
+      [a, b].filter((c) => c !== undefined),
+      IGNORED,
+    );
+    expect(h.views().map((c) => c.migMode === true)).toEqual([true, false]);
+    expect(h.cardByUuid(a?.uuid ?? '')).toMatchObject({
+      healthy: false,
+      healthReason: 'in MIG mode: served only as MIG instances',
+    });
+    expect(h.cardByUuid(b?.uuid ?? '')).toMatchObject({ healthy: true });
+  });
+
   it('fails closed on an event it cannot attribute to a card', () => {
     const h = new CardHealth(fakeCards({ cards: 3, memoryMiB: 10 }), IGNORED);
     h.apply({ cardIndex: -1, kind: 'lost' });

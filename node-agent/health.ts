@@ -40,11 +40,15 @@ export class CardHealth implements CardDirectory {
       memoryMiB: Math.floor(c.memoryTotalBytes / (1024 * 1024)),
       numaNode: c.numaNode,
       healthy: c.healthy,
+      ...(c.migMode ? { migMode: true } : {}),
     }));
   }
 
+  /** A card in MIG mode is refused like an unhealthy one: nothing may be allocated on it whole. */
   cardByUuid(uuid: string): CardRef | undefined {
-    return this.cards.find((c) => c.uuid === uuid);
+    const card = this.cards.find((c) => c.uuid === uuid);
+    if (!card?.migMode || !card.healthy) return card;
+    return { ...card, healthy: false, healthReason: 'in MIG mode: served only as MIG instances' };
   }
 
   subscribe(listener: () => void): () => void {

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { nodeInventorySchema, vcudaAnnotations } from '../contract/index.js';
 import { FakeGpuSource } from '../test/support/node-agent/fake-gpu-source.js';
-import { buildInventory, InventoryPublisher, type NodePatcher } from './inventory.js';
+import { buildInventory, InventoryPublisher, migForInventory, type NodePatcher } from './inventory.js';
+import type { CardMig } from './nvml/gpu-source.js';
 
 const gpu = new FakeGpuSource({ cards: 4, memoryMiB: 81559, cardsPerNuma: 2, nvlinks: 4 });
 const cards = gpu.listCards().map((c) => ({ ...c, healthy: true }));
@@ -20,6 +21,84 @@ class RecordingPatcher implements NodePatcher {
     this.patches.push(a);
   }
 }
+
+const layout: CardMig = {
+  mode: 'enabled',
+  profiles: [
+    {
+      profileId: 9,
+      profile: '3g.40gb',
+      computeSlices: 3,
+      memorySlices: 4,
+      maxInstances: 2,
+      sms: 60,
+      memoryMiB: 40448,
+      placements: [0, 4],
+    },
+  ],
+  instances: [
+    {
+      uuid: 'MIG-6d696700-0000-4000-8000-000000000001',
+      profile: '3g.40gb',
+      profileId: 9,
+      gpuInstanceId: 2,
+      computeInstanceId: 0,
+      placement: { start: 4, size: 4 },
+      memoryMiB: 40448,
+      sms: 60,
+    },
+  ],
+};
+
+describe('inventory: MIG', () => {
+  it("publishes each card's MIG mode, instances and placements, and nothing for a card without MIG", () => {
+    const i = buildInventory({
+      nodeName: 'n1',
+      memoryUnitMiB: 1,
+      cards: cards.map((c, k) => (k === 0 ? { ...c, migMode: true, mig: layout } : c)),
+      link: (a, b) => gpu.link(a, b),
+      now: new Date(0),
+    });
+    expect(nodeInventorySchema.safeParse(i).success).toBe(true);
+    expect(i.cards[0]?.mig).toEqual(layout);
+    expect(i.cards[1]).not.toHaveProperty('mig');
+  });
+
+  it('keeps a card that started in MIG mode MIG-only when its layout cannot be read', () => {
+    const errors: unknown[] = [];
+    const failing = () => {
+      throw new Error('nvml gone');
+    };
+    expect(migForInventory({ migMode: true }, failing, (e) => errors.push(e))).toEqual({
+      mode: 'enabled',
+      profiles: [],
+      instances: [],
+    });
+    expect(errors).toHaveLength(1);
+    // Switched off behind the agent's back: its whole-card devices were never offered, so neither is it.
+    expect(
+      migForInventory(
+        { migMode: true },
+        () => ({ mode: 'disabled', profiles: [], instances: [] }),
+        () => {},
+      ),
+    ).toMatchObject({ mode: 'enabled' });
+    expect(
+      migForInventory(
+        { migMode: false },
+        () => layout,
+        () => {},
+      ),
+    ).toEqual(layout);
+    expect(
+      migForInventory(
+        {},
+        () => null,
+        () => {},
+      ),
+    ).toBeUndefined();
+  });
+});
 
 describe('inventory', () => {
   it('matches the contract schema, with a square link matrix', () => {

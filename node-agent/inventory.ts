@@ -4,7 +4,7 @@
  * heartbeat is due, so a quiet node costs one patch per heartbeat period.
  */
 import { type CardLink, type NodeInventory, nodeInventorySchema, vcudaAnnotations } from '../contract/index.js';
-import type { GpuLink } from './nvml/gpu-source.js';
+import type { CardMig, GpuLink } from './nvml/gpu-source.js';
 
 export type InventoryCard = {
   uuid: string;
@@ -16,7 +16,31 @@ export type InventoryCard = {
   healthy: boolean;
   healthReason?: string;
   concurrentManagedAccess?: boolean;
+  /** MIG mode when the agent started (absent: no MIG). */
+  migMode?: boolean;
+  /** The MIG layout read for this publication (absent: no MIG). */
+  mig?: CardMig;
 };
+
+/**
+ * A card's MIG layout for the inventory, read through `read`. A card that was in MIG mode at start
+ * stays `enabled` when the read fails or says otherwise: its devices were never offered whole, so
+ * the extender must not offer it whole either (a mode switch needs the agent restarted).
+ */
+export function migForInventory(
+  card: Pick<InventoryCard, 'migMode'>,
+  read: () => CardMig | null,
+  onError: (err: unknown) => void,
+): CardMig | undefined {
+  let mig: CardMig | null = null;
+  try {
+    mig = read();
+  } catch (err) {
+    onError(err);
+  }
+  if (card.migMode && mig?.mode !== 'enabled') return { mode: 'enabled', profiles: [], instances: [] };
+  return mig ?? undefined;
+}
 
 export function buildInventory(input: {
   nodeName: string;
@@ -43,6 +67,7 @@ export function buildInventory(input: {
       healthy: c.healthy,
       ...(c.healthReason ? { healthReason: c.healthReason } : {}),
       ...(c.concurrentManagedAccess === undefined ? {} : { memoryBurst: c.concurrentManagedAccess }),
+      ...(c.mig ? { mig: c.mig } : {}),
     })),
     links,
     heartbeat: input.now.toISOString(),

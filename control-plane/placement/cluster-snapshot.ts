@@ -4,7 +4,13 @@
  * assignments (bound, not yet allocated by the node agent). Built from Kubernetes objects by pure
  * functions, so tests construct it from plain objects and the watch cache rebuilds it after a restart.
  */
-import { type CardLink, nodeInventorySchema, type PodLike, vcudaAnnotations } from '../../contract/index.js';
+import {
+  type CardLink,
+  nodeInventorySchema,
+  type PodLike,
+  servedAsMigOnly,
+  vcudaAnnotations,
+} from '../../contract/index.js';
 import { type CardHold, type CardUse, type PendingAssignment, parseTimeMs } from './holds/index.js';
 
 export type CardSnapshot = Readonly<{
@@ -84,6 +90,9 @@ export type NodeInventoryRead = Readonly<{
   inventoryError?: string;
 }>;
 
+/** Why a healthy card in MIG mode is not offered whole or as shares. */
+export const MIG_ONLY_REASON = 'in MIG mode: served only as MIG instances';
+
 export function readNodeInventory(node: NodeLike): NodeInventoryRead {
   const name = node.metadata?.name ?? '';
   const annotations = node.metadata?.annotations ?? {};
@@ -120,8 +129,10 @@ export function readNodeInventory(node: NodeLike): NodeInventoryRead {
       model: c.model,
       memoryMiB: c.memoryMiB,
       numaNode: c.numaNode,
-      healthy: c.healthy,
+      // A card in MIG mode is served only as its MIG instances: never whole, never as shares.
+      healthy: c.healthy && !servedAsMigOnly(c),
       ...(c.healthReason ? { healthReason: c.healthReason } : {}),
+      ...(c.healthy && servedAsMigOnly(c) ? { healthReason: MIG_ONLY_REASON } : {}),
       ...(c.memoryBurst === undefined ? {} : { memoryBurst: c.memoryBurst }),
     })),
     links: inv.links,

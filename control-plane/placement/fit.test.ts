@@ -190,6 +190,27 @@ describe('fitPod: card filters', () => {
   });
 });
 
+describe('fitPod: cards in MIG mode', () => {
+  const mig = (mode: 'enabled' | 'disabled') => ({ mode, profiles: [], instances: [] });
+
+  it('never offers a card in MIG mode whole or as a share of the full card', () => {
+    const share = tryFit({ cards: [{ mig: mig('enabled') }, {}] }, [{ core: 10, memoryMiB: 10 }]);
+    expect(share.ok && share.placement.containers[0]?.cards[0]?.uuid).toBe(cardUuid('n1', 1));
+    for (const containers of [[{ core: 10, memoryMiB: 10 }], [{ core: 100 }]]) {
+      const none = tryFit({ cards: [{ mig: mig('enabled') }] }, containers);
+      expect(!none.ok && none.refusal).toEqual({
+        reason: 'no-matching-card',
+        message: 'all 1 cards are unhealthy (in MIG mode: served only as MIG instances)',
+      });
+    }
+  });
+
+  it('offers a MIG-capable card out of MIG mode like any other', () => {
+    const r = tryFit({ cards: [{ mig: mig('disabled') }] }, [{ core: 100 }]);
+    expect(r.ok).toBe(true);
+  });
+});
+
 describe('fitPod: node state', () => {
   it('refuses a node whose heartbeat is stale', () => {
     const r = tryFit({ heartbeat: new Date(NOW - 95_000) }, [{ core: 10, memoryMiB: 10 }]);

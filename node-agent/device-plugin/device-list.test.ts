@@ -30,6 +30,14 @@ describe('device lists', () => {
     expect(new Set(list.map((d) => d.ID)).size).toBe(4);
   });
 
+  it('a card in MIG mode has no core and no memory device: never offered whole or as shares', () => {
+    const list = [...cards(2, 10)];
+    list[0] = { ...(list[0] as CardHealthView), migMode: true };
+    expect(listCoreDevices(list).map((d) => cardOfCoreDevice(d.ID))).toEqual(Array(100).fill(1));
+    expect(listMemoryDevices(list, 5)).toHaveLength(2);
+    expect(planMemoryAdvertise(list, { memoryUnitMiB: 5, mode: 'auto', budgetBytes: KUBELET_BUDGET }).units).toBe(2);
+  });
+
   it.each([
     [1, 100, 1],
     [2, 5000, 1],

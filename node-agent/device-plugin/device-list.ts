@@ -3,6 +3,7 @@
  * `vcuda-core`: 100 devices per card, `c<card>-<nn>`, with the card's NUMA node.
  * `vcuda-memory`: one device per memory unit, `m<base36>`, no topology: every byte counts when a
  * node has a million units (README: unit policy).
+ * A card in MIG mode has neither: it is never offered whole or as shares of the full card.
  */
 import { ValidationError } from '../../contract/index.js';
 import { CORE_DEVICES_PER_CARD, coreDeviceId } from '../allocation/core-devices.js';
@@ -13,11 +14,14 @@ export type CardHealthView = {
   memoryMiB: number;
   numaNode: number | null;
   healthy: boolean;
+  /** In MIG mode: served only as its MIG instances, so no core or memory device of the whole card. */
+  migMode?: boolean;
 };
 
 export function listCoreDevices(cards: readonly CardHealthView[]): Device[] {
   const out: Device[] = [];
   for (const card of cards) {
+    if (card.migMode) continue;
     const health = card.healthy ? HEALTHY : UNHEALTHY;
     const topology = card.numaNode === null ? null : { nodes: [{ ID: card.numaNode }] };
     for (let slot = 0; slot < CORE_DEVICES_PER_CARD; slot++) {
@@ -28,7 +32,7 @@ export function listCoreDevices(cards: readonly CardHealthView[]): Device[] {
 }
 
 export function unitsOfCard(card: CardHealthView, memoryUnitMiB: number): number {
-  return Math.floor(card.memoryMiB / memoryUnitMiB);
+  return card.migMode ? 0 : Math.floor(card.memoryMiB / memoryUnitMiB);
 }
 
 export function memoryDeviceId(unit: number): string {

@@ -21,7 +21,37 @@ export type GpuCard = {
    * serves no memory burst there; absent when the CUDA driver could not be asked.
    */
   concurrentManagedAccess?: boolean;
+  /** MIG mode when the agent started: true in it, false out of it; absent when the card has no MIG. */
+  migMode?: boolean;
 };
+
+/** A GPU-instance profile a card in MIG mode offers (`nvidia-smi mig -lgip`, `-lgipp`). */
+export type MigProfile = {
+  profileId: number;
+  /** As NVIDIA names it: `1g.10gb`, `1g.10gb+me`, `7g.80gb`. */
+  profile: string;
+  computeSlices: number;
+  memorySlices: number;
+  maxInstances: number;
+  sms: number;
+  memoryMiB: number;
+  /** Legal first memory slices (of 8), taken or not. */
+  placements: number[];
+};
+
+/** A MIG device that exists: a compute instance in its GPU instance. */
+export type MigInstance = {
+  uuid: string;
+  profile: string;
+  profileId: number;
+  gpuInstanceId: number;
+  computeInstanceId: number;
+  placement: { start: number; size: number };
+  memoryMiB: number;
+  sms: number;
+};
+
+export type CardMig = { mode: 'enabled' | 'disabled'; profiles: MigProfile[]; instances: MigInstance[] };
 
 export type GpuLink = { nvlinks: number; pcie: PcieLevel };
 
@@ -62,6 +92,8 @@ export interface GpuSource {
   utilizationRates(cardIndex: number): UtilizationRates;
   /** The card's compute processes and their device memory; null when the driver cannot list them. */
   runningProcesses(cardIndex: number): RunningProcess[] | null;
+  /** The card's MIG layout now; null when it has no MIG. Absent: the source knows nothing of MIG. */
+  migLayout?(cardIndex: number): CardMig | null;
   close(): void;
 }
 

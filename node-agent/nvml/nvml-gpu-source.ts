@@ -9,6 +9,7 @@ import koffi from 'koffi';
 import { VcudaError } from '../../contract/index.js';
 import { pciKey, readConcurrentManagedAccess } from './cuda-managed-access.js';
 import {
+  type CardMig,
   type GpuCard,
   type GpuEvent,
   type GpuLink,
@@ -20,6 +21,7 @@ import {
   type UtilizationRates,
 } from './gpu-source.js';
 import { readNumaNode } from './numa.js';
+import { NvmlMig } from './nvml-mig.js';
 import {
   PROCESSES_UTILIZATION_INFO_TYPE,
   readProcessUtilization,
@@ -147,6 +149,7 @@ function cString(buf: Uint8Array): string {
 
 export class NvmlGpuSource implements GpuSource {
   private readonly nv: Bindings;
+  private readonly mig: NvmlMig;
   private readonly handles: unknown[] = [];
   private readonly cards: GpuCard[] = [];
   private eventSet: unknown;
@@ -165,6 +168,7 @@ export class NvmlGpuSource implements GpuSource {
       ? readConcurrentManagedAccess(opts.cudaLibraryPath)
       : new Map<string, boolean>();
     this.nv = bind(opts.libraryPath);
+    this.mig = new NvmlMig(opts.libraryPath, (call, rc) => this.check(call, rc));
     this.check('nvmlInit_v2', this.nv.init());
     const count = [0];
     this.check('nvmlDeviceGetCount_v2', this.nv.count(count));
@@ -188,6 +192,7 @@ export class NvmlGpuSource implements GpuSource {
       const mem = { total: 0n, free: 0n, used: 0n };
       this.check('nvmlDeviceGetMemoryInfo', this.nv.memory(h, mem));
       const concurrentManagedAccess = managed.get(pciKey(pciBusId));
+      const migMode = this.mig.mode(h);
       this.cards.push({
         index: i,
         uuid: cString(uuid),
@@ -197,6 +202,7 @@ export class NvmlGpuSource implements GpuSource {
         minorNumber: minor[0] ?? i,
         numaNode: readNumaNode(pciBusId, opts.sysfsRoot),
         ...(concurrentManagedAccess === undefined ? {} : { concurrentManagedAccess }),
+        ...(migMode === undefined ? {} : { migMode }),
       });
     }
     this.registerXidEvents();
@@ -282,6 +288,10 @@ export class NvmlGpuSource implements GpuSource {
     const read = readProcessUtilization(calls, this.handle(cardIndex), sinceUs, (call, rc) => this.check(call, rc));
     this.lastSampleSource = read.source;
     return read.samples;
+  }
+
+  migLayout(cardIndex: number): CardMig | null {
+    return this.mig.layout(this.handle(cardIndex));
   }
 
   utilizationRates(cardIndex: number): UtilizationRates {

@@ -8,6 +8,7 @@ import * as jose from 'jose';
 import {
   type Assignment,
   type CardLink,
+  type CardMigInventory,
   jwksOf,
   MIB,
   type NodeInventory,
@@ -79,6 +80,8 @@ export type CardSpec = {
   numaNode?: number | null;
   healthy?: boolean;
   healthReason?: string;
+  /** MIG as the node agent publishes it. */
+  mig?: CardMigInventory;
 };
 
 export function cardUuid(node: string, index: number): string {
@@ -112,6 +115,7 @@ export function inventoryOf(spec: NodeSpec): NodeInventory {
     pciBusId: `0000:${(index + 1).toString(16).padStart(2, '0')}:00.0`,
     healthy: c.healthy ?? true,
     ...(c.healthReason ? { healthReason: c.healthReason } : {}),
+    ...(c.mig ? { mig: c.mig } : {}),
   }));
   const link = spec.link ?? (() => ({ nvlinks: 0, pcie: 'node' as PcieLevel }));
   return {
