@@ -10,6 +10,14 @@ export const DRA_CORES_PER_CARD = 100;
 /** Taint key the node agent puts on a card whose health failed (Xid, lost). */
 export const DRA_UNHEALTHY_TAINT = 'gpu.vcuda.io/unhealthy';
 
+/**
+ * The ledger's holder id of a ResourceClaim's allocation (`claim:<uid>`): claims and pods share
+ * the ledger's holder column, and a pod UID never contains a colon.
+ */
+export const DRA_CLAIM_HOLDER_PREFIX = 'claim:';
+export const claimHolderId = (claimUid: string): string => `${DRA_CLAIM_HOLDER_PREFIX}${claimUid}`;
+export const isClaimHolder = (holderId: string): boolean => holderId.startsWith(DRA_CLAIM_HOLDER_PREFIX);
+
 /** A card's device name in its slice: `gpu-<NVML index>` (a DNS label, as the API requires). */
 export function draDeviceName(cardIndex: number): string {
   return `gpu-${cardIndex}`;

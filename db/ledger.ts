@@ -19,7 +19,13 @@
  */
 import { and, eq, ne, sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { fieldErrorsFromZod, ValidationError, VcudaError } from '../contract/index.js';
+import {
+  DRA_CLAIM_HOLDER_PREFIX,
+  fieldErrorsFromZod,
+  isClaimHolder,
+  ValidationError,
+  VcudaError,
+} from '../contract/index.js';
 import { rawQueryOf, rowsOf, type VcudaDb } from './connect.js';
 import { createGroupCommit } from './group-commit.js';
 import { createLedgerHolds, type LedgerQuery } from './ledger-holds.js';
@@ -291,6 +297,8 @@ function reconcilerOf(db: VcudaDb, releasePod: ReleasePod) {
       .from(allocations)
       .where(and(eq(allocations.cluster, cluster), ne(allocations.state, 'released')));
     const liveUids = new Set(livePods.map((p) => p.uid));
+    // Claims' allocations have their own reconcile (from the claims' status, control-plane/claim-ledger).
+    for (let i = held.length - 1; i >= 0; i--) if (isClaimHolder(held[i]?.podUid ?? '')) held.splice(i, 1);
     const heldUids = new Set(held.map((h) => h.podUid));
     const listedAt = options.listedAt?.getTime() ?? Number.POSITIVE_INFINITY;
     const gone = [
@@ -301,6 +309,29 @@ function reconcilerOf(db: VcudaDb, releasePod: ReleasePod) {
     const rows = await Promise.all(gone.map((uid) => releasePod(cluster, uid)));
     const released = gone.filter((_, i) => (rows[i] ?? 0) > 0);
     return { released, missingFromLedger: livePods.filter((p) => !heldUids.has(p.uid)) };
+  };
+}
+
+const NODE_CARDS_SQL = `select uuid, index, memory_mib as "memoryMiB" from cards
+where cluster = $1 and node = $2 and is_present order by index`;
+const CLAIM_HOLDERS_SQL = `select distinct pod_uid as "holder", reserved_at as "reservedAt" from allocations
+where cluster = $1 and state <> 'released' and starts_with(pod_uid, $2)`;
+
+/** What the ledger of DRA claims reads besides reserve/confirm/release: cards by index, live claim holders. */
+function claimSupportOf(query: Query) {
+  return {
+    /** The cards the ledger knows on one node (present ones), by NVML index. */
+    async nodeCards(cluster: string, node: string): Promise<{ uuid: string; index: number; memoryMiB: number }[]> {
+      return query(NODE_CARDS_SQL, [cluster, node]);
+    },
+    /** Every claim holder with live rows in a cluster, and when it reserved. */
+    async liveClaimHolders(cluster: string): Promise<{ holder: string; reservedAt: Date }[]> {
+      const rows = await query<{ holder: string; reservedAt: Date | string }>(CLAIM_HOLDERS_SQL, [
+        cluster,
+        DRA_CLAIM_HOLDER_PREFIX,
+      ]);
+      return rows.map((r) => ({ holder: r.holder, reservedAt: new Date(r.reservedAt) }));
+    },
   };
 }
 
@@ -336,6 +367,7 @@ export function createLedger(db: VcudaDb, opts: LedgerOptions) {
     ...createLedgerHolds(query),
     reconcile: reconcilerOf(db, releasePod),
     precheckQuota: quotaPrecheckOf(query),
+    ...claimSupportOf(query),
     ...createQuotaAdmin(db, { clock }),
     ...createUsageStore(db, { clock }),
   };

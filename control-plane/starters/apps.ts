@@ -3,10 +3,11 @@
  * client-certificate gate, and the plain-HTTP app (dashboard, reports, usage, metrics, health).
  */
 import { readFileSync } from 'node:fs';
+import type { HttpBindings } from '@hono/node-server';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Hono, MiddlewareHandler } from 'hono';
 import type { Registry } from 'prom-client';
-import { VcudaError } from '../../contract/index.js';
+import { DEFAULT_DRA_DRIVER, VcudaError } from '../../contract/index.js';
 import { createReportRunner } from '../../db/reports.js';
 import type { createUsageStore } from '../../db/usage.js';
 import { type AdmissionListener, createAdmissionListener } from '../../webhooks/admission-handler.js';
@@ -19,6 +20,8 @@ import { reportsRoutes } from '../api/reports-routes.js';
 import { usageRoutes } from '../api/usage-routes.js';
 import { grantsOf } from '../api/usage-writer.js';
 import { apiRoutes, createApp } from '../app.js';
+import { claimChargeRoute } from '../claim-ledger/claim-charge-route.js';
+import { createClaimLedger } from '../claim-ledger/claim-ledger.js';
 import { createLedgerDashboardSource } from '../dashboard/ledger-source.js';
 import { dashboardRoutes } from '../dashboard/routes.js';
 import type { BindFaults, BindLease } from '../extender/binder.js';
@@ -78,8 +81,21 @@ export function admissionApps(
     events: cluster.events.for('vcuda-webhook'),
     authenticateCaller: callers.check,
   };
+  const routes = admissionRoutes(admissionDeps);
+  const driver = webhook.claims?.driverName ?? DEFAULT_DRA_DRIVER;
+  routes.route(
+    '/charge-claims',
+    claimChargeRoute({
+      claims: createClaimLedger({ ledger: deps.store.ledger, cluster: config.clusterName, driver }),
+      driver,
+      maxBodyBytes: webhook.maxBodyBytes,
+      timeoutMs: config.database.callTimeoutMs,
+      authenticate: (c) => callers.check((c.env as Partial<HttpBindings> | undefined)?.incoming),
+      logger: log,
+    }),
+  );
   // The HTTPS listener answers reviews without building web Request/Response objects.
-  return { routes: admissionRoutes(admissionDeps), listener: createAdmissionListener(admissionDeps), callers };
+  return { routes, listener: createAdmissionListener(admissionDeps), callers };
 }
 
 /**

@@ -1,0 +1,87 @@
+/**
+ * What the ledger must do for one write of a ResourceClaim (pure): charge the shares an allocation
+ * of vcuda's driver consumes when kube-scheduler writes it, release them when the allocation is
+ * cleared or the claim deleted, nothing otherwise. The ledger holds a claim under its holder id
+ * (`claimHolderId`, contract/dra.ts), one item per allocated share (`<request>/<shareID>`), so it counts against the
+ * card, the namespace quota and the team quota exactly like a pod's assignment.
+ */
+import { DRA_CAPACITY, type DraAllocationResult, type DraClaim, parseDraQuantity } from '../../contract/index.js';
+
+/** One allocated share: `memoryMiB: 'card'` when the result consumed no stated memory (a whole card). */
+export type ClaimShare = { key: string; cardIndex: number; core: number; memoryMiB: number | 'card' };
+
+export type ClaimRef = { uid: string; namespace: string; name: string };
+
+export type ClaimChargeDecision =
+  | { kind: 'none' }
+  | { kind: 'charge'; claim: ClaimRef; node: string; shares: ClaimShare[] }
+  | { kind: 'release'; claimUid: string }
+  | { kind: 'refuse'; message: string };
+
+const DEVICE_NAME = /^gpu-(\d{1,4})$/;
+const MiB = 1024n * 1024n;
+
+function ourResults(claim: DraClaim | undefined, driver: string): DraAllocationResult[] {
+  return (claim?.status?.allocation?.devices?.results ?? []).filter((r) => r.driver === driver);
+}
+
+/** Whole units of a consumed quantity (cores), rounded up; undefined when absent or not a quantity. */
+function wholeUnits(text: string | undefined, per: bigint): bigint | undefined {
+  const q = text === undefined ? undefined : parseDraQuantity(text);
+  if (!q || q.milli < 0n) return undefined;
+  const milliPer = per * 1000n;
+  return q.milli / milliPer + (q.milli % milliPer > 0n ? 1n : 0n);
+}
+
+/** One result as a ledger item, or why it cannot be one. */
+function shareOf(result: DraAllocationResult, claimLabel: string): ClaimShare | string {
+  const device = DEVICE_NAME.exec(result.device);
+  if (!device) return `${claimLabel}: device "${result.device}" is not a card of this driver (gpu-<index>)`;
+  const consumed = result.consumedCapacity ?? {};
+  const cores = wholeUnits(consumed[DRA_CAPACITY.cores], 1n);
+  const memory = wholeUnits(consumed[DRA_CAPACITY.memory], MiB);
+  if (cores !== undefined && (cores < 1n || cores > 100n)) {
+    return `${claimLabel}: consumedCapacity.cores ${consumed[DRA_CAPACITY.cores]} is not 1..100`;
+  }
+  if (consumed[DRA_CAPACITY.memory] !== undefined && memory === undefined) {
+    return `${claimLabel}: consumedCapacity.memory ${consumed[DRA_CAPACITY.memory]} is not a quantity`;
+  }
+  return {
+    key: `${result.request}/${result.shareID ?? result.device}`,
+    cardIndex: Number(device[1]),
+    core: cores === undefined ? 100 : Number(cores),
+    memoryMiB: memory === undefined ? 'card' : Number(memory),
+  };
+}
+
+function chargeOf(claim: DraClaim, results: DraAllocationResult[]): ClaimChargeDecision {
+  const { uid, namespace, name } = claim.metadata;
+  const label = `resourceclaim ${namespace}/${name}`;
+  const pools = new Set(results.map((r) => r.pool));
+  if (pools.size > 1) return { kind: 'refuse', message: `${label}: its devices span pools ${[...pools].join(', ')}` };
+  const shares: ClaimShare[] = [];
+  for (const result of results) {
+    const share = shareOf(result, label);
+    if (typeof share === 'string') return { kind: 'refuse', message: share };
+    shares.push(share);
+  }
+  return { kind: 'charge', claim: { uid, namespace, name }, node: results[0]?.pool ?? '', shares };
+}
+
+/**
+ * The ledger's part in one admitted write of a claim (its main resource or its status).
+ * `before`/`after` are the claim as stored and as written; `after` is absent for a DELETE.
+ */
+export function decideClaimCharge(
+  before: DraClaim | undefined,
+  after: DraClaim | undefined,
+  driver: string,
+): ClaimChargeDecision {
+  const had = ourResults(before, driver);
+  const has = ourResults(after, driver);
+  if (!after) return had.length > 0 && before ? { kind: 'release', claimUid: before.metadata.uid } : { kind: 'none' };
+  if (had.length > 0 && has.length === 0) return { kind: 'release', claimUid: after.metadata.uid };
+  // An allocation is written once and then only cleared; a driver's status.devices write keeps it.
+  if (had.length > 0 || has.length === 0) return { kind: 'none' };
+  return chargeOf(after, has);
+}

@@ -1,0 +1,128 @@
+/**
+ * DRA claims in the ledger, on PGlite and PostgreSQL: an allocation is charged against the card
+ * and the quotas all or nothing, a second claim past the namespace quota is refused in the
+ * ledger's words, a release frees it, and the reconcile from the claims' status repairs what a
+ * crash left (a charge whose write never landed, an allocation charged nowhere) without touching
+ * pods' holds, while the pods' reconcile leaves claims alone.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { claimHolderId, type DraClaim } from '../../contract/index.js';
+import { createLedger, type Ledger } from '../../db/ledger.js';
+import { createTestDatabase, type TestDatabase, testDbKinds } from '../../test/support/db/test-databases.js';
+import { decideClaimCharge } from './claim-charge.js';
+import { type ClaimLedger, createClaimLedger } from './claim-ledger.js';
+
+const CLUSTER = 'c1';
+const DRIVER = 'gpu.vcuda.io';
+const AT = new Date('2026-11-27T12:00:00Z');
+
+function share(uid: string, cores: number, device = 'gpu-0', memory = '4Gi'): DraClaim {
+  return {
+    metadata: { name: `claim-${uid}`, namespace: 'ml', uid },
+    status: {
+      allocation: {
+        devices: {
+          results: [
+            {
+              request: 'gpu',
+              driver: DRIVER,
+              pool: 'node-1',
+              device,
+              shareID: `s-${uid}`,
+              consumedCapacity: { cores: String(cores), memory },
+            },
+          ],
+        },
+      },
+    },
+  };
+}
+const unallocated = (c: DraClaim): DraClaim => ({ metadata: c.metadata });
+
+describe.each(await testDbKinds())('DRA claims in the ledger on %s', (kind) => {
+  let t: TestDatabase;
+  let ledger: Ledger;
+  let claims: ClaimLedger;
+  const charge = (before: DraClaim | undefined, after: DraClaim | undefined) =>
+    claims.apply(decideClaimCharge(before, after, DRIVER));
+
+  beforeEach(async () => {
+    t = await createTestDatabase(kind);
+    ledger = createLedger(t.db, { clock: () => AT, groupCommit: false });
+    claims = createClaimLedger({ ledger, cluster: CLUSTER, driver: DRIVER });
+    await ledger.upsertNode(CLUSTER, 'node-1', [
+      { uuid: 'GPU-a', index: 0, model: 'H100', memoryMiB: 81_920 },
+      { uuid: 'GPU-b', index: 1, model: 'H100', memoryMiB: 81_920 },
+    ]);
+  });
+  afterEach(async () => {
+    await t?.drop();
+  });
+
+  it('charges within the namespace quota and refuses past it, naming the quota; a release lets the next in', async () => {
+    await ledger.setQuota({
+      name: 'ml-50',
+      scope: 'namespace',
+      cluster: CLUSTER,
+      namespace: 'ml',
+      coreLimit: 50,
+      memoryLimitMiB: 100_000,
+    });
+    await charge(unallocated(share('a', 30)), share('a', 30));
+    const refused = charge(unallocated(share('b', 30, 'gpu-1')), share('b', 30, 'gpu-1'));
+    await expect(refused).rejects.toThrow(
+      'reserve ml/claim-b: quota ml-50 (namespace c1/ml): core limit 50, in use 30, pod asks 30 (over by 10)',
+    );
+    await expect(refused).rejects.toMatchObject({ code: 'quota-exceeded' });
+    const quota = (await ledger.listQuotas()).find((q) => q.name === 'ml-50');
+    expect(quota).toMatchObject({ coreUsed: 30, memoryUsedMiB: 4096 });
+
+    await charge(share('a', 30), undefined);
+    await charge(unallocated(share('b', 30, 'gpu-1')), share('b', 30, 'gpu-1'));
+    expect((await ledger.listQuotas()).find((q) => q.name === 'ml-50')).toMatchObject({ coreUsed: 30 });
+  });
+
+  it('never overcommits a card: a claim that does not fit the card is refused, whatever the quota', async () => {
+    await charge(undefined, share('a', 80));
+    await expect(charge(undefined, share('b', 30))).rejects.toMatchObject({ code: 'capacity-conflict' });
+    await charge(undefined, share('c', 20));
+  });
+
+  it('charges a whole card with all its memory, and refuses a card the ledger does not know', async () => {
+    const whole: DraClaim = {
+      metadata: { name: 'whole', namespace: 'ml', uid: 'w' },
+      status: {
+        allocation: { devices: { results: [{ request: 'gpu', driver: DRIVER, pool: 'node-1', device: 'gpu-1' }] } },
+      },
+    };
+    await charge(undefined, whole);
+    await expect(charge(undefined, share('x', 1, 'gpu-1', '1Mi'))).rejects.toMatchObject({ code: 'capacity-conflict' });
+    await expect(charge(undefined, share('y', 10, 'gpu-7'))).rejects.toThrow(
+      /card gpu-7 of node node-1 is not in the ledger/,
+    );
+  });
+
+  it('charges afresh when a claim already held is allocated again (a refused or lost write before)', async () => {
+    await charge(undefined, share('a', 30, 'gpu-0'));
+    // The scheduler's retry allocated the other card: the ledger must hold that one, not the first.
+    await charge(undefined, share('a', 30, 'gpu-1'));
+    await charge(undefined, share('b', 80, 'gpu-0'));
+  });
+
+  it('reconciles from the claims the API server holds, and the pods reconcile leaves claims alone', async () => {
+    await charge(undefined, share('stale', 40));
+    await charge(undefined, share('kept', 30));
+    const pods = await ledger.reconcile(CLUSTER, [], { listedAt: new Date(AT.getTime() + 1) });
+    expect(pods.released).toEqual([]);
+
+    const result = await claims.reconcile(
+      [share('kept', 30), share('new', 20, 'gpu-1'), unallocated(share('stale', 40))],
+      new Date(AT.getTime() + 1),
+    );
+    expect(result).toEqual({ charged: [claimHolderId('new')], released: [claimHolderId('stale')], refused: [] });
+    const live = (await ledger.liveClaimHolders(CLUSTER)).map((h) => h.holder).sort();
+    expect(live).toEqual([claimHolderId('kept'), claimHolderId('new')]);
+    // The stale claim's 40 cores are free again.
+    await charge(undefined, share('d', 70));
+  });
+});

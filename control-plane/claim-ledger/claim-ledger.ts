@@ -1,0 +1,103 @@
+/**
+ * The ledger's side of DRA claims: charge an allocation's shares (all or nothing, against the
+ * card, the namespace quota and the team quota, in the same transaction as any pod's bind), release
+ * them, and repair the ledger from the claims the API server holds after a crash. Only
+ * allocations count, and only kube-scheduler (or another holder of `resourceclaims/binding`) can
+ * write one, so nothing a user writes is ever charged or released here.
+ */
+import { claimHolderId, type DraClaim, isClaimHolder, VcudaError } from '../../contract/index.js';
+import type { Ledger, ReserveItem } from '../../db/ledger.js';
+import { type ClaimChargeDecision, decideClaimCharge } from './claim-charge.js';
+
+type ClaimLedgerStore = Pick<Ledger, 'reserve' | 'confirm' | 'release' | 'nodeCards' | 'liveClaimHolders'>;
+
+export type ClaimLedger = ReturnType<typeof createClaimLedger>;
+
+type Charge = Extract<ClaimChargeDecision, { kind: 'charge' }>;
+
+export function createClaimLedger(opts: { ledger: ClaimLedgerStore; cluster: string; driver: string }) {
+  const { ledger, cluster } = opts;
+
+  async function itemsOf(charge: Charge): Promise<ReserveItem[]> {
+    const cards = new Map((await ledger.nodeCards(cluster, charge.node)).map((c) => [c.index, c]));
+    return charge.shares.map((share) => {
+      const card = cards.get(share.cardIndex);
+      if (!card) {
+        throw new VcudaError(
+          'not-found',
+          `resourceclaim ${charge.claim.namespace}/${charge.claim.name}: card gpu-${share.cardIndex} of node ${charge.node} is not in the ledger`,
+        );
+      }
+      const memoryMiB = share.memoryMiB === 'card' ? card.memoryMiB : share.memoryMiB;
+      return { container: share.key, cardUuid: card.uuid, core: share.core, memoryMiB };
+    });
+  }
+
+  /** Charges an allocation; throws the ledger's refusal (quota, capacity) with its own words. */
+  async function charge(decision: Charge): Promise<void> {
+    const holder = claimHolderId(decision.claim.uid);
+    const request = {
+      cluster,
+      podUid: holder,
+      namespace: decision.claim.namespace,
+      pod: decision.claim.name,
+      node: decision.node,
+      items: await itemsOf(decision),
+    };
+    // Held already: a charge whose write was then refused or timed out (the scheduler allocates
+    // afresh on its retry, maybe elsewhere). Charge what this allocation consumes, not that one.
+    if ((await ledger.reserve(request)).reused) {
+      await ledger.release(cluster, holder);
+      await ledger.reserve(request);
+    }
+    // The allocation is the grant itself: nothing is left to confirm later.
+    await ledger.confirm(cluster, holder);
+  }
+
+  /** Applies what one admitted write of a claim means for the ledger. */
+  async function apply(decision: ClaimChargeDecision): Promise<void> {
+    if (decision.kind === 'charge') await charge(decision);
+    else if (decision.kind === 'release') await ledger.release(cluster, claimHolderId(decision.claimUid));
+    else if (decision.kind === 'refuse') throw new VcudaError('invalid', decision.message);
+  }
+
+  return { apply, reconcile: reconcilerOf(opts, charge) };
+}
+
+/**
+ * Brings the ledger in line with the claims the API server holds (listed at `listedAt`): every
+ * allocation of this driver charged, every claim holder without one released. Holders charged
+ * after the list was taken are left alone. Returns what changed and what the ledger refused.
+ */
+function reconcilerOf(
+  { ledger, cluster, driver }: { ledger: ClaimLedgerStore; cluster: string; driver: string },
+  charge: (decision: Charge) => Promise<void>,
+) {
+  return async function reconcile(claims: readonly DraClaim[], listedAt: Date) {
+    const allocated = new Map<string, Charge>();
+    for (const claim of claims) {
+      const decision = decideClaimCharge(undefined, claim, driver);
+      if (decision.kind === 'charge') allocated.set(claimHolderId(claim.metadata.uid), decision);
+    }
+    const held = await ledger.liveClaimHolders(cluster);
+    const released: string[] = [];
+    for (const h of held) {
+      if (!isClaimHolder(h.holder) || allocated.has(h.holder) || h.reservedAt > listedAt) continue;
+      await ledger.release(cluster, h.holder);
+      released.push(h.holder);
+    }
+    const heldNow = new Set(held.map((h) => h.holder));
+    const charged: string[] = [];
+    const refused: { holder: string; message: string }[] = [];
+    for (const [holder, decision] of allocated) {
+      if (heldNow.has(holder)) continue;
+      try {
+        await charge(decision);
+        charged.push(holder);
+      } catch (err) {
+        refused.push({ holder, message: err instanceof Error ? err.message : String(err) });
+      }
+    }
+    return { charged, released, refused };
+  };
+}
