@@ -5,7 +5,7 @@
 import { rmSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { messageOf, VcudaError } from '../../contract/index.js';
-import { DevicePluginService } from '../kubelet/grpc-services.js';
+import { DevicePluginService, shutdownServer } from '../kubelet/grpc-services.js';
 import type {
   AllocateRequest,
   AllocateResponse,
@@ -104,16 +104,7 @@ export async function startPluginServer(handler: PluginHandler, socketPath: stri
     stop: async () => {
       for (const s of streams) s.end();
       streams.clear();
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(() => {
-          server.forceShutdown();
-          resolve();
-        }, 1000);
-        server.tryShutdown(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
+      await shutdownServer(server);
       rmSync(socketPath, { force: true });
     },
   };

@@ -14,14 +14,11 @@ import {
   DRA_SERVICE_VERSIONS,
   type DraClaimRef,
   type NodePrepareResourceResponse,
-  type NodePrepareResourcesRequest,
-  type NodePrepareResourcesResponse,
-  type NodeUnprepareResourcesRequest,
-  type NodeUnprepareResourcesResponse,
   type PluginInfo,
   type RegistrationStatus,
 } from '../kubelet/dra-protocol.js';
 import { DraPluginV1beta1Service, DraPluginV1Service, PluginRegistrationService } from '../kubelet/dra-services.js';
+import { shutdownServer } from '../kubelet/grpc-services.js';
 
 /** At most this many claims in one call (a pod has far fewer; the bound keeps one call finite). */
 const MAX_CLAIMS_PER_CALL = 256;
@@ -50,30 +47,25 @@ function tooMany(n: number): Partial<grpc.StatusObject> | undefined {
     : undefined;
 }
 
+/** One claim call: each claim answered by `answer`, keyed by its uid, as the kubelet expects. */
+function perClaim<T>(answer: (claim: DraClaimRef) => Promise<T>) {
+  return (
+    call: grpc.ServerUnaryCall<{ claims: DraClaimRef[] }, unknown>,
+    cb: grpc.sendUnaryData<{ claims: Record<string, T> }>,
+  ) => {
+    const bad = tooMany(call.request.claims.length);
+    if (bad) return cb(bad);
+    Promise.all(call.request.claims.map(async (c) => [c.uid, await answer(c)] as const)).then(
+      (entries) => cb(null, { claims: Object.fromEntries(entries) }),
+      (err: Error) => cb({ code: grpc.status.INTERNAL, details: err.message }),
+    );
+  };
+}
+
 function draHandlers(handler: ClaimHandler): grpc.UntypedServiceImplementation {
   return {
-    NodePrepareResources: (
-      call: grpc.ServerUnaryCall<NodePrepareResourcesRequest, NodePrepareResourcesResponse>,
-      cb: grpc.sendUnaryData<NodePrepareResourcesResponse>,
-    ) => {
-      const bad = tooMany(call.request.claims.length);
-      if (bad) return cb(bad);
-      Promise.all(call.request.claims.map(async (c) => [c.uid, await handler.prepare(c)] as const)).then(
-        (entries) => cb(null, { claims: Object.fromEntries(entries) }),
-        (err: Error) => cb({ code: grpc.status.INTERNAL, details: err.message }),
-      );
-    },
-    NodeUnprepareResources: (
-      call: grpc.ServerUnaryCall<NodeUnprepareResourcesRequest, NodeUnprepareResourcesResponse>,
-      cb: grpc.sendUnaryData<NodeUnprepareResourcesResponse>,
-    ) => {
-      const bad = tooMany(call.request.claims.length);
-      if (bad) return cb(bad);
-      Promise.all(call.request.claims.map(async (c) => [c.uid, await handler.unprepare(c)] as const)).then(
-        (entries) => cb(null, { claims: Object.fromEntries(entries) }),
-        (err: Error) => cb({ code: grpc.status.INTERNAL, details: err.message }),
-      );
-    },
+    NodePrepareResources: perClaim((c) => handler.prepare(c)),
+    NodeUnprepareResources: perClaim((c) => handler.unprepare(c)),
   };
 }
 
@@ -85,19 +77,6 @@ async function serve(server: grpc.Server, socketPath: string): Promise<void> {
       err ? reject(err) : resolve(),
     ),
   );
-}
-
-async function shutdown(server: grpc.Server): Promise<void> {
-  await new Promise<void>((resolve) => {
-    const timer = setTimeout(() => {
-      server.forceShutdown();
-      resolve();
-    }, 1000);
-    server.tryShutdown(() => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
 }
 
 /** Serves the DRA socket first, then the registration socket: the kubelet may dial the endpoint at once. */
@@ -134,7 +113,7 @@ export async function startDraPluginServer(
   try {
     await serve(reg, sockets.registrationSocket);
   } catch (err) {
-    await shutdown(dra);
+    await shutdownServer(dra);
     throw err;
   }
   return {
@@ -142,9 +121,9 @@ export async function startDraPluginServer(
     registration: () => status,
     stop: async () => {
       // Registration first: the kubelet stops using a driver whose registration socket is gone.
-      await shutdown(reg);
+      await shutdownServer(reg);
       rmSync(sockets.registrationSocket, { force: true });
-      await shutdown(dra);
+      await shutdownServer(dra);
       rmSync(sockets.draSocket, { force: true });
     },
   };

@@ -44,3 +44,17 @@ export function encodedListAndWatchBytes(response: ListAndWatchResponse): number
 export function unixTarget(socketPath: string): string {
   return `unix://${socketPath}`;
 }
+
+/** Stops a server: in-flight calls get `graceMs` to finish, then it is forced down. */
+export async function shutdownServer(server: grpc.Server, graceMs = 1000): Promise<void> {
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(() => {
+      server.forceShutdown();
+      resolve();
+    }, graceMs);
+    server.tryShutdown(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
