@@ -52,17 +52,20 @@ export function driverDir(config: NodeAgentConfig): string {
 
 function poolDevices(config: NodeAgentConfig, health: CardHealth): Map<string, PoolDevice> {
   return new Map(
-    health.list().map((c) => [
-      draDeviceName(c.index),
-      {
-        name: draDeviceName(c.index),
-        uuid: c.uuid,
-        index: c.index,
-        minorNumber: c.minorNumber,
-        memoryBytes: sliceMemoryBytes(c.memoryTotalBytes, config.memoryUnitMiB),
-        healthy: c.healthy,
-      },
-    ]),
+    health
+      .list()
+      .filter((c) => !c.migMode)
+      .map((c) => [
+        draDeviceName(c.index),
+        {
+          name: draDeviceName(c.index),
+          uuid: c.uuid,
+          index: c.index,
+          minorNumber: c.minorNumber,
+          memoryBytes: sliceMemoryBytes(c.memoryTotalBytes, config.memoryUnitMiB),
+          healthy: c.healthy,
+        },
+      ]),
   );
 }
 

@@ -81,6 +81,12 @@ describe('buildResourceSlice', () => {
     expect(withdrawn.spec.devices.map((d) => d.name)).toEqual(['gpu-0']);
   });
 
+  it('leaves out a card in MIG mode', () => {
+    const [a, b] = cards();
+    const slice = buildResourceSlice({ ...base, cards: [a as SliceCard, { ...(b as SliceCard), migMode: true }] });
+    expect(slice.spec.devices.map((d) => d.name)).toEqual(['gpu-0']);
+  });
+
   it('content changes with health, not with the generation', () => {
     const a = buildResourceSlice({ ...base, cards: cards() });
     expect(sliceContentKey(buildResourceSlice({ ...base, cards: cards(), generation: 9 }))).toBe(sliceContentKey(a));

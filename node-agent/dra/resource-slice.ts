@@ -4,7 +4,7 @@
  * (hundredths of the card, 1..100 in steps of 1) and `memory` (the card's bytes as the node's
  * memory unit counts them, in steps of one unit). A request that names neither takes the whole
  * card (each capacity's default is all of it). A card whose health failed is tainted (NoSchedule,
- * so running claims stay) or left out, as configured.
+ * so running claims stay) or left out, as configured; a card in MIG mode is left out.
  */
 import { DRA_CAPACITY, DRA_CORES_PER_CARD, DRA_UNHEALTHY_TAINT, draDeviceName, MIB } from '../../contract/index.js';
 import type { GpuCard, GpuLink } from '../nvml/gpu-source.js';
@@ -122,7 +122,9 @@ export function sliceName(nodeName: string, driver: string): string {
 
 export function buildResourceSlice(input: SliceInput): ResourceSlice {
   const cards = [...input.cards].sort((a, b) => a.index - b.index);
-  const published = input.unhealthy === 'withdraw' ? cards.filter((c) => c.healthy) : cards;
+  // A card in MIG mode cannot be shared by time and memory: it is not offered (as in device-plugin mode).
+  const offered = cards.filter((c) => !c.migMode);
+  const published = input.unhealthy === 'withdraw' ? offered.filter((c) => c.healthy) : offered;
   const devices = published.map((card): SliceDevice => {
     const peers = cards.filter((o) => o.index !== card.index && input.link(card.index, o.index).nvlinks > 0).length;
     const device: SliceDevice = {
