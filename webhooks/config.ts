@@ -71,6 +71,11 @@ export const callerConfigSchema = z.object({
 export const claimAdmissionConfigSchema = z.object({
   deviceClassName: z.string().min(1).default(DEFAULT_DRA_DRIVER),
   driverName: z.string().min(1).default(DEFAULT_DRA_DRIVER),
+  /**
+   * Register the claim hooks' configurations (`<name>-mutate-claims`, `<name>-validate-claims`)
+   * beside the pods' ones: DRA clusters (resource.k8s.io/v1 served). The DRA overlay turns it on.
+   */
+  register: z.boolean().default(false),
 });
 
 export const webhookConfigSchema = z.object({

@@ -18,7 +18,7 @@ import { frozenUserKeys } from './validate.js';
 export const NAMESPACE_ENFORCE_LABEL = 'vcuda.io/admission';
 export const NAMESPACE_ENFORCE_VALUE = 'enforce';
 const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
-const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'vcuda' };
+export const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'vcuda' };
 
 export type ServerVersion = { major: number; minor: number };
 export type Scoping = 'match-conditions' | 'selectors';
@@ -106,7 +106,7 @@ export type RegistrationInput = {
   scoping: Scoping;
 };
 
-function clientConfig(config: RegistrationConfig, path: string, caBundlePem: string): Webhook['clientConfig'] {
+export function clientConfig(config: RegistrationConfig, path: string, caBundlePem: string): Webhook['clientConfig'] {
   const caBundle = Buffer.from(caBundlePem).toString('base64');
   if (config.url) return { url: `${config.url.replace(/\/+$/, '')}${path}`, caBundle };
   const { serviceNamespace: namespace, serviceName: name, servicePort: port } = config;
@@ -123,6 +123,13 @@ type HookBase = (
   operations: string[],
 ) => Omit<Webhook, 'failurePolicy' | 'namespaceSelector'>;
 type Exempt = NonNullable<LabelSelector['matchExpressions']>;
+
+/** The namespaces whose objects never go to the webhooks, as a namespace selector's expressions. */
+export function exemptExpressions(config: RegistrationConfig): Exempt {
+  return config.exemptNamespaces.length
+    ? [{ key: NAMESPACE_NAME_LABEL, operator: 'NotIn', values: [...config.exemptNamespaces].sort() }]
+    : [];
+}
 type HookSet = { mutatingHooks: Webhook[]; validatingHooks: Webhook[] };
 
 /** What every hook shares: where to call, which pods, and the fields the API server would default. */
@@ -204,9 +211,7 @@ export function buildWebhookConfigurations(input: RegistrationInput): {
   validating: WebhookConfiguration;
 } {
   const { config, caBundlePem, scoping } = input;
-  const exempt: Exempt = config.exemptNamespaces.length
-    ? [{ key: NAMESPACE_NAME_LABEL, operator: 'NotIn', values: [...config.exemptNamespaces].sort() }]
-    : [];
+  const exempt = exemptExpressions(config);
   const base = hookBaseOf(config, caBundlePem);
   const { mutatingHooks, validatingHooks } =
     scoping === 'match-conditions' ? matchConditionHooks(input, base, exempt) : selectorHooks(base, exempt);
@@ -272,13 +277,15 @@ export type RegistrationOutcome = {
   validating: EnsureAction;
   /** Why the scoping differs from what the version suggested, when it does. */
   note?: string;
+  /** The claim hooks' configurations, when they are registered (claim-registration.ts). */
+  claims?: { mutating: EnsureAction; validating: EnsureAction };
 };
 
 function isConflict(err: unknown): boolean {
   return err instanceof VcudaError && err.code === 'conflict';
 }
 
-async function ensureOne(
+export async function ensureOne(
   client: WebhookConfigurationClient,
   want: WebhookConfiguration,
 ): Promise<{ action: EnsureAction; stored: StoredConfiguration }> {

@@ -90,6 +90,33 @@ describe('createWebhookKeeper', () => {
     expect(bundle.some((pem) => oldLeaf.checkIssued(new X509Certificate(pem)))).toBe(true);
   });
 
+  it('keeps the claim hooks with the same bundle when claims.register is on, and only then', async () => {
+    let now = new Date('2026-11-22T00:00:00Z');
+    const api = memoryConfigurations();
+    const keeperWith = (register: boolean) =>
+      createWebhookKeeper({
+        config: webhookConfigSchema.parse({ claims: { register } }),
+        names,
+        secretStore: memorySecret(),
+        registrationClient: api.client,
+        clock: () => now,
+        logger: quiet,
+        onCertificate: () => {},
+      });
+    expect((await keeperWith(false).refresh()).registration?.claims).toBeUndefined();
+    expect(api.caBundleOf('ValidatingWebhookConfiguration', 'vcuda-validate-claims')).toBe('');
+    const keeper = keeperWith(true);
+    const first = await keeper.refresh();
+    expect(first.registration?.claims).toEqual({ mutating: 'created', validating: 'created' });
+    expect(api.caBundleOf('MutatingWebhookConfiguration', 'vcuda-mutate-claims')).toBe(first.certificate.caBundlePem);
+    now = new Date(now.getTime() + 350 * DAY);
+    const rotated = await keeper.refresh();
+    expect(rotated.registration?.claims).toEqual({ mutating: 'updated', validating: 'updated' });
+    expect(api.caBundleOf('ValidatingWebhookConfiguration', 'vcuda-validate-claims')).toBe(
+      rotated.certificate.caBundlePem,
+    );
+  });
+
   it('files mode re-reads supplied files and reports a renewed certificate', async () => {
     const a = await issueServingCertificate({ dnsNames: ['localhost'], ipAddresses: [] }, 30, new Date());
     const b = await issueServingCertificate({ dnsNames: ['localhost'], ipAddresses: [] }, 30, new Date());

@@ -15,6 +15,7 @@ import {
   type ServingCertificate,
   serviceDnsNames,
 } from './certificates.js';
+import { ensureClaimWebhookRegistration } from './claim-registration.js';
 import type { RegistrationConfig, WebhookConfig } from './config.js';
 import {
   ensureWebhookRegistration,
@@ -49,7 +50,8 @@ export function registrationOnPort(registration: RegistrationConfig, port: numbe
 }
 
 export type WebhookKeeperDeps = {
-  config: Pick<WebhookConfig, 'registration' | 'certificates'> & Partial<Pick<WebhookConfig, 'privilegedUsernames'>>;
+  config: Pick<WebhookConfig, 'registration' | 'certificates'> &
+    Partial<Pick<WebhookConfig, 'privilegedUsernames' | 'claims'>>;
   names: ResourceNames;
   /** Self-issued mode: the shared Secret. */
   secretStore?: CertificateSecretStore | undefined;
@@ -108,14 +110,23 @@ export function createWebhookKeeper(deps: WebhookKeeperDeps): WebhookKeeper {
   async function refresh() {
     const certificate = await keeper.refresh();
     if (!deps.registrationClient) return { certificate };
-    const outcome = await ensureWebhookRegistration(deps.registrationClient, {
-      config: registrationOnPort(registration, deps.boundPort?.()),
+    const config = registrationOnPort(registration, deps.boundPort?.());
+    const outcome: RegistrationOutcome = await ensureWebhookRegistration(deps.registrationClient, {
+      config,
       names: deps.names,
       caBundlePem: certificate.caBundlePem,
       ...(deps.config.privilegedUsernames ? { privilegedUsernames: deps.config.privilegedUsernames } : {}),
     });
+    const claims = deps.config.claims;
+    if (claims?.register) {
+      const input = { config, claims, caBundlePem: certificate.caBundlePem };
+      outcome.claims = await ensureClaimWebhookRegistration(deps.registrationClient, input);
+    }
+    const changed = [outcome, outcome.claims].some(
+      (o) => o && (o.mutating !== 'unchanged' || o.validating !== 'unchanged'),
+    );
     const summary = JSON.stringify(outcome);
-    if (summary !== lastRegistration && (outcome.mutating !== 'unchanged' || outcome.validating !== 'unchanged')) {
+    if (summary !== lastRegistration && changed) {
       deps.logger.info(outcome, 'webhook configurations ensured');
     }
     lastRegistration = summary;
