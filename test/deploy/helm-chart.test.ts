@@ -306,7 +306,7 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
 
   describe('refuses values it cannot honour, naming them', () => {
     it.each([
-      [{ mode: 'dra' }, /mode: "dra" is reserved .*not built yet; use mode: extender/],
+      [{ mode: 'dra' }, /mode: "dra" is reserved: .*deploy\/overlays\/dra\); use mode: extender/],
       [{ mode: 'gpu' }, /\/mode': value must be one of 'extender', 'dra'/],
       [{ memoryUnitMiB: 0 }, /\/memoryUnitMiB': minimum: got 0, want 1/],
       [{ resourceDomain: 'NVIDIA' }, /\/resourceDomain'/],

@@ -11,7 +11,7 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{/* Refuses values the templates cannot honour; the schema catches the rest. */}}
 {{- define "vcuda.validate" -}}
 {{- if eq .Values.mode "dra" -}}
-{{- fail "mode: \"dra\" is reserved for vcuda's Dynamic Resource Allocation driver, which is not built yet; use mode: extender" -}}
+{{- fail "mode: \"dra\" is reserved: this chart does not render vcuda's Dynamic Resource Allocation driver yet (its objects are in the kustomize overlay deploy/overlays/dra); use mode: extender" -}}
 {{- end -}}
 {{- if not (or .Values.database.url .Values.database.existingSecret) -}}
 {{- fail "database: the quota ledger needs PostgreSQL; set database.url (postgres://…) or database.existingSecret (a Secret holding the url)" -}}
