@@ -1,6 +1,8 @@
 /* MIG profile tables of the cards the fake models, as the driver lists them (`nvidia-smi mig -lgip`
  * for IDs, memory (GiB x 1024 = MiB), SMs and engines; `-lgipp` for placements; NVIDIA's MIG user
- * guide, "Supported MIG Profiles", for the slice fractions). Pure: no state. */
+ * guide, "Supported MIG Profiles", for the slice fractions). The H200 figures were read from an
+ * H200 with driver 580.159.04 (memory per profile differs between driver versions: 535-era
+ * transcripts list 32.25 GiB for 1g.35gb). Pure: no state. */
 #include <stddef.h>
 #include <stdio.h>
 
@@ -25,12 +27,12 @@ static const struct fg_gi_profile h100_80[] = {
 /* H200 141GB (HBM3e): the same slices, SMs and engines, more memory per slice. */
 static const struct fg_gi_profile h200_141[] = {
     {P_1, 19, "1g.18gb", 1, 1, 7, 16, 1, 1, 0, 1, 0, 16384, ALL7},
-    {P_2, 14, "2g.35gb", 2, 2, 3, 32, 2, 2, 0, 2, 0, 33024, 3, {0, 2, 4}},
-    {P_3, 9, "3g.71gb", 4, 3, 2, 60, 3, 3, 0, 3, 0, 71168, 2, {0, 4}},
-    {P_4, 5, "4g.71gb", 4, 4, 1, 64, 4, 4, 0, 4, 0, 71168, 1, {0}},
-    {P_7, 0, "7g.141gb", 8, 7, 1, 132, 8, 7, 0, 7, 1, 143104, 1, {0}},
+    {P_2, 14, "2g.35gb", 2, 2, 3, 32, 2, 2, 0, 2, 0, 33280, 3, {0, 2, 4}},
+    {P_3, 9, "3g.71gb", 4, 3, 2, 60, 3, 3, 0, 3, 0, 71424, 2, {0, 4}},
+    {P_4, 5, "4g.71gb", 4, 4, 1, 64, 4, 4, 0, 4, 0, 71424, 1, {0}},
+    {P_7, 0, "7g.141gb", 8, 7, 1, 132, 8, 7, 0, 7, 1, 143360, 1, {0}},
     {P_1_REV1, 20, "1g.18gb+me", 1, 1, 1, 16, 1, 1, 0, 1, 1, 16384, ALL7},
-    {P_1_REV2, 15, "1g.35gb", 2, 1, 4, 26, 1, 1, 0, 1, 0, 33024, 4, {0, 2, 4, 6}},
+    {P_1_REV2, 15, "1g.35gb", 2, 1, 4, 26, 1, 1, 0, 1, 0, 33280, 4, {0, 2, 4, 6}},
 };
 
 static const struct fg_mig_model models[] = {

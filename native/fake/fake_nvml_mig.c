@@ -40,13 +40,14 @@ FG_EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mo
   return rc;
 }
 
-/* The profile behind NVML's profile index on a card in MIG mode; *rc says why not. */
+/* The profile behind NVML's profile index on a card with MIG, in MIG mode or not (an H200 with
+ * driver 580.159.04 lists its profiles and placements with MIG off); *rc says why not. */
 static const struct fg_gi_profile *profile_at(int idx, unsigned int profile, nvmlReturn_t *rc) {
   const struct fg_mig_model *m = fg_mig_model_of(idx);
   const struct fg_gi_profile *p = fg_mig_profile_by_index(m, profile);
   *rc = NVML_SUCCESS;
   if (profile >= NVML_GPU_INSTANCE_PROFILE_COUNT) *rc = NVML_ERROR_INVALID_ARGUMENT;
-  else if (!m || fg_mig_mode(idx) != 1 || !p) *rc = NVML_ERROR_NOT_SUPPORTED;
+  else if (!m || !p) *rc = NVML_ERROR_NOT_SUPPORTED;
   return *rc == NVML_SUCCESS ? p : NULL;
 }
 
@@ -92,11 +93,11 @@ FG_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device,
   return NVML_SUCCESS;
 }
 
-/* The profile with this ID on a card in MIG mode; *rc says why not. */
+/* The profile with this ID on a card with MIG (in MIG mode or not); *rc says why not. */
 static const struct fg_gi_profile *profile_id(int idx, unsigned int id, nvmlReturn_t *rc) {
   const struct fg_mig_model *m = fg_mig_model_of(idx);
   const struct fg_gi_profile *p = fg_mig_profile_by_id(m, id);
-  *rc = !m || fg_mig_mode(idx) != 1 ? NVML_ERROR_NOT_SUPPORTED : !p ? NVML_ERROR_INVALID_ARGUMENT : NVML_SUCCESS;
+  *rc = !m ? NVML_ERROR_NOT_SUPPORTED : !p ? NVML_ERROR_INVALID_ARGUMENT : NVML_SUCCESS;
   return *rc == NVML_SUCCESS ? p : NULL;
 }
 

@@ -35,11 +35,11 @@ static const struct want h100[] = {
 static const struct want h200[] = {
     {0x0, 19, 1, 7, 16, 16384, "1g.18gb", 7, {0, 1, 2, 3, 4, 5, 6}, 1},
     {0x7, 20, 1, 1, 16, 16384, "1g.18gb+me", 7, {0, 1, 2, 3, 4, 5, 6}, 1},
-    {0x9, 15, 1, 4, 26, 33024, "1g.35gb", 4, {0, 2, 4, 6}, 2},
-    {0x1, 14, 2, 3, 32, 33024, "2g.35gb", 3, {0, 2, 4}, 2},
-    {0x2, 9, 3, 2, 60, 71168, "3g.71gb", 2, {0, 4}, 4},
-    {0x3, 5, 4, 1, 64, 71168, "4g.71gb", 1, {0}, 4},
-    {0x4, 0, 7, 1, 132, 143104, "7g.141gb", 1, {0}, 8},
+    {0x9, 15, 1, 4, 26, 33280, "1g.35gb", 4, {0, 2, 4, 6}, 2},
+    {0x1, 14, 2, 3, 32, 33280, "2g.35gb", 3, {0, 2, 4}, 2},
+    {0x2, 9, 3, 2, 60, 71424, "3g.71gb", 2, {0, 4}, 4},
+    {0x3, 5, 4, 1, 64, 71424, "4g.71gb", 1, {0}, 4},
+    {0x4, 0, 7, 1, 132, 143360, "7g.141gb", 1, {0}, 8},
 };
 
 static nvmlDevice_t card(unsigned int i) {
@@ -91,7 +91,11 @@ static void test_modes_and_tables(void) {
   CHECK(nvmlDeviceGetMigMode(card(1), &cur, &pend) == NVML_SUCCESS && cur == 0, "card 1 starts without MIG");
   CHECK(nvmlDeviceGetMigMode(card(2), &cur, &pend) == NVML_ERROR_NOT_SUPPORTED, "a 1 GiB card has no MIG");
   nvmlGpuInstanceProfileInfo_t v1;
-  CHECK(nvmlDeviceGetGpuInstanceProfileInfo(card(1), 0, &v1) == NVML_ERROR_NOT_SUPPORTED, "profiles need MIG mode");
+  CHECK(nvmlDeviceGetGpuInstanceProfileInfo(card(1), 0, &v1) == NVML_SUCCESS && v1.id == 19,
+        "profiles are listed out of MIG mode too, as an H200 with driver 580 does");
+  CHECK(nvmlDeviceGetGpuInstanceProfileInfo(card(2), 0, &v1) == NVML_ERROR_NOT_SUPPORTED, "not on a card without MIG");
+  nvmlGpuInstance_t none;
+  CHECK(nvmlDeviceCreateGpuInstance(card(1), 19, &none) == NVML_ERROR_NOT_SUPPORTED, "instances need MIG mode");
   unsigned int max = 9;
   CHECK(nvmlDeviceGetMaxMigDeviceCount(card(1), &max) == NVML_SUCCESS && max == 0, "no MIG devices without MIG");
   nvmlReturn_t activation = NVML_ERROR_UNKNOWN;

@@ -46,7 +46,19 @@ describe.skipIf(!existsSync(fakeNvml) || !existsSync(fakeCtl))("MIG through koff
     const gpu = open();
     try {
       expect(gpu.listCards().map((c) => c.migMode)).toEqual([true, false, undefined]);
-      expect(gpu.migLayout(1)).toEqual({ mode: 'disabled', profiles: [], instances: [] });
+      // Out of MIG mode: the profiles the card could offer (H200 141GB), no instance.
+      const h200 = gpu.migLayout(1);
+      expect(h200?.mode).toBe('disabled');
+      expect(h200?.instances).toEqual([]);
+      expect(h200?.profiles.map((p) => [p.profile, p.memoryMiB, p.placements.length])).toEqual([
+        ['7g.141gb', 143360, 1],
+        ['4g.71gb', 71424, 1],
+        ['3g.71gb', 71424, 2],
+        ['2g.35gb', 33280, 3],
+        ['1g.35gb', 33280, 4],
+        ['1g.18gb', 16384, 7],
+        ['1g.18gb+me', 16384, 7],
+      ]);
       expect(gpu.migLayout(2)).toBeNull();
       const layout = gpu.migLayout(0);
       expect(layout?.mode).toBe('enabled');

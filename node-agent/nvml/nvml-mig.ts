@@ -97,8 +97,9 @@ export class NvmlMig {
   layout(card: unknown): CardMig | null {
     const mode = this.mode(card);
     if (mode === undefined) return null;
-    if (!mode) return { mode: 'disabled', profiles: [], instances: [] };
+    // Profiles and placements are listed out of MIG mode too (an H200 with driver 580 does).
     const profiles = this.profiles(card);
+    if (!mode) return { mode: 'disabled', profiles, instances: [] };
     return { mode: 'enabled', profiles, instances: this.instances(card, profiles) };
   }
 
@@ -106,6 +107,7 @@ export class NvmlMig {
     const nv = this.nv as MigBindings;
     const out: MigProfile[] = [];
     for (let index = 0; index < GPU_INSTANCE_PROFILE_COUNT; index++) {
+      // A fresh struct, its version set, for every call: the driver refuses one passed again.
       const buf = new Uint8Array(PROFILE_INFO_V2_SIZE);
       const v = view(buf);
       v.writeUInt32LE(PROFILE_INFO_V2, 0);
