@@ -25,7 +25,13 @@ import { connectCluster, startSigningKeys } from './starters/cluster.js';
 import { closerStack, type StartContext } from './starters/context.js';
 import { followPods, watchRefusals } from './starters/follow.js';
 import { listen } from './starters/http-listener.js';
-import { followCapacity, startLedgerHousekeeping, startLedgerStore, startUsageStore } from './starters/ledger.js';
+import {
+  followCapacity,
+  startClaimReconcile,
+  startLedgerHousekeeping,
+  startLedgerStore,
+  startUsageStore,
+} from './starters/ledger.js';
 import { followLedgerHolds, startReplicaLease } from './starters/ledger-follow.js';
 import { serveExtender, serveWebhooks } from './starters/tls-listeners.js';
 
@@ -98,6 +104,7 @@ export async function startControlPlane(
     // 6. The composed apps.
     const webhook = webhookConfigOf(ctx);
     const admission = admissionApps(ctx, { webhook, cluster, store, registry });
+    closers.push(startClaimReconcile(ctx, { store, kc: cluster.kc, driver: webhook.claims.driverName }));
     closers.push(() => cluster.events.close());
     const { nudger } = capacity;
     const { ledgerNodes, registerNodes } = housekeeping;

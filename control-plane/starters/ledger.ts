@@ -3,11 +3,14 @@
  * releases an ended pod's rows at once, and the periodic housekeeping behind it.
  */
 import { randomUUID } from 'node:crypto';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { createLedger, type Ledger } from '../../db/ledger.js';
 import { createLedgerProbe, type LedgerProbe } from '../../db/ledger-probe.js';
 import { migrate } from '../../db/migrate.js';
 import { createUsageStore } from '../../db/usage.js';
+import { createClaimLedger } from '../claim-ledger/claim-ledger.js';
+import { kubeClaimLister, reconcileClaimsOnce } from '../claim-ledger/claim-reconcile.js';
 import type { ClusterState } from '../cluster-state.js';
 import type { BindLedger } from '../extender/binder.js';
 import type { ExtenderMetrics } from '../extender/extender-metrics.js';
@@ -23,6 +26,8 @@ import { type Closer, every, type StartContext } from './context.js';
 
 const HOUSEKEEPING_MS = 15_000;
 const RECONCILE_MS = 60_000;
+/** How far the replicas' clocks may disagree: a list is trusted only for what is older by this. */
+const REPLICA_CLOCK_SKEW_MS = 500;
 const DOWNSAMPLE_MS = 3_600_000;
 /**
  * The watch cache may not have seen a pod yet that another replica is binding right now; only rows
@@ -184,6 +189,29 @@ function reconcileOnce(
       for (const f of r.refused) log.error({ pod: f.pod, reason: f.message }, 'running pod missing from ledger');
     })
     .catch((err) => log.warn({ err }, 'reconcile failed'));
+}
+
+/**
+ * DRA claims' charges repaired from the claims' status every reconcile period (a cluster that
+ * does not serve resource.k8s.io/v1 is told once and left alone).
+ */
+export function startClaimReconcile(
+  { config, clock, log }: StartContext,
+  deps: { store: LedgerStore; kc: KubeConfig | undefined; driver: string },
+): Closer {
+  if (!deps.kc) return () => undefined;
+  const claims = createClaimLedger({ ledger: deps.store.ledger, cluster: config.clusterName, driver: deps.driver });
+  const list = kubeClaimLister(deps.kc);
+  let served = true;
+  const notServed = () => {
+    if (served) log.info('resource.k8s.io/v1 is not served: no claims to reconcile');
+    served = false;
+  };
+  return every(RECONCILE_MS, () => {
+    reconcileClaimsOnce({ list, claims, now: clock, skewMs: REPLICA_CLOCK_SKEW_MS, log, notServed }).catch((err) =>
+      log.warn({ err }, 'claims reconcile failed'),
+    );
+  });
 }
 
 /** The usage store; raw usage samples become hourly, then daily rows, so the table does not grow without bound. */
