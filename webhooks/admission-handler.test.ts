@@ -184,3 +184,23 @@ describe('createAdmissionListener', () => {
     expect(new Set(answers.map((a) => a.body)).size).toBe(1);
   });
 });
+
+describe('the claim hooks on the listener', () => {
+  // A real 1.36 review of a claim with four problems (testdata/kubernetes-1.36/README.md).
+  const badClaim = readFileSync(new URL('../kubernetes-1.36/claim-validate-create-bad-share.json', fixtures), 'utf8');
+
+  it('answers a claim review exactly as the hono routes do', async () => {
+    const viaListener = await call('/admission/validate-claims?timeout=10s', badClaim);
+    const viaHono = await honoApp.request('/admission/validate-claims?timeout=10s', { method: 'POST', body: badClaim });
+    expect(viaListener.status).toBe(200);
+    expect(JSON.parse(viaListener.body).response.allowed).toBe(false);
+    expect(viaListener.body).toBe(await viaHono.text());
+  });
+
+  it('refuses a claim review over the limit before reading it', async () => {
+    const padded = badClaim.replace('"status":{}', `"status":{},"pad":"${'x'.repeat(MAX_BODY)}"`);
+    const r = await call('/admission/mutate-claims', padded);
+    expect(r.status).toBe(400);
+    expect(JSON.parse(r.body).error.message).toBe(`request body exceeds ${MAX_BODY} bytes`);
+  });
+});
