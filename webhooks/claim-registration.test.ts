@@ -21,10 +21,31 @@ const reviews = readdirSync(dir)
 describe('claim webhook configurations', () => {
   const built = buildClaimWebhookConfigurations({ config, claims: policy, caBundlePem: 'PEM' });
 
+  it('send every write that sets, keeps or clears an allocation, and deletions, to the ledger, in every namespace', () => {
+    const charge = built.validating.webhooks.find((h) => h.name === 'charge.resourceclaims.vcuda.io');
+    expect(charge?.clientConfig.service?.path).toBe('/admission/charge-claims');
+    expect(charge?.rules).toEqual([
+      {
+        operations: ['UPDATE', 'DELETE'],
+        apiGroups: ['resource.k8s.io'],
+        apiVersions: ['v1'],
+        resources: ['resourceclaims', 'resourceclaims/status'],
+        scope: 'Namespaced',
+      },
+    ]);
+    expect(charge?.failurePolicy).toBe('Fail');
+    // An exempt namespace must not be a way around the quota.
+    expect(charge?.namespaceSelector).toEqual({});
+    expect(charge?.sideEffects).toBe('NoneOnDryRun');
+    expect(charge?.matchConditions?.[0]?.expression).toContain("r.driver == 'gpu.vcuda.io'");
+  });
+
   it('send CREATE of claims and templates to the claim hooks, failing closed, outside the exempt namespaces', () => {
     expect(built.mutating.metadata.name).toBe('vcuda-mutate-claims');
     expect(built.validating.metadata.name).toBe('vcuda-validate-claims');
-    const hooks = [...built.mutating.webhooks, ...built.validating.webhooks];
+    const hooks = [...built.mutating.webhooks, ...built.validating.webhooks].filter(
+      (h) => !h.name.startsWith('charge.'),
+    );
     expect(hooks.map((h) => [h.name, h.clientConfig.service?.path, h.rules[0]?.resources])).toEqual([
       ['mutate.resourceclaims.vcuda.io', '/admission/mutate-claims', ['resourceclaims']],
       ['mutate.resourceclaimtemplates.vcuda.io', '/admission/mutate-claims', ['resourceclaimtemplates']],

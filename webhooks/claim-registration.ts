@@ -9,6 +9,7 @@
  * vcuda being up; those are `Fail`. Only CREATE is sent (claim specs are immutable, see
  * claim-admission.ts). resource.k8s.io/v1 needs 1.34 or later, long after match conditions (1.28),
  * so there is no selector fallback.
+ * The validating configuration also holds the ledger's charge hook on allocations (`chargeHook`).
  */
 import type { RegistrationConfig } from './config.js';
 import {
@@ -80,6 +81,46 @@ function claimHook(
   };
 }
 
+/** CEL: does `o` (`object` or `oldObject`) hold an allocation with a result of the driver? */
+function allocatedBy(o: 'object' | 'oldObject', driver: string): string {
+  const devices = `${o}.status.allocation.devices`;
+  return `(${o} != null && has(${o}.status) && has(${o}.status.allocation) && has(${devices}) && has(${devices}.results) && ${devices}.results.exists(r, r.driver == ${celString(driver)}))`;
+}
+
+/**
+ * The ledger's hook (control-plane/claim-ledger/): every write that sets, keeps or clears an
+ * allocation of the driver, and the deletion of an allocated claim. `Fail`: an allocation the
+ * ledger did not charge is never stored, and a release waits for the ledger to be back.
+ */
+function chargeHook(input: ClaimRegistrationInput): Webhook {
+  return {
+    name: 'charge.resourceclaims.vcuda.io',
+    clientConfig: clientConfig(input.config, '/admission/charge-claims', input.caBundlePem),
+    rules: [
+      {
+        operations: ['UPDATE', 'DELETE'],
+        apiGroups: ['resource.k8s.io'],
+        apiVersions: ['v1'],
+        resources: ['resourceclaims', 'resourceclaims/status'],
+        scope: 'Namespaced',
+      },
+    ],
+    failurePolicy: 'Fail',
+    matchPolicy: 'Equivalent',
+    namespaceSelector: {},
+    objectSelector: {},
+    sideEffects: 'NoneOnDryRun',
+    timeoutSeconds: input.config.timeoutSeconds,
+    admissionReviewVersions: ['v1'],
+    matchConditions: [
+      {
+        name: 'allocated-by-vcuda',
+        expression: `${allocatedBy('object', input.claims.driverName)} || ${allocatedBy('oldObject', input.claims.driverName)}`,
+      },
+    ],
+  };
+}
+
 /** Both claim configurations, complete (every defaultable field set, so comparing is exact). */
 export function buildClaimWebhookConfigurations(input: ClaimRegistrationInput): {
   mutating: WebhookConfiguration;
@@ -101,7 +142,7 @@ export function buildClaimWebhookConfigurations(input: ClaimRegistrationInput): 
       apiVersion: 'admissionregistration.k8s.io/v1',
       kind: 'ValidatingWebhookConfiguration',
       metadata: metadata('validate-claims'),
-      webhooks: hooks('validate'),
+      webhooks: [...hooks('validate'), chargeHook(input)],
     },
   };
 }

@@ -40,7 +40,7 @@ export type Webhook = {
   matchPolicy: 'Equivalent';
   namespaceSelector: LabelSelector;
   objectSelector: LabelSelector;
-  sideEffects: 'None';
+  sideEffects: 'None' | 'NoneOnDryRun';
   timeoutSeconds: number;
   admissionReviewVersions: string[];
   matchConditions?: { name: string; expression: string }[];
