@@ -14,8 +14,7 @@ const struct fg_mig_model *fg_mig_model_of(int node) {
   return card_ok(s, node) ? fg_mig_model_for(s->devices[node].memory_total >> 20) : NULL;
 }
 
-/* Whether a live process holds memory or a context on state index `dev`. Lock held. */
-static int in_use_locked(struct fg_state *s, int dev) {
+int fg_mig_in_use_locked(struct fg_state *s, int dev) {
   fg_reclaim_dead_locked();
   for (int k = 0; k < FG_MAX_PROCS; k++) {
     const struct fg_proc *p = &s->procs[k];
@@ -39,7 +38,7 @@ int fg_mig_set_mode(int node, unsigned int mode) {
   int rc = FG_MIG_OK;
   if (c->mode != mode) {
     /* The driver resets the card to switch: nothing may hold it, and no instance may be left. */
-    if (in_use_locked(s, node) || any_gi_locked(c)) rc = FG_MIG_IN_USE;
+    if (fg_mig_in_use_locked(s, node) || any_gi_locked(c)) rc = FG_MIG_IN_USE;
     else c->mode = mode;
   }
   fg_unlock();

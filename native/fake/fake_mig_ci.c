@@ -80,15 +80,6 @@ int fg_mig_create_ci(int node, unsigned int gi_id, unsigned int profile_id, unsi
   return rc;
 }
 
-static int in_use_locked(struct fg_state *s, int dev) {
-  fg_reclaim_dead_locked();
-  for (int k = 0; k < FG_MAX_PROCS; k++) {
-    const struct fg_proc *p = &s->procs[k];
-    if (p->live && (p->used[dev] || (p->context_mask & (1ull << dev)))) return 1;
-  }
-  return 0;
-}
-
 int fg_mig_destroy_ci(int node, unsigned int gi_id, unsigned int ci_id) {
   struct fg_state *s = fg_state();
   if (!card_ok(s, node)) return FG_MIG_INVALID;
@@ -99,7 +90,7 @@ int fg_mig_destroy_ci(int node, unsigned int gi_id, unsigned int ci_id) {
     struct fg_mig_ci *ci = &gi->ci[c];
     if (!ci->live || ci->id != ci_id) continue;
     int dev = FG_MAX_DEVICES + (int)ci->slot;
-    rc = in_use_locked(s, dev) ? FG_MIG_IN_USE : FG_MIG_OK;
+    rc = fg_mig_in_use_locked(s, dev) ? FG_MIG_IN_USE : FG_MIG_OK;
     if (rc == FG_MIG_OK) {
       memset(&s->mig_slots[ci->slot], 0, sizeof s->mig_slots[ci->slot]);
       memset(&s->devices[dev], 0, sizeof s->devices[dev]);

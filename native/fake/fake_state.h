@@ -128,6 +128,10 @@ uint64_t fg_managed_touch_locked(int dev);
 /* This process's managed bytes on `dev`: resident, on the host, and evictions suffered. */
 void fg_managed_residency(int dev, uint64_t *resident, uint64_t *host, uint64_t *evictions);
 
+/* Whether a live process holds memory or a context on state index `dev` (a card or a MIG device):
+ * what makes MIG changes there IN_USE (fake_mig.c). Caller holds the lock. */
+int fg_mig_in_use_locked(struct fg_state *s, int dev);
+
 /* Appends an Xid event for `dev`. 0, or -1 when dev is out of range. */
 int fg_inject_xid(int dev, uint64_t xid);
 

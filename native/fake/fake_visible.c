@@ -114,20 +114,17 @@ int fg_visible_count(void) { return fg_state() ? cuda_count : 0; }
 
 int fg_node(int ordinal) { return fg_state() && ordinal >= 0 && ordinal < cuda_count ? cuda_nodes[ordinal] : -1; }
 
-int fg_ordinal(int node) {
+static int position(const int *list, int n, int node) {
   if (!fg_state()) return -1;
-  for (int i = 0; i < cuda_count; i++)
-    if (cuda_nodes[i] == node) return i;
+  for (int i = 0; i < n; i++)
+    if (list[i] == node) return i;
   return -1;
 }
+
+int fg_ordinal(int node) { return position(cuda_nodes, cuda_count, node); }
 
 int fg_nvml_count(void) { return fg_state() ? nvml_count : 0; }
 
 int fg_nvml_node(int ordinal) { return fg_state() && ordinal >= 0 && ordinal < nvml_count ? nvml_nodes[ordinal] : -1; }
 
-int fg_nvml_ordinal(int node) {
-  if (!fg_state()) return -1;
-  for (int i = 0; i < nvml_count; i++)
-    if (nvml_nodes[i] == node) return i;
-  return -1;
-}
+int fg_nvml_ordinal(int node) { return position(nvml_nodes, nvml_count, node); }

@@ -21,6 +21,16 @@ import {
   type UtilizationRates,
 } from './gpu-source.js';
 import { readNumaNode } from './numa.js';
+import {
+  type NvmlFn as Fn,
+  NVML_ERROR_GPU_IS_LOST,
+  NVML_ERROR_INSUFFICIENT_SIZE,
+  NVML_ERROR_INVALID_ARGUMENT,
+  NVML_ERROR_NOT_FOUND,
+  NVML_ERROR_NOT_SUPPORTED,
+  NVML_ERROR_TIMEOUT,
+  NVML_SUCCESS,
+} from './nvml-codes.js';
 import { NvmlMig } from './nvml-mig.js';
 import {
   PROCESSES_UTILIZATION_INFO_TYPE,
@@ -28,13 +38,6 @@ import {
   type SampleSourceName,
 } from './process-utilization.js';
 
-const NVML_SUCCESS = 0;
-const NVML_ERROR_NOT_SUPPORTED = 3;
-const NVML_ERROR_NOT_FOUND = 6;
-const NVML_ERROR_INSUFFICIENT_SIZE = 7;
-const NVML_ERROR_TIMEOUT = 10;
-const NVML_ERROR_GPU_IS_LOST = 15;
-const NVML_ERROR_INVALID_ARGUMENT = 2;
 const EVENT_XID_CRITICAL = 0x8n;
 /** `usedGpuMemory` when the driver cannot attribute memory to the process (NVML_VALUE_NOT_AVAILABLE). */
 const NVML_VALUE_NOT_AVAILABLE = 0xffff_ffff_ffff_ffffn;
@@ -51,9 +54,6 @@ export class NvmlError extends VcudaError<'nvml'> {
     super('nvml', `${call}: ${text} (nvmlReturn_t ${nvmlCode})`);
   }
 }
-
-// biome-ignore lint/suspicious/noExplicitAny: foreign functions take and return untyped values.
-type Fn = K.KoffiFunc<(...args: any[]) => any>;
 
 const Memory = koffi.struct('vcuda_nvmlMemory_t', { total: 'uint64', free: 'uint64', used: 'uint64' });
 const Utilization = koffi.struct('vcuda_nvmlUtilization_t', { gpu: 'uint32', memory: 'uint32' });

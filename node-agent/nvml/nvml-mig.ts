@@ -7,21 +7,21 @@
  * (start, size: 8 bytes), nvmlGpuInstanceInfo_t (24 bytes: device @0, id @8, profileId @12,
  * placement @16). A library without the MIG exports, or a card that answers NOT_SUPPORTED, has no MIG.
  */
-import type * as K from 'koffi';
 import koffi from 'koffi';
 import type { CardMig, MigInstance, MigProfile } from './gpu-source.js';
+import {
+  type NvmlFn as Fn,
+  NVML_ERROR_INVALID_ARGUMENT,
+  NVML_ERROR_NOT_FOUND,
+  NVML_ERROR_NOT_SUPPORTED,
+} from './nvml-codes.js';
 
-const NVML_ERROR_INVALID_ARGUMENT = 2;
-const NVML_ERROR_NOT_SUPPORTED = 3;
-const NVML_ERROR_NOT_FOUND = 6;
 /** NVML_GPU_INSTANCE_PROFILE_COUNT: profile indexes run 0..0x11. */
 const GPU_INSTANCE_PROFILE_COUNT = 0x12;
 const PROFILE_INFO_V2_SIZE = 152;
 const PROFILE_INFO_V2 = PROFILE_INFO_V2_SIZE | (2 << 24);
 const MEMORY_SLICES = 8;
 
-// biome-ignore lint/suspicious/noExplicitAny: foreign functions take and return untyped values.
-type Fn = K.KoffiFunc<(...args: any[]) => any>;
 type Check = (call: string, rc: number) => void;
 
 type MigBindings = Record<

@@ -5,15 +5,16 @@
  * (FUNCTION_NOT_FOUND, or an absent export) or one that answers NOT_SUPPORTED is asked the old one.
  * Both answer NOT_SUPPORTED on a card in MIG mode: no samples then.
  */
-import type * as K from 'koffi';
 import koffi from 'koffi';
 import type { ProcessUtilizationSample } from './gpu-source.js';
-
-const NVML_SUCCESS = 0;
-const NVML_ERROR_NOT_SUPPORTED = 3;
-const NVML_ERROR_NOT_FOUND = 6;
-const NVML_ERROR_INSUFFICIENT_SIZE = 7;
-const NVML_ERROR_FUNCTION_NOT_FOUND = 13;
+import {
+  type NvmlFn as Fn,
+  NVML_ERROR_FUNCTION_NOT_FOUND,
+  NVML_ERROR_INSUFFICIENT_SIZE,
+  NVML_ERROR_NOT_FOUND,
+  NVML_ERROR_NOT_SUPPORTED,
+  NVML_SUCCESS,
+} from './nvml-codes.js';
 
 /** nvmlProcessUtilizationSample_t: pid u32 @0, timeStamp u64 @8, smUtil @16, memUtil @20; 32 bytes. */
 const SAMPLE_SIZE = 32;
@@ -30,9 +31,6 @@ koffi.struct(PROCESSES_UTILIZATION_INFO_TYPE, {
   lastSeenTimeStamp: 'uint64',
   procUtilArray: 'void *',
 });
-
-// biome-ignore lint/suspicious/noExplicitAny: foreign functions take and return untyped values.
-type Fn = K.KoffiFunc<(...args: any[]) => any>;
 
 /** One read with room for `capacity` samples (0: the size query): its code, count and rows. */
 type Read = (capacity: number) => { rc: number; count: number; rows: ProcessUtilizationSample[] };
