@@ -135,12 +135,18 @@ describe('DRA allocator', () => {
     const out = allocate({ devices: { requests: [{ name: 'gpu', exactly: { deviceClassName: 'fancy' } }] } });
     expect(out).toEqual({
       ok: false,
+      refused: true,
       reason: expect.stringMatching(/DeviceClass fancy: CEL selector .* not supported/),
     });
     const missing = allocate({ devices: { requests: [{ name: 'gpu', exactly: { deviceClassName: 'nope' } }] } });
-    expect(missing).toEqual({ ok: false, reason: expect.stringMatching(/device class nope does not exist/) });
+    expect(missing).toEqual({
+      ok: false,
+      refused: true,
+      reason: expect.stringMatching(/device class nope does not exist/),
+    });
     const other = allocate({ devices: { requests: [{ name: 'gpu', exactly: { deviceClassName: 'other' } }] } });
-    expect(other.ok).toBe(false);
+    expect(other).toMatchObject({ ok: false, reason: expect.stringMatching(/no matching device/) });
+    expect(other).not.toHaveProperty('refused');
   });
 
   it('takes an exclusive device only once, and whole', () => {

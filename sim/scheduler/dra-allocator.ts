@@ -36,9 +36,13 @@ export type AllocatorInput = {
   newShareId: () => string;
 };
 
+/**
+ * The results; or why not: `refused` when no node could serve the claim as written (a class that
+ * does not exist, a selector or request form the simulator does not evaluate), else it does not fit here.
+ */
 export type AllocatorOutcome =
   | { ok: true; results: AllocationResult[]; config: unknown[] }
-  | { ok: false; reason: string };
+  | { ok: false; reason: string; refused?: boolean };
 
 /** A device on the node, with where it comes from. */
 export type Candidate = { driver: string; pool: string; device: SliceDevice };
@@ -110,9 +114,8 @@ function slotsOf(input: AllocatorInput, candidates: Candidate[]): Slot[] | strin
     const byRequest = compileSelectors(exact.selectors, `request "${request.name}"`);
     if (!byRequest.ok) return byRequest.reason;
     const matching = candidates.filter((c) => byClass.matches(c.driver) && byRequest.matches(c.driver));
-    const count = exact.allocationMode === 'All' ? matching.length : (exact.count ?? 1);
-    if (exact.allocationMode === 'All' && count === 0)
-      return `request "${request.name}": no device of class ${exact.deviceClassName} on node ${input.node}`;
+    // `All` with no device on the node is one slot nothing can fill: it does not fit here.
+    const count = exact.allocationMode === 'All' ? Math.max(1, matching.length) : (exact.count ?? 1);
     for (let i = 0; i < count; i++) slots.push({ request: request.name, exact, candidates: matching });
   }
   return slots;
@@ -241,7 +244,7 @@ function configOf(input: AllocatorInput): unknown[] {
 export function allocateClaim(input: AllocatorInput): AllocatorOutcome {
   const candidates = nodeCandidates(input.node, input.slices);
   const slots = slotsOf(input, candidates);
-  if (typeof slots === 'string') return { ok: false, reason: slots };
+  if (typeof slots === 'string') return { ok: false, reason: slots, refused: true };
   const s: Search = {
     slots,
     constraints: input.claim.spec.devices?.constraints ?? [],

@@ -16,6 +16,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
+import { DraCache } from './dra-cache.js';
+import type { ClaimAllocation, ResourceClaim } from './dra-objects.js';
+import { allocateOnNode, hasClaims, podClaims, watchDra, writeClaims } from './dra-plugin.js';
 import { callBind, callFilter, callPrioritize, isInterested } from './extender-client.js';
 import { ExtenderTransport } from './extender-transport.js';
 import { filterNode, type SchedNode, type SchedPod, summarizeFailures } from './node-filters.js';
@@ -39,6 +42,11 @@ export type SchedulerOptions = {
   maxInFlightBinds?: number;
   /** false: a fresh extender connection per call, so a Service spreads calls over replicas (tests). */
   extenderKeepAlive?: boolean;
+  /**
+   * Allocate pods' ResourceClaims as kube-scheduler 1.36's DynamicResources plugin does (the API
+   * server must serve `resource.k8s.io/v1`).
+   */
+  dynamicResources?: boolean;
 };
 
 export type SchedulerStats = { attempts: number; bound: number; unschedulable: number; errors: number };
@@ -69,7 +77,12 @@ type LoopContext = {
   bindings: Set<Promise<void>>;
   /** The extenders' kept-alive connections. */
   transport: ExtenderTransport;
+  /** Slices, classes and claims, when the scheduler allocates claims. */
+  dra?: DraCache;
 };
+
+/** A pod's claims and, per feasible node, the allocations Filter decided there. */
+type PodDra = { claims: ResourceClaim[]; byNode: Map<string, Map<string, ClaimAllocation>> };
 
 /** The node and pod watches feed the cache; cluster events unpark waiting pods. */
 function watchCluster(ctx: LoopContext, nudge: () => void): Closer {
@@ -100,6 +113,7 @@ function watchCluster(ctx: LoopContext, nudge: () => void): Closer {
   };
   void client.listWatch('/api/v1/nodes', '', nodeHandlers, abort.signal);
   void client.listWatch('/api/v1/pods', '', podHandlers, abort.signal);
+  if (ctx.dra) watchDra(client, ctx.dra, nudge, abort.signal);
   return () => abort.abort();
 }
 
@@ -147,7 +161,7 @@ async function recordFailure(
 }
 
 /** 1–2: the nodes that pass the basic filters and every interested extender's filter, and why the rest failed. */
-async function feasibleNodes(ctx: LoopContext, pod: SchedPod, all: SchedNode[]) {
+async function feasibleNodes(ctx: LoopContext, pod: SchedPod, all: SchedNode[], dra: PodDra | undefined) {
   const reasons = new Map<string, string>();
   /** Failed nodes where evicting lower-priority pods could help (kube-scheduler's Unschedulable). */
   const resolvable = new Set<string>();
@@ -158,7 +172,7 @@ async function feasibleNodes(ctx: LoopContext, pod: SchedPod, all: SchedNode[]) 
     return used;
   };
   let feasible = all.filter((n) => {
-    const why = filterNode(pod, n, { usedOnNode, ignoredResources: ctx.ignored });
+    const why = filterNode(pod, n, { usedOnNode, ignoredResources: ctx.ignored }) ?? filterClaims(ctx, dra, n);
     if (why) reasons.set(n.metadata.name, why);
     if (why && isResolvable(why)) resolvable.add(n.metadata.name);
     return !why;
@@ -184,6 +198,15 @@ async function feasibleNodes(ctx: LoopContext, pod: SchedPod, all: SchedNode[]) 
   return { feasible, reasons, binder, resolvable };
 }
 
+/** The DynamicResources filter: the pod's claims allocated on `node` (kept for PreBind), or why not. */
+function filterClaims(ctx: LoopContext, dra: PodDra | undefined, node: SchedNode): string | undefined {
+  if (!ctx.dra || !dra?.claims.length) return undefined;
+  const out = allocateOnNode(ctx.dra, dra.claims, node.metadata.name, new Date(ctx.now()));
+  if (!out.ok) return out.reason;
+  dra.byNode.set(node.metadata.name, out.allocations);
+  return undefined;
+}
+
 /** 3–4: extender scores (scaled as kube-scheduler does), then a random pick among the best. */
 async function pickNode(ctx: LoopContext, pod: SchedPod, feasible: SchedNode[]): Promise<string> {
   // kube-scheduler tries a pod's nominated node first (its victims were evicted for it).
@@ -206,9 +229,18 @@ async function pickNode(ctx: LoopContext, pod: SchedPod, feasible: SchedNode[]):
  * 5. Bind in the background, as kube-scheduler's binding cycle does: the pod is assumed on its
  * node meanwhile, so the next cycles count it; a failed bind un-assumes it and retries.
  */
-function bindInBackground(ctx: LoopContext, pod: KubeObj, chosen: string, binder: Extender | undefined): void {
+function bindInBackground(
+  ctx: LoopContext,
+  pod: KubeObj,
+  chosen: string,
+  binder: Extender | undefined,
+  dra: PodDra | undefined,
+): void {
   ctx.cache.assume(pod, chosen);
+  const allocations = dra?.byNode.get(chosen) ?? new Map<string, ClaimAllocation>();
+  for (const [key, allocation] of allocations) ctx.dra?.assume(key, allocation);
   const bind = async () => {
+    if (dra?.claims.length) await writeClaims(ctx.client, dra.claims, allocations, pod);
     if (binder) return callBind(binder, pod as unknown as SchedPod, chosen, ctx.transport);
     await ctx.client.create(`${podPath(pod.metadata.namespace ?? 'default', pod.metadata.name)}/binding`, {
       apiVersion: 'v1',
@@ -225,6 +257,7 @@ function bindInBackground(ctx: LoopContext, pod: KubeObj, chosen: string, binder
     },
     async (e: Error) => {
       ctx.cache.forget(pod);
+      for (const key of allocations.keys()) ctx.dra?.forget(key);
       ctx.stats.errors++;
       await recordFailure(ctx, pod, `binding rejected: ${e.message}`, 'error');
     },
@@ -241,7 +274,14 @@ async function scheduleOne(ctx: LoopContext, pod: KubeObj): Promise<string | und
   ctx.stats.attempts++;
   const sp = pod as unknown as SchedPod;
   const all = [...ctx.cache.nodes.values()];
-  const { feasible, reasons, binder, resolvable } = await feasibleNodes(ctx, sp, all);
+  const dra = ctx.dra && hasClaims(pod) ? podClaims(ctx.dra, pod) : undefined;
+  if (dra && 'reason' in dra) {
+    ctx.stats.unschedulable++;
+    await recordFailure(ctx, pod, `0/${all.length} nodes are available: ${dra.reason}.`, 'unschedulable');
+    return undefined;
+  }
+  const podDra = dra ? { claims: dra.claims, byNode: new Map() } : undefined;
+  const { feasible, reasons, binder, resolvable } = await feasibleNodes(ctx, sp, all, podDra);
   if (feasible.length === 0) {
     ctx.stats.unschedulable++;
     const nominated = await preempt(ctx, pod, all, resolvable);
@@ -250,7 +290,7 @@ async function scheduleOne(ctx: LoopContext, pod: KubeObj): Promise<string | und
     return undefined;
   }
   const chosen = await pickNode(ctx, sp, feasible);
-  bindInBackground(ctx, pod, chosen, binder);
+  bindInBackground(ctx, pod, chosen, binder, podDra);
   return chosen;
 }
 
@@ -322,6 +362,7 @@ export function startScheduler(opts: SchedulerOptions): SimScheduler {
     poke: () => loop?.poke(),
     bindings: new Set(),
     transport: new ExtenderTransport({ keepAlive: opts.extenderKeepAlive ?? true }),
+    ...(opts.dynamicResources ? { dra: new DraCache() } : {}),
   };
   /** A cluster event: every parked pod may fit now (after its backoff). */
   const nudge = () => {
