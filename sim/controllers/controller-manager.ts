@@ -1,12 +1,14 @@
 /**
- * The simulated kube-controller-manager: the Deployment, ReplicaSet and Job controllers and the
- * garbage collector over one informer cache. Any change wakes one pass over every workload (the
+ * The simulated kube-controller-manager: the Deployment, ReplicaSet and Job controllers, the
+ * resourceclaim controller (where the API server serves DRA) and the garbage collector over one
+ * informer cache. Any change wakes one pass over every workload (the
  * simulator's clusters are small); a workload whose sync failed (a pod refused by admission, a
  * conflict) waits out a doubling backoff from 1 s to 1 min, as a rate-limited work queue makes it.
  */
 import type { KubeClient, KubeObj } from '../kube-client.js';
 import { collectGarbage } from './garbage-collector.js';
-import { InformerCache } from './informer-cache.js';
+import { DRA_KINDS, InformerCache, WORKLOAD_KINDS } from './informer-cache.js';
+import { syncClaim, syncPodClaims } from './resource-claim-sync.js';
 import { uidOf } from './workload-objects.js';
 import { type SyncContext, syncDeployment, syncJob, syncReplicaSet } from './workload-syncs.js';
 
@@ -15,6 +17,8 @@ export type ControllerManagerOptions = {
   now?: () => number;
   /** Where a failed sync is reported (the controllers retry it). */
   onError?: (message: string) => void;
+  /** Run the resourceclaim controller (the API server must serve `resource.k8s.io/v1`). */
+  dynamicResources?: boolean;
 };
 
 export type SimControllerManager = { close(): Promise<void> };
@@ -45,7 +49,10 @@ export function startControllerManager(opts: ControllerManagerOptions): SimContr
     timers.add(t);
     if (afterMs === BATCH_MS) pending = t;
   };
-  const cache = new InformerCache(() => wake());
+  const cache = new InformerCache(
+    () => wake(),
+    opts.dynamicResources ? [...WORKLOAD_KINDS, ...DRA_KINDS] : WORKLOAD_KINDS,
+  );
   const ctx: SyncContext = { client: opts.client, cache, now };
 
   const run = () => {
@@ -57,7 +64,7 @@ export function startControllerManager(opts: ControllerManagerOptions): SimContr
     running = (async () => {
       do {
         again = false;
-        await pass(ctx, backoffs, wake, opts.onError);
+        await pass(ctx, backoffs, wake, opts.onError, opts.dynamicResources === true);
       } while (again && !abort.signal.aborted);
     })().finally(() => {
       running = undefined;
@@ -80,6 +87,7 @@ async function pass(
   backoffs: Map<string, Backoff>,
   wake: (afterMs?: number) => void,
   onError: ((message: string) => void) | undefined,
+  dynamicResources: boolean,
 ): Promise<void> {
   const sync = async (obj: KubeObj, what: string, fn: () => Promise<void>) => {
     const uid = uidOf(obj);
@@ -107,6 +115,11 @@ async function pass(
   for (const job of ctx.cache.list('jobs')) {
     await sync(job, 'job', () => syncJob(ctx, job, pods.get(job.metadata.namespace ?? 'default') ?? []));
     pods = ctx.cache.byNamespace('pods');
+  }
+  if (dynamicResources) {
+    for (const pod of ctx.cache.list('pods')) await sync(pod, 'pod claims', () => syncPodClaims(ctx, pod));
+    for (const claim of ctx.cache.list('resourceclaims'))
+      await sync(claim, 'resourceclaim', () => syncClaim(ctx, claim));
   }
   await collectGarbage(ctx).catch((e: unknown) => onError?.(`garbage collector: ${(e as Error).message}`));
 }

@@ -5,13 +5,23 @@
  */
 import type { KubeClient, KubeObj, WatchEvent } from '../kube-client.js';
 
-export type WatchedKind = 'pods' | 'replicasets' | 'deployments' | 'jobs';
+export type WatchedKind = 'pods' | 'replicasets' | 'deployments' | 'jobs' | 'resourceclaims' | 'resourceclaimtemplates';
+
+/** The kinds every cluster serves; DRA's claims and templates are watched only where `resource.k8s.io/v1` is served. */
+export const WORKLOAD_KINDS: readonly WatchedKind[] = ['pods', 'replicasets', 'deployments', 'jobs'];
+export const DRA_KINDS: readonly WatchedKind[] = ['resourceclaims', 'resourceclaimtemplates'];
+const DRA_GV = '/apis/resource.k8s.io/v1';
 
 export const KIND_PATHS: Record<WatchedKind, { list: string; collection: (ns: string) => string }> = {
   pods: { list: '/api/v1/pods', collection: (ns) => `/api/v1/namespaces/${ns}/pods` },
   replicasets: { list: '/apis/apps/v1/replicasets', collection: (ns) => `/apis/apps/v1/namespaces/${ns}/replicasets` },
   deployments: { list: '/apis/apps/v1/deployments', collection: (ns) => `/apis/apps/v1/namespaces/${ns}/deployments` },
   jobs: { list: '/apis/batch/v1/jobs', collection: (ns) => `/apis/batch/v1/namespaces/${ns}/jobs` },
+  resourceclaims: { list: `${DRA_GV}/resourceclaims`, collection: (ns) => `${DRA_GV}/namespaces/${ns}/resourceclaims` },
+  resourceclaimtemplates: {
+    list: `${DRA_GV}/resourceclaimtemplates`,
+    collection: (ns) => `${DRA_GV}/namespaces/${ns}/resourceclaimtemplates`,
+  },
 };
 
 /** The path of one object of `kind`. */
@@ -26,13 +36,17 @@ export class InformerCache {
   private readonly objects = new Map<WatchedKind, Map<string, KubeObj>>();
   private readonly synced = new Set<WatchedKind>();
 
-  constructor(private readonly onChange: () => void) {
+  /** `kinds`: those watched; the others stay empty. */
+  constructor(
+    private readonly onChange: () => void,
+    private readonly kinds: readonly WatchedKind[] = WORKLOAD_KINDS,
+  ) {
     for (const kind of Object.keys(KIND_PATHS) as WatchedKind[]) this.objects.set(kind, new Map());
   }
 
-  /** Starts every kind's list+watch; they run until `signal` aborts. */
+  /** Starts every watched kind's list+watch; they run until `signal` aborts. */
   start(client: KubeClient, signal: AbortSignal): void {
-    for (const kind of Object.keys(KIND_PATHS) as WatchedKind[]) {
+    for (const kind of this.kinds) {
       void client.listWatch(
         KIND_PATHS[kind].list,
         '',
@@ -52,7 +66,7 @@ export class InformerCache {
 
   /** Every kind listed at least once: before that, an owner not seen yet would look deleted. */
   hasSynced(): boolean {
-    return this.synced.size === Object.keys(KIND_PATHS).length;
+    return this.kinds.every((k) => this.synced.has(k));
   }
 
   private apply(kind: WatchedKind, e: WatchEvent): void {
