@@ -5,47 +5,29 @@
  * stand-in runs the pods on both), then the pod counts, ownership, ReplicaSets, revisions, and
  * Deployment and Job status compared step by step. Skipped, saying why, without that directory.
  */
-import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SimApiServer, startApiServer } from '../../sim/apiserver/api-server.js';
 import { type SimControllerManager, startControllerManager } from '../../sim/controllers/controller-manager.js';
 import { KubeClient } from '../../sim/kube-client.js';
 import { runPods } from '../support/sim/pod-runner.js';
-import { startAdminFront } from './real-cluster.js';
+import { type RealControlPlane, real136SkipReason, startRealControlPlane136 } from './real-control-plane-136.js';
 import { type Observation, workloadScenario } from './workload-scenario.js';
 
-const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const CLUSTER_SH = join(repoRoot, '..', 'shared', 'kubernetes-1.36', 'cluster.sh');
-const skipReason = existsSync(CLUSTER_SH)
-  ? undefined
-  : `no ${CLUSTER_SH} (real kube-apiserver + kube-controller-manager v1.36)`;
+const skipReason = real136SkipReason('real kube-apiserver + kube-controller-manager v1.36');
 if (skipReason) console.warn(`controllers-real: skipped: ${skipReason}`);
-
-const run = promisify(execFile);
 
 describe.skipIf(skipReason !== undefined)(
   'Deployments and Jobs: the simulator against kube-controller-manager 1.36',
   () => {
-    let dir: string;
-    let closeFront: (() => Promise<void>) | undefined;
+    let realPlane: RealControlPlane | undefined;
     let real: KubeClient;
     let api: SimApiServer;
     let controllers: SimControllerManager;
     let sim: KubeClient;
 
     beforeAll(async () => {
-      dir = mkdtempSync(join(tmpdir(), 'vcuda-k8s136-'));
-      const { stdout } = await run(CLUSTER_SH, ['start', dir, '--no-scheduler'], { timeout: 240_000 });
-      const apiserver = /^APISERVER=(\S+)$/m.exec(stdout)?.[1];
-      if (!apiserver) throw new Error(`cluster.sh printed no APISERVER=: ${stdout}`);
-      const front = await startAdminFront(dir, apiserver);
-      closeFront = front.close;
-      real = new KubeClient(front.url);
+      realPlane = await startRealControlPlane136(['--no-scheduler']);
+      real = realPlane.client;
       api = await startApiServer();
       sim = new KubeClient(api.url);
       controllers = startControllerManager({ client: sim });
@@ -54,11 +36,7 @@ describe.skipIf(skipReason !== undefined)(
     afterAll(async () => {
       await controllers?.close();
       await api?.close();
-      await closeFront?.();
-      if (dir) {
-        await run(CLUSTER_SH, ['stop', dir], { timeout: 60_000 }).catch(() => undefined);
-        rmSync(dir, { recursive: true, force: true });
-      }
+      await realPlane?.close();
     }, 120_000);
 
     it('gives the same pods, owners, ReplicaSets and statuses at every step', async () => {
