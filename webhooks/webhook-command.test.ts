@@ -27,6 +27,21 @@ describe('vcuda webhook manifests', () => {
     expect(recent[1].webhooks[0].clientConfig.url).toBe('https://10.0.0.5:8443/admission/validate');
   });
 
+  it('adds the claim hooks with --claims, for the DeviceClass and driver given', () => {
+    const claims = { deviceClassName: 'gpu.example.com', driverName: 'gpu.example.com' };
+    const docs = parseAllDocuments(renderManifests({ ...base, serverVersion: '1.36', claims })).map((d) => d.toJS());
+    expect(docs.map((d) => d.metadata.name)).toEqual([
+      'vcuda-mutate-pods',
+      'vcuda-validate-pods',
+      'vcuda-mutate-claims',
+      'vcuda-validate-claims',
+    ]);
+    expect(docs[3].webhooks[0].matchConditions[0].expression).toContain(
+      "r.exactly.deviceClassName == 'gpu.example.com'",
+    );
+    expect(docs[3].webhooks[0].clientConfig.service.path).toBe('/admission/validate-claims');
+  });
+
   it('refuses a version it cannot read', () => {
     expect(() => renderManifests({ ...base, serverVersion: 'latest' })).toThrow(
       '--server-version: "latest" is not MAJOR.MINOR',

@@ -1,15 +1,16 @@
 /**
- * `vcuda webhook manifests`: the two webhook configurations as YAML, for clusters where the
- * manifests (not the control plane) register them. `vcuda webhook check POD.yaml`: what admission
+ * `vcuda webhook manifests`: the two webhook configurations as YAML (four with `--claims`: the
+ * DRA claim hooks), for clusters where the manifests (not the control plane) register them. `vcuda webhook check POD.yaml`: what admission
  * would answer for a pod, without a cluster: the refusal message, or the patched pod's vcuda parts.
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import fastJsonPatch from 'fast-json-patch';
 import { stringify as toYaml } from 'yaml';
-import { parseManifestText, resourceNames, ValidationError } from '../contract/index.js';
+import { DEFAULT_DRA_DRIVER, parseManifestText, resourceNames, ValidationError } from '../contract/index.js';
 import type { AdmissionReviewOut } from './admission-review.js';
 import { admissionRoutes } from './admission-routes.js';
+import { buildClaimWebhookConfigurations } from './claim-registration.js';
 import { registrationConfigSchema, webhookConfigSchema } from './config.js';
 import { buildWebhookConfigurations, chooseScoping, parseServerVersion } from './registration.js';
 
@@ -22,6 +23,8 @@ export type ManifestOptions = {
   port: number;
   domain: string;
   timeoutSeconds: number;
+  /** Also the claim hooks' configurations, for this DeviceClass and driver (DRA clusters). */
+  claims?: { deviceClassName: string; driverName: string } | undefined;
 };
 
 export function renderManifests(o: ManifestOptions): string {
@@ -49,7 +52,12 @@ export function renderManifests(o: ManifestOptions): string {
     // The control plane's own default: its and the node agents' updates skip validation.
     privilegedUsernames: webhookConfigSchema.parse({}).privilegedUsernames,
   });
-  return `${toYaml(built.mutating)}---\n${toYaml(built.validating)}`;
+  const objects = [built.mutating, built.validating];
+  if (o.claims) {
+    const claims = buildClaimWebhookConfigurations({ config, claims: o.claims, caBundlePem: o.caBundlePem });
+    objects.push(claims.mutating, claims.validating);
+  }
+  return objects.map((obj) => toYaml(obj)).join('---\n');
 }
 
 export type CheckOptions = {
@@ -150,6 +158,13 @@ export async function checkPod(
   return { admitted: true, output: `${warnings}admitted; patch:\n${changes}` };
 }
 
+type ManifestFlags = Omit<ManifestOptions, 'caBundlePem' | 'claims'> & {
+  caFile?: string;
+  claims?: boolean;
+  deviceClass: string;
+  driver: string;
+};
+
 export function registerWebhookCommand(program: Command): void {
   const webhook = program
     .command('webhook')
@@ -165,11 +180,15 @@ export function registerWebhookCommand(program: Command): void {
     .option('--port <n>', 'the Service port', (v) => Number.parseInt(v, 10), 443)
     .option('--domain <domain>', 'resource domain', 'nvidia.com')
     .option('--timeout-seconds <n>', 'webhook timeout', (v) => Number.parseInt(v, 10), 5)
-    .action((o: Omit<ManifestOptions, 'caBundlePem'> & { caFile?: string }) => {
+    .option('--claims', 'also the DRA claim hooks (ResourceClaims and templates asking the DeviceClass below)')
+    .option('--device-class <name>', 'with --claims: the DeviceClass whose claims vcuda judges', DEFAULT_DRA_DRIVER)
+    .option('--driver <name>', 'with --claims: the DRA driver whose opaque config vcuda judges', DEFAULT_DRA_DRIVER)
+    .action((o: ManifestFlags) => {
       const caBundlePem = o.caFile ? readFileSync(o.caFile, 'utf8') : '';
       if (!caBundlePem)
         process.stderr.write('note: no --ca-file; caBundle is empty (the API server then uses its own roots)\n');
-      process.stdout.write(renderManifests({ ...o, caBundlePem }));
+      const claims = o.claims ? { deviceClassName: o.deviceClass, driverName: o.driver } : undefined;
+      process.stdout.write(renderManifests({ ...o, caBundlePem, claims }));
     });
   webhook
     .command('check')
