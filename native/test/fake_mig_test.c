@@ -247,6 +247,9 @@ static int child(int argc, char **argv) {
          (size_t)(total / MIB), sms, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
          b[13], b[14], b[15]);
   cuCtxCreate(&ctx, 0, dev);
+  size_t free_bytes = 0, ctx_total = 0;
+  cuMemGetInfo_v2(&free_bytes, &ctx_total);
+  printf("ctx_total_mib=%zu\n", (size_t)(ctx_total / MIB));
   CUdeviceptr p;
   printf("alloc_a=%d\n", argc > 2 ? (int)cuMemAlloc_v2(&p, strtoull(argv[2], NULL, 10) * MIB) : -1);
   printf("alloc_b=%d\n", argc > 3 ? (int)cuMemAlloc_v2(&p, strtoull(argv[3], NULL, 10) * MIB) : -1);
@@ -285,6 +288,7 @@ static void test_cuda_on_mig(const char *uuid) {
   CHECK(strcmp(field(out, "count"), "1") == 0, "one CUDA device: %s", out);
   CHECK(strcmp(field(out, "total_mib"), "40448") == 0, "the 3g's memory: %s", field(out, "total_mib"));
   CHECK(strcmp(field(out, "sms"), "60") == 0, "the 3g's SMs: %s", field(out, "sms"));
+  CHECK(strcmp(field(out, "ctx_total_mib"), "40448") == 0, "a context's cuMemGetInfo: %s", field(out, "ctx_total_mib"));
   CHECK(strcmp(field(out, "uuid"), uuid + 4) == 0, "CUDA's UUID is the MIG device's: %s", field(out, "uuid"));
   CHECK(strcmp(field(out, "alloc_a"), "0") == 0 && strcmp(field(out, "alloc_b"), "2") == 0,
         "40000 MiB fit, 1 GiB more is out of memory: %s %s", field(out, "alloc_a"), field(out, "alloc_b"));
