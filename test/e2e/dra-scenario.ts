@@ -22,6 +22,8 @@ export type DraObservation = {
   reason?: string;
   /** After the pods ended: each claim's state (`allocated`, `free`, `gone`). */
   claims?: Record<string, string>;
+  /** How many pods the claim is reserved for. */
+  reservedFor?: number;
   /** A template-made claim: its name prefix, owner, annotation and the pod's status entry. */
   made?: Record<string, unknown>;
 };
@@ -195,6 +197,22 @@ async function endPods(client: KubeClient, names: string[]): Promise<DraObservat
   }
 }
 
+/** A second pod on a claim allocated already: it joins the claim's consumers, the allocation unchanged. */
+async function sharedStep(client: KubeClient, claimName: string): Promise<DraObservation> {
+  const before = await client.get(`${CLAIMS}/${claimName}`);
+  await client.create(podPath(NS), podWith('shared-pod', { resourceClaimName: claimName }));
+  const state = await settled(client, 'shared-pod');
+  const claim = await client.get(`${CLAIMS}/${claimName}`);
+  const reserved = (claim['status'] as { reservedFor?: unknown[] } | undefined)?.reservedFor ?? [];
+  const unchanged = JSON.stringify(resultsOf(before)) === JSON.stringify(resultsOf(claim));
+  return {
+    step: 'shared',
+    ...state,
+    results: unchanged ? ['allocation unchanged'] : resultsOf(claim),
+    reservedFor: reserved.length,
+  };
+}
+
 /** The whole scenario; each observation in order. */
 export async function draScenario(client: KubeClient): Promise<DraObservation[]> {
   await setUpCluster(client);
@@ -215,5 +233,6 @@ export async function draScenario(client: KubeClient): Promise<DraObservation[]>
   out.push(await claimStep(client, 'two-requests', { devices: { requests: pair } }));
   const distinct = [{ requests: ['a', 'b'], distinctAttribute: `${DRIVER}/uuid` }];
   out.push(await claimStep(client, 'distinct', { devices: { requests: pair, constraints: distinct } }));
+  out.push(await sharedStep(client, 'distinct'));
   return out;
 }

@@ -46,6 +46,7 @@ const REAL_1_36 = [
   onNodeA('count-two', [share('gpu-0', '10', '1Gi'), share('gpu-1', '10', '1Gi')]),
   onNodeA('two-requests', [share('gpu-0', '10', '1Gi', 'a'), share('gpu-0', '10', '1Gi', 'b')]),
   onNodeA('distinct', [share('gpu-0', '10', '1Gi', 'a'), share('gpu-1', '10', '1Gi', 'b')]),
+  { ...onNodeA('shared', ['allocation unchanged']), reservedFor: 2 },
 ];
 
 describe('DRA on the simulator: the answers kube-scheduler and kube-controller-manager 1.36 gave', () => {
