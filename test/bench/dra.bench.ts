@@ -1,0 +1,205 @@
+/**
+ * What one quota on DRA claims costs an allocation, on the real Kubernetes 1.36 API server
+ * (`../shared/kubernetes-1.36/`) and local PostgreSQL: the latency of the ResourceClaim status
+ * UPDATE that writes an allocation (what kube-scheduler's PreBind waits on), and of the one that
+ * clears it, without vcuda's charge hook and then with it (the control plane's route over a
+ * PostgreSQL ledger, registered as the control plane registers it), in the same run on the same
+ * server. The difference is what the quota adds to each allocation. `VCUDA_BENCH_DRA_UPDATES`
+ * (default 300) sets the updates per arm.
+ */
+import { randomUUID } from 'node:crypto';
+import { KubeConfig, ResourceV1Api } from '@kubernetes/client-node';
+import { Hono } from 'hono';
+import { DEFAULT_DRA_DRIVER } from '../../contract/index.js';
+import { claimChargeRoute } from '../../control-plane/claim-ledger/claim-charge-route.js';
+import { createClaimLedger } from '../../control-plane/claim-ledger/claim-ledger.js';
+import { listen } from '../../control-plane/starters/http-listener.js';
+import { createLedger } from '../../db/ledger.js';
+import { issueServingCertificate } from '../../webhooks/certificates.js';
+import { buildClaimWebhookConfigurations } from '../../webhooks/claim-registration.js';
+import { registrationConfigSchema } from '../../webhooks/config.js';
+import { createTestDatabase, isPostgresReachable } from '../support/db/test-databases.js';
+import { k8s136SkipReason, startKubernetes136 } from '../support/kubernetes-136.js';
+import { atMost, type Benchmark, type Figure, percentile } from './harness.js';
+
+const UPDATES = Number(process.env.VCUDA_BENCH_DRA_UPDATES ?? 300);
+const DRIVER = DEFAULT_DRA_DRIVER;
+const NODE = 'node-1';
+
+type Timings = { allocate: number[]; clear: number[] };
+
+function allocationOf() {
+  return {
+    devices: {
+      results: [
+        {
+          request: 'gpu',
+          driver: DRIVER,
+          pool: NODE,
+          device: 'gpu-0',
+          shareID: randomUUID(),
+          consumedCapacity: { cores: '1', memory: '1Mi' },
+        },
+      ],
+    },
+    nodeSelector: { nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: [NODE] }] }] },
+  };
+}
+
+/**
+ * One fresh claim: created, allocated (timed), `whileAllocated` called, cleared (timed), deleted.
+ */
+async function oneClaim(
+  api: ResourceV1Api,
+  name: string,
+  timings: Timings,
+  whileAllocated: () => Promise<void> = async () => undefined,
+): Promise<void> {
+  const claim = await api.createNamespacedResourceClaim({
+    namespace: 'bench',
+    body: {
+      metadata: { name },
+      spec: {
+        devices: {
+          requests: [
+            {
+              name: 'gpu',
+              exactly: { deviceClassName: DRIVER, capacity: { requests: { cores: '1', memory: '1Mi' } } },
+            },
+          ],
+        },
+      },
+    },
+  });
+  let t0 = performance.now();
+  const allocated = await api.replaceNamespacedResourceClaimStatus({
+    name,
+    namespace: 'bench',
+    body: { ...claim, status: { allocation: allocationOf() } } as never,
+  });
+  timings.allocate.push(performance.now() - t0);
+  await whileAllocated();
+  t0 = performance.now();
+  await api.replaceNamespacedResourceClaimStatus({ name, namespace: 'bench', body: { ...allocated, status: {} } });
+  timings.clear.push(performance.now() - t0);
+  await api.deleteNamespacedResourceClaim({ name, namespace: 'bench' });
+}
+
+/** Allocates and clears `UPDATES` fresh claims one after another. */
+async function timeUpdates(api: ResourceV1Api, arm: string): Promise<Timings> {
+  const timings: Timings = { allocate: [], clear: [] };
+  for (let i = 0; i < UPDATES; i++) await oneClaim(api, `${arm}-${i}`, timings);
+  return timings;
+}
+
+/** The API server loads webhook configurations asynchronously: allocate probes until one is charged. */
+async function untilCharged(api: ResourceV1Api, ledger: ReturnType<typeof createLedger>): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (let i = 0; Date.now() < deadline; i++) {
+    let charged = false;
+    await oneClaim(api, `probe-${i}`, { allocate: [], clear: [] }, async () => {
+      charged = (await ledger.liveClaimHolders('bench')).length > 0;
+    });
+    if (charged) return;
+  }
+  throw new Error('the charge hook did not take effect within 30 s');
+}
+
+const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
+
+const bench: Benchmark = {
+  name: 'dra',
+  description:
+    "DRA claims: the latency a claim's allocating and clearing status UPDATE pays on kube-apiserver 1.36 with vcuda's ledger charge hook (PostgreSQL) against without it, same run",
+  async run({ log }) {
+    const skip = k8s136SkipReason();
+    if (skip) throw new Error(`the dra benchmark needs ${skip}`);
+    if (!(await isPostgresReachable())) throw new Error('the dra benchmark needs PostgreSQL at 127.0.0.1:5432');
+    const k8s = await startKubernetes136();
+    const pg = await createTestDatabase('postgres');
+    const tls = await issueServingCertificate({ dnsNames: [], ipAddresses: ['127.0.0.1'] }, 1, new Date());
+    let server: Awaited<ReturnType<typeof listen>> | undefined;
+    try {
+      const ledger = createLedger(pg.db, { clock: () => new Date() });
+      await ledger.upsertNode('bench', NODE, [{ uuid: 'GPU-bench-0', index: 0, model: 'H100', memoryMiB: 1_000_000 }]);
+      const claims = createClaimLedger({ ledger, cluster: 'bench', driver: DRIVER });
+      const app = new Hono().route(
+        '/admission/charge-claims',
+        claimChargeRoute({
+          claims,
+          driver: DRIVER,
+          maxBodyBytes: 3 << 20,
+          timeoutMs: 1_000,
+          authenticate: () => true,
+          logger: console,
+        }),
+      );
+      server = await listen(app, '127.0.0.1', 0, { key: tls.keyPem, cert: tls.certPem });
+      const kc = new KubeConfig();
+      kc.loadFromFile(k8s.kubeconfig);
+      const api = kc.makeApiClient(ResourceV1Api);
+      const kubectl = async (args: string[], input?: object) => {
+        const r = await k8s.kubectl(args, input ? { input: JSON.stringify(input) } : {});
+        if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
+      };
+      await kubectl(['create', 'namespace', 'bench']);
+      await kubectl(['apply', '-f', '-'], {
+        apiVersion: 'resource.k8s.io/v1',
+        kind: 'DeviceClass',
+        metadata: { name: DRIVER },
+        spec: { selectors: [{ cel: { expression: `device.driver == '${DRIVER}'` } }] },
+      });
+      await timeUpdates(api, 'warm');
+      const without = await timeUpdates(api, 'plain');
+      const config = registrationConfigSchema.parse({ url: server.url, exemptNamespaces: ['kube-system'] });
+      const built = buildClaimWebhookConfigurations({
+        config,
+        claims: { deviceClassName: DRIVER, driverName: DRIVER },
+        caBundlePem: tls.caPem,
+      });
+      await kubectl(['apply', '-f', '-'], {
+        ...built.validating,
+        webhooks: built.validating.webhooks.filter((h) => h.name.startsWith('charge.')),
+      });
+      await untilCharged(api, ledger);
+      const withHook = await timeUpdates(api, 'charged');
+      const charged = await ledger.liveClaimHolders('bench');
+      if (charged.length !== 0)
+        throw new Error(`${charged.length} claims still charged after their allocations were cleared`);
+      return figuresOf(without, withHook, log);
+    } finally {
+      await server?.close();
+      await k8s.stop();
+      await pg.drop();
+    }
+  },
+};
+
+function figuresOf(without: Timings, withHook: Timings, log: (line: string) => void): Figure[] {
+  const figures: Figure[] = [];
+  for (const step of ['allocate', 'clear'] as const) {
+    const a = sorted(without[step]);
+    const b = sorted(withHook[step]);
+    const added99 = percentile(b, 99) - percentile(a, 99);
+    log(
+      `${step}: p50 ${percentile(a, 50).toFixed(2)} -> ${percentile(b, 50).toFixed(2)} ms, p99 ${percentile(a, 99).toFixed(2)} -> ${percentile(b, 99).toFixed(2)} ms`,
+    );
+    const scenario = `${UPDATES} ${step} status UPDATEs`;
+    figures.push(
+      { name: `${step}_p50_without_hook_ms`, value: percentile(a, 50), unit: 'ms', scenario },
+      { name: `${step}_p50_with_hook_ms`, value: percentile(b, 50), unit: 'ms', scenario },
+      { name: `${step}_p99_without_hook_ms`, value: percentile(a, 99), unit: 'ms', scenario },
+      { name: `${step}_p99_with_hook_ms`, value: percentile(b, 99), unit: 'ms', scenario },
+      {
+        name: `${step}_p99_added_ms`,
+        value: added99,
+        unit: 'ms',
+        scenario,
+        ...(step === 'allocate' ? atMost(added99, 5) : {}),
+      },
+    );
+  }
+  return figures;
+}
+
+export default bench;
