@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_RESOURCE_DOMAIN, resourceNames } from '../../contract/index.js';
 import { loadControlPlaneConfig } from '../../control-plane/config.js';
 import { JWKS_CONFIGMAP_NAME, SIGNING_SECRET_NAME } from '../../control-plane/signing-keys.js';
+import { buildClaimWebhookConfigurations } from '../../webhooks/claim-registration.js';
 import { webhookConfigSchema } from '../../webhooks/config.js';
 import { buildWebhookConfigurations } from '../../webhooks/registration.js';
 import { type ApiCall, findApiCalls, parseApiPath, sourceFiles } from './api-calls.js';
@@ -35,6 +36,12 @@ const components = [
     exclude: [DRA_DIR],
   },
   {
+    name: 'control plane in DRA mode',
+    build: 'overlays/dra',
+    serviceAccount: { namespace: 'vcuda-system', name: 'vcuda-control-plane' },
+    dirs: ['control-plane', 'webhooks', 'db', 'contract'],
+  },
+  {
     name: 'node agent in DRA mode',
     build: 'overlays/dra',
     serviceAccount: { namespace: 'vcuda-system', name: 'vcuda-node-agent' },
@@ -49,6 +56,7 @@ const components = [
 const indirectGrants: Record<string, { verb: string; group: string; resource: string; why: string }[]> = {
   'control plane': [],
   'node agent': [],
+  'control plane in DRA mode': [],
   'node agent in DRA mode': [
     ...['update', 'patch'].map((verb) => ({
       verb,
@@ -130,6 +138,28 @@ describe('named grants match the names the code uses', () => {
     ['update', 'admissionregistration.k8s.io', 'validatingwebhookconfigurations', configs.validating.metadata.name],
   ])('%s %s/%s %s', (verb, group, resource, name) => {
     expect(namedAllows(verb, group, resource, name)).toBe(true);
+  });
+
+  it('lets the control plane keep the claim hooks’ configurations in DRA mode, and only there', () => {
+    const claimConfigs = buildClaimWebhookConfigurations({
+      config: webhook.registration,
+      claims: webhook.claims,
+      caBundlePem: '',
+    });
+    const draRules = rulesFor(objectsOf('overlays/dra'), { namespace: 'vcuda-system', name: 'vcuda-control-plane' });
+    for (const { kind, metadata } of [claimConfigs.mutating, claimConfigs.validating]) {
+      const resource = `${kind.toLowerCase()}s`;
+      for (const verb of ['get', 'update']) {
+        const allows = (list: typeof rules) =>
+          list.some(
+            (r) =>
+              ruleAllows(r, { verb, group: 'admissionregistration.k8s.io', resource }, { ignoreNames: true }) &&
+              (!r.resourceNames || r.resourceNames.includes(metadata.name)),
+          );
+        expect(allows(draRules), `${verb} ${metadata.name}`).toBe(true);
+        expect(allows(rules), `${verb} ${metadata.name} in the base`).toBe(false);
+      }
+    }
   });
 
   it('keeps the control plane’s Secrets and ConfigMaps in its own namespace (a Role, not a ClusterRole)', () => {
