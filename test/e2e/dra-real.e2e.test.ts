@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeClient } from '../../sim/kube-client.js';
 import { type DraObservation, draScenario } from './dra-scenario.js';
 import { type DraSim, startDraSim } from './dra-sim.js';
+import { refusals } from './dra-validation-cases.js';
 import { type RealControlPlane, real136SkipReason, startRealControlPlane136 } from './real-control-plane-136.js';
 
 const skipReason = real136SkipReason('real kube-apiserver + kube-scheduler + kube-controller-manager v1.36');
@@ -43,5 +44,10 @@ describe.skipIf(skipReason !== undefined)(
         expect(onSim[i], `step ${onReal[i]!.step}`).toEqual(onReal[i] as DraObservation);
       }
     }, 300_000);
+
+    it('refuses the same bad claims, slices and classes with the same code and causes', async () => {
+      const [onReal, onSim] = await Promise.all([refusals(realPlane!.url), refusals(sim!.api.url)]);
+      for (let i = 0; i < onReal.length; i++) expect(onSim[i], onReal[i]!.name).toEqual(onReal[i]);
+    }, 120_000);
   },
 );

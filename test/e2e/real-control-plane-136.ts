@@ -21,7 +21,8 @@ export function real136SkipReason(what: string): string | undefined {
   return existsSync(CLUSTER_SH) ? undefined : `no ${CLUSTER_SH} (${what})`;
 }
 
-export type RealControlPlane = { client: KubeClient; close: () => Promise<void> };
+/** `url`: the admin front, plain HTTP without a token (the front adds the admin's client certificate). */
+export type RealControlPlane = { client: KubeClient; url: string; close: () => Promise<void> };
 
 /** Starts it with `cluster.sh start DIR ...args` (~15 s); `close` stops it and removes the directory. */
 export async function startRealControlPlane136(args: string[] = []): Promise<RealControlPlane> {
@@ -37,6 +38,7 @@ export async function startRealControlPlane136(args: string[] = []): Promise<Rea
     const front = await startAdminFront(dir, apiserver);
     return {
       client: new KubeClient(front.url),
+      url: front.url,
       close: async () => {
         await front.close();
         await stop();
