@@ -11,7 +11,15 @@ import { dirname } from 'node:path';
 import { type ResourceNames, resourceNames } from '../contract/index.js';
 import type { AgentLog } from './agent-log.js';
 import { Allocator } from './allocation/allocator.js';
-import type { EventRecorder, JwksSource, PodAnnotator, PodResourcesLister, PodSource } from './allocation/ports.js';
+import type { PodView } from './allocation/pod-view.js';
+import type {
+  ContainerRecord,
+  EventRecorder,
+  JwksSource,
+  PodAnnotator,
+  PodResourcesLister,
+  PodSource,
+} from './allocation/ports.js';
 import { type CardSampler, createCardSampler } from './card-sampling/card-sampler.js';
 import { createHostPidPublisher, type HostPidPublisher, procSource } from './card-sampling/host-pids.js';
 import { createMemoryDriftMonitor, type MemoryDriftMonitor } from './card-sampling/memory-drift.js';
@@ -121,7 +129,11 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
     metrics.updateChecks(checks.map((c) => ({ name: c.name, ok: c.problem() === undefined })));
   };
   const stopLoops = await startLoops(deps, { publishInventory, housekeep, reportUsage });
-  const compute = startCompute(deps, { health, allocator, metrics }, nowMs);
+  const compute = startCompute(
+    deps,
+    { health, records: () => allocator.records(), pods: () => deps.pods.pods(), metrics },
+    nowMs,
+  );
   return {
     names,
     health,
@@ -383,7 +395,7 @@ async function startLoops(
   };
 }
 
-type Compute = {
+export type Compute = {
   samplers: CardSampler[];
   driftMonitors: MemoryDriftMonitor[];
   hostPids: HostPidPublisher;
@@ -394,16 +406,22 @@ type Compute = {
  * Per card, a compute sampler that feeds each container's share back into its region, and a
  * memory-drift monitor that runs on the sampler's period; plus the host-pid map publisher.
  */
-function startCompute(
-  deps: AgentDeps,
-  parts: { health: CardHealth; allocator: Allocator; metrics: AgentMetrics },
+export function startCompute(
+  deps: Pick<AgentDeps, 'config' | 'gpu' | 'log' | 'runLoops'>,
+  parts: {
+    health: CardHealth;
+    /** The containers holding shares (device-plugin mode: the allocator's; DRA mode: one per prepared claim). */
+    records: () => readonly ContainerRecord[];
+    pods: () => readonly PodView[];
+    metrics: AgentMetrics;
+  },
   nowMs: () => number,
 ): Compute {
   const { config, log } = deps;
-  const { health, allocator } = parts;
+  const { health, records } = parts;
   const placement = placementOf(
-    () => allocator.records(),
-    () => deps.pods.pods(),
+    records,
+    parts.pods,
     (uuid) => health.cardByUuid(uuid)?.index,
     procCgroupReader(config.paths.procRoot),
   );
@@ -413,7 +431,7 @@ function startCompute(
     const drift = createMemoryDriftMonitor({
       cardIndex: card.index,
       source: deps.gpu,
-      targets: () => driftTargetsOn(allocator.records(), cardIndexOf, card.index),
+      targets: () => driftTargetsOn(records(), cardIndexOf, card.index),
       containerOfPid: (pid) => placement.containerOfPid(pid),
       readCharged: regionCharge,
       thresholdBytes: config.memoryDriftThresholdMiB * 2 ** 20,
@@ -435,7 +453,7 @@ function startCompute(
   });
   const hostPids = createHostPidPublisher({
     targets: () =>
-      allocator.records().map((r) => ({
+      records().map((r) => ({
         key: containerKey(r.podUid, r.container),
         podUid: r.podUid,
         regionPath: r.paths.regionPath,

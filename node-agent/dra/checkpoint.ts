@@ -26,6 +26,9 @@ const preparedClaimSchema = z.object({
   uid: z.string().min(1),
   namespace: z.string(),
   name: z.string(),
+  /** The pod the claim was reserved for when prepared (its processes are the claim's); the claim's uid and '' when none. */
+  podUid: z.string().min(1),
+  podName: z.string(),
   /** The claim's directory under containersDir, and its CDI spec's name. */
   key: z.string().min(1),
   shares: z.array(shareSchema),
@@ -46,6 +49,8 @@ export type PreparedClaim = z.infer<typeof preparedClaimSchema>;
 
 export class ClaimCheckpoint {
   private readonly claims = new Map<string, PreparedClaim>();
+  /** Bumped on every change, so readers can keep what they derive from the claims until it moves. */
+  version = 0;
 
   private constructor(private readonly path: string) {}
 
@@ -85,6 +90,7 @@ export class ClaimCheckpoint {
   }
 
   private save(): void {
+    this.version++;
     mkdirSync(dirname(this.path), { recursive: true });
     const tmp = `${this.path}.tmp`;
     const fd = openSync(tmp, 'w', 0o600);

@@ -13,6 +13,7 @@
 import { existsSync } from 'node:fs';
 import { draClaimSchema, messageOf } from '../../contract/index.js';
 import type { AgentLog } from '../agent-log.js';
+import type { ContainerRecord } from '../allocation/ports.js';
 import type { DraClaimRef, DraDevice, NodePrepareResourceResponse } from '../kubelet/dra-protocol.js';
 import type { ResponseSettings } from '../limits/allocate-response.js';
 import { removeCdiSpecFile } from '../limits/cdi-spec.js';
@@ -42,14 +43,15 @@ export type PreparerDeps = {
   log: AgentLog;
 };
 
-/** The limit file's podUid: the pod the claim is reserved for, else the claim itself. */
-function holderUid(claim: ReturnType<typeof draClaimSchema.parse>): string {
+/** The pod the claim is reserved for (its processes use the claim), else the claim itself. */
+function holderOf(claim: ReturnType<typeof draClaimSchema.parse>): { podUid: string; podName: string } {
   const pod = claim.status?.reservedFor?.find((r) => r.resource === 'pods');
-  return (pod?.uid ?? claim.metadata.uid).slice(0, 63);
+  return { podUid: (pod?.uid ?? claim.metadata.uid).slice(0, 63), podName: pod?.name ?? '' };
 }
 
 export class ClaimPreparer {
   private queue: Promise<unknown> = Promise.resolve();
+  private cached: { version: number; records: readonly ContainerRecord[] } | undefined;
 
   constructor(private readonly d: PreparerDeps) {}
 
@@ -96,6 +98,16 @@ export class ClaimPreparer {
     return this.d.checkpoint.list();
   }
 
+  /** The prepared claims as container records (see claimRecord), rebuilt only when the checkpoint changed. */
+  records(): readonly ContainerRecord[] {
+    const version = this.d.checkpoint.version;
+    if (this.cached?.version !== version) {
+      const records = this.prepared().map((c) => claimRecord(c, this.d.containersDir));
+      this.cached = { version, records };
+    }
+    return this.cached.records;
+  }
+
   private serialized<T>(work: () => Promise<T> | T): Promise<T> {
     const run = this.queue.then(work, work);
     this.queue = run.catch(() => undefined);
@@ -129,6 +141,7 @@ export class ClaimPreparer {
       uid: ref.uid,
       namespace: ref.namespace,
       name: ref.name,
+      ...holderOf(claim),
       key,
       shares,
       devices: shares.map((s) => ({
@@ -139,21 +152,22 @@ export class ClaimPreparer {
       })),
       preparedAtMs: this.d.nowMs(),
     };
-    this.writeFiles(prepared, holderUid(claim));
+    this.writeFiles(prepared);
     this.d.checkpoint.put(prepared);
     return prepared.devices;
   }
 
   /** A prepared claim whose files went (a reboot emptied /run) gets them again. */
   private ensureFiles(done: PreparedClaim): DraDevice[] {
-    if (!existsSync(containerPaths(this.d.containersDir, done.key).configPath)) this.writeFiles(done, done.uid);
+    if (!existsSync(containerPaths(this.d.containersDir, done.key).configPath)) this.writeFiles(done);
     return done.devices;
   }
 
-  private writeFiles(claim: PreparedClaim, podUid: string): void {
+  private writeFiles(claim: PreparedClaim): void {
     const paths = containerPaths(this.d.containersDir, claim.key);
     const devices = deviceLimitsOf(claim.name, claim.shares);
     const container = claim.name.slice(0, 63);
+    const podUid = claim.podUid;
     writeContainerFiles({ paths, podUid, container, devices, nowMs: this.d.nowMs(), freshRegion: false });
     const cdi = uniqueDevices(claim.shares).map((s) => ({
       device: s.device,
@@ -165,4 +179,20 @@ export class ClaimPreparer {
 
 function uniqueDevices(shares: readonly CardShare[]): CardShare[] {
   return [...new Map(shares.map((s) => [s.device, s])).values()];
+}
+
+/** A prepared claim as the card samplers, host-pid map and metrics see a container: the claim is its budget. */
+export function claimRecord(claim: PreparedClaim, containersDir: string): ContainerRecord {
+  return {
+    podUid: claim.podUid,
+    namespace: claim.namespace,
+    podName: claim.podName,
+    container: claim.name.slice(0, 63),
+    isInit: false,
+    deviceIds: [],
+    devices: deviceLimitsOf(claim.name, claim.shares),
+    paths: containerPaths(containersDir, claim.key),
+    allocatedAtMs: claim.preparedAtMs,
+    confirmed: true,
+  };
 }

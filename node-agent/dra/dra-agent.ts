@@ -6,12 +6,13 @@
  */
 import { join } from 'node:path';
 import { draDeviceName } from '../../contract/index.js';
-import { prepareHostFiles, responseSettingsOf } from '../agent.js';
+import { type Compute, prepareHostFiles, responseSettingsOf, startCompute } from '../agent.js';
 import type { AgentLog } from '../agent-log.js';
 import type { NodeAgentConfig } from '../config.js';
 import { type AgentCheck, agentProblems, CardHealth, watchCardHealth } from '../health.js';
 import { AgentMetrics } from '../metrics.js';
 import type { GpuSource } from '../nvml/gpu-source.js';
+import { collectUsage } from '../usage.js';
 import { ClaimCheckpoint } from './checkpoint.js';
 import { ClaimPreparer, type ClaimReader } from './claim-preparer.js';
 import type { PoolDevice } from './claim-shares.js';
@@ -39,6 +40,9 @@ export type DraAgent = {
   server: DraPluginServer;
   publisher: SlicePublisher;
   metrics: AgentMetrics;
+  /** Per card, the compute sampler feeding each prepared claim's measured share into its region. */
+  samplers: Compute['samplers'];
+  hostPids: Compute['hostPids'];
   publishSlices: () => Promise<boolean>;
   refreshMetrics: () => void;
   healthProblems: () => string[];
@@ -131,6 +135,9 @@ export async function startDraAgent(deps: DraAgentDeps): Promise<DraAgent> {
   });
   const slices = await startSlicePublishing(deps, health);
   const metrics = new AgentMetrics();
+  // No pod watch in DRA mode: a pod holding one vcuda claim is unambiguous (placement.ts).
+  const records = () => preparer.records();
+  const compute = startCompute(deps, { health, records, pods: () => [], metrics }, deps.nowMs ?? Date.now);
   let stopped = false;
   const checks: AgentCheck[] = [
     { name: 'agent', problem: () => (stopped ? 'stopping' : undefined) },
@@ -150,15 +157,18 @@ export async function startDraAgent(deps: DraAgentDeps): Promise<DraAgent> {
     server,
     publisher: slices.publisher,
     metrics,
+    samplers: compute.samplers,
+    hostPids: compute.hostPids,
     publishSlices: slices.publishSlices,
     refreshMetrics: () => {
-      metrics.update(health.list(), [], []);
+      metrics.update(health.list(), records(), collectUsage(records()));
       metrics.updateChecks(checks.map((c) => ({ name: c.name, ok: c.problem() === undefined })));
     },
     healthProblems: () => agentProblems(checks),
     stop: async () => {
       stopped = true;
       slices.stop();
+      compute.stop();
       abort.abort();
       await server.stop();
       await watch;
