@@ -16,7 +16,7 @@ import type { RunningControlPlane } from '../control-plane/server.js';
 import { closeDb, connectDb, type VcudaDb } from '../db/connect.js';
 import { createQuotaAdmin } from '../db/quotas.js';
 import { type SimApiServer, startApiServer } from './apiserver/api-server.js';
-import type { ServedVersion } from './apiserver/discovery.js';
+import { minorOf, type ServedVersion } from './apiserver/discovery.js';
 import { ADMIN } from './apiserver/request-handler.js';
 import type { UserInfo } from './apiserver/resource-handlers.js';
 import { type ClusterSpec, DEFAULT_CLUSTER, expandNodes, type SimNode } from './cluster-spec.js';
@@ -85,7 +85,9 @@ export type LocalClusterOptions = {
   nodeProcesses?: boolean;
   /**
    * The Kubernetes version the API server claims (default 1.26): from 1.28 on the control plane
-   * registers its webhooks with matchConditions, which the API server then evaluates (CEL).
+   * registers its webhooks with matchConditions, which the API server then evaluates (CEL); 1.36
+   * serves `resource.k8s.io/v1`, the scheduler allocates claims and the controller manager runs the
+   * resourceclaim controller.
    */
   kubernetesVersion?: ServedVersion;
   /** Fault injection for tests: replica `i`'s hook at each step of its binds (see BindFaults). */
@@ -260,9 +262,10 @@ async function bootCluster(
   const scheduler = await startClusterScheduler(client, workDir, extenderUrl, domain, opts);
   closers.push(() => scheduler.close());
 
-  // 6. The controller manager: Deployments, ReplicaSets, Jobs and garbage collection.
+  // 6. The controller manager: Deployments, ReplicaSets, Jobs, resource claims (1.36) and garbage collection.
   const controllers: SimControllerManager = startControllerManager({
     client,
+    dynamicResources: servesDra(opts.kubernetesVersion),
     onError: (m) => logger.debug(`controller-manager: ${m}`),
   });
   closers.push(() => controllers.close());
@@ -448,7 +451,7 @@ async function startClusterScheduler(
   workDir: string,
   extenderUrl: string,
   domain: string,
-  opts: Pick<LocalClusterOptions, 'schedulerBackoffMs' | 'schedulerExtenderKeepAlive'>,
+  opts: Pick<LocalClusterOptions, 'schedulerBackoffMs' | 'schedulerExtenderKeepAlive' | 'kubernetesVersion'>,
 ): Promise<SimScheduler> {
   const backoffMs = opts.schedulerBackoffMs;
   const tlsDir = await mountExtenderSecret(client, join(workDir, 'scheduler', 'extender-tls'));
@@ -463,7 +466,13 @@ async function startClusterScheduler(
     // The configuration's podInitialBackoffSeconds / podMaxBackoffSeconds unless a test shortens them.
     ...(backoffMs ? { initialBackoffMs: backoffMs.initial, maxBackoffMs: backoffMs.max } : {}),
     ...(opts.schedulerExtenderKeepAlive === false ? { extenderKeepAlive: false } : {}),
+    dynamicResources: servesDra(opts.kubernetesVersion),
   });
+}
+
+/** A 1.36 cluster serves `resource.k8s.io/v1`: its scheduler allocates claims and its controller manager makes and frees them. */
+function servesDra(version: ServedVersion | undefined): boolean {
+  return version !== undefined && minorOf(version) >= 36;
 }
 
 /**
