@@ -12,6 +12,7 @@ import type { NodeAgentConfig } from '../config.js';
 import { type AgentCheck, agentProblems, CardHealth, watchCardHealth } from '../health.js';
 import { AgentMetrics } from '../metrics.js';
 import type { GpuSource } from '../nvml/gpu-source.js';
+import { readPcieRoot } from '../nvml/numa.js';
 import { collectUsage } from '../usage.js';
 import { ClaimCheckpoint } from './checkpoint.js';
 import { ClaimPreparer, type ClaimReader } from './claim-preparer.js';
@@ -94,6 +95,8 @@ function createPreparer(deps: DraAgentDeps, health: CardHealth): ClaimPreparer {
 async function startSlicePublishing(deps: DraAgentDeps, health: CardHealth) {
   const { config, log } = deps;
   const publisher = new SlicePublisher(deps.slices, config.dra.driverName, config.nodeName);
+  // Read once: a card does not move between PCIe roots while the agent runs.
+  const pcieRoots = new Map(health.list().map((c) => [c.index, readPcieRoot(c.pciBusId, config.paths.sysfsRoot)]));
   const publishSlices = () =>
     publisher.publish((generation) =>
       buildResourceSlice({
@@ -101,7 +104,10 @@ async function startSlicePublishing(deps: DraAgentDeps, health: CardHealth) {
         nodeName: config.nodeName,
         ...(deps.nodeUid ? { nodeUid: deps.nodeUid } : {}),
         memoryUnitMiB: config.memoryUnitMiB,
-        cards: health.list(),
+        cards: health.list().map((c) => {
+          const pcieRoot = pcieRoots.get(c.index);
+          return pcieRoot ? { ...c, pcieRoot } : c;
+        }),
         link: (a, b) => deps.gpu.link(a, b),
         unhealthy: config.dra.unhealthyCards,
         generation,

@@ -1,8 +1,8 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readNumaNode, sysfsPciAddress } from './numa.js';
+import { pcieRootOf, readNumaNode, readPcieRoot, sysfsPciAddress } from './numa.js';
 
 const root = mkdtempSync(join(tmpdir(), 'vcuda-sysfs-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -28,5 +28,17 @@ describe('NUMA node from sysfs', () => {
     expect(readNumaNode('00000000:5E:00.0', root)).toBeNull();
     expect(readNumaNode('00000000:86:00.0', root)).toBeNull();
     expect(readNumaNode('00000000:99:00.0', root)).toBeNull();
+  });
+});
+
+describe('PCIe root from sysfs', () => {
+  it("follows the device's link to its root complex; undefined where sysfs does not say", () => {
+    const real = join(root, 'devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0');
+    mkdirSync(real, { recursive: true });
+    mkdirSync(join(root, 'bus/pci/devices'), { recursive: true });
+    symlinkSync(real, join(root, 'bus/pci/devices/0000:3b:01.0'));
+    expect(readPcieRoot('00000000:3B:01.0', root)).toBe('pci0000:3a');
+    expect(readPcieRoot('00000000:99:00.0', root)).toBeUndefined();
+    expect(pcieRootOf('/sys/devices/platform/foo')).toBeUndefined();
   });
 });
