@@ -10,19 +10,27 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeLimitConfig } from '../../contract/index.js';
+import {
+  type Case,
+  CUDA_ERROR_MEMORY_ALLOCATION,
+  type CudartRuntime,
+  caseOf,
+  conformanceBinary,
+  expectFillsToLimit,
+  expectSeesLimit,
+  FILL_KINDS,
+  MiB,
+} from '../../test/support/native/cudart-checks.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const native = join(root, 'native');
 const build = join(native, 'build');
 const nvcc = '/usr/local/cuda/bin/nvcc';
 const hasToolkit = existsSync(nvcc);
-const MiB = 2 ** 20;
 const LIMIT_MIB = 1024;
 const UUID = 'GPU-fa4e6770-0000-4000-8000-000000000000';
-const CUDA_ERROR_MEMORY_ALLOCATION = 2; // cudaErrorMemoryAllocation
 
-type Runtime = 'shared' | 'static';
-type Case = Record<string, number | string>;
+type Runtime = CudartRuntime;
 
 const tmp = mkdtempSync(join(tmpdir(), 'vcuda-cudart-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -69,16 +77,11 @@ function container(coreLimit = 100, contextMiB = 0, opts: { burstMiB?: number; c
   };
 }
 
-function binary(runtime: Runtime): string {
-  return join(build, 'cudart', `conformance-${runtime}`);
-}
+const binary = conformanceBinary;
 
 /** Runs one case and returns its JSON line; a crash or a setup error fails with its stderr. */
 function run(runtime: Runtime, env: NodeJS.ProcessEnv, ...args: string[]): Case {
-  const r = spawnSync(binary(runtime), args, { env, encoding: 'utf8', timeout: 60_000 });
-  const line = r.stdout.trim().split('\n').pop() ?? '';
-  if (!line.startsWith('{')) throw new Error(`${args.join(' ')}: exit ${r.status}\n${r.stderr}`);
-  return JSON.parse(line) as Case;
+  return caseOf(spawnSync(binary(runtime), args, { env, encoding: 'utf8', timeout: 60_000 }), args);
 }
 
 describe.skipIf(!hasToolkit)(
@@ -90,11 +93,7 @@ describe.skipIf(!hasToolkit)(
 
     describe.each<Runtime>(['shared', 'static'])('%s libcudart', (runtime) => {
       it('sees one device whose memory is the limit', () => {
-        const p = run(runtime, container(), 'props');
-        expect(p).toMatchObject({ count: 1, driver: 13000, runtime: 13000, major: 9 });
-        expect(p.totalGlobalMem).toBe(LIMIT_MIB * MiB);
-        expect(p.total).toBe(LIMIT_MIB * MiB);
-        expect(p.free).toBe(LIMIT_MIB * MiB);
+        expectSeesLimit((...args) => run(runtime, container(), ...args), LIMIT_MIB);
       });
 
       it('charges the context once, and the views show it', () => {
@@ -105,14 +104,10 @@ describe.skipIf(!hasToolkit)(
         expect(f.granted).toBe(Math.floor((LIMIT_MIB - 300) / 64) * 64 * MiB);
       });
 
-      it.each(['malloc', 'managed', 'async', 'pool', 'pitch', 'array'])(
+      it.each(FILL_KINDS)(
         '%s: grants exactly the limit, refuses with cudaErrorMemoryAllocation, leaves nothing',
         (kind) => {
-          const f = run(runtime, container(), 'fill', kind, '64');
-          expect(f.granted).toBe(LIMIT_MIB * MiB);
-          expect(f.refused).toBe(CUDA_ERROR_MEMORY_ALLOCATION);
-          expect(f.atRefusal).toBe(Number(f.before) + LIMIT_MIB * MiB); // the refused call reached no card
-          expect(f.after).toBe(f.before);
+          expectFillsToLimit((...args) => run(runtime, container(), ...args), kind, LIMIT_MIB);
         },
       );
 
