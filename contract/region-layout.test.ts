@@ -19,6 +19,8 @@ describe('region layout', () => {
       burstBytes: 8,
       burstEvictedBytes: 16,
       burstEvictions: 24,
+      busyNs: 32,
+      busySamples: 40,
       sampleSeq: 64,
       sampleTimeMs: 72,
       measuredShareBp: 80,

@@ -16,6 +16,10 @@
  *    8   u64     burst bytes: managed memory above the guarantee (libvcuda, exact)
  *   16   u64     of those, bytes on the host (evicted), where the driver reports residency
  *   24   u64     evictions of burst bytes, where the driver reports them
+ *   32   u64     busy ns: the container's GPU busy time on this device as libvcuda measures it
+ *                in-process (timing events around sampled launches, native/COMPUTE.md "The
+ *                in-process sensor"), all processes, only ever added to; 0 in older regions
+ *   40   u64     busy samples: the timed launches behind it
  *   64   u64     sample seq (node agent; seqlock over bytes 72..95: odd while writing)
  *   72   u64     sample time (unix ms)
  *   80   u32     measured share: this container's share of the card's SM time, basis points
@@ -53,6 +57,8 @@ export const regionOffsets = {
     burstBytes: 8,
     burstEvictedBytes: 16,
     burstEvictions: 24,
+    busyNs: 32,
+    busySamples: 40,
     sampleSeq: 64,
     sampleTimeMs: 72,
     measuredShareBp: 80,

@@ -4,7 +4,12 @@
  *   duration = ceil(blocks / SMs) x wave cost (per-function cost, else FAKEGPU_KERNEL_US)
  * so kernels of all processes serialize per device like time-slicing, and synchronize calls
  * sleep until the simulated end. A stream holds at most FG_STREAM_QUEUE pending kernels; the
- * next launch blocks until the oldest finishes, like a real driver's full push buffer. */
+ * next launch blocks until the oldest finishes, like a real driver's full push buffer.
+ * An event is a zero-length item on the same timeline: recorded on a stream, it completes (and is
+ * timestamped) when the device reaches it, after the stream's work and every kernel queued on the
+ * device before it, as a time-slicing GPU processes it when the recording context next runs. So a
+ * pair of timing events around one launch measures that kernel's execution, and a span of many
+ * launches also counts what other processes ran in between. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +24,7 @@ struct CUmod_st {
 struct CUevent_st {
   uint32_t magic;
   int recorded;
+  unsigned flags; /* CU_EVENT_DISABLE_TIMING (0x2): no timestamp for cuEventElapsedTime */
   uint64_t time_ns;
 };
 
@@ -190,11 +196,11 @@ FG_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
 /* ---- events ---- */
 
 FG_EXPORT CUresult cuEventCreate(CUevent *ph, unsigned int flags) {
-  (void)flags;
   if (!ph) return CUDA_ERROR_INVALID_VALUE;
   struct CUevent_st *e = calloc(1, sizeof *e);
   if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
   e->magic = FG_MAGIC_EVENT;
+  e->flags = flags;
   *ph = e;
   return CUDA_SUCCESS;
 }
@@ -209,8 +215,7 @@ FG_EXPORT CUresult cuEventDestroy_v2(CUevent e) {
 FG_EXPORT CUresult cuEventRecord(CUevent e, CUstream h) {
   struct CUstream_st *s = fg_stream(h);
   if (!e || e->magic != FG_MAGIC_EVENT || !s) return CUDA_ERROR_INVALID_HANDLE;
-  uint64_t now = fg_now_ns(), tail = stream_tail(s);
-  e->time_ns = tail > now ? tail : now;
+  e->time_ns = fg_reach(fg_node(s->device), stream_tail(s));
   e->recorded = 1;
   return CUDA_SUCCESS;
 }
@@ -232,6 +237,7 @@ FG_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
   if (!ms) return CUDA_ERROR_INVALID_VALUE;
   if (!a || !b || a->magic != FG_MAGIC_EVENT || b->magic != FG_MAGIC_EVENT || !a->recorded || !b->recorded)
     return CUDA_ERROR_INVALID_HANDLE;
+  if ((a->flags | b->flags) & 0x2u /* CU_EVENT_DISABLE_TIMING */) return CUDA_ERROR_INVALID_HANDLE;
   uint64_t now = fg_now_ns();
   if (now < a->time_ns || now < b->time_ns) return CUDA_ERROR_NOT_READY;
   *ms = (float)(((double)b->time_ns - (double)a->time_ns) / 1e6);

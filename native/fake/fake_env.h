@@ -10,6 +10,8 @@
  *                     it was "published" (late by the delay)
  *   FAKEGPU_NVML_UTIL_INFO 0: nvmlDeviceGetProcessesUtilizationInfo answers NOT_SUPPORTED, as a driver
  *                     without it does (default 1)
+ *   FAKEGPU_NVML_PROCESS_UTIL 0: per-process utilization (both calls) answers NOT_SUPPORTED on every
+ *                     card, as on MIG, while the rest of NVML works (default 1)
  *   FAKEGPU_MIG       cards in MIG mode when the state is created: "all" or node indexes "0,2"
  *                     (default none; later: `fakegpu-ctl mig DEVICE on|off`)
  *   FAKEGPU_UTIL_WINDOW_MS window of nvmlDeviceGetUtilizationRates, ms (default 1000)
@@ -44,6 +46,7 @@ struct fg_env {
   uint64_t nvml_delay_ns;
   int nvml_stamp_published; /* FAKEGPU_NVML_STAMP=published */
   int nvml_util_info;       /* FAKEGPU_NVML_UTIL_INFO=0: nvmlDeviceGetProcessesUtilizationInfo is NOT_SUPPORTED */
+  int nvml_process_util;    /* FAKEGPU_NVML_PROCESS_UTIL=0: no per-process utilization at all */
   char mig[256];            /* FAKEGPU_MIG as given ("" when unset) */
   uint64_t context_bytes;
   uint64_t uvm_ns_per_mib;

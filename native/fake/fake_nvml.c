@@ -300,7 +300,7 @@ static nvmlReturn_t process_samples(nvmlDevice_t device, nvmlProcessUtilizationS
                                     unsigned long long lastSeen) {
   DEV_OR_FAIL(device);
   if (!count) return NVML_ERROR_INVALID_ARGUMENT;
-  if (mig_side(idx)) return NVML_ERROR_NOT_SUPPORTED; /* no per-process utilization under MIG */
+  if (mig_side(idx) || !fg_env()->nvml_process_util) return NVML_ERROR_NOT_SUPPORTED; /* as under MIG */
   struct fg_state *s = fg_state();
   struct fg_device *d = &s->devices[idx];
   struct nvml_view v = nvml_view(s);

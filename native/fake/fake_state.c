@@ -289,6 +289,16 @@ uint64_t fg_schedule(int dev, uint64_t not_before_ns, uint64_t duration_ns) {
   return end;
 }
 
+uint64_t fg_reach(int dev, uint64_t not_before_ns) {
+  uint64_t now = fg_now_ns();
+  uint64_t at = not_before_ns > now ? not_before_ns : now;
+  if (dev < 0) return at;
+  fg_lock();
+  uint64_t busy = state->devices[dev].busy_until_ns;
+  fg_unlock();
+  return busy > at ? busy : at;
+}
+
 /* Moves up to `need` bytes of resident managed memory on `dev` to the host, the process with the
  * most resident first (the real driver evicts least recently used 2 MiB chunks). */
 static void evict_locked(int dev, uint64_t need) {

@@ -109,6 +109,10 @@ void fg_reclaim_dead_locked(void);
 /* Schedules `duration_ns` of work on device `dev` no earlier than `not_before_ns`; returns its end.
  * Busy time is credited to this process's slot in the accounting and the NVML buckets. */
 uint64_t fg_schedule(int dev, uint64_t not_before_ns, uint64_t duration_ns);
+/* When device `dev` reaches a zero-length item submitted now behind `not_before_ns`: after every
+ * kernel queued on it so far (any process), as an event recorded now is timestamped. Schedules
+ * nothing. */
+uint64_t fg_reach(int dev, uint64_t not_before_ns);
 
 /* Device memory of node device `dev`: 0, or -1 when the device is full or dev is negative. An
  * ordinary allocation that does not fit first evicts managed memory (any process's, the largest

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "real.h"
 #include "region.h"
+#include "sensor.h"
 #include "vc_cuda.h"
 
 #define VC_EXPORT __attribute__((visibility("default")))
@@ -48,6 +49,10 @@ static _Atomic(struct vc_device_block *) block_by_record[VC_CONFIG_MAX_DEVICES];
 /* A launch on a device the limit file does not list: refused (never unlimited). Other negative
  * records (no current context) pass to the driver, which answers with its own error. */
 #define REC_REFUSED (-2)
+
+/* What the limiter tells a hook: forward the launch, refuse it, or forward it and then close the
+ * in-process sensor's timed sample (sensor.h) around it. */
+enum { LAUNCH_GO = 0, LAUNCH_REFUSED = 1, LAUNCH_TIMED = 2 };
 
 /* Launches between limit-file re-reads per thread, so a live change reaches even a device that
  * is never throttled and gets no samples. */
@@ -268,20 +273,22 @@ static void record_marker(struct inflight *t, CUstream stream, uint64_t at_ns) {
 }
 
 /* Slow path of the in-flight bound, once per interval of charges: waits while this thread has
- * more than the cap queued, then leaves a marker before the launch that is about to go. */
-static __attribute__((noinline)) void pace_inflight(int rec, vc_limiter_state *s, CUstream stream, int64_t cost_ns) {
+ * more than the cap queued, then leaves a marker before the launch that is about to go, and
+ * starts the in-process sensor's sample of that launch. LAUNCH_TIMED when it did. */
+static __attribute__((noinline)) int pace_inflight(int rec, struct vc_device_block *block, vc_limiter_state *s,
+                                                   CUstream stream, int64_t cost_ns) {
   struct inflight *t = inflight_of(rec);
   uint64_t cap = vc_limiter_inflight_cap_ns(s);
   if (!t) {
     until_mark_ns[rec] = (int64_t)cap;
-    return;
+    return LAUNCH_GO;
   }
   t->charged_ns += (uint64_t)(t->interval_ns - until_mark_ns[rec]);
   t->interval_ns = (int64_t)(cap / 4 > 1 ? cap / 4 : 1);
   until_mark_ns[rec] = t->interval_ns;
   CUresult (*get_ctx)(CUcontext *) = VC_REAL_CUDA(cuCtxGetCurrent);
   CUcontext ctx = NULL;
-  if (!get_ctx || get_ctx(&ctx) != CUDA_SUCCESS || ctx == NULL) return;
+  if (!get_ctx || get_ctx(&ctx) != CUDA_SUCCESS || ctx == NULL) return LAUNCH_GO;
   if (ctx != t->ctx) { /* events belong to a context: start over in the new one */
     drop_events(t);
     t->ctx = ctx;
@@ -289,7 +296,7 @@ static __attribute__((noinline)) void pace_inflight(int rec, vc_limiter_state *s
   uint64_t before = t->charged_ns - (uint64_t)cost_ns; /* charged before this launch */
   /* A launch into a graph being captured runs nothing now: no pacing, and no event calls that
    * would become part of the graph or invalidate the capture. */
-  if (is_capturing(stream)) return;
+  if (is_capturing(stream)) return LAUNCH_GO;
   int mode = exchange_capture_mode(2 /* CU_STREAM_CAPTURE_MODE_RELAXED */);
   collect(t);
   while (t->count > 0 && before > t->done_ns + cap) {
@@ -304,66 +311,62 @@ static __attribute__((noinline)) void pace_inflight(int rec, vc_limiter_state *s
     collect(t);
   }
   record_marker(t, stream, before);
+  int timed = vc_sensor_begin(rec, block, ctx, stream, t->charged_ns, (uint64_t)cost_ns);
   if (mode >= 0) exchange_capture_mode(mode);
+  return timed ? LAUNCH_TIMED : LAUNCH_GO;
 }
 
 /* ---- the limiter for one launch -------------------------------------------------------------- */
 
 /* After the charge, off the fast path: wait for tokens when in debt, and the in-flight check when
  * this thread's interval of charges ran out. */
-static __attribute__((noinline, cold)) void after_charge(int rec, struct vc_device_block *block, vc_limiter_state *s,
-                                                         CUstream stream, int64_t ticket, int64_t cost) {
+static __attribute__((noinline, cold)) int after_charge(int rec, struct vc_device_block *block, vc_limiter_state *s,
+                                                        CUstream stream, int64_t ticket, int64_t cost) {
   if (ticket < 0) wait_turn(rec, block, s, ticket);
-  if ((until_mark_ns[rec] -= cost) < 0) pace_inflight(rec, s, stream, cost);
+  if ((until_mark_ns[rec] -= cost) < 0) return pace_inflight(rec, block, s, stream, cost);
+  return LAUNCH_GO;
 }
 
 /* The whole limiter for one launch, for the cases the fast path hands over: limits not read yet
  * or due for their periodic re-read, block not cached, a new node-agent sample to fold in. */
-static __attribute__((noinline, cold)) void limit_record_slow(int rec, CUstream stream, uint64_t launches) {
+static __attribute__((noinline, cold)) int limit_record_slow(int rec, CUstream stream, uint64_t launches) {
   launches_until_refresh = REFRESH_EVERY;
   refresh_limits();
   uint64_t word = atomic_load_explicit(&limits_by_record[rec], memory_order_relaxed);
   struct vc_device_block *block = atomic_load_explicit(&block_by_record[rec], memory_order_relaxed);
-  if (!block || !(word & LIMITS_VALID) || (word & LIMITS_UNLIMITED)) return;
+  if (!block || !(word & LIMITS_VALID) || (word & LIMITS_UNLIMITED)) return LAUNCH_GO;
   vc_limiter_state *s = state_of(block);
   vc_limiter_limits lim = unpack_limits(word);
   if (vc_limiter_has_new_sample(s, block)) observe(block, s, &lim);
   int64_t ticket;
   int64_t cost = vc_limiter_charge_n(s, launches, &ticket);
-  after_charge(rec, block, s, stream, ticket, cost);
+  return after_charge(rec, block, s, stream, ticket, cost);
 }
 
 /* A launch into a capturing stream runs nothing now: the graph is charged when it replays. */
 static __attribute__((noinline, cold)) int captured(CUstream stream) { return vc_stream_capturing(stream); }
 
-/* The limiter for `launches` launches on config record `rec`, submitted to `stream`. Inlined into
- * each hook; everything that is not the common case is a call to a cold function. */
+/* The limiter for `launches` launches on config record `rec`, submitted to `stream`: LAUNCH_GO,
+ * LAUNCH_REFUSED or LAUNCH_TIMED. Inlined into each hook; everything that is not the common case
+ * is a call to a cold function. */
 static inline __attribute__((always_inline)) int limit_launches(int rec, CUstream stream, uint64_t launches) {
-  if ((unsigned)rec >= VC_CONFIG_MAX_DEVICES) return rec == REC_REFUSED;
-  if (__builtin_expect(vc_capture_maybe_active(), 0) && captured(stream)) return 0;
-  if (launches == 0) return 0;
+  if ((unsigned)rec >= VC_CONFIG_MAX_DEVICES) return rec == REC_REFUSED ? LAUNCH_REFUSED : LAUNCH_GO;
+  if (__builtin_expect(vc_capture_maybe_active(), 0) && captured(stream)) return LAUNCH_GO;
+  if (launches == 0) return LAUNCH_GO;
   /* relaxed: limits and block pointers are published whole (one word each) and re-read often. */
   uint64_t word = atomic_load_explicit(&limits_by_record[rec], memory_order_relaxed);
   struct vc_device_block *block = atomic_load_explicit(&block_by_record[rec], memory_order_relaxed);
-  if (__builtin_expect(!block || !(word & LIMITS_VALID) || launches_until_refresh-- == 0, 0)) {
-    limit_record_slow(rec, stream, launches);
-    return 0;
-  }
-  if (word & LIMITS_UNLIMITED) return 0;
+  if (__builtin_expect(!block || !(word & LIMITS_VALID) || launches_until_refresh-- == 0, 0))
+    return limit_record_slow(rec, stream, launches);
+  if (word & LIMITS_UNLIMITED) return LAUNCH_GO;
   vc_limiter_state *s = state_of(block);
   /* Samples are rare (one per period): the slow path folds it in and re-checks the limits. */
-  if (__builtin_expect(vc_limiter_has_new_sample(s, block), 0)) {
-    limit_record_slow(rec, stream, launches);
-    return 0;
-  }
+  if (__builtin_expect(vc_limiter_has_new_sample(s, block), 0)) return limit_record_slow(rec, stream, launches);
   int64_t ticket;
   int64_t cost = vc_limiter_charge_n(s, launches, &ticket);
-  if (__builtin_expect(ticket < 0 || until_mark_ns[rec] < cost, 0)) {
-    after_charge(rec, block, s, stream, ticket, cost);
-    return 0;
-  }
+  if (__builtin_expect(ticket < 0 || until_mark_ns[rec] < cost, 0)) return after_charge(rec, block, s, stream, ticket, cost);
   until_mark_ns[rec] -= cost;
-  return 0;
+  return LAUNCH_GO;
 }
 
 static inline __attribute__((always_inline)) int limit_record(int rec, CUstream stream) {
@@ -434,6 +437,21 @@ typedef CUresult (*graph_launch_fn)(CUgraphExec, CUstream);
 
 /* ---- the hooks ----------------------------------------------------------------------------- */
 
+/* A timed launch (cold): the sensor's start event is recorded right before the launch and its
+ * end event here, once the driver has it. */
+static __attribute__((noinline, cold)) CUresult timed(CUresult rc) {
+  vc_sensor_end(rc);
+  return rc;
+}
+
+/* Forwards `call` as the limiter's verdict `v` says: the fast path is a tail call. */
+#define FORWARD(v, call)                                                          \
+  do {                                                                            \
+    if (__builtin_expect((v) != LAUNCH_GO, 0))                                    \
+      return (v) == LAUNCH_REFUSED ? CUDA_ERROR_INVALID_DEVICE : (vc_sensor_start(), timed(call)); \
+    return call;                                                                  \
+  } while (0)
+
 /* The stream a launch really goes to: in a _ptsz entry point the null stream is the per-thread
  * default stream, where the in-flight marker must be recorded. */
 static inline CUstream stream_of(CUstream stream, int per_thread) {
@@ -446,8 +464,8 @@ static inline CUstream stream_of(CUstream stream, int per_thread) {
                           void **extra) {                                                                       \
     launch_kernel_fn real = (launch_kernel_fn)forward(variant);                                                 \
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;                                                               \
-    if (limit_current(stream_of(stream, per_thread))) return CUDA_ERROR_INVALID_DEVICE;                         \
-    return real(f, gx, gy, gz, bx, by, bz, shm, stream, params, extra);                                         \
+    int v = limit_current(stream_of(stream, per_thread));                                                       \
+    FORWARD(v, real(f, gx, gy, gz, bx, by, bz, shm, stream, params, extra));                                    \
   }
 
 KERNEL_HOOK(cuLaunchKernel, V_KERNEL, 0)
@@ -458,8 +476,8 @@ KERNEL_HOOK(cuLaunchKernel_ptsz, V_KERNEL_PTSZ, 1)
     launch_ex_fn real = (launch_ex_fn)forward(variant);                                              \
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;                                                    \
     CUstream stream = stream_of(config ? config->hStream : NULL, per_thread);                        \
-    if (limit_record(stream_record(stream), stream)) return CUDA_ERROR_INVALID_DEVICE;               \
-    return real(config, f, params, extra);                                                           \
+    int v = limit_record(stream_record(stream), stream);                                             \
+    FORWARD(v, real(config, f, params, extra));                                                      \
   }
 
 EX_HOOK(cuLaunchKernelEx, V_KERNEL_EX, 0)
@@ -470,8 +488,8 @@ EX_HOOK(cuLaunchKernelEx_ptsz, V_KERNEL_EX_PTSZ, 1)
                           unsigned int by, unsigned int bz, unsigned int shm, CUstream stream, void **params) { \
     launch_coop_fn real = (launch_coop_fn)forward(variant);                                                     \
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;                                                               \
-    if (limit_current(stream_of(stream, per_thread))) return CUDA_ERROR_INVALID_DEVICE;                         \
-    return real(f, gx, gy, gz, bx, by, bz, shm, stream, params);                                                \
+    int v = limit_current(stream_of(stream, per_thread));                                                       \
+    FORWARD(v, real(f, gx, gy, gz, bx, by, bz, shm, stream, params));                                           \
   }
 
 COOP_HOOK(cuLaunchCooperativeKernel, V_COOP, 0)
@@ -484,7 +502,9 @@ VC_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (list) {
     for (unsigned int i = 0; i < count; i++) {
-      if (limit_record(stream_record(list[i].hStream), list[i].hStream)) return CUDA_ERROR_INVALID_DEVICE;
+      int v = limit_record(stream_record(list[i].hStream), list[i].hStream);
+      if (v == LAUNCH_REFUSED) return CUDA_ERROR_INVALID_DEVICE;
+      if (v == LAUNCH_TIMED) vc_sensor_end(CUDA_ERROR_NOT_SUPPORTED); /* one launch, many devices: not sampled */
     }
   }
   return real(list, count, flags);
@@ -496,8 +516,8 @@ VC_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list
     graph_launch_fn real = (graph_launch_fn)forward(variant);                                  \
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;                                              \
     CUstream on = stream_of(stream, per_thread);                                               \
-    if (limit_launches(stream_record(on), on, vc_graph_launches(exec))) return CUDA_ERROR_INVALID_DEVICE; \
-    return vc_graph_run(exec, stream, real);                                                   \
+    int v = limit_launches(stream_record(on), on, vc_graph_launches(exec));                    \
+    FORWARD(v, vc_graph_run(exec, stream, real));                                              \
   }
 
 GRAPH_HOOK(cuGraphLaunch, V_GRAPH, 0)

@@ -38,7 +38,11 @@ struct vc_device_block {
   _Atomic uint64_t burst_bytes;    /* 8: managed bytes above the guarantee (the burst), all processes */
   _Atomic uint64_t burst_evicted_bytes; /* 16: of those, on the host, where the driver reports it */
   _Atomic uint64_t burst_evictions;     /* 24: times the driver evicted them, where it reports it */
-  uint8_t reserved0[32];           /* 32..63 */
+  /* 32: GPU busy ns of the container's launches on this device, measured in-process (sensor.c),
+   * only ever added to; 40: samples behind it. Zero in a region written before the sensor. */
+  _Atomic uint64_t busy_ns;
+  _Atomic uint64_t busy_samples;
+  uint8_t reserved0[16];           /* 48..63 */
   _Atomic uint64_t sample_seq;     /* 64: node agent seqlock over 72..95 */
   uint64_t sample_time_ms;         /* 72 */
   uint32_t measured_share_bp;      /* 80 */
@@ -51,6 +55,8 @@ _Static_assert(sizeof(struct vc_device_block) == VC_REGION_DEVICE_BLOCK_SIZE, "d
 _Static_assert(offsetof(struct vc_device_block, burst_bytes) == 8, "burst bytes at +8");
 _Static_assert(offsetof(struct vc_device_block, burst_evicted_bytes) == 16, "burst evicted bytes at +16");
 _Static_assert(offsetof(struct vc_device_block, burst_evictions) == 24, "burst evictions at +24");
+_Static_assert(offsetof(struct vc_device_block, busy_ns) == 32, "busy ns at +32");
+_Static_assert(offsetof(struct vc_device_block, busy_samples) == 40, "busy samples at +40");
 _Static_assert(offsetof(struct vc_device_block, sample_seq) == 64, "sample seq at +64");
 _Static_assert(offsetof(struct vc_device_block, measured_share_bp) == 80, "measured share at +80");
 _Static_assert(offsetof(struct vc_device_block, limiter_state) == 96, "limiter state at +96");

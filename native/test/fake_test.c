@@ -125,15 +125,26 @@ static void test_serialization_across_processes(void) {
   char x;
   CHECK(read(go[0], &x, 1) == 1, "child launched");
   CUfunction f = kernel("mine", 10 * MS);
-  CUevent a, b;
+  CUevent a, b, c;
   cuEventCreate(&a, 0);
   cuEventCreate(&b, 0);
+  cuEventCreate(&c, 0x2 /* CU_EVENT_DISABLE_TIMING */);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   cuEventRecord(a, NULL);
   cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
   cuEventRecord(b, NULL);
+  cuEventRecord(c, NULL);
   float ms = elapsed(a, b);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double waited = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
   /* Robust to this process being descheduled for up to ~200 ms after the child launched. */
-  CHECK(ms >= 110.0f, "our 10 ms kernel waited for the other process's 300 ms kernel: %.1f ms", ms);
+  CHECK(waited >= 110.0, "our 10 ms kernel waited for the other process's 300 ms kernel: %.1f ms", waited);
+  /* Events are items of the same timeline: the start event is reached when the other kernel is
+   * done, so the pair times our kernel's execution, not its wait. */
+  CHECK(ms >= 9.9f && ms < 10.5f, "events around our kernel time its execution: %.2f ms", ms);
+  float none = 0;
+  CHECK(cuEventElapsedTime(&none, a, c) == CUDA_ERROR_INVALID_HANDLE, "an event without timing has no time");
   waitpid(child, NULL, 0);
   close(go[0]);
   close(go[1]);
