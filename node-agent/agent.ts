@@ -20,7 +20,8 @@ import type {
   PodResourcesLister,
   PodSource,
 } from './allocation/ports.js';
-import { type CardSampler, createCardSampler } from './card-sampling/card-sampler.js';
+import type { CardSampler } from './card-sampling/card-sampler.js';
+import { type ComputeSensor, createComputeSampler } from './card-sampling/compute-sensor.js';
 import { createHostPidPublisher, type HostPidPublisher, procSource } from './card-sampling/host-pids.js';
 import { createMemoryDriftMonitor, type MemoryDriftMonitor } from './card-sampling/memory-drift.js';
 import {
@@ -406,6 +407,11 @@ export type Compute = {
  * Per card, a compute sampler that feeds each container's share back into its region, and a
  * memory-drift monitor that runs on the sampler's period; plus the host-pid map publisher.
  */
+const sensorWhy: Record<ComputeSensor, string> = {
+  nvml: "measuring with NVML's per-process utilization",
+  'in-process': "NVML has no per-process utilization here (MIG): measuring with libvcuda's in-process sensor",
+};
+
 export function startCompute(
   deps: Pick<AgentDeps, 'config' | 'gpu' | 'log' | 'runLoops'>,
   parts: {
@@ -441,7 +447,7 @@ export function startCompute(
       onError: (err) => log.warn({ err, card: card.index }, `memory drift card ${card.index}: reconciliation failed`),
     });
     driftMonitors.push(drift);
-    return createCardSampler({
+    const { sampler, sensor } = createComputeSampler({
       cardIndex: card.index,
       periodMs: Math.max(1, config.computePeriodMs),
       source: deps.gpu,
@@ -450,6 +456,8 @@ export function startCompute(
       alsoEachPeriod: drift.tick,
       onError: (err) => log.warn({ err, card: card.index }, `compute sampler card ${card.index}: sampling failed`),
     });
+    log.info({ card: card.index, sensor }, `compute sampler card ${card.index}: ${sensorWhy[sensor]}`);
+    return sampler;
   });
   const hostPids = createHostPidPublisher({
     targets: () =>

@@ -148,7 +148,7 @@ static void observe(struct vc_device_block *block, vc_limiter_state *s, const vc
 }
 
 /* Slow path: the launch is in debt; sleep in short steps until refills cover it, folding in any
- * sample or limit change that arrives meanwhile. */
+ * sample or limit change that arrives meanwhile and the sensor's samples that complete. */
 static __attribute__((noinline)) void wait_turn(int rec, struct vc_device_block *block, vc_limiter_state *s, int64_t ticket) {
   uint64_t base = 0, start = monotonic_ns(), now = start;
   for (;;) {
@@ -162,6 +162,8 @@ static __attribute__((noinline)) void wait_turn(int rec, struct vc_device_block 
     vc_limiter_limits lim = unpack_limits(word);
     if (vc_limiter_is_unlimited(&lim)) break; /* the limit was lifted while we slept */
     if (vc_limiter_has_new_sample(s, block)) observe(block, s, &lim);
+    /* An event query is unsafe during another thread's global-mode capture: none then. */
+    if (!vc_capture_maybe_active()) vc_sensor_poll(rec);
   }
   vc_limiter_note_wait(s, now - start);
 }

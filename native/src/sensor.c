@@ -182,8 +182,14 @@ static uint64_t host_ns(void) {
 void vc_sensor_start(void) {
   if (!open_now.s) return;
   CUresult (*record)(CUevent, CUstream) = VC_REAL_CUDA(cuEventRecord);
+  open_now.started_ns = host_ns();
   if (!record || record(open_now.p.start, open_now.stream) != CUDA_SUCCESS) drop_open();
-  else open_now.started_ns = host_ns();
+}
+
+void vc_sensor_poll(int rec) {
+  if ((unsigned)rec >= VC_CONFIG_MAX_DEVICES || !set_of_thread) return;
+  struct sensor *s = &set_of_thread->by_record[rec];
+  if (s->count > 0) collect(s);
 }
 
 void vc_sensor_end(CUresult rc) {

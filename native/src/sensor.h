@@ -32,6 +32,10 @@ void vc_sensor_start(void);
  * otherwise the sample is dropped and its weight passes to the next one. */
 void vc_sensor_end(CUresult rc);
 
+/* Adds the busy time of this thread's completed samples on record `rec` (while it waits for
+ * tokens, so the counter does not lag by a throttled tenant's wait). */
+void vc_sensor_poll(int rec);
+
 /* The busy time one sample stands for: the sampled launch's measured `elapsed_ns`, scaled by the
  * charges it represents (`weight_ns`, every charge since the previous sample) over its own
  * (`launch_ns`). Pure; saturates instead of overflowing. */

@@ -16,6 +16,8 @@ export interface ProcessUtilizationSource {
   processUtilization(cardIndex: number, sinceUs: number): ProcessUtilizationSample[];
   /** The card's busy share over its last sampling period. */
   utilizationRates(cardIndex: number): { gpuPercent: number };
+  /** False where the card has no per-process utilization (MIG): the in-process sensor is used. */
+  processUtilizationSupported?(cardIndex: number): boolean;
 }
 
 /** A container placed on a card, and where its feedback goes. */

@@ -89,6 +89,11 @@ export interface GpuSource {
   waitEvent(timeoutMs: number, signal?: AbortSignal): Promise<GpuEvent | undefined>;
   /** Per-process samples newer than `sinceUs` (0: everything buffered); empty when none. */
   processUtilization(cardIndex: number, sinceUs: number): ProcessUtilizationSample[];
+  /**
+   * Whether the card reports per-process utilization at all (false on MIG, where NVML answers
+   * NOT_SUPPORTED); absent: assumed to.
+   */
+  processUtilizationSupported?(cardIndex: number): boolean;
   utilizationRates(cardIndex: number): UtilizationRates;
   /** The card's compute processes and their device memory; null when the driver cannot list them. */
   runningProcesses(cardIndex: number): RunningProcess[] | null;

@@ -217,3 +217,28 @@ describe.skipIf(!existsSync(fakeNvml) || !existsSync(computeClient))(
     });
   },
 );
+
+describe.skipIf(!existsSync(fakeNvml))('whether a card has per-process utilization at all', () => {
+  /** A fresh copy of the fake NVML (it reads FAKEGPU_* once per load) with `env`. */
+  function supportedWith(name: string, env: Record<string, string>): boolean {
+    const dir = join(tmp, name);
+    mkdirSync(dir, { recursive: true });
+    copyFileSync(fakeNvml, join(dir, 'libnvidia-ml.so.1'));
+    const all = { FAKEGPU_DEVICES: '1x1024', FAKEGPU_STATE: join(dir, 'fakegpu.state'), ...env };
+    Object.assign(process.env, all);
+    const gpu = new NvmlGpuSource({ libraryPath: join(dir, 'libnvidia-ml.so.1'), sysfsRoot: dir });
+    for (const k of Object.keys(all)) delete process.env[k];
+    try {
+      return gpu.processUtilizationSupported(0);
+    } finally {
+      gpu.close();
+    }
+  }
+
+  it('says so on an ordinary card, and not where both calls answer NOT_SUPPORTED (MIG)', () => {
+    expect(supportedWith('util-supported', {})).toBe(true);
+    expect(supportedWith('util-legacy-only', { FAKEGPU_NVML_UTIL_INFO: '0' })).toBe(true);
+    expect(supportedWith('util-unsupported', { FAKEGPU_NVML_PROCESS_UTIL: '0' })).toBe(false);
+    expect(supportedWith('util-mig', { FAKEGPU_DEVICES: '1x81559', FAKEGPU_MIG: 'all' })).toBe(false);
+  });
+});

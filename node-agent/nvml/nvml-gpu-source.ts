@@ -34,6 +34,7 @@ import {
 import { NvmlMig } from './nvml-mig.js';
 import {
   PROCESSES_UTILIZATION_INFO_TYPE,
+  processUtilizationSupported,
   readProcessUtilization,
   type SampleSourceName,
 } from './process-utilization.js';
@@ -281,6 +282,11 @@ export class NvmlGpuSource implements GpuSource {
         resolve({ cardIndex, kind: 'xid', xid: Number(data.eventData) });
       });
     });
+  }
+
+  processUtilizationSupported(cardIndex: number): boolean {
+    const calls = { info: this.nv.processesUtilizationInfo, legacy: this.nv.processUtilization };
+    return processUtilizationSupported(calls, this.handle(cardIndex));
   }
 
   processUtilization(cardIndex: number, sinceUs: number): ProcessUtilizationSample[] {

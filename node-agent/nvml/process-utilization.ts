@@ -67,6 +67,18 @@ export function readProcessUtilization(
 }
 
 /**
+ * Whether the card has per-process utilization at all: false when every call the library has
+ * answers NOT_SUPPORTED (a card in MIG mode, a MIG device, boards without it). A size query only.
+ */
+export function processUtilizationSupported(calls: ProcessUtilizationCalls, device: unknown): boolean {
+  if (calls.info) {
+    const rc = infoRead(calls.info, device, 0)(0).rc;
+    if (rc !== NVML_ERROR_NOT_SUPPORTED && rc !== NVML_ERROR_FUNCTION_NOT_FOUND) return true;
+  }
+  return legacyRead(calls.legacy, device, 0)(0).rc !== NVML_ERROR_NOT_SUPPORTED;
+}
+
+/**
  * Reads until the samples fit. A sampling period may end between the size query and the read:
  * leave room, and ask again with what the driver says it needs rather than fail the period.
  */

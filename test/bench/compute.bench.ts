@@ -5,97 +5,8 @@
  * Every scenario runs on a 16-SM and a 132-SM card: the same grids give kernels 8x longer on the
  * small card, and the law must not care.
  */
-import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { runScenario, type ScenarioSpec, type TenantSpec, windowMeans } from '../compute/fake-card.js';
-import { atLeast, atMost, type Benchmark, type Figure } from './harness.js';
-
-const SECONDS = 6;
-const WARMUP_MS = 2000;
-const WINDOW_MS = 1000;
-
-type Scenario = {
-  label: string;
-  spec: Omit<ScenarioSpec, 'sms' | 'seconds'>;
-  /** Target share (percent) per tenant. */
-  targets: Record<string, number>;
-  /** Tenants alone on the card whose achieved/limit must reach 0.96. */
-  lone?: string[];
-  /** Tenants that must keep their request under contention. */
-  keepsRequest?: string[];
-};
-
-const hard = (name: string, pct: number, path: string, grid: number): TenantSpec => ({
-  name,
-  request: pct,
-  limit: pct,
-  path,
-  grid,
-});
-
-/** Blocks for a kernel of about `ms` on a card of `sms` SMs at 10 µs per wave. */
-const gridFor = (ms: number, sms: number) => Math.round((ms * 1000) / 10) * sms;
-
-function scenarios(sms: number): Scenario[] {
-  const lone = [10, 30, 50, 70, 90].map((pct) => ({
-    label: `lone hard ${pct}%`,
-    spec: { tenants: [hard('t', pct, 'storm', 264)] },
-    targets: { t: pct },
-    lone: ['t'],
-  }));
-  return [
-    ...lone,
-    {
-      label: 'two hard 30/70',
-      spec: { tenants: [hard('a', 30, 'storm', 264), hard('b', 70, 'storm', 528)] },
-      targets: { a: 30, b: 70 },
-    },
-    {
-      label: 'soft 30..60 alone (bursts to limit)',
-      spec: { tenants: [{ name: 's', request: 30, limit: 60, path: 'storm', grid: 264 }] },
-      targets: { s: 60 },
-      lone: ['s'],
-    },
-    {
-      label: 'soft 30..60 + hard 70 (keeps request)',
-      spec: {
-        tenants: [{ name: 's', request: 30, limit: 60, path: 'storm', grid: 264 }, hard('c', 70, 'storm', 264)],
-      },
-      targets: { s: 30, c: 70 },
-      keepsRequest: ['s'],
-    },
-    {
-      label: 'big kernel + synchronize, hard 40%',
-      spec: { tenants: [hard('k', 40, 'sync', gridFor(20, sms))] },
-      targets: { k: 40 },
-      lone: ['k'],
-    },
-    {
-      label: 'tiny-kernel storm (2 µs), hard 25%',
-      spec: { tenants: [hard('m', 25, 'storm', 1)], waveUs: 2 },
-      targets: { m: 25 },
-      lone: ['m'],
-    },
-  ];
-}
-
-function buildNative(root: string, log: (line: string) => void): void {
-  const targets = [
-    'build/libvcuda.so',
-    'build/fake/libcuda.so.1',
-    'build/fake/libnvidia-ml.so.1',
-    'build/test/compute_client',
-    'build/test/compute_probe_client',
-  ];
-  const r = spawnSync('make', ['-s', '-C', join(root, 'native'), ...targets], { stdio: 'inherit' });
-  if (r.status === 0) return;
-  // A tree where another part of native/ does not build yet can still measure with the last
-  // good build; say so loudly rather than refuse.
-  const missing = targets.filter((t) => !existsSync(join(root, 'native', t)));
-  if (missing.length > 0) throw new Error(`make -C native failed and ${missing.join(', ')} are missing`);
-  log('WARNING: make -C native failed; measuring with the binaries of the last successful build');
-}
+import { buildNative, computeScenarios, measureScenario } from './compute-scenarios.js';
+import type { Benchmark, Figure } from './harness.js';
 
 const bench: Benchmark = {
   name: 'compute',
@@ -105,41 +16,7 @@ const bench: Benchmark = {
     buildNative(ctx.root, ctx.log);
     const figures: Figure[] = [];
     for (const sms of [16, 132]) {
-      for (const s of scenarios(sms)) {
-        const scenario = `${s.label} · ${sms} SMs`;
-        const result = await runScenario(ctx.root, { ...s.spec, sms, seconds: SECONDS });
-        const errors: number[] = [];
-        const notes: string[] = [];
-        for (const t of s.spec.tenants) {
-          const target = s.targets[t.name] ?? t.limit;
-          const windows = windowMeans(result, t.name, WARMUP_MS, WINDOW_MS);
-          errors.push(...windows.map((w) => Math.abs(w - target)));
-          const mean = windows.reduce((a, b) => a + b, 0) / Math.max(1, windows.length);
-          notes.push(`${t.name} ${windows.map((w) => w.toFixed(1)).join('/')}`);
-          const overLimit = mean / t.limit;
-          const isLone = s.lone?.includes(t.name) ?? false;
-          figures.push({
-            name: 'achieved_over_limit',
-            value: Number(overLimit.toFixed(4)),
-            unit: 'ratio',
-            scenario: s.spec.tenants.length > 1 ? `${scenario} [${t.name}]` : scenario,
-            ...(isLone ? atLeast(overLimit, 0.96) : {}),
-          });
-          if (s.keepsRequest?.includes(t.name)) {
-            const overRequest = mean / t.request;
-            figures.push({
-              name: 'achieved_over_request',
-              value: Number(overRequest.toFixed(4)),
-              unit: 'ratio',
-              scenario: `${scenario} [${t.name}]`,
-              ...atLeast(overRequest, 0.96),
-            });
-          }
-        }
-        const mae = errors.reduce((a, b) => a + b, 0) / Math.max(1, errors.length);
-        figures.push({ name: 'mae_pp', value: Number(mae.toFixed(3)), unit: 'pp', scenario, ...atMost(mae, 2) });
-        ctx.log(`${scenario}: MAE ${mae.toFixed(2)} pp (${notes.join('; ')})`);
-      }
+      for (const s of computeScenarios(sms)) figures.push(...(await measureScenario(ctx, s, sms)));
     }
     return figures;
   },

@@ -33,6 +33,9 @@ export type ScenarioSpec = {
   /** What NVML's sample timestamps mark (FAKEGPU_NVML_STAMP): their interval's end (default) or
    * when they were published, late by the delay. */
   nvmlStamp?: 'end' | 'published';
+  /** What feeds the limiters: NVML's per-process utilization (default), or libvcuda's in-process
+   * sensor with the fake NVML answering NOT_SUPPORTED for per-process utilization, as on MIG. */
+  sensor?: 'nvml' | 'in-process';
   /** Live limit changes: at `atMs` after the tenants start. */
   changes?: { atMs: number; tenant: string; change: DeviceLimitChange }[];
 };
@@ -81,6 +84,7 @@ export async function runScenario(root: string, spec: ScenarioSpec): Promise<Sce
     FAKEGPU_NVML_DELAY_MS: '100',
     FAKEGPU_NVML_STAMP: spec.nvmlStamp ?? 'end',
     FAKEGPU_KERNEL_US: String(spec.waveUs ?? 10),
+    FAKEGPU_NVML_PROCESS_UTIL: spec.sensor === 'in-process' ? '0' : '1',
     LD_LIBRARY_PATH: join(build, 'fake'),
   };
   const children: ChildProcess[] = [];
@@ -151,7 +155,8 @@ export async function runScenario(root: string, spec: ScenarioSpec): Promise<Sce
       { cwd: root, env, stdio: ['pipe', 'pipe', 'inherit'] },
     );
     children.push(sampler);
-    if ((await firstLine(sampler)) !== 'ready') throw new Error('sampler did not start');
+    const ready = await firstLine(sampler);
+    if (ready !== `ready ${spec.sensor ?? 'nvml'}`) throw new Error(`sampler did not start as asked: ${ready}`);
 
     const tenants = spec.tenants.map((t, i) => {
       const child = spawn(join(build, 'test/compute_client'), [t.path, String(t.grid), String(spec.seconds)], {

@@ -1,11 +1,13 @@
 /**
  * The node agent's compute sampler as its own process, for the fake-GPU tests and benchmark:
  * the fake NVML reads FAKEGPU_* once per process, so each scenario gets a fresh one. Reads its
- * settings from argv[2] (JSON), prints "ready", then takes `{"key": …, "pids": […]}` lines on
+ * settings from argv[2] (JSON), chooses the card's sensor as the node agent does (NVML, or the
+ * in-process sensor where NVML has no per-process utilization), prints "ready <sensor>", then takes `{"key": …, "pids": […]}` lines on
  * stdin as tenants start, samples every period and exits after `seconds`.
  */
 import { createInterface } from 'node:readline';
-import { type ContainerOnCard, createCardSampler } from '../../node-agent/card-sampling/card-sampler.js';
+import type { ContainerOnCard } from '../../node-agent/card-sampling/card-sampler.js';
+import { createComputeSampler } from '../../node-agent/card-sampling/compute-sensor.js';
 import { NvmlGpuSource } from '../../node-agent/nvml/nvml-gpu-source.js';
 
 type Settings = {
@@ -19,7 +21,7 @@ type Settings = {
 const settings = JSON.parse(process.argv[2] ?? '{}') as Settings;
 const owners = new Map<number, string>();
 const source = new NvmlGpuSource({ libraryPath: settings.nvmlPath, sysfsRoot: settings.sysfsRoot });
-const sampler = createCardSampler({
+const { sampler, sensor } = createComputeSampler({
   cardIndex: 0,
   periodMs: settings.periodMs,
   source,
@@ -33,7 +35,7 @@ createInterface({ input: process.stdin }).on('line', (line) => {
   for (const pid of msg.pids) owners.set(pid, msg.key);
 });
 sampler.start();
-process.stdout.write('ready\n');
+process.stdout.write(`ready ${sensor}\n`);
 setTimeout(() => {
   sampler.stop();
   source.close();
