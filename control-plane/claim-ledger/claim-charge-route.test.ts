@@ -5,30 +5,22 @@
  * charged; dry runs and writes that change no allocation pass untouched.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DraClaim } from '../../contract/index.js';
+import { type DraClaim, MIB } from '../../contract/index.js';
 import { createLedger, type Ledger } from '../../db/ledger.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/db/test-databases.js';
+import { ClaimBuilder } from '../../test/support/node-agent/dra-claim.js';
 import { claimChargeRoute } from './claim-charge-route.js';
 import { type ClaimLedger, createClaimLedger } from './claim-ledger.js';
 
 const DRIVER = 'gpu.vcuda.io';
 const silentLog = { warn: () => undefined };
 
+/** The claim as stored: allocated (`cores` of gpu-0 with 1 GiB) or, without `cores`, not yet. */
 function claim(uid: string, cores?: number): DraClaim {
-  const results = [
-    {
-      request: 'gpu',
-      driver: DRIVER,
-      pool: 'node-1',
-      device: 'gpu-0',
-      shareID: `s-${uid}`,
-      consumedCapacity: { cores: String(cores), memory: '1Gi' },
-    },
-  ];
-  return {
-    metadata: { name: `c-${uid}`, namespace: 'ml', uid },
-    ...(cores === undefined ? {} : { status: { allocation: { devices: { results } } } }),
-  };
+  const builder = new ClaimBuilder(`c-${uid}`, uid, 'ml', 'node-1', DRIVER);
+  return cores === undefined
+    ? { metadata: builder.ref() }
+    : builder.share('gpu-0', cores, 1024 * MIB, { request: 'gpu' }).obj();
 }
 
 function review(uid: string, cores: number, extra: Record<string, unknown> = {}) {

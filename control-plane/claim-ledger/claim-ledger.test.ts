@@ -6,9 +6,10 @@
  * pods' holds, while the pods' reconcile leaves claims alone.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { claimHolderId, type DraClaim } from '../../contract/index.js';
+import { claimHolderId, type DraClaim, MIB as MiB } from '../../contract/index.js';
 import { createLedger, type Ledger } from '../../db/ledger.js';
 import { createTestDatabase, type TestDatabase, testDbKinds } from '../../test/support/db/test-databases.js';
+import { ClaimBuilder } from '../../test/support/node-agent/dra-claim.js';
 import { decideClaimCharge } from './claim-charge.js';
 import { type ClaimLedger, createClaimLedger } from './claim-ledger.js';
 
@@ -16,26 +17,11 @@ const CLUSTER = 'c1';
 const DRIVER = 'gpu.vcuda.io';
 const AT = new Date('2026-11-27T12:00:00Z');
 
-function share(uid: string, cores: number, device = 'gpu-0', memory = '4Gi'): DraClaim {
-  return {
-    metadata: { name: `claim-${uid}`, namespace: 'ml', uid },
-    status: {
-      allocation: {
-        devices: {
-          results: [
-            {
-              request: 'gpu',
-              driver: DRIVER,
-              pool: 'node-1',
-              device,
-              shareID: `s-${uid}`,
-              consumedCapacity: { cores: String(cores), memory },
-            },
-          ],
-        },
-      },
-    },
-  };
+/** A claim allocated by kube-scheduler: `cores` of card `device` and `memoryMiB` on node-1. */
+function share(uid: string, cores: number, device = 'gpu-0', memoryMiB = 4096): DraClaim {
+  return new ClaimBuilder(`claim-${uid}`, uid, 'ml', 'node-1', DRIVER)
+    .share(device, cores, memoryMiB * MiB, { request: 'gpu', shareID: `s-${uid}` })
+    .obj();
 }
 const unallocated = (c: DraClaim): DraClaim => ({ metadata: c.metadata });
 
@@ -96,7 +82,7 @@ describe.each(await testDbKinds())('DRA claims in the ledger on %s', (kind) => {
       },
     };
     await charge(undefined, whole);
-    await expect(charge(undefined, share('x', 1, 'gpu-1', '1Mi'))).rejects.toMatchObject({ code: 'capacity-conflict' });
+    await expect(charge(undefined, share('x', 1, 'gpu-1', 1))).rejects.toMatchObject({ code: 'capacity-conflict' });
     await expect(charge(undefined, share('y', 10, 'gpu-7'))).rejects.toThrow(
       /card gpu-7 of node node-1 is not in the ledger/,
     );

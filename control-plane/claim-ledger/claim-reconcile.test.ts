@@ -4,34 +4,18 @@
  * read releases nothing (an allocation is never dropped because it was misread).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { claimHolderId } from '../../contract/index.js';
+import { claimHolderId, MIB } from '../../contract/index.js';
 import { createLedger, type Ledger } from '../../db/ledger.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/db/test-databases.js';
+import { ClaimBuilder } from '../../test/support/node-agent/dra-claim.js';
 import { type ClaimLedger, createClaimLedger } from './claim-ledger.js';
 import { type ClaimList, reconcileClaimsOnce } from './claim-reconcile.js';
 
 const DRIVER = 'gpu.vcuda.io';
 const quiet = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
-const allocated = (uid: string, cores: number) => ({
-  metadata: { name: `c-${uid}`, namespace: 'ml', uid },
-  status: {
-    allocation: {
-      devices: {
-        results: [
-          {
-            request: 'gpu',
-            driver: DRIVER,
-            pool: 'node-1',
-            device: 'gpu-0',
-            shareID: uid,
-            consumedCapacity: { cores: String(cores), memory: '1Gi' },
-          },
-        ],
-      },
-    },
-  },
-});
+const allocated = (uid: string, cores: number) =>
+  new ClaimBuilder(`c-${uid}`, uid, 'ml', 'node-1', DRIVER).share('gpu-0', cores, MIB, { request: 'gpu' }).obj();
 
 describe('the claims reconcile', () => {
   let t: TestDatabase;

@@ -9,21 +9,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { KubeConfig, ResourceV1Api } from '@kubernetes/client-node';
-import { Hono } from 'hono';
-import { DEFAULT_DRA_DRIVER } from '../../contract/index.js';
-import { claimChargeRoute } from '../../control-plane/claim-ledger/claim-charge-route.js';
-import { createClaimLedger } from '../../control-plane/claim-ledger/claim-ledger.js';
-import { listen } from '../../control-plane/starters/http-listener.js';
 import { createLedger } from '../../db/ledger.js';
-import { issueServingCertificate } from '../../webhooks/certificates.js';
-import { buildClaimWebhookConfigurations } from '../../webhooks/claim-registration.js';
-import { registrationConfigSchema } from '../../webhooks/config.js';
 import { createTestDatabase, isPostgresReachable } from '../support/db/test-databases.js';
+import { adminKubectl, createDeviceClass, DRIVER, startChargeHook } from '../support/dra-real.js';
 import { k8s136SkipReason, startKubernetes136 } from '../support/kubernetes-136.js';
 import { atMost, type Benchmark, type Figure, percentile } from './harness.js';
 
 const UPDATES = Number(process.env.VCUDA_BENCH_DRA_UPDATES ?? 300);
-const DRIVER = DEFAULT_DRA_DRIVER;
 const NODE = 'node-1';
 
 type Timings = { allocate: number[]; clear: number[] };
@@ -117,50 +109,18 @@ const bench: Benchmark = {
     if (!(await isPostgresReachable())) throw new Error('the dra benchmark needs PostgreSQL at 127.0.0.1:5432');
     const k8s = await startKubernetes136();
     const pg = await createTestDatabase('postgres');
-    const tls = await issueServingCertificate({ dnsNames: [], ipAddresses: ['127.0.0.1'] }, 1, new Date());
-    let server: Awaited<ReturnType<typeof listen>> | undefined;
+    let server: Awaited<ReturnType<typeof startChargeHook>> | undefined;
     try {
       const ledger = createLedger(pg.db, { clock: () => new Date() });
       await ledger.upsertNode('bench', NODE, [{ uuid: 'GPU-bench-0', index: 0, model: 'H100', memoryMiB: 1_000_000 }]);
-      const claims = createClaimLedger({ ledger, cluster: 'bench', driver: DRIVER });
-      const app = new Hono().route(
-        '/admission/charge-claims',
-        claimChargeRoute({
-          claims,
-          driver: DRIVER,
-          maxBodyBytes: 3 << 20,
-          timeoutMs: 1_000,
-          authenticate: () => true,
-          logger: console,
-        }),
-      );
-      server = await listen(app, '127.0.0.1', 0, { key: tls.keyPem, cert: tls.certPem });
       const kc = new KubeConfig();
       kc.loadFromFile(k8s.kubeconfig);
       const api = kc.makeApiClient(ResourceV1Api);
-      const kubectl = async (args: string[], input?: object) => {
-        const r = await k8s.kubectl(args, input ? { input: JSON.stringify(input) } : {});
-        if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
-      };
-      await kubectl(['create', 'namespace', 'bench']);
-      await kubectl(['apply', '-f', '-'], {
-        apiVersion: 'resource.k8s.io/v1',
-        kind: 'DeviceClass',
-        metadata: { name: DRIVER },
-        spec: { selectors: [{ cel: { expression: `device.driver == '${DRIVER}'` } }] },
-      });
+      await adminKubectl(k8s)(['create', 'namespace', 'bench']);
+      await createDeviceClass(k8s);
       await timeUpdates(api, 'warm');
       const without = await timeUpdates(api, 'plain');
-      const config = registrationConfigSchema.parse({ url: server.url, exemptNamespaces: ['kube-system'] });
-      const built = buildClaimWebhookConfigurations({
-        config,
-        claims: { deviceClassName: DRIVER, driverName: DRIVER },
-        caBundlePem: tls.caPem,
-      });
-      await kubectl(['apply', '-f', '-'], {
-        ...built.validating,
-        webhooks: built.validating.webhooks.filter((h) => h.name.startsWith('charge.')),
-      });
+      server = await startChargeHook(k8s, { ledger, cluster: 'bench' });
       await untilCharged(api, ledger);
       const withHook = await timeUpdates(api, 'charged');
       const charged = await ledger.liveClaimHolders('bench');

@@ -9,25 +9,17 @@
  * The ledger equals the allocations at every step.
  */
 
-import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_DRA_DRIVER } from '../../contract/index.js';
-import { claimChargeRoute } from '../../control-plane/claim-ledger/claim-charge-route.js';
-import { createClaimLedger } from '../../control-plane/claim-ledger/claim-ledger.js';
-import { type Listening, listen } from '../../control-plane/starters/http-listener.js';
+import type { Listening } from '../../control-plane/starters/http-listener.js';
 import { createLedger, type Ledger } from '../../db/ledger.js';
-import { buildResourceSlice } from '../../node-agent/dra/resource-slice.js';
-import { issueServingCertificate } from '../../webhooks/certificates.js';
-import { buildClaimWebhookConfigurations } from '../../webhooks/claim-registration.js';
-import { registrationConfigSchema } from '../../webhooks/config.js';
 import { createTestDatabase, type TestDatabase } from '../support/db/test-databases.js';
+import { adminKubectl, createDeviceClass, createDraNode, DRIVER, startChargeHook } from '../support/dra-real.js';
 import { type Kubernetes136, k8s136SkipReason, startKubernetes136 } from '../support/kubernetes-136.js';
 import { fakeCards } from '../support/node-agent/fake-gpu-source.js';
 
 const skipReason = k8s136SkipReason();
 if (skipReason) console.warn(`claim-quota-real: skipped: ${skipReason}`);
 
-const DRIVER = DEFAULT_DRA_DRIVER;
 const NODE = 'node-1';
 const CARDS = fakeCards({ cards: 2, memoryMiB: 81_920 });
 
@@ -75,11 +67,7 @@ describe.skipIf(skipReason !== undefined)('one quota on what claims consume, on 
   let ledger: Ledger;
   let server: Listening | undefined;
 
-  const kubectl = async (args: string[], input?: object) => {
-    const r = await k8s.kubectl(args, input ? { input: JSON.stringify(input) } : {});
-    if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
-    return r.stdout;
-  };
+  const kubectl = (args: string[], input?: object) => adminKubectl(k8s)(args, input);
   const getJson = async <T>(args: string[]): Promise<T> => JSON.parse(await kubectl([...args, '-o', 'json'])) as T;
   type Claim = { metadata: { uid: string }; status?: { allocation?: unknown } };
   type Pod = {
@@ -113,71 +101,11 @@ describe.skipIf(skipReason !== undefined)('one quota on what claims consume, on 
       memoryLimitMiB: 1_000_000,
     });
 
-    const tls = await issueServingCertificate({ dnsNames: [], ipAddresses: ['127.0.0.1'] }, 1, new Date());
-    const claims = createClaimLedger({ ledger, cluster: 'c1', driver: DRIVER });
-    const app = new Hono().route(
-      '/admission/charge-claims',
-      claimChargeRoute({
-        claims,
-        driver: DRIVER,
-        maxBodyBytes: 3 << 20,
-        timeoutMs: 2_000,
-        authenticate: () => true,
-        logger: console,
-      }),
-    );
-    server = await listen(app, '127.0.0.1', 0, { key: tls.keyPem, cert: tls.certPem });
-    const config = registrationConfigSchema.parse({ url: server.url, exemptNamespaces: ['kube-system'] });
-    const built = buildClaimWebhookConfigurations({
-      config,
-      claims: { deviceClassName: DRIVER, driverName: DRIVER },
-      caBundlePem: tls.caPem,
-    });
-    // Only the ledger's hook: the claim validation hooks are another suite's.
-    const charge = {
-      ...built.validating,
-      webhooks: built.validating.webhooks.filter((h) => h.name.startsWith('charge.')),
-    };
-
     await kubectl(['create', 'namespace', 'ml']);
-    await kubectl(['apply', '-f', '-'], charge);
-    await kubectl(['apply', '-f', '-'], {
-      apiVersion: 'resource.k8s.io/v1',
-      kind: 'DeviceClass',
-      metadata: { name: DRIVER },
-      spec: { selectors: [{ cel: { expression: `device.driver == '${DRIVER}'` } }] },
-    });
-    await kubectl(['create', '-f', '-'], {
-      apiVersion: 'v1',
-      kind: 'Node',
-      metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE } },
-    });
-    const status = {
-      capacity: { cpu: '64', memory: '512Gi', pods: '110' },
-      allocatable: { cpu: '64', memory: '512Gi', pods: '110' },
-      conditions: [
-        {
-          type: 'Ready',
-          status: 'True',
-          reason: 'KubeletReady',
-          message: 'ready',
-          lastHeartbeatTime: new Date().toISOString(),
-          lastTransitionTime: new Date().toISOString(),
-        },
-      ],
-    };
-    await kubectl(['patch', 'node', NODE, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status })]);
-    await kubectl(['taint', 'node', NODE, 'node.kubernetes.io/not-ready:NoSchedule-']);
-    const slice = buildResourceSlice({
-      driver: DRIVER,
-      nodeName: NODE,
-      memoryUnitMiB: 1,
-      cards: CARDS.map((c) => ({ ...c, healthy: true })),
-      link: () => ({ nvlinks: 0, pcie: 'system' }),
-      unhealthy: 'taint',
-      generation: 1,
-    });
-    await kubectl(['create', '-f', '-'], slice);
+    server = await startChargeHook(k8s, { ledger, cluster: 'c1' });
+    await createDeviceClass(k8s);
+    // The node and its slice come last: nothing can be allocated before the hook is registered.
+    await createDraNode(k8s, NODE, CARDS);
   }, 300_000);
 
   afterAll(async () => {

@@ -1,0 +1,113 @@
+/**
+ * vcuda's DRA pieces set up on the real Kubernetes 1.36 control plane (test/support/kubernetes-136.ts)
+ * for tests and benchmarks: the DeviceClass, a Ready node publishing its cards' ResourceSlice as the
+ * node agent builds it, and the ledger's charge hook served over HTTPS and registered as the control
+ * plane registers it.
+ */
+import { Hono } from 'hono';
+import { DEFAULT_DRA_DRIVER } from '../../contract/index.js';
+import { claimChargeRoute } from '../../control-plane/claim-ledger/claim-charge-route.js';
+import { createClaimLedger } from '../../control-plane/claim-ledger/claim-ledger.js';
+import { type Listening, listen } from '../../control-plane/starters/http-listener.js';
+import type { Ledger } from '../../db/ledger.js';
+import { buildResourceSlice } from '../../node-agent/dra/resource-slice.js';
+import type { GpuCard } from '../../node-agent/nvml/gpu-source.js';
+import { issueServingCertificate } from '../../webhooks/certificates.js';
+import { buildClaimWebhookConfigurations } from '../../webhooks/claim-registration.js';
+import { registrationConfigSchema } from '../../webhooks/config.js';
+import type { Kubernetes136 } from './kubernetes-136.js';
+
+export const DRIVER = DEFAULT_DRA_DRIVER;
+
+/** kubectl as the admin, failing loudly; `input` is sent as JSON on stdin. */
+export function adminKubectl(k8s: Kubernetes136) {
+  return async (args: readonly string[], input?: object): Promise<string> => {
+    const r = await k8s.kubectl(args, input ? { input: JSON.stringify(input) } : {});
+    if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
+    return r.stdout;
+  };
+}
+
+export async function createDeviceClass(k8s: Kubernetes136): Promise<void> {
+  await adminKubectl(k8s)(['apply', '-f', '-'], {
+    apiVersion: 'resource.k8s.io/v1',
+    kind: 'DeviceClass',
+    metadata: { name: DRIVER },
+    spec: { selectors: [{ cel: { expression: `device.driver == '${DRIVER}'` } }] },
+  });
+}
+
+/** A schedulable node (no kubelet: Ready by hand) and its cards' ResourceSlice. */
+export async function createDraNode(k8s: Kubernetes136, node: string, cards: readonly GpuCard[]): Promise<void> {
+  const kubectl = adminKubectl(k8s);
+  await kubectl(['create', '-f', '-'], {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name: node, labels: { 'kubernetes.io/hostname': node } },
+  });
+  const now = new Date().toISOString();
+  const status = {
+    capacity: { cpu: '64', memory: '512Gi', pods: '110' },
+    allocatable: { cpu: '64', memory: '512Gi', pods: '110' },
+    conditions: [
+      {
+        type: 'Ready',
+        status: 'True',
+        reason: 'KubeletReady',
+        message: 'ready',
+        lastHeartbeatTime: now,
+        lastTransitionTime: now,
+      },
+    ],
+  };
+  await kubectl(['patch', 'node', node, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status })]);
+  await kubectl(['taint', 'node', node, 'node.kubernetes.io/not-ready:NoSchedule-']);
+  const slice = buildResourceSlice({
+    driver: DRIVER,
+    nodeName: node,
+    memoryUnitMiB: 1,
+    cards: cards.map((c) => ({ ...c, healthy: true })),
+    link: () => ({ nvlinks: 0, pcie: 'system' }),
+    unhealthy: 'taint',
+    generation: 1,
+  });
+  await kubectl(['create', '-f', '-'], slice);
+}
+
+/**
+ * The ledger's charge hook for `cluster` on an HTTPS listener, registered with the API server
+ * (only that hook of the validating configuration: the claim validation hooks are not served).
+ * The API server loads webhook configurations asynchronously: callers that must not race it wait
+ * for a first charge.
+ */
+export async function startChargeHook(
+  k8s: Kubernetes136,
+  opts: { ledger: Ledger; cluster: string },
+): Promise<Listening> {
+  const tls = await issueServingCertificate({ dnsNames: [], ipAddresses: ['127.0.0.1'] }, 1, new Date());
+  const claims = createClaimLedger({ ledger: opts.ledger, cluster: opts.cluster, driver: DRIVER });
+  const route = claimChargeRoute({
+    claims,
+    driver: DRIVER,
+    maxBodyBytes: 3 << 20,
+    timeoutMs: 2_000,
+    authenticate: () => true,
+    logger: console,
+  });
+  const server = await listen(new Hono().route('/admission/charge-claims', route), '127.0.0.1', 0, {
+    key: tls.keyPem,
+    cert: tls.certPem,
+  });
+  const config = registrationConfigSchema.parse({ url: server.url, exemptNamespaces: ['kube-system'] });
+  const built = buildClaimWebhookConfigurations({
+    config,
+    claims: { deviceClassName: DRIVER, driverName: DRIVER },
+    caBundlePem: tls.caPem,
+  });
+  const charge = {
+    ...built.validating,
+    webhooks: built.validating.webhooks.filter((h) => h.name.startsWith('charge.')),
+  };
+  await adminKubectl(k8s)(['apply', '-f', '-'], charge);
+  return server;
+}
