@@ -283,6 +283,8 @@ export const envKeys: Record<string, [path: string, kind: 'string' | 'int' | 'bo
   VCUDA_WEBHOOK_CLAIMS_DEVICE_CLASS: ['webhook.claims.deviceClassName', 'string'],
   VCUDA_WEBHOOK_CLAIMS_DRIVER: ['webhook.claims.driverName', 'string'],
   VCUDA_WEBHOOK_CLAIMS_REGISTER: ['webhook.claims.register', 'bool'],
+  VCUDA_WEBHOOK_DRA_CONVERT_PODS: ['webhook.dra.convertPods', 'bool'],
+  VCUDA_WEBHOOK_DRA_MODE_LABEL: ['webhook.dra.modeLabel', 'string'],
   VCUDA_WEBHOOK_CERT_MODE: ['webhook.certificates.mode', 'string'],
   VCUDA_WEBHOOK_CERT_FILE: ['webhook.certificates.certFile', 'string'],
   VCUDA_WEBHOOK_KEY_FILE: ['webhook.certificates.keyFile', 'string'],

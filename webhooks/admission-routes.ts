@@ -30,7 +30,8 @@ import {
 } from './admission-review.js';
 import { judgeClaimReview } from './claim-admission.js';
 import { type ClaimAdmissionRequest, parseClaimReviewText } from './claim-review.js';
-import { type MutationPolicy, mutatePodCreate } from './mutate.js';
+import { type MutationPolicy, type MutationResult, mutatePodCreate } from './mutate.js';
+import type { DraPodPolicy, EnsureClaimTemplates } from './pod-claims.js';
 import { measurePodQuotaUsage, type PodQuotaUsage, type QuotaPrecheck } from './quota-precheck.js';
 import { validateCreate, validateUpdate } from './validate.js';
 import type { ClaimPolicy } from './validate-claim.js';
@@ -79,6 +80,11 @@ export type AdmissionRoutesDeps = {
   precheckQuota?: QuotaPrecheck | undefined;
   /** The DeviceClass and driver whose ResourceClaims the claim hooks judge (default `gpu.vcuda.io` both). */
   claims?: ClaimPolicy | undefined;
+  /**
+   * DRA mode for pods written for the extender: the pods `policy` selects are admitted with claims,
+   * once `ensureTemplates` has made their templates exist (never on a dry run), within `timeoutMs`.
+   */
+  draPods?: { policy: DraPodPolicy; ensureTemplates: EnsureClaimTemplates; timeoutMs: number } | undefined;
   /** The pre-check's deadline; past it the pod is admitted without it (default 1000 ms). */
   precheckTimeoutMs?: number | undefined;
   events?: AdmissionEventRecorder | undefined;
@@ -129,6 +135,7 @@ export function createAdmissionAnswerer(deps: AdmissionRoutesDeps): AdmissionAns
       quantity: { names: deps.names, memoryUnitMiB: deps.memoryUnitMiB },
       privilegedUsernames: new Set(deps.privilegedUsernames),
       schedulerName: deps.schedulerName,
+      dra: deps.draPods?.policy,
     },
     claims: deps.claims ?? DEFAULT_CLAIM_POLICY,
     trace: createReviewTrace(deps),
@@ -195,7 +202,7 @@ async function answerMutate(judge: Judge, review: Review): Promise<Answer> {
   const { request } = review;
   if (request.operation !== 'CREATE' || !request.object)
     return { review: allowResponse(request.uid), outcome: 'allowed' };
-  const result = mutatePodCreate(request.object, judge.policy);
+  const result = mutatePodCreate(request.object, judge.policy, request.namespace);
   if (result.kind === 'not-vcuda') return { review: allowResponse(request.uid), outcome: 'allowed' };
   if (result.kind === 'refused') return refuse(judge, review, result.errors, result.warnings);
   const target = { caller: review.caller, ref: describePod(request, request.object) };
@@ -210,11 +217,43 @@ async function answerMutate(judge: Judge, review: Review): Promise<Answer> {
     });
     return { review: denied, outcome: 'refused' };
   }
+  const failed = await ensureTemplates(judge, review, result);
+  if (failed) return failed;
   const warnings = [...result.warnings, ...quota.warnings];
   return {
     review: allowResponse(request.uid, result.patch, warnings),
     outcome: result.patch.length ? 'patched' : 'allowed',
   };
+}
+
+/**
+ * DRA mode: the templates the pod's claims name exist before the pod does (the resourceclaim
+ * controller makes its claims from them). Not on a dry run: nothing is written then. A failure
+ * refuses the pod with the reason (HTTP 500: retrying may succeed).
+ */
+async function ensureTemplates(
+  { deps }: Judge,
+  { request }: Review,
+  result: Extract<MutationResult, { kind: 'admitted' }>,
+): Promise<Answer | undefined> {
+  const dra = deps.draPods;
+  if (!dra || !result.templates?.length || request.dryRun) return undefined;
+  try {
+    await withDeadline(dra.ensureTemplates(result.templates), dra.timeoutMs, 'claim templates');
+    return undefined;
+  } catch (err) {
+    const pod = describePod(request, request.object);
+    const names = result.templates.map((t) => t.metadata.name).join(', ');
+    deps.logger.warn({ err, pod: pod.label, templates: names }, 'claim templates not ensured');
+    const why = err instanceof Error ? err.message : String(err);
+    const message = `vcuda could not ensure ResourceClaimTemplates ${names} for ${pod.label}: ${why}; retry`;
+    const denied = denyResponse(request.uid, message, {
+      code: 500,
+      reason: 'InternalError',
+      warnings: result.warnings,
+    });
+    return { review: denied, outcome: 'refused' };
+  }
 }
 
 function answerValidate(judge: Judge, review: Review): Answer {

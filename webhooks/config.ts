@@ -78,6 +78,23 @@ export const claimAdmissionConfigSchema = z.object({
   register: z.boolean().default(false),
 });
 
+/**
+ * Pods written for vcuda today, moved to DRA at admission (pod-claims.ts): their vcuda resources
+ * become claims from ResourceClaimTemplates the mutating hook keeps in the pod's namespace.
+ */
+export const draPodConfigSchema = z.object({
+  /** On where the control plane serves the cluster (or its `modeLabel` nodes) through DRA. */
+  convertPods: z.boolean().default(false),
+  /**
+   * Unset: every vcuda pod is converted. Set (e.g. `gpu.vcuda.io/mode`): only pods whose
+   * `spec.nodeSelector` gives it `modeValue`; the others stay with the extender.
+   */
+  modeLabel: z.string().min(1).max(317).optional(),
+  modeValue: z.string().min(1).max(63).default('dra'),
+  /** How long admission waits for the templates to be created; past it the pod is refused (retry). */
+  templateTimeoutMs: z.number().int().min(100).max(10_000).default(2000),
+});
+
 export const webhookConfigSchema = z.object({
   resourceDomain: z.string().min(1).default(DEFAULT_RESOURCE_DOMAIN),
   memoryUnitMiB: z.number().int().min(1).default(1),
@@ -102,6 +119,8 @@ export const webhookConfigSchema = z.object({
     .default(3 * KIB * KIB),
   /** The claim hooks (`/admission/mutate-claims`, `/admission/validate-claims`), for DRA clusters. */
   claims: claimAdmissionConfigSchema.default(claimAdmissionConfigSchema.parse({})),
+  /** DRA mode for pods written for the extender (`webhook.dra.convertPods`). */
+  dra: draPodConfigSchema.default(draPodConfigSchema.parse({})),
   registration: registrationConfigSchema.default(registrationConfigSchema.parse({})),
   certificates: certificateConfigSchema.default(certificateConfigSchema.parse({})),
   callers: callerConfigSchema.default(callerConfigSchema.parse({})),
@@ -111,6 +130,7 @@ export type WebhookConfig = z.infer<typeof webhookConfigSchema>;
 export type RegistrationConfig = z.infer<typeof registrationConfigSchema>;
 export type CertificateConfig = z.infer<typeof certificateConfigSchema>;
 export type CallerConfig = z.infer<typeof callerConfigSchema>;
+export type DraPodConfig = z.infer<typeof draPodConfigSchema>;
 
 /** Parses and freezes the webhook configuration; throws a zod error naming each bad field. */
 export function loadWebhookConfig(raw: unknown): Readonly<WebhookConfig> {

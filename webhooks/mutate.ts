@@ -11,6 +11,7 @@ import {
   requestsGpu,
 } from '../contract/index.js';
 import { annotationPath, escapePointerToken, type JsonPatchOp } from './json-patch.js';
+import { type ClaimTemplate, convertPodToClaims, convertsToClaims, type DraPodPolicy } from './pod-claims.js';
 import { type AdmissionPolicy, readGpuPod, VCUDA_POD_LABEL } from './validate.js';
 
 export { VCUDA_POD_LABEL };
@@ -18,18 +19,27 @@ export { VCUDA_POD_LABEL };
 export type MutationPolicy = AdmissionPolicy & {
   /** The scheduler profile that calls the vcuda extender; unset leaves spec.schedulerName alone. */
   readonly schedulerName?: string | undefined;
+  /** Set on a cluster served in DRA mode: pods it selects are admitted with claims (pod-claims.ts). */
+  readonly dra?: DraPodPolicy | undefined;
 };
 
 export type MutationResult =
   | { kind: 'not-vcuda' }
   | { kind: 'refused'; errors: FieldError[]; warnings: string[] }
-  | { kind: 'admitted'; patch: JsonPatchOp[]; warnings: string[]; request: PodGpuRequest };
+  | {
+      kind: 'admitted';
+      patch: JsonPatchOp[];
+      warnings: string[];
+      request: PodGpuRequest;
+      /** DRA mode: the templates the pod's claims are made from, to exist before it is allowed. */
+      templates?: ClaimTemplate[];
+    };
 
 const DEFAULT_SCHEDULER = 'default-scheduler';
 
 type MutablePod = PodLike & {
   metadata?: { labels?: Record<string, string> | null } | null;
-  spec?: { schedulerName?: string } | null;
+  spec?: { schedulerName?: string; resourceClaims?: unknown; nodeSelector?: unknown } | null;
 };
 
 function labelPath(key: string): string {
@@ -55,8 +65,20 @@ export function chooseHardCoreLimit(request: PodGpuRequest): number | undefined 
   return sizes.size === 1 ? [...sizes][0] : undefined;
 }
 
-/** CREATE of a pod: the decision and, when admitted, its patch. */
-export function mutatePodCreate(pod: MutablePod, policy: MutationPolicy): MutationResult {
+/** Removes every `vcuda.io/` label but ours, one warning each. */
+function forgedLabelOps(labels: Record<string, string> | undefined, warnings: string[]): JsonPatchOp[] {
+  const forged = Object.keys(labels ?? {}).filter((k) => isVcudaAnnotation(k) && k !== VCUDA_POD_LABEL);
+  return forged.sort().map((k) => {
+    warnings.push(`removed label ${k}: the vcuda.io/ prefix is written by vcuda only`);
+    return { op: 'remove', path: labelPath(k) };
+  });
+}
+
+/**
+ * CREATE of a pod: the decision and, when admitted, its patch. `namespace` is the review's (a
+ * pod being created may not carry it yet); it names where a DRA pod's claim templates live.
+ */
+export function mutatePodCreate(pod: MutablePod, policy: MutationPolicy, namespace?: string): MutationResult {
   const names = policy.quantity.names;
   if (!requestsGpu(pod, names)) return { kind: 'not-vcuda' };
 
@@ -72,6 +94,16 @@ export function mutatePodCreate(pod: MutablePod, policy: MutationPolicy): Mutati
   if (!request) return { kind: 'refused', errors, warnings };
 
   const patch: JsonPatchOp[] = forgedKeys.map((k) => ({ op: 'remove', path: annotationPath(k) }));
+  const labels = pod.metadata?.labels ?? undefined;
+  if (policy.dra && convertsToClaims(pod, policy.dra)) {
+    // DRA mode: the claims carry the shape and the limit; kube-scheduler places the pod.
+    patch.push(...forgedLabelOps(labels, warnings));
+    const ns = namespace ?? pod.metadata?.namespace ?? 'default';
+    const moved = convertPodToClaims(pod, request, names, { ...policy.dra, namespace: ns });
+    patch.push(...moved.patch);
+    warnings.push(...moved.warnings);
+    return { kind: 'admitted', patch, warnings, request, templates: moved.templates };
+  }
   if (annotations?.[names.coreLimit] === undefined) {
     const limit = chooseHardCoreLimit(request);
     if (limit !== undefined) {
@@ -84,12 +116,7 @@ export function mutatePodCreate(pod: MutablePod, policy: MutationPolicy): Mutati
     }
   }
 
-  const labels = pod.metadata?.labels ?? undefined;
-  const forgedLabels = Object.keys(labels ?? {}).filter((k) => isVcudaAnnotation(k) && k !== VCUDA_POD_LABEL);
-  for (const k of forgedLabels.sort()) {
-    patch.push({ op: 'remove', path: labelPath(k) });
-    warnings.push(`removed label ${k}: the vcuda.io/ prefix is written by vcuda only`);
-  }
+  patch.push(...forgedLabelOps(labels, warnings));
   if (labels?.[VCUDA_POD_LABEL] !== 'true') {
     patch.push(
       labels

@@ -186,6 +186,17 @@ describe('buildWebhookConfigurations', () => {
   });
 });
 
+describe('DRA mode for pods', () => {
+  it('declares NoneOnDryRun on the mutating hook only: it creates claim templates, never on a dry run', () => {
+    const input = { config, names, caBundlePem: CA, scoping: 'match-conditions' as const };
+    const plain = buildWebhookConfigurations(input);
+    const dra = buildWebhookConfigurations({ ...input, createsClaimTemplates: true });
+    expect(plain.mutating.webhooks.map((w) => w.sideEffects)).toEqual(['None']);
+    expect(dra.mutating.webhooks.map((w) => w.sideEffects)).toEqual(['NoneOnDryRun']);
+    expect(dra.validating).toEqual(plain.validating);
+  });
+});
+
 describe('the matchCondition, evaluated as CEL', () => {
   const fixture = (name: string) =>
     JSON.parse(readFileSync(new URL(`./testdata/kubernetes-1.26/admission-${name}.json`, import.meta.url), 'utf8'))

@@ -104,6 +104,11 @@ export type RegistrationInput = {
   /** PEM bundle the API server trusts for the webhook's serving certificate. */
   caBundlePem: string;
   scoping: Scoping;
+  /**
+   * DRA mode for pods (`webhook.dra.convertPods`): the mutating hook creates ResourceClaimTemplates,
+   * so it declares `NoneOnDryRun` (it writes nothing on a dry run) instead of `None`.
+   */
+  createsClaimTemplates?: boolean;
 };
 
 export function clientConfig(config: RegistrationConfig, path: string, caBundlePem: string): Webhook['clientConfig'] {
@@ -213,8 +218,11 @@ export function buildWebhookConfigurations(input: RegistrationInput): {
   const { config, caBundlePem, scoping } = input;
   const exempt = exemptExpressions(config);
   const base = hookBaseOf(config, caBundlePem);
-  const { mutatingHooks, validatingHooks } =
-    scoping === 'match-conditions' ? matchConditionHooks(input, base, exempt) : selectorHooks(base, exempt);
+  const hooks = scoping === 'match-conditions' ? matchConditionHooks(input, base, exempt) : selectorHooks(base, exempt);
+  const { validatingHooks } = hooks;
+  const mutatingHooks = input.createsClaimTemplates
+    ? hooks.mutatingHooks.map((h) => ({ ...h, sideEffects: 'NoneOnDryRun' as const }))
+    : hooks.mutatingHooks;
   const metadata = (suffix: string) => ({ name: `${config.name}-${suffix}`, labels: { ...MANAGED_BY } });
   return {
     mutating: {

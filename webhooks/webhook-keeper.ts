@@ -51,7 +51,7 @@ export function registrationOnPort(registration: RegistrationConfig, port: numbe
 
 export type WebhookKeeperDeps = {
   config: Pick<WebhookConfig, 'registration' | 'certificates'> &
-    Partial<Pick<WebhookConfig, 'privilegedUsernames' | 'claims'>>;
+    Partial<Pick<WebhookConfig, 'privilegedUsernames' | 'claims' | 'dra'>>;
   names: ResourceNames;
   /** Self-issued mode: the shared Secret. */
   secretStore?: CertificateSecretStore | undefined;
@@ -116,6 +116,7 @@ export function createWebhookKeeper(deps: WebhookKeeperDeps): WebhookKeeper {
       names: deps.names,
       caBundlePem: certificate.caBundlePem,
       ...(deps.config.privilegedUsernames ? { privilegedUsernames: deps.config.privilegedUsernames } : {}),
+      ...(deps.config.dra?.convertPods ? { createsClaimTemplates: true } : {}),
     });
     const claims = deps.config.claims;
     if (claims?.register) {

@@ -22,6 +22,7 @@ import { grantsOf } from '../api/usage-writer.js';
 import { apiRoutes, createApp } from '../app.js';
 import { claimChargeRoute } from '../claim-ledger/claim-charge-route.js';
 import { createClaimLedger } from '../claim-ledger/claim-ledger.js';
+import { ensureClaimTemplatesWith, kubeClaimTemplateStore } from '../claim-templates.js';
 import { createLedgerDashboardSource } from '../dashboard/ledger-source.js';
 import { dashboardRoutes } from '../dashboard/routes.js';
 import type { BindFaults, BindLease } from '../extender/binder.js';
@@ -44,6 +45,8 @@ import type { LedgerStore } from './ledger.js';
  * deadline: a review that waited that long for the ledger would be admitted without the pre-check.
  */
 const PRECHECK_REUSE_MS = 1000;
+/** How long a claim template known to exist is not asked for again (a deleted one is back within it). */
+const TEMPLATE_REUSE_MS = 30_000;
 
 /** The webhook settings, completed with what the control plane's own config already says. */
 export function webhookConfigOf({ config }: StartContext): WebhookConfig {
@@ -80,6 +83,7 @@ export function admissionApps(
     precheckTimeoutMs: config.database.callTimeoutMs,
     events: cluster.events.for('vcuda-webhook'),
     authenticateCaller: callers.check,
+    draPods: draPodsOf({ config, log }, webhook, cluster),
   };
   const routes = admissionRoutes(admissionDeps);
   const driver = webhook.claims?.driverName ?? DEFAULT_DRA_DRIVER;
@@ -96,6 +100,32 @@ export function admissionApps(
   );
   // The HTTPS listener answers reviews without building web Request/Response objects.
   return { routes, listener: createAdmissionListener(admissionDeps), callers };
+}
+
+/** DRA mode for extender-style pods, when on and the cluster is reachable (templates are written there). */
+function draPodsOf(
+  { log }: Pick<StartContext, 'config' | 'log'>,
+  webhook: WebhookConfig,
+  cluster: ClusterView,
+): AdmissionRoutesDeps['draPods'] {
+  if (!webhook.dra.convertPods) return undefined;
+  if (!cluster.kc) {
+    log.warn(
+      'webhook.dra.convertPods needs a cluster connection (it writes ResourceClaimTemplates); pods are not converted',
+    );
+    return undefined;
+  }
+  const store = kubeClaimTemplateStore(cluster.kc);
+  return {
+    policy: {
+      deviceClassName: webhook.claims.deviceClassName,
+      driverName: webhook.claims.driverName,
+      modeLabel: webhook.dra.modeLabel,
+      modeValue: webhook.dra.modeValue,
+    },
+    ensureTemplates: ensureClaimTemplatesWith(store, { reuseMs: TEMPLATE_REUSE_MS }),
+    timeoutMs: webhook.dra.templateTimeoutMs,
+  };
 }
 
 /**
