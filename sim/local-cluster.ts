@@ -245,6 +245,7 @@ async function bootCluster(
     logLevel,
     inProcesses: opts.nodeProcesses ?? false,
     ...(opts.heartbeat?.periodMs ? { heartbeatPeriodMs: opts.heartbeat.periodMs } : {}),
+    ...(servesDra(opts.kubernetesVersion) ? { agentMode: 'dra' as const } : {}),
   });
   closers.push(async () => {
     for (const n of nodes) await n.close();
@@ -375,7 +376,7 @@ function startClusterApi(
 
 type NodeSettings = Pick<
   SimNodeOptions,
-  'client' | 'apiUrl' | 'domain' | 'jwks' | 'usage' | 'log' | 'heartbeatPeriodMs'
+  'client' | 'apiUrl' | 'domain' | 'jwks' | 'usage' | 'log' | 'heartbeatPeriodMs' | 'agentMode'
 > & {
   cluster: ClusterSpec;
   access: ApiAccess;
@@ -391,7 +392,7 @@ type NodeSettings = Pick<
  */
 async function startNodes(settings: NodeSettings): Promise<LocalNode[]> {
   const { cluster, access, workDir, logLevel, inProcesses, client, jwks, log, usage, apiUrl, domain } = settings;
-  const { heartbeatPeriodMs } = settings;
+  const { heartbeatPeriodMs, agentMode } = settings;
   const startOne = (node: SimNode): Promise<LocalNode> =>
     startLocalNode(
       {
@@ -408,6 +409,7 @@ async function startNodes(settings: NodeSettings): Promise<LocalNode[]> {
         ...(existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {}),
         ...(usage ? { usage } : {}),
         ...(heartbeatPeriodMs ? { heartbeatPeriodMs } : {}),
+        ...(agentMode ? { agentMode } : {}),
         logLevel,
       },
       inProcesses ? undefined : { client, jwks, log },
@@ -470,7 +472,10 @@ async function startClusterScheduler(
   });
 }
 
-/** A 1.36 cluster serves `resource.k8s.io/v1`: its scheduler allocates claims and its controller manager makes and frees them. */
+/**
+ * A 1.36 cluster serves `resource.k8s.io/v1`: its scheduler allocates claims, its controller manager
+ * makes and frees them, and its node agents are DRA drivers (the cards are reached through claims).
+ */
 function servesDra(version: ServedVersion | undefined): boolean {
   return version !== undefined && minorOf(version) >= 36;
 }

@@ -36,11 +36,20 @@ describe('buildResourceSlice', () => {
       value: '100',
       requestPolicy: { default: '100', validRange: { min: '1', max: '100', step: '1' } },
     });
-    // 81559 MiB in 256 MiB units: 318 units, the last 151 MiB are not offered.
-    const memory = String(318 * 256 * MiB);
+    // 81559 MiB in 256 MiB units: 318 units, the last 151 MiB are not offered; binary quantities, so
+    // kube-scheduler writes consumedCapacity as `8Gi` (in the step's format), not in bytes.
     expect(d?.capacity['memory']).toEqual({
-      value: memory,
-      requestPolicy: { default: memory, validRange: { min: String(256 * MiB), max: memory, step: String(256 * MiB) } },
+      value: '81408Mi',
+      requestPolicy: { default: '81408Mi', validRange: { min: '256Mi', max: '81408Mi', step: '256Mi' } },
+    });
+    const gib = buildResourceSlice({
+      ...base,
+      cards: cards().map((c) => ({ ...c, memoryTotalBytes: 16 * 1024 * MiB })),
+    });
+    expect(gib.spec.devices[0]?.capacity['memory']?.requestPolicy?.validRange).toEqual({
+      min: '1Mi',
+      max: '16Gi',
+      step: '1Mi',
     });
     expect(d?.attributes).toMatchObject({
       uuid: { string: fakeCards({ cards: 1, memoryMiB: 1 })[0]?.uuid },

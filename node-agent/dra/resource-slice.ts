@@ -6,7 +6,14 @@
  * card (each capacity's default is all of it). A card whose health failed is tainted (NoSchedule,
  * so running claims stay) or left out, as configured; a card in MIG mode is left out.
  */
-import { DRA_CAPACITY, DRA_CORES_PER_CARD, DRA_UNHEALTHY_TAINT, draDeviceName, MIB } from '../../contract/index.js';
+import {
+  DRA_CAPACITY,
+  DRA_CORES_PER_CARD,
+  DRA_UNHEALTHY_TAINT,
+  draDeviceName,
+  formatDraQuantity,
+  MIB,
+} from '../../contract/index.js';
 import type { GpuCard, GpuLink } from '../nvml/gpu-source.js';
 
 export const RESOURCE_API_VERSION = 'resource.k8s.io/v1';
@@ -100,9 +107,14 @@ export function sliceMemoryBytes(memoryTotalBytes: number, memoryUnitMiB: number
   return Math.floor(memoryTotalBytes / (memoryUnitMiB * MIB)) * memoryUnitMiB * MIB;
 }
 
+/** Bytes as a binary quantity (`16Gi`, `256Mi`): the scheduler writes consumedCapacity in the step's format. */
+function bytesQuantity(bytes: number): string {
+  return formatDraQuantity({ milli: BigInt(bytes) * 1000n, format: 'BinarySI' });
+}
+
 function capacityOf(card: SliceCard, memoryUnitMiB: number): Record<string, DeviceCapacity> {
-  const memory = String(sliceMemoryBytes(card.memoryTotalBytes, memoryUnitMiB));
-  const unit = String(memoryUnitMiB * MIB);
+  const memory = bytesQuantity(sliceMemoryBytes(card.memoryTotalBytes, memoryUnitMiB));
+  const unit = bytesQuantity(memoryUnitMiB * MIB);
   const cores = String(DRA_CORES_PER_CARD);
   return {
     [DRA_CAPACITY.cores]: {

@@ -35,6 +35,7 @@ export function simNodeOptionsOf(spec: NodeProcessSpec, io: NodeIo): SimNodeOpti
     ...(spec.workloadDir ? { workloadDir: spec.workloadDir } : {}),
     ...(spec.usage ? { usage: spec.usage } : {}),
     ...(spec.heartbeatPeriodMs ? { heartbeatPeriodMs: spec.heartbeatPeriodMs } : {}),
+    ...(spec.agentMode ? { agentMode: spec.agentMode } : {}),
   };
 }
 

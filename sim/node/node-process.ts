@@ -30,6 +30,8 @@ export const nodeProcessSpecSchema = z.object({
   workloadDir: z.string().min(1).optional(),
   usage: z.object({ controlPlaneUrl: z.url(), periodMs: z.number().int().positive().optional() }).optional(),
   heartbeatPeriodMs: z.number().int().positive().optional(),
+  /** How the node agent offers the cards: device plugins (default) or as a DRA driver (a 1.36 cluster). */
+  agentMode: z.enum(['device-plugin', 'dra']).optional(),
   logLevel: z.enum(['silent', 'error', 'warn', 'info', 'debug']),
 });
 export type NodeProcessSpec = z.infer<typeof nodeProcessSpecSchema>;

@@ -12,9 +12,10 @@ import type { JSONWebKeySet } from 'jose';
 import type { NodeAgent } from '../../node-agent/agent.js';
 import type { AgentLog } from '../../node-agent/agent-log.js';
 import { type NodeAgentConfig, parseConfig } from '../../node-agent/config.js';
+import type { DraAgent } from '../../node-agent/dra/dra-agent.js';
 import { HttpUsageSink } from '../../node-agent/usage.js';
 import { UsageBacklog } from '../../node-agent/usage-backlog.js';
-import { startWiredAgent, type WiredAgent } from '../../node-agent/wiring.js';
+import { startWiredAgent, startWiredDraAgent, type WiredAgent } from '../../node-agent/wiring.js';
 import { nodeSeedOf, type SimNode } from '../cluster-spec.js';
 import type { KubeClient } from '../kube-client.js';
 import { kubeConfigFor } from '../kubeconfig.js';
@@ -41,6 +42,8 @@ export type SimNodeOptions = {
   usage?: { controlPlaneUrl: string; periodMs?: number };
   /** How often the agent renews its heartbeat on the Node (ms); default 10 s. */
   heartbeatPeriodMs?: number;
+  /** `dra`: the agent is a DRA driver (ResourceSlices, the kubelet's DRA plugin) instead of device plugins. */
+  agentMode?: 'device-plugin' | 'dra';
   log: AgentLog;
 };
 
@@ -50,6 +53,8 @@ export type RunningSimNode = {
   /** The current agent's cards (a restarted agent gets a fresh source, as after a process restart). */
   gpu(): SimGpuSource;
   agent(): NodeAgent | undefined;
+  /** The agent in DRA mode (`agentMode: 'dra'`). */
+  draAgent(): DraAgent | undefined;
   /** Stops the node agent and starts a fresh one (same node, same kubelet). */
   restartAgent(): Promise<void>;
   stopAgent(): Promise<void>;
@@ -95,11 +100,18 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
   const kubelet = await startNodeKubelet(opts);
   let gpu = SimGpuSource.ofNode(node);
   let wired: WiredAgent | undefined;
+  let draWired: { agent: DraAgent; stop(): Promise<void> } | undefined;
 
   async function startAgent(): Promise<void> {
     gpu = SimGpuSource.ofNode(node, driverReadings(opts));
-    wired = await startWiredAgent(agentConfig(opts, kubelet), {
-      kubeConfig: kubeConfigFor(opts.apiUrl, opts.agentToken, opts.apiCaPem),
+    const kubeConfig = kubeConfigFor(opts.apiUrl, opts.agentToken, opts.apiCaPem);
+    const config = agentConfig(opts, kubelet);
+    if (config.mode === 'dra') {
+      draWired = await startWiredDraAgent(config, { kubeConfig, gpu, log: opts.log });
+      return;
+    }
+    wired = await startWiredAgent(config, {
+      kubeConfig,
       gpu,
       jwks: opts.jwks,
       ...(opts.usage ? { usageSink: usageSink(opts.usage.controlPlaneUrl, opts.agentToken) } : {}),
@@ -108,8 +120,9 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
   }
 
   async function stopAgent(): Promise<void> {
-    const w = wired;
+    const w = wired ?? draWired;
     wired = undefined;
+    draWired = undefined;
     await w?.stop();
   }
 
@@ -119,6 +132,7 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
     kubelet,
     gpu: () => gpu,
     agent: () => wired?.agent,
+    draAgent: () => draWired?.agent,
     restartAgent: async () => {
       await stopAgent();
       await startAgent();
@@ -192,6 +206,9 @@ function agentConfig(opts: SimNodeOptions, kubelet: SimKubelet): NodeAgentConfig
       ...(opts.usage?.periodMs ? { usagePeriodMs: opts.usage.periodMs } : {}),
       heartbeatPeriodMs: opts.heartbeatPeriodMs ?? 10_000,
       inventoryCheckMs: 2_000,
+      ...(opts.agentMode === 'dra'
+        ? { mode: 'dra', dra: { pluginsRegistryDir: kubelet.dra.registryDir, pluginsDir: kubelet.dra.pluginsDir } }
+        : {}),
     },
   });
 }
