@@ -13,7 +13,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Listening } from '../../control-plane/starters/http-listener.js';
 import { createLedger, type Ledger } from '../../db/ledger.js';
 import { createTestDatabase, type TestDatabase } from '../support/db/test-databases.js';
-import { adminKubectl, createDeviceClass, createDraNode, DRIVER, startChargeHook } from '../support/dra-real.js';
+import {
+  adminKubectl,
+  createDeviceClass,
+  createDraNode,
+  DRIVER,
+  startChargeHook,
+  waitFor,
+} from '../support/dra-real.js';
 import { type Kubernetes136, k8s136SkipReason, startKubernetes136 } from '../support/kubernetes-136.js';
 import { fakeCards } from '../support/node-agent/fake-gpu-source.js';
 
@@ -49,16 +56,6 @@ function podManifest(name: string, claim: string): object {
       terminationGracePeriodSeconds: 0,
     },
   };
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 90_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
 }
 
 describe.skipIf(skipReason !== undefined)('one quota on what claims consume, on real kube 1.36', () => {

@@ -23,7 +23,7 @@ import { buildClaimWebhookConfigurations } from '../../webhooks/claim-registrati
 import { registrationConfigSchema } from '../../webhooks/config.js';
 import { mutatePodCreate } from '../../webhooks/mutate.js';
 import { buildWebhookConfigurations } from '../../webhooks/registration.js';
-import { adminKubectl, createDeviceClass, createDraNode, DRIVER } from '../support/dra-real.js';
+import { adminKubectl, createDeviceClass, createDraNode, DRIVER, waitFor } from '../support/dra-real.js';
 import { type Kubernetes136, k8s136SkipReason, startKubernetes136 } from '../support/kubernetes-136.js';
 import { fakeCards } from '../support/node-agent/fake-gpu-source.js';
 
@@ -53,16 +53,6 @@ function vcudaPod(name: string, containers: [string, Record<string, string>][], 
   };
 }
 const share = (core: number, mib: number) => ({ [names.core]: String(core), [names.memory]: String(mib) });
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 90_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
 
 /** vcuda's admission hooks over HTTPS, DRA mode on, registered as the control plane registers them. */
 async function startAdmission(k8s: Kubernetes136): Promise<Listening> {

@@ -28,6 +28,17 @@ export function adminKubectl(k8s: Kubernetes136) {
   };
 }
 
+/** Polls `probe` every 500 ms until it gives a value, failing past `timeoutMs`. */
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 90_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
 export async function createDeviceClass(k8s: Kubernetes136): Promise<void> {
   await adminKubectl(k8s)(['apply', '-f', '-'], {
     apiVersion: 'resource.k8s.io/v1',
