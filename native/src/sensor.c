@@ -30,6 +30,7 @@ struct pair {
   CUevent start, end;
   uint64_t weight_ns; /* charges this sample stands for */
   uint64_t launch_ns; /* the sampled launch's own charge */
+  uint64_t gap_ns;    /* host time between the start event and the launch, where the stream ran dry */
 };
 
 struct sensor {
@@ -50,13 +51,14 @@ struct open_sample {
   struct sensor *s;
   CUstream stream;
   struct pair p;
+  int dry;             /* the stream had no work left when the sample was prepared */
   uint64_t started_ns; /* host clock when the start event was recorded */
 };
 
 /* Where the stream ran dry the start event is reached at once and the launch when it arrives, so
- * the host's time between the two is counted: a few hundred ns normally, but milliseconds when the
- * thread loses the CPU in between (a loaded node). A sample whose start and launch were further
- * apart than this on the host is dropped (its weight passes on). */
+ * the host's time between the two is counted too: it is measured and taken off. A sample whose
+ * start and launch were further apart than this on the host (the thread lost the CPU in between,
+ * or waited on a lock) is dropped (its weight passes on): the gap is known only as a bound. */
 #define MAX_HOST_GAP_NS 50000u
 
 static VC_TLS struct sensor_set *set_of_thread;
@@ -120,7 +122,9 @@ static void collect(struct sensor *s) {
     if (rc == CUDA_ERROR_NOT_READY) return;
     float ms = 0;
     if (rc == CUDA_SUCCESS && elapsed(&ms, p->start, p->end) == CUDA_SUCCESS && ms >= 0 && s->block) {
-      uint64_t ns = vc_sensor_scaled_ns((uint64_t)((double)ms * 1e6), p->weight_ns, p->launch_ns);
+      uint64_t elapsed_ns = (uint64_t)((double)ms * 1e6);
+      elapsed_ns = elapsed_ns > p->gap_ns ? elapsed_ns - p->gap_ns : 0;
+      uint64_t ns = vc_sensor_scaled_ns(elapsed_ns, p->weight_ns, p->launch_ns);
       atomic_fetch_add_explicit(&s->block->busy_ns, ns, memory_order_relaxed);
       atomic_fetch_add_explicit(&s->block->busy_samples, 1, memory_order_relaxed);
     }
@@ -160,7 +164,9 @@ int vc_sensor_begin(int rec, struct vc_device_block *block, CUcontext ctx, CUstr
   }
   uint64_t weight = charged_ns > s->sampled_at_ns ? charged_ns - s->sampled_at_ns : launch_ns;
   s->sampled_at_ns = charged_ns;
-  open_now = (struct open_sample){s, stream, {start, end, weight, launch_ns}, 0};
+  CUresult (*query)(CUstream) = VC_REAL_CUDA(cuStreamQuery);
+  int dry = !query || query(stream) == CUDA_SUCCESS;
+  open_now = (struct open_sample){s, stream, {start, end, weight, launch_ns, 0}, dry, 0};
   return 1;
 }
 
@@ -182,8 +188,10 @@ static uint64_t host_ns(void) {
 void vc_sensor_start(void) {
   if (!open_now.s) return;
   CUresult (*record)(CUevent, CUstream) = VC_REAL_CUDA(cuEventRecord);
-  open_now.started_ns = host_ns();
+  /* Read after the record returns: the gap then runs from one call's return to the next one's, so
+   * the time each call spends after it has handed its command over cancels out. */
   if (!record || record(open_now.p.start, open_now.stream) != CUDA_SUCCESS) drop_open();
+  else open_now.started_ns = host_ns();
 }
 
 void vc_sensor_poll(int rec) {
@@ -196,7 +204,9 @@ void vc_sensor_end(CUresult rc) {
   struct sensor *s = open_now.s;
   if (!s) return;
   CUresult (*record)(CUevent, CUstream) = VC_REAL_CUDA(cuEventRecord);
-  if (rc != CUDA_SUCCESS || host_ns() - open_now.started_ns > MAX_HOST_GAP_NS || !record ||
+  uint64_t gap = host_ns() - open_now.started_ns;
+  open_now.p.gap_ns = open_now.dry ? gap : 0;
+  if (rc != CUDA_SUCCESS || gap > MAX_HOST_GAP_NS || !record ||
       record(open_now.p.end, open_now.stream) != CUDA_SUCCESS) {
     drop_open();
     return;

@@ -21,6 +21,12 @@
 
 #define KERNEL_US 10u /* one wave */
 #define SMS 132u
+/* Launches whose samples may be outstanding at exit: no node agent runs here, so the limiter keeps
+ * its first cost guess (200 µs a launch), an in-flight cap of 20 ms at the rate and markers every
+ * quarter of it: at 70 % 70 launches of cap and 18 of interval; one 2 ms kernel + synchronize at a
+ * time, a marker interval of 10 launches and the last pair. */
+#define STORM_TAIL 90u
+#define SYNC_TAIL 12u
 
 static char build[512], dir[64], client[600];
 static const char *const uuid0[] = {"GPU-fa4e6770-0000-4000-8000-000000000000"};
@@ -104,13 +110,14 @@ static uint64_t kernel_ns(unsigned grid) { return (uint64_t)((grid + SMS - 1) / 
 
 /* The counter against the work the tenant ran. It may fall short by what was in flight when the
  * tenant exited (the samples of its last launches are never collected): at most the in-flight cap
- * (20 ms at the rate) and a few markers. It may read over by what the card ran between the start
- * event and the launch: where the stream ran dry, the host's time between the two (about 0.2 µs
- * per sampled 20 µs kernel here, 1 %), and a kernel another process submitted in that gap (the
- * fake's single queue interleaves processes kernel by kernel; a GPU's time slices are
- * milliseconds long): 1-4 % with two busy processes. A span of the stream's work would read the
- * neighbour's kernels too: 2-3x for the 30 % tenant next to a 70 % one. */
-static void expect_busy(const struct container *c, unsigned long long launches, unsigned grid, const char *what) {
+ * (20 ms at the rate) and a marker interval, `tail` launches. It may read over by a kernel another
+ * process submitted between the start event and the launch (the fake's single queue interleaves
+ * processes kernel by kernel; a GPU's time slices are milliseconds long): about 1 % with two busy
+ * processes. Without taking off the host's time between the start event and the launch where the
+ * stream ran dry, it read 1-2 % over; a span of the stream's work would read the neighbour's
+ * kernels too: 2-3x for the 30 % tenant next to a 70 % one. */
+static void expect_busy(const struct container *c, unsigned long long launches, unsigned long long tail, unsigned grid,
+                        const char *what) {
   uint64_t samples;
   uint64_t busy = region_busy_ns(c, &samples);
   double ran = (double)launches * (double)kernel_ns(grid);
@@ -119,7 +126,8 @@ static void expect_busy(const struct container *c, unsigned long long launches, 
           (double)busy / 1e6, ratio, (unsigned long long)samples);
   CHECK(launches > 0 && samples > 0, "%s: no launches (%llu) or no samples (%llu)", what, launches,
         (unsigned long long)samples);
-  CHECK(ratio >= 0.93 && ratio <= 1.05, "%s: sensor read %.3f of the busy time", what, ratio);
+  double least = launches > tail ? (double)(launches - tail) / (double)launches - 0.02 : 0;
+  CHECK(ratio >= least && ratio <= 1.03, "%s: sensor read %.3f of the busy time (at least %.3f)", what, ratio, least);
 }
 
 static void use_card(const char *name) {
@@ -142,12 +150,12 @@ static void test_lone(void) {
   struct container a;
   make_container(&a, "lone", 50);
   unsigned grid = 2 * SMS;
-  expect_busy(&a, finish(start(&a, "storm", grid, "1.5")), grid, "lone 50 %, 20 us kernels");
+  expect_busy(&a, finish(start(&a, "storm", grid, "1.5")), STORM_TAIL, grid, "lone 50 %, 20 us kernels");
   use_card("sync");
   struct container k;
   make_container(&k, "sync", 40);
   grid = 200 * SMS;
-  expect_busy(&k, finish(start(&k, "sync", grid, "1.5")), grid, "lone 40 %, 2 ms kernels + synchronize");
+  expect_busy(&k, finish(start(&k, "sync", grid, "1.5")), SYNC_TAIL, grid, "lone 40 %, 2 ms kernels + synchronize");
 }
 
 /* Two containers on one card, 30 % and 70 %: their kernels interleave in the card's queue, each
@@ -160,8 +168,8 @@ static void test_contended(void) {
   unsigned grid = 2 * SMS;
   struct tenant ta = start(&a, "storm", grid, "1.5"), tb = start(&b, "storm", 2 * grid, "1.5");
   unsigned long long la = finish(ta), lb = finish(tb);
-  expect_busy(&a, la, grid, "contended 30 %");
-  expect_busy(&b, lb, 2 * grid, "contended 70 %");
+  expect_busy(&a, la, STORM_TAIL, grid, "contended 30 %");
+  expect_busy(&b, lb, STORM_TAIL, 2 * grid, "contended 70 %");
 }
 
 /* Two processes of one container add to the same counter. */
@@ -173,7 +181,7 @@ static void test_two_processes(void) {
   struct tenant t1 = start(&c, "storm", grid, "1.5"), t2 = start(&c, "storm", grid, "1.5");
   unsigned long long l1 = finish(t1), l2 = finish(t2);
   CHECK(l1 > 0 && l2 > 0, "both processes ran (%llu, %llu)", l1, l2);
-  expect_busy(&c, l1 + l2, grid, "two processes, one container");
+  expect_busy(&c, l1 + l2, 2 * STORM_TAIL, grid, "two processes, one container");
 }
 
 static void remove_scratch(void) {
