@@ -13,9 +13,8 @@
 import { readSync } from 'node:fs';
 import { regionDeviceOffset, regionOffsets } from '../../contract/region-layout.js';
 import { type BusyReading, computeBusyShares } from './busy-shares.js';
-import type { CardSampler, CardSamplerOptions } from './card-sampler.js';
+import { type CardSampler, type CardSamplerOptions, periodicSampler } from './card-sampler.js';
 import type { ContainerShares } from './container-shares.js';
-import { periodicTask } from './periodic-task.js';
 import { writeShareSampleFd } from './region-feedback.js';
 import { createRegionHandles, type RegionHandles } from './region-handles.js';
 
@@ -97,23 +96,5 @@ export function createBusySampler(opts: BusySamplerOptions): CardSampler {
     return result.shares;
   }
 
-  const task = periodicTask(
-    () => {
-      try {
-        sampleOnce();
-      } finally {
-        opts.alsoEachPeriod?.();
-      }
-    },
-    opts.periodMs,
-    opts.onError,
-  );
-  return {
-    sampleOnce,
-    start: task.start,
-    stop() {
-      task.stop();
-      regions.closeAll();
-    },
-  };
+  return periodicSampler(sampleOnce, opts, regions);
 }

@@ -8,7 +8,7 @@
 import { type ContainerShares, computeContainerShares, type ProcessUtilizationSample } from './container-shares.js';
 import { periodicTask } from './periodic-task.js';
 import { type ShareSample, writeShareSample } from './region-feedback.js';
-import { createRegionHandles } from './region-handles.js';
+import { createRegionHandles, type RegionHandles } from './region-handles.js';
 
 /** The two NVML reads the sampler needs; node-agent/nvml's GpuSource (NVML or fake) fits it as is. */
 export interface ProcessUtilizationSource {
@@ -133,14 +133,25 @@ export function createCardSampler(opts: CardSamplerOptions): CardSampler {
     return shares;
   }
 
-  function tick(): void {
+  return periodicSampler(sampleOnce, opts, regions);
+}
+
+/**
+ * A sampler from its one period's work: runs it every period with `alsoEachPeriod` after it
+ * (whether or not the sample threw), and closes the regions it holds when stopped.
+ */
+export function periodicSampler(
+  sampleOnce: () => ContainerShares,
+  opts: Pick<CardSamplerOptions, 'periodMs' | 'alsoEachPeriod' | 'onError'>,
+  regions: RegionHandles,
+): CardSampler {
+  const tick = () => {
     try {
       sampleOnce();
     } finally {
       opts.alsoEachPeriod?.();
     }
-  }
-
+  };
   const task = periodicTask(tick, opts.periodMs, opts.onError);
   return {
     sampleOnce,
