@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../contract/index.js';
 import { redactConfig } from '../contract/redact.js';
+import { webhookConfigSchema } from '../webhooks/config.js';
 import { loadControlPlaneConfig, parseConfigFile } from './config.js';
 import { flagsToConfig } from './main.js';
 
@@ -126,6 +127,19 @@ describe('control plane config', () => {
       'system:serviceaccount:vcuda-system:vcuda-control-plane',
       'kubernetes-admin',
     ]);
+  });
+
+  it('reads DRA mode for pods from the environment, off by default', () => {
+    expect(webhookConfigSchema.parse(loadControlPlaneConfig({}).webhook).dra.convertPods).toBe(false);
+    const c = loadControlPlaneConfig({
+      env: { VCUDA_WEBHOOK_DRA_CONVERT_PODS: 'true', VCUDA_WEBHOOK_DRA_MODE_LABEL: 'gpu.vcuda.io/mode' },
+    });
+    expect(webhookConfigSchema.parse(c.webhook).dra).toEqual({
+      convertPods: true,
+      modeLabel: 'gpu.vcuda.io/mode',
+      modeValue: 'dra',
+      templateTimeoutMs: 2000,
+    });
   });
 
   it('reads numbers from the environment and refuses non-numbers', () => {

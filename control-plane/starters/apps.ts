@@ -103,7 +103,7 @@ export function admissionApps(
 }
 
 /** DRA mode for extender-style pods, when on and the cluster is reachable (templates are written there). */
-function draPodsOf(
+export function draPodsOf(
   { log }: Pick<StartContext, 'config' | 'log'>,
   webhook: WebhookConfig,
   cluster: ClusterView,
