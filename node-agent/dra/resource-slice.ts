@@ -47,13 +47,10 @@ export type ResourceSlice = {
 };
 type OwnerReference = { apiVersion: 'v1'; kind: 'Node'; name: string; uid: string; controller: boolean };
 
-/** A card with its health and what the driver could say about it (absent attributes are left out). */
+/** A card with its health and where it sits (absent attributes are left out). */
 export type SliceCard = GpuCard & {
   healthy: boolean;
   healthReason?: string;
-  architecture?: string;
-  computeCapability?: string;
-  driverVersion?: string;
   pcieRoot?: string;
 };
 

@@ -23,6 +23,10 @@ export type GpuCard = {
   concurrentManagedAccess?: boolean;
   /** MIG mode when the agent started: true in it, false out of it; absent when the card has no MIG. */
   migMode?: boolean;
+  /** What the driver says of the card where it can (absent otherwise): `Hopper`, `9.0`, `570.86.15`. */
+  architecture?: string;
+  computeCapability?: string;
+  driverVersion?: string;
 };
 
 /** A GPU-instance profile a card in MIG mode offers (`nvidia-smi mig -lgip`, `-lgipp`). */

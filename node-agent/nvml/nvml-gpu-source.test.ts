@@ -39,6 +39,9 @@ describe.skipIf(!stub)('NVML through koffi (stub library)', () => {
           pciBusId: `00000000:${(0x3b + i).toString(16).toUpperCase()}:00.0`,
           minorNumber: 4 + i,
           numaNode: null,
+          architecture: 'Hopper',
+          computeCapability: '9.0',
+          driverVersion: '570.86.15',
         })),
       );
       expect(gpu.link(0, 1)).toEqual({ nvlinks: 3, pcie: 'multiple' });

@@ -74,7 +74,13 @@ const EventData = koffi.struct('vcuda_nvmlEventData_t', {
   computeInstanceId: 'uint32',
 });
 
-type Bindings = { runningProcesses: Fn | null; processesUtilizationInfo: Fn | null } & Record<
+type Bindings = {
+  runningProcesses: Fn | null;
+  processesUtilizationInfo: Fn | null;
+  architecture: Fn | null;
+  computeCapability: Fn | null;
+  driverVersion: Fn | null;
+} & Record<
   | 'init'
   | 'shutdown'
   | 'errorString'
@@ -130,6 +136,12 @@ function bind(path: string): Bindings {
       lib,
       'int nvmlDeviceGetComputeRunningProcesses_v3(void *device, _Inout_ uint32 *count, _Inout_ uint8 *infos)',
     ),
+    architecture: optionalFunc(lib, 'int nvmlDeviceGetArchitecture(void *device, _Out_ uint32 *arch)'),
+    computeCapability: optionalFunc(
+      lib,
+      'int nvmlDeviceGetCudaComputeCapability(void *device, _Out_ int *major, _Out_ int *minor)',
+    ),
+    driverVersion: optionalFunc(lib, 'int nvmlSystemGetDriverVersion(_Out_ uint8 *buf, uint32 length)'),
   };
 }
 
@@ -141,6 +153,42 @@ function optionalFunc(lib: K.LibraryHandle, signature: string): Fn | null {
     // The driver lacks the export: callers treat null as "cannot tell".
     return null;
   }
+}
+
+/** nvmlDeviceArchitecture_t → its name; undefined for a value this agent does not know. */
+export function architectureName(code: number): string | undefined {
+  const names: Record<number, string> = {
+    2: 'Kepler',
+    3: 'Maxwell',
+    4: 'Pascal',
+    5: 'Volta',
+    6: 'Turing',
+    7: 'Ampere',
+    8: 'Ada',
+    9: 'Hopper',
+    10: 'Blackwell',
+  };
+  return names[code];
+}
+
+/** What the driver says of a card where its exports answer (for DRA attributes); nothing is guessed. */
+function describeCard(nv: Bindings, h: unknown, driverVersion: string | undefined): Partial<GpuCard> {
+  const out: Partial<GpuCard> = driverVersion ? { driverVersion } : {};
+  const arch = [0];
+  const name =
+    nv.architecture && nv.architecture(h, arch) === NVML_SUCCESS ? architectureName(arch[0] ?? 0) : undefined;
+  if (name) out.architecture = name;
+  const major = [0];
+  const minor = [0];
+  if (nv.computeCapability && nv.computeCapability(h, major, minor) === NVML_SUCCESS) {
+    out.computeCapability = `${major[0]}.${minor[0]}`;
+  }
+  return out;
+}
+
+function readDriverVersion(nv: Bindings): string | undefined {
+  const buf = new Uint8Array(96);
+  return nv.driverVersion && nv.driverVersion(buf, buf.length) === NVML_SUCCESS ? cString(buf) || undefined : undefined;
 }
 
 function cString(buf: Uint8Array): string {
@@ -173,6 +221,7 @@ export class NvmlGpuSource implements GpuSource {
     this.check('nvmlInit_v2', this.nv.init());
     const count = [0];
     this.check('nvmlDeviceGetCount_v2', this.nv.count(count));
+    const driverVersion = readDriverVersion(this.nv);
     for (let i = 0; i < (count[0] ?? 0); i++) {
       const out: unknown[] = [null];
       this.check(`nvmlDeviceGetHandleByIndex_v2(${i})`, this.nv.handleByIndex(i, out));
@@ -204,6 +253,7 @@ export class NvmlGpuSource implements GpuSource {
         numaNode: readNumaNode(pciBusId, opts.sysfsRoot),
         ...(concurrentManagedAccess === undefined ? {} : { concurrentManagedAccess }),
         ...(migMode === undefined ? {} : { migMode }),
+        ...describeCard(this.nv, h, driverVersion),
       });
     }
     this.registerXidEvents();

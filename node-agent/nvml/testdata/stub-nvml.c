@@ -25,6 +25,9 @@ int nvmlDeviceGetUUID(void *h, char *buf, unsigned len) {
 }
 int nvmlDeviceGetName(void *h, char *buf, unsigned len) { (void)h; snprintf(buf, len, "Stub H100"); return 0; }
 int nvmlDeviceGetMinorNumber(void *h, unsigned *m) { *m = 4 + idx(h); return 0; }
+int nvmlDeviceGetArchitecture(void *h, unsigned *arch) { (void)h; *arch = 9; return 0; } /* Hopper */
+int nvmlDeviceGetCudaComputeCapability(void *h, int *major, int *minor) { (void)h; *major = 9; *minor = 0; return 0; }
+int nvmlSystemGetDriverVersion(char *buf, unsigned len) { snprintf(buf, len, "570.86.15"); return 0; }
 int nvmlDeviceGetPciInfo_v3(void *h, unsigned char *info) {
   memset(info, 0, 68);
   snprintf((char *)info + 36, 32, "00000000:%02X:00.0", 0x3B + idx(h));
