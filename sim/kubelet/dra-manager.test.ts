@@ -172,6 +172,7 @@ describe('simulated kubelet with the node agent as a DRA driver', () => {
     });
     await expect.poll(() => agent.agent.preparer.prepared().length, { timeout: 5000 }).toBe(0);
     expect(existsSync(paths.dir)).toBe(false);
-    expect(kubelet.dra.preparedClaims()).toEqual([]);
+    // The kubelet forgets the claim once the driver's answer is back, just after the agent let go of it.
+    await expect.poll(() => kubelet.dra.preparedClaims(), { timeout: 5000 }).toEqual([]);
   });
 });
