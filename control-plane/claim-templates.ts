@@ -1,17 +1,28 @@
 /**
  * The ResourceClaimTemplates a DRA pod's claims are made from (webhooks/pod-claims.ts), kept with
- * @kubernetes/client-node (resource.k8s.io/v1): created when absent, AlreadyExists taken as
- * success (another replica, or an earlier pod of the same shape, created it). A template known to
- * exist is not asked for again for `reuseMs`, so a burst of pods of one shape costs one request.
+ * @kubernetes/client-node (resource.k8s.io/v1): created when absent; on AlreadyExists (another
+ * replica, or an earlier pod of the same shape, created it) the stored one is read and must ask
+ * the same, since the name stands for the shape. A template known to exist is not asked for again
+ * for `reuseMs`, so a burst of pods of one shape costs one request.
  */
 import { ApiException, type KubeConfig, ResourceV1Api, type V1ResourceClaimTemplate } from '@kubernetes/client-node';
 import { VcudaError } from '../contract/index.js';
-import type { ClaimTemplate, EnsureClaimTemplates } from '../webhooks/pod-claims.js';
+import { type ClaimTemplate, type EnsureClaimTemplates, sameClaimTemplate } from '../webhooks/pod-claims.js';
 
 export type ClaimTemplateStore = {
   /** Creates it; resolves `exists` when it is there already (HTTP 409). */
   create(template: ClaimTemplate): Promise<'created' | 'exists'>;
+  /** The stored template of that namespace and name, as the API server returns it. */
+  read(template: ClaimTemplate): Promise<unknown>;
 };
+
+function failure(what: string, err: unknown): VcudaError {
+  const detail = err instanceof ApiException ? `HTTP ${err.code}: ${String(err.body).slice(0, 300)}` : String(err);
+  const code = err instanceof ApiException && err.code === 403 ? 'forbidden' : 'unavailable';
+  return new VcudaError(code, `${what}: ${detail}`, { cause: err });
+}
+
+const describeTemplate = (t: ClaimTemplate) => `ResourceClaimTemplate ${t.metadata.namespace}/${t.metadata.name}`;
 
 export function kubeClaimTemplateStore(kc: KubeConfig): ClaimTemplateStore {
   const api = kc.makeApiClient(ResourceV1Api);
@@ -23,11 +34,14 @@ export function kubeClaimTemplateStore(kc: KubeConfig): ClaimTemplateStore {
         return 'created';
       } catch (err) {
         if (err instanceof ApiException && err.code === 409) return 'exists';
-        const what = `ResourceClaimTemplate ${template.metadata.namespace}/${template.metadata.name}`;
-        const detail =
-          err instanceof ApiException ? `HTTP ${err.code}: ${String(err.body).slice(0, 300)}` : String(err);
-        const code = err instanceof ApiException && err.code === 403 ? 'forbidden' : 'unavailable';
-        throw new VcudaError(code, `creating ${what}: ${detail}`, { cause: err });
+        throw failure(`creating ${describeTemplate(template)}`, err);
+      }
+    },
+    async read(template) {
+      try {
+        return await api.readNamespacedResourceClaimTemplate(template.metadata);
+      } catch (err) {
+        throw failure(`reading ${describeTemplate(template)}`, err);
       }
     },
   };
@@ -48,7 +62,12 @@ export function ensureClaimTemplatesWith(
         const key = `${t.metadata.namespace}/${t.metadata.name}`;
         const seen = seenAt.get(key);
         if (seen !== undefined && nowMs() - seen < opts.reuseMs) return;
-        await store.create(t);
+        if ((await store.create(t)) === 'exists' && !sameClaimTemplate(t, await store.read(t))) {
+          throw new VcudaError(
+            'conflict',
+            `${describeTemplate(t)} exists and asks another shape; vcuda names its templates from their shape: delete or rename that one`,
+          );
+        }
         if (seenAt.size >= MAX_REMEMBERED) seenAt.clear();
         seenAt.set(key, nowMs());
       }),

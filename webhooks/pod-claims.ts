@@ -16,7 +16,12 @@
  * converted only once it passed, so it is refused with the same messages as in extender mode.
  */
 import type { ContainerGpuRequest, PodGpuRequest, ResourceNames } from '../contract/index.js';
-import { DRA_CAPACITY, DRA_PARAMETERS_API_VERSION, DRA_PARAMETERS_KIND } from '../contract/index.js';
+import {
+  DRA_CAPACITY,
+  DRA_PARAMETERS_API_VERSION,
+  DRA_PARAMETERS_KIND,
+  parseWholeQuantity,
+} from '../contract/index.js';
 import { escapePointerToken, type JsonPatchOp } from './json-patch.js';
 
 /** Which pods are moved to DRA, and the DeviceClass and driver their claims name. */
@@ -208,7 +213,43 @@ export function convertPodToClaims(
 }
 
 /**
- * Makes sure each template exists in its namespace (created when absent; one that exists is
- * taken as it is, AlreadyExists included). Implemented by the control plane with client-node.
+ * Makes sure each template exists in its namespace: created when absent; one that exists already
+ * (AlreadyExists) must ask the same (`sameClaimTemplate`), or the pod is refused. Implemented by
+ * the control plane with client-node.
  */
 export type EnsureClaimTemplates = (templates: readonly ClaimTemplate[]) => Promise<void>;
+
+/** Sorted keys, so two objects with the same fields in another order compare equal. */
+function sortedKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortedKeys);
+  if (value === null || typeof value !== 'object') return value;
+  const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1));
+  return Object.fromEntries(entries.map(([k, v]) => [k, sortedKeys(v)]));
+}
+
+type DevicesLike = { requests?: { exactly?: { capacity?: { requests?: Record<string, unknown> } } }[] };
+
+/** The devices of a template spec, quantities as whole numbers (`8192Mi` and `8Gi` are one). */
+function normalDevices(devices: unknown): string {
+  const copy = structuredClone(devices) as DevicesLike | null;
+  for (const r of copy?.requests ?? []) {
+    const capacity = r.exactly?.capacity;
+    if (!capacity?.requests) continue;
+    capacity.requests = Object.fromEntries(
+      Object.entries(capacity.requests).map(([k, v]) => {
+        const q = parseWholeQuantity(v);
+        return [k, q.ok ? q.value : v];
+      }),
+    );
+  }
+  return JSON.stringify(sortedKeys(copy));
+}
+
+/**
+ * Does a stored template (as the API server returns it) ask what `want` asks? A template of that
+ * name made by someone else with another shape must not silently give pods another share.
+ */
+export function sameClaimTemplate(want: ClaimTemplate, stored: unknown): boolean {
+  const devices = (stored as { spec?: { spec?: { devices?: unknown } } } | null)?.spec?.spec?.devices;
+  return devices !== undefined && normalDevices(devices) === normalDevices(want.spec.spec.devices);
+}

