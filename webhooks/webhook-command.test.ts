@@ -42,6 +42,16 @@ describe('vcuda webhook manifests', () => {
     expect(docs[3].webhooks[0].clientConfig.service.path).toBe('/admission/validate-claims');
   });
 
+  it("declares NoneOnDryRun on the pods' mutating hook with --dra-pods", () => {
+    const docs = parseAllDocuments(renderManifests({ ...base, serverVersion: '1.36', draPods: true })).map((d) =>
+      d.toJS(),
+    );
+    expect(docs.map((d) => d.webhooks.map((w: { sideEffects: string }) => w.sideEffects))).toEqual([
+      ['NoneOnDryRun'],
+      ['None'],
+    ]);
+  });
+
   it('refuses a version it cannot read', () => {
     expect(() => renderManifests({ ...base, serverVersion: 'latest' })).toThrow(
       '--server-version: "latest" is not MAJOR.MINOR',
@@ -74,6 +84,34 @@ spec:
     expect(out.output).toContain('warning: removed annotation vcuda.io/assignment');
     expect(out.output).toContain('path: /metadata/annotations/nvidia.com~1vcuda-core-limit');
     expect(out.output).toContain('value: vcuda-scheduler');
+  });
+
+  it('shows the claims and the templates in DRA mode, for tencent.com too', async () => {
+    const yaml = `
+apiVersion: v1
+kind: Pod
+metadata:
+  name: infer
+  namespace: ml
+  annotations:
+    tencent.com/vcuda-core-limit: "60"
+spec:
+  containers:
+    - name: model
+      image: pytorch
+      resources:
+        limits:
+          tencent.com/vcuda-core: 30
+          tencent.com/vcuda-memory: 32
+`;
+    const out = await checkPod(yaml, { domain: 'tencent.com', memoryUnitMiB: 256, namespace: 'default', dra: true });
+    expect(out.admitted).toBe(true);
+    expect(out.output).toContain('path: /spec/resourceClaims');
+    expect(out.output).toContain('resourceClaimTemplateName: vcuda-c30-m8gi-l60');
+    expect(out.output).toContain('ResourceClaimTemplates the control plane makes:');
+    expect(out.output).toContain('namespace: ml');
+    expect(out.output).toContain('memory: 8192Mi');
+    expect(out.output).toContain('coreLimit: 60');
   });
 
   it('prints every problem of a bad pod and reports it as not admitted', async () => {

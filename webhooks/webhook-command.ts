@@ -1,7 +1,8 @@
 /**
  * `vcuda webhook manifests`: the two webhook configurations as YAML (four with `--claims`: the
  * DRA claim hooks), for clusters where the manifests (not the control plane) register them. `vcuda webhook check POD.yaml`: what admission
- * would answer for a pod, without a cluster: the refusal message, or the patched pod's vcuda parts.
+ * would answer for a pod, without a cluster: the refusal message, or the patched pod's vcuda parts
+ * (with `--dra`, the claims and the ResourceClaimTemplates the control plane would make).
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
@@ -9,9 +10,10 @@ import fastJsonPatch from 'fast-json-patch';
 import { stringify as toYaml } from 'yaml';
 import { DEFAULT_DRA_DRIVER, parseManifestText, resourceNames, ValidationError } from '../contract/index.js';
 import type { AdmissionReviewOut } from './admission-review.js';
-import { admissionRoutes } from './admission-routes.js';
+import { type AdmissionRoutesDeps, admissionRoutes } from './admission-routes.js';
 import { buildClaimWebhookConfigurations } from './claim-registration.js';
 import { registrationConfigSchema, webhookConfigSchema } from './config.js';
+import type { ClaimTemplate } from './pod-claims.js';
 import { buildWebhookConfigurations, chooseScoping, parseServerVersion } from './registration.js';
 
 export type ManifestOptions = {
@@ -25,6 +27,8 @@ export type ManifestOptions = {
   timeoutSeconds: number;
   /** Also the claim hooks' configurations, for this DeviceClass and driver (DRA clusters). */
   claims?: { deviceClassName: string; driverName: string } | undefined;
+  /** DRA mode for pods (`webhook.dra.convertPods`): the pods' mutating hook makes claim templates. */
+  draPods?: boolean | undefined;
 };
 
 export function renderManifests(o: ManifestOptions): string {
@@ -51,6 +55,7 @@ export function renderManifests(o: ManifestOptions): string {
     scoping: chooseScoping(version, config),
     // The control plane's own default: its and the node agents' updates skip validation.
     privilegedUsernames: webhookConfigSchema.parse({}).privilegedUsernames,
+    ...(o.draPods ? { createsClaimTemplates: true } : {}),
   });
   const objects = [built.mutating, built.validating];
   if (o.claims) {
@@ -65,6 +70,10 @@ export type CheckOptions = {
   memoryUnitMiB: number;
   schedulerName?: string | undefined;
   namespace: string;
+  /** DRA mode: the claims, and the templates the control plane would make (for this DeviceClass and driver). */
+  dra?: boolean | undefined;
+  deviceClass?: string | undefined;
+  driver?: string | undefined;
 };
 
 type ManifestLike = {
@@ -113,6 +122,7 @@ export async function checkPod(
   source = 'manifest',
 ): Promise<{ admitted: boolean; output: string }> {
   const pod = podOfManifest(parseManifestText(podText, source), source);
+  const templates: ClaimTemplate[] = [];
   const app = admissionRoutes({
     names: resourceNames(o.domain, '--domain'),
     memoryUnitMiB: o.memoryUnitMiB,
@@ -121,6 +131,7 @@ export async function checkPod(
     privilegedUsernames: [],
     maxBodyBytes: 3 * 1024 * 1024,
     logger: { info: () => {}, warn: () => {} },
+    draPods: o.dra ? checkDraPods(o, templates) : undefined,
   });
   const namespace = pod?.metadata?.namespace ?? o.namespace;
   const ask = async (hook: 'mutate' | 'validate', object: unknown) => {
@@ -135,7 +146,8 @@ export async function checkPod(
         name: pod?.metadata?.name,
         userInfo: { username: 'vcuda-check' },
         object,
-        dryRun: true,
+        // DRA mode: not a dry run, so the templates reach the recorder below (nothing else is written).
+        dryRun: !o.dra,
       },
     });
     const res = await app.request(`/${hook}`, {
@@ -155,10 +167,24 @@ export async function checkPod(
   const validated = await ask('validate', patched);
   if (!validated.allowed) return { admitted: false, output: `${warnings}${validated.status?.message ?? 'refused'}\n` };
   const changes = patch.length ? toYaml(patch) : '(no changes)\n';
-  return { admitted: true, output: `${warnings}admitted; patch:\n${changes}` };
+  const made = templates.length
+    ? `ResourceClaimTemplates the control plane makes:\n${templates.map((t) => toYaml(t)).join('---\n')}`
+    : '';
+  return { admitted: true, output: `${warnings}admitted; patch:\n${changes}${made}` };
+}
+
+/** DRA mode offline: the templates are recorded for the output instead of written to a cluster. */
+function checkDraPods(o: CheckOptions, into: ClaimTemplate[]): AdmissionRoutesDeps['draPods'] {
+  const deviceClassName = o.deviceClass ?? DEFAULT_DRA_DRIVER;
+  return {
+    policy: { deviceClassName, driverName: o.driver ?? deviceClassName, modeValue: 'dra' },
+    ensureTemplates: async (ts) => void into.push(...ts),
+    timeoutMs: 1000,
+  };
 }
 
 type ManifestFlags = Omit<ManifestOptions, 'caBundlePem' | 'claims'> & {
+  draPods?: boolean;
   caFile?: string;
   claims?: boolean;
   deviceClass: string;
@@ -183,6 +209,10 @@ export function registerWebhookCommand(program: Command): void {
     .option('--claims', 'also the DRA claim hooks (ResourceClaims and templates asking the DeviceClass below)')
     .option('--device-class <name>', 'with --claims: the DeviceClass whose claims vcuda judges', DEFAULT_DRA_DRIVER)
     .option('--driver <name>', 'with --claims: the DRA driver whose opaque config vcuda judges', DEFAULT_DRA_DRIVER)
+    .option(
+      '--dra-pods',
+      "the pods' mutating hook makes claim templates (webhook.dra.convertPods): sideEffects NoneOnDryRun",
+    )
     .action((o: ManifestFlags) => {
       const caBundlePem = o.caFile ? readFileSync(o.caFile, 'utf8') : '';
       if (!caBundlePem)
@@ -198,6 +228,9 @@ export function registerWebhookCommand(program: Command): void {
     .option('--memory-unit-mib <n>', 'size of one vcuda-memory unit', (v) => Number.parseInt(v, 10), 1)
     .option('--scheduler-name <name>', 'scheduler profile the webhook sets on vcuda pods')
     .option('--namespace <ns>', 'namespace when the manifest names none', 'default')
+    .option('--dra', 'DRA mode (webhook.dra.convertPods): show the claims and the templates the control plane makes')
+    .option('--device-class <name>', 'with --dra: the DeviceClass the claims ask', DEFAULT_DRA_DRIVER)
+    .option('--driver <name>', 'with --dra: the DRA driver of the soft limit config (default: the class name)')
     .action(async (file: string, o: CheckOptions) => {
       const text = readFileSync(file === '-' ? 0 : file, 'utf8');
       const { admitted, output } = await checkPod(text, o, file === '-' ? 'stdin' : file);
