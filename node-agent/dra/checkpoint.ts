@@ -1,7 +1,8 @@
 /**
  * The prepared claims, checkpointed to one file so an agent restart loses nothing: the kubelet
- * does not call Prepare again for a claim it saw prepared, and calls Unprepare for it later. Each
- * change is written atomically (temp file, fsync, rename); the file is validated when read back.
+ * does not call Prepare again for a claim it saw prepared, and calls Unprepare for it later. Changes
+ * are written atomically (temp file, fsync, rename), those of one event-loop turn together, before
+ * the kubelet hears of them; the file is validated when read back.
  */
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -51,6 +52,10 @@ export class ClaimCheckpoint {
   private readonly claims = new Map<string, PreparedClaim>();
   /** Bumped on every change, so readers can keep what they derive from the claims until it moves. */
   version = 0;
+  /** Writes to disk so far (a burst of changes shares one). */
+  writes = 0;
+  private dirty = false;
+  private pending: Promise<void> | undefined;
 
   private constructor(private readonly path: string) {}
 
@@ -80,17 +85,46 @@ export class ClaimCheckpoint {
     return [...this.claims.values()];
   }
 
-  put(claim: PreparedClaim): void {
+  /** Records a prepared claim in memory; `commit` writes it. */
+  set(claim: PreparedClaim): void {
     this.claims.set(claim.uid, claim);
-    this.save();
+    this.changed();
   }
 
-  remove(uid: string): void {
-    if (this.claims.delete(uid)) this.save();
+  delete(uid: string): void {
+    if (this.claims.delete(uid)) this.changed();
+  }
+
+  /**
+   * Writes the changes made so far and resolves once they are on disk. Changes made in the same
+   * turn of the event loop share one write (group commit): a burst of Prepares costs one fsync,
+   * not one each. A failed write leaves the changes pending for the next commit.
+   */
+  commit(): Promise<void> {
+    if (!this.dirty) return this.pending ?? Promise.resolve();
+    this.pending ??= new Promise<void>((resolve, reject) =>
+      setImmediate(() => {
+        this.pending = undefined;
+        if (!this.dirty) return resolve();
+        this.dirty = false;
+        try {
+          this.save();
+          resolve();
+        } catch (err) {
+          this.dirty = true;
+          reject(err);
+        }
+      }),
+    );
+    return this.pending;
+  }
+
+  private changed(): void {
+    this.version++;
+    this.dirty = true;
   }
 
   private save(): void {
-    this.version++;
     mkdirSync(dirname(this.path), { recursive: true });
     const tmp = `${this.path}.tmp`;
     const fd = openSync(tmp, 'w', 0o600);
@@ -101,5 +135,6 @@ export class ClaimCheckpoint {
       closeSync(fd);
     }
     renameSync(tmp, this.path);
+    this.writes++;
   }
 }

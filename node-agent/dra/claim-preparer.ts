@@ -59,15 +59,12 @@ export class ClaimPreparer {
   async prepare(ref: DraClaimRef): Promise<NodePrepareResourceResponse> {
     try {
       const done = this.d.checkpoint.get(ref.uid);
-      if (done) return { devices: await this.serialized(() => this.ensureFiles(done)), error: '' };
-      const raw = await this.d.claims.readClaim(ref.namespace, ref.name);
-      const parsed = draClaimSchema.safeParse(raw);
-      if (!parsed.success)
-        throw new ClaimRefused(
-          ref,
-          `the API server's object is not a ResourceClaim (${parsed.error.issues[0]?.message})`,
-        );
-      return { devices: await this.serialized(() => this.prepareParsed(ref, parsed.data)), error: '' };
+      const devices = done
+        ? await this.serialized(() => this.ensureFiles(done))
+        : await this.serialized(this.parsedClaim(ref, await this.d.claims.readClaim(ref.namespace, ref.name)));
+      // Answered only once the checkpoint holds the claim (one write for a burst of claims).
+      await this.d.checkpoint.commit();
+      return { devices, error: '' };
     } catch (err) {
       this.d.log.warn({ err, claim: `${ref.namespace}/${ref.name}` }, 'NodePrepareResources failed');
       return {
@@ -85,8 +82,9 @@ export class ClaimPreparer {
         if (!done) return;
         removeCdiSpecFile(claimCdiSpecPath(this.d.cdiSpecDir, this.d.driver, done.key));
         removeAllocationDir(this.d.containersDir, done.key);
-        this.d.checkpoint.remove(ref.uid);
+        this.d.checkpoint.delete(ref.uid);
       });
+      await this.d.checkpoint.commit();
       return { error: '' };
     } catch (err) {
       this.d.log.warn({ err, claim: `${ref.namespace}/${ref.name}` }, 'NodeUnprepareResources failed');
@@ -126,6 +124,16 @@ export class ClaimPreparer {
     return held;
   }
 
+  /** The claim as read, checked to be a ResourceClaim, and the decision to run on it in turn. */
+  private parsedClaim(ref: DraClaimRef, raw: unknown): () => DraDevice[] {
+    const parsed = draClaimSchema.safeParse(raw);
+    if (!parsed.success) {
+      const why = parsed.error.issues[0]?.message;
+      throw new ClaimRefused(ref, `the API server's object is not a ResourceClaim (${why})`);
+    }
+    return () => this.prepareParsed(ref, parsed.data);
+  }
+
   private prepareParsed(ref: DraClaimRef, claim: ReturnType<typeof draClaimSchema.parse>): DraDevice[] {
     const done = this.d.checkpoint.get(ref.uid);
     if (done) return this.ensureFiles(done);
@@ -153,7 +161,7 @@ export class ClaimPreparer {
       preparedAtMs: this.d.nowMs(),
     };
     this.writeFiles(prepared);
-    this.d.checkpoint.put(prepared);
+    this.d.checkpoint.set(prepared);
     return prepared.devices;
   }
 

@@ -38,6 +38,7 @@ export type DraAgent = {
   driver: string;
   health: CardHealth;
   preparer: ClaimPreparer;
+  checkpoint: ClaimCheckpoint;
   server: DraPluginServer;
   publisher: SlicePublisher;
   metrics: AgentMetrics;
@@ -75,14 +76,14 @@ function poolDevices(config: NodeAgentConfig, health: CardHealth): Map<string, P
 }
 
 /** Claims prepared against this node's cards, checkpointed in the driver's directory. */
-function createPreparer(deps: DraAgentDeps, health: CardHealth): ClaimPreparer {
+function createPreparer(deps: DraAgentDeps, health: CardHealth, checkpoint: ClaimCheckpoint): ClaimPreparer {
   const { config } = deps;
   return new ClaimPreparer({
     driver: config.dra.driverName,
     pool: config.nodeName,
     claims: deps.claims,
     devices: () => poolDevices(config, health),
-    checkpoint: ClaimCheckpoint.open(join(driverDir(config), 'checkpoint.json')),
+    checkpoint,
     containersDir: config.paths.containersDir,
     cdiSpecDir: config.paths.cdiSpecDir,
     response: responseSettingsOf(config),
@@ -129,7 +130,8 @@ export async function startDraAgent(deps: DraAgentDeps): Promise<DraAgent> {
   const driver = config.dra.driverName;
   const health = new CardHealth(deps.gpu.listCards(), config.ignoredXids);
   prepareHostFiles(config);
-  const preparer = createPreparer(deps, health);
+  const checkpoint = ClaimCheckpoint.open(join(driverDir(config), 'checkpoint.json'));
+  const preparer = createPreparer(deps, health, checkpoint);
   const server = await startDraPluginServer(
     { driver, registryDir: config.dra.pluginsRegistryDir, pluginDir: driverDir(config), handler: preparer },
     log,
@@ -160,6 +162,7 @@ export async function startDraAgent(deps: DraAgentDeps): Promise<DraAgent> {
     driver,
     health,
     preparer,
+    checkpoint,
     server,
     publisher: slices.publisher,
     metrics,

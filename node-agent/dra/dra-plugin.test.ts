@@ -137,6 +137,21 @@ describe('DRA kubelet plugin', () => {
     expect(h.agent.preparer.prepared().map((x) => x.name)).toEqual(['b']);
   });
 
+  it('a burst of claims shares one checkpoint write, answered only once it is on disk', async () => {
+    h = await startDraHarness();
+    const claims = Array.from({ length: 10 }, (_, i) => claim(`burst-${i}`).share(`gpu-${i % 2}`, 10, GiB));
+    for (const c of claims) h.api.putClaim(c.obj());
+    const before = h.agent.checkpoint.writes;
+    const res = await h.kubelet.prepare(
+      'v1',
+      claims.map((c) => c.ref()),
+    );
+    expect(Object.values(res.claims).map((r) => r.error)).toEqual(Array(10).fill(''));
+    expect(h.agent.checkpoint.writes - before).toBeLessThanOrEqual(2);
+    h = await h.restart();
+    expect(h.agent.preparer.prepared()).toHaveLength(10);
+  });
+
   it('refuses a forged claim at Prepare and leaves nothing behind', async () => {
     h = await startDraHarness();
     const forged = claim('forged').share('gpu-7', 30, GiB);

@@ -78,13 +78,16 @@ function call<T>(client: grpc.Client, method: string, req: object): Promise<T> {
 
 /** A kubelet's view of the plugin: registration, then DRAPlugin of one version. */
 export class DraKubeletClient {
-  private readonly clients: grpc.Client[] = [];
+  /** One connection per service, kept, as the kubelet keeps its connection to a plugin. */
+  private readonly clients = new Map<grpc.ServiceClientConstructor, grpc.Client>();
 
   constructor(private readonly agent: DraAgent) {}
 
   private open(ctor: grpc.ServiceClientConstructor, socket: string): grpc.Client {
+    const known = this.clients.get(ctor);
+    if (known) return known;
     const c = new ctor(unixTarget(socket), grpc.credentials.createInsecure());
-    this.clients.push(c);
+    this.clients.set(ctor, c);
     return c;
   }
 
@@ -106,7 +109,8 @@ export class DraKubeletClient {
   }
 
   close(): void {
-    for (const c of this.clients) c.close();
+    for (const c of this.clients.values()) c.close();
+    this.clients.clear();
   }
 }
 
@@ -146,6 +150,8 @@ export async function startDraHarness(
         preloadHostPath: join(root, 'ld.so.preload'),
         libvcudaHostPath: join(root, 'libvcuda.so'),
         devDir: join(root, 'dev'),
+        // A /proc of its own: the host-pid map would otherwise scan this machine's every process.
+        procRoot: join(root, 'proc'),
         ...opts.paths,
       },
       ...opts.config,
