@@ -3,8 +3,10 @@
  * NOT_SUPPORTED for it (FAKEGPU_NVML_PROCESS_UTIL=0), so the card sampler chooses the in-process
  * sensor (libvcuda's busy-ns counters in the regions, native/COMPUTE.md "The in-process sensor")
  * and the limiters steer by it; ground truth is the fake driver's own accounting. Same bounds as
- * compute-limit.test.ts: a mean over 1.5 s once settled may run OVER points past its target or
- * fall UNDER short of it (a tenant that gets no CPU on a loaded machine falls short).
+ * compute-limit.test.ts (a mean once settled may run OVER points past its target or fall UNDER
+ * short of it), over 3 s rather than 1.5: a process that got no CPU for a while folds its completed
+ * samples in late, so on a loaded machine (load 14-15 on 2 cores) a starved second cost this sensor
+ * more than NVML's (one 1.5 s mean in four fell 7-8 points short, where the NVML test's did not).
  */
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -31,17 +33,17 @@ describe('compute limits with the in-process sensor (no per-process utilization 
   it('holds a lone hard tenant at its limit', async () => {
     const result = await runScenario(root, {
       sms: 132,
-      seconds: 3.5,
+      seconds: 5,
       sensor: 'in-process',
       tenants: [{ name: 't', request: 50, limit: 50, path: 'storm', grid: 264 }],
     });
-    expectNear(meanShare(result, 't', 2000, 3500), 50, 'lone hard 50');
+    expectNear(meanShare(result, 't', 2000, 5000), 50, 'lone hard 50');
   }, 60_000);
 
   it('splits a card between two hard tenants whose kernels interleave', async () => {
     const result = await runScenario(root, {
       sms: 16,
-      seconds: 3.5,
+      seconds: 5,
       sensor: 'in-process',
       tenants: [
         { name: 'a', request: 30, limit: 30, path: 'storm', grid: 264 },
@@ -50,7 +52,7 @@ describe('compute limits with the in-process sensor (no per-process utilization 
     });
     // Spans of each stream's work would read the neighbour's kernels as its own: both tenants would
     // see most of the card and hold themselves far below their limits.
-    expectNear(meanShare(result, 'a', 2000, 3500), 30, 'hard 30 beside hard 70');
-    expectNear(meanShare(result, 'b', 2000, 3500), 70, 'hard 70 beside hard 30');
+    expectNear(meanShare(result, 'a', 2000, 5000), 30, 'hard 30 beside hard 70');
+    expectNear(meanShare(result, 'b', 2000, 5000), 70, 'hard 70 beside hard 30');
   }, 60_000);
 });
