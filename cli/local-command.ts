@@ -41,10 +41,14 @@ export function registerLocalCommand(program: Command): void {
     .option('--summary-every <seconds>', 'print the summary this often', '5')
     .option(
       '--kubernetes-version <version>',
-      'the version the simulated API server claims: 1.26 (webhooks scoped by selectors) or 1.32 (by matchConditions, evaluated as CEL)',
+      'the version the simulated API server claims: 1.26 (webhooks scoped by selectors), 1.32 (by matchConditions, evaluated as CEL) or 1.36 (also DRA: resource.k8s.io/v1, claims allocated by the scheduler)',
       '1.26',
     )
     .option('--node-processes', 'run each node (kubelet + node agent) in a process of its own, as on a real cluster')
+    .option(
+      '--dra',
+      'a 1.36 cluster with vcuda as a DRA driver (= --kubernetes-version 1.36, with the DeviceClass): node agents publish ResourceSlices, pods get shares through ResourceClaims (no demo workload unless --workload)',
+    )
     .action(async (flags: LocalFlags) => {
       // Imported here so other commands do not load the whole simulator.
       const { runLocal } = await import('./local-run.js');

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { resourceNames } from '../contract/index.js';
 import type { ServedVersion } from '../sim/apiserver/discovery.js';
 import { type ClusterSpec, DEFAULT_CLUSTER, expandNodes, loadClusterSpec } from '../sim/cluster-spec.js';
-import { type LocalCluster, startLocalCluster, WORKLOAD_DIR } from '../sim/local-cluster.js';
+import { installDeviceClass, type LocalCluster, startLocalCluster, WORKLOAD_DIR } from '../sim/local-cluster.js';
 import { defaultLocalDataDir } from '../sim/local-ledger.js';
 import { DEFAULT_HEARTBEAT_LIMIT_SECONDS, formatSummary, readSummary } from '../sim/local-summary.js';
 import { DEMO_QUOTAS, demoWorkload } from '../sim/traces/demo-workload.js';
@@ -32,9 +32,10 @@ export type LocalFlags = {
   summaryEvery: string;
   kubernetesVersion: string;
   nodeProcesses?: boolean;
+  dra?: boolean;
 };
 
-export const SERVED_VERSIONS = ['1.26', '1.32'] as const;
+export const SERVED_VERSIONS = ['1.26', '1.32', '1.36'] as const;
 
 type Settings = {
   port: number;
@@ -60,9 +61,12 @@ function wholeNumber(flag: string, raw: string, min: number, max: number, what =
 export function readSettings(flags: LocalFlags): Settings {
   const timeScale = Number(flags.timeScale);
   if (!(timeScale > 0)) throw new Error(`--time-scale must be a positive number, not "${flags.timeScale}"`);
-  const kubernetesVersion = SERVED_VERSIONS.find((v) => v === flags.kubernetesVersion);
-  if (!kubernetesVersion)
+  const asked = SERVED_VERSIONS.find((v) => v === flags.kubernetesVersion);
+  if (!asked)
     throw new Error(`--kubernetes-version must be ${SERVED_VERSIONS.join(' or ')}, not "${flags.kubernetesVersion}"`);
+  // DRA mode is a 1.36 cluster; the default version (1.26) gives way, another one asked does not.
+  if (flags.dra && asked === '1.32') throw new Error('--dra is a Kubernetes 1.36 cluster, not 1.32');
+  const kubernetesVersion = flags.dra ? '1.36' : asked;
   const memoryUnitMiB =
     flags.memoryUnitMib === undefined
       ? undefined
@@ -97,7 +101,9 @@ async function prepareClusterAndWorkload(
 ): Promise<{ cluster: ClusterSpec; spec: WorkloadSpec | undefined }> {
   const fromFile = flags.cluster ? await loadClusterSpec(flags.cluster) : DEFAULT_CLUSTER;
   const base = settings.memoryUnitMiB === undefined ? fromFile : { ...fromFile, memoryUnitMiB: settings.memoryUnitMiB };
-  if (flags.workload === 'none') return { cluster: base, spec: undefined };
+  // A 1.36 cluster's nodes offer cards through claims only: the demo's pods, which ask extended resources, would wait.
+  const dra = settings.kubernetesVersion === '1.36';
+  if (flags.workload === 'none' || (dra && !flags.workload)) return { cluster: base, spec: undefined };
   if (flags.workload) return { cluster: base, spec: await loadWorkloadSpec(flags.workload) };
   const cluster = { ...base, quotas: { ...DEMO_QUOTAS, ...base.quotas } };
   const command = (allocMiB: number, busyPercent: number) =>
@@ -146,6 +152,10 @@ function printWhereEverythingIs(lc: LocalCluster, flags: LocalFlags, settings: S
       `  ledger       ${settings.dataDir} (embedded PGlite, kept across restarts; --database postgres://... for PostgreSQL)`,
     );
     out(`  quotas       stop vcuda local, then: vcuda quota set --data-dir ${settings.dataDir} ...`);
+  }
+  if (settings.kubernetesVersion === '1.36') {
+    out('  DRA          kubectl get resourceslices; a claim asks a share of a card as');
+    out('               {deviceClassName: gpu.vcuda.io, capacity: {requests: {cores: "30", memory: 8Gi}}}');
   }
   if (!hasWorkloadBinary) out('  note: native fake driver not built; containers idle instead of running cuda-workload');
 }
@@ -216,6 +226,8 @@ export async function runLocal(flags: LocalFlags): Promise<void> {
     `vcuda local: starting ${expandNodes(cluster).length} simulated node(s), ${settings.replicas} control-plane replica(s)...`,
   );
   const lc = await startCluster(flags, settings, cluster);
+  // As `kubectl apply -f deploy/overlays/dra/device-class.yaml` on a cluster: what claims name.
+  if (settings.kubernetesVersion === '1.36') await installDeviceClass(lc.client);
   out(`vcuda local: ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   printWhereEverythingIs(lc, flags, settings, hasWorkloadBinary);
   stopOnSignal(lc, await runWorkloadAndSummary(lc, spec, settings));

@@ -9,6 +9,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Logger, pino } from 'pino';
+import { parse as parseYaml } from 'yaml';
 import { resourceNames } from '../contract/index.js';
 import { redactingLogHooks } from '../contract/redact.js';
 import type { BindFaults } from '../control-plane/extender/binder.js';
@@ -39,6 +40,7 @@ const repoRoot = findCheckoutRoot(dirname(fileURLToPath(import.meta.url)));
 export const NATIVE_BUILD_DIR = join(repoRoot, 'native', 'build');
 export const WORKLOAD_DIR = join(repoRoot, 'sim', '.vcuda', 'build');
 const SCHEDULER_CONFIG = join(repoRoot, 'deploy', 'scheduler', 'kube-scheduler-config.yaml');
+const DEVICE_CLASS = join(repoRoot, 'deploy', 'overlays', 'dra', 'device-class.yaml');
 /** Where deploy/scheduler/scheduler-deployment.yaml mounts the scheduler's client certificate. */
 const SCHEDULER_TLS_MOUNT = '/etc/vcuda-scheduler-tls';
 
@@ -145,6 +147,11 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
     await close();
     throw err;
   }
+}
+
+/** vcuda's DeviceClass as the DRA overlay ships it, created in a 1.36 cluster (what `vcuda local --dra` does). */
+export async function installDeviceClass(client: KubeClient): Promise<void> {
+  await client.create('/apis/resource.k8s.io/v1/deviceclasses', parseYaml(readFileSync(DEVICE_CLASS, 'utf8')));
 }
 
 /** The simulated API server, a client of it and a kubeconfig for kubectl. */

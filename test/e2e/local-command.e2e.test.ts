@@ -85,7 +85,7 @@ describe('vcuda local as a 1.32 cluster with its nodes in processes of their own
     child.stderr.on('data', (c: Buffer) => (err += c.toString()));
     const [code] = (await once(child, 'exit')) as [number | null];
     expect(code).not.toBe(0);
-    expect(err).toContain('--kubernetes-version must be 1.26 or 1.32, not "1.29"');
+    expect(err).toContain('--kubernetes-version must be 1.26 or 1.32 or 1.36, not "1.29"');
   }, 60_000);
 });
 
