@@ -156,8 +156,11 @@ describe('extender routes on the real 1.26 payloads', () => {
     expect(await liveRows()).toHaveLength(1);
     expect(api.calls.get('POST binding')).toBe(1);
     await until(() => api.events.some((e) => (e as { reason?: string }).reason === 'VcudaBound'), 'bound event');
-    const metrics = await ext.registry.metrics();
-    expect(metrics).toContain('vcuda_extender_binds_total{result="bound"} 2');
+    // Outcomes are reported after the answer (off the request path): wait for the retry's too.
+    await until(
+      async () => (await ext.registry.metrics()).includes('vcuda_extender_binds_total{result="bound"} 2'),
+      'both binds counted',
+    );
   });
 
   it('bind answers without waiting for its confirm, which lands after', async () => {
