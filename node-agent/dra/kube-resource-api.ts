@@ -7,6 +7,31 @@ import type { ClaimReader } from './claim-preparer.js';
 import type { ResourceSlice } from './resource-slice.js';
 import type { ResourceSliceApi } from './slice-publisher.js';
 
+/**
+ * The slice in @kubernetes/client-node's model names, which its serializer maps back to the wire
+ * names: a field it does not know under its wire name (`int`, `default`: reserved words there,
+ * spelt `_int`, `_default`) would be dropped silently, and the API server refuses the slice.
+ */
+export function toClientSlice(slice: ResourceSlice): k8s.V1ResourceSlice {
+  const devices = slice.spec.devices.map((d) => ({
+    ...d,
+    attributes: Object.fromEntries(
+      Object.entries(d.attributes).map(([name, { int, ...rest }]) => [
+        name,
+        int === undefined ? rest : { ...rest, _int: int },
+      ]),
+    ),
+    capacity: Object.fromEntries(
+      Object.entries(d.capacity).map(([name, c]) => {
+        if (!c.requestPolicy) return [name, c];
+        const { default: fallback, ...policy } = c.requestPolicy;
+        return [name, { ...c, requestPolicy: fallback === undefined ? policy : { ...policy, _default: fallback } }];
+      }),
+    ),
+  }));
+  return { ...slice, spec: { ...slice.spec, devices } } as unknown as k8s.V1ResourceSlice;
+}
+
 export class KubeResourceApi implements ClaimReader, ResourceSliceApi {
   private readonly resource: k8s.ResourceV1Api;
   private readonly core: k8s.CoreV1Api;
@@ -28,13 +53,12 @@ export class KubeResourceApi implements ClaimReader, ResourceSliceApi {
   }
 
   async createSlice(slice: ResourceSlice): Promise<string> {
-    const res = await this.resource.createResourceSlice({ body: slice as unknown as k8s.V1ResourceSlice });
+    const res = await this.resource.createResourceSlice({ body: toClientSlice(slice) });
     return res.metadata?.resourceVersion ?? '';
   }
 
   async replaceSlice(slice: ResourceSlice): Promise<string> {
-    const body = slice as unknown as k8s.V1ResourceSlice;
-    const res = await this.resource.replaceResourceSlice({ name: slice.metadata.name, body });
+    const res = await this.resource.replaceResourceSlice({ name: slice.metadata.name, body: toClientSlice(slice) });
     return res.metadata?.resourceVersion ?? '';
   }
 

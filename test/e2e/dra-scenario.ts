@@ -44,7 +44,8 @@ function card(name: string, memory: string) {
   };
 }
 
-async function readyNode(client: KubeClient, name: string): Promise<void> {
+/** A Node object as a kubelet would leave it: Ready, with capacity, without the not-ready taint. */
+export async function readyNode(client: KubeClient, name: string): Promise<void> {
   await client.create('/api/v1/nodes', { metadata: { name, labels: { 'kubernetes.io/hostname': name } } });
   const allocatable = { pods: '110', cpu: '8', memory: '32Gi' };
   const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');

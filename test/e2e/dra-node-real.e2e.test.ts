@@ -1,0 +1,176 @@
+/**
+ * The node agent as a DRA driver against the real control plane v1.36 (`../shared/kubernetes-1.36/`:
+ * kube-apiserver, kube-scheduler, kube-controller-manager; no kubelet, so the test calls the
+ * plugin's sockets as the kubelet would): the real API server accepts the agent's slice and its
+ * taint, the real scheduler allocates a share on it (avoiding the tainted card, rounding memory up to
+ * the step), Prepare takes what the scheduler wrote and writes that limit, a claim whose status
+ * names a device the node does not have is refused, and the claim is unprepared when it is freed.
+ * Skipped, saying why, without that directory.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeLimitConfig } from '../../contract/index.js';
+import { parseConfig } from '../../node-agent/config.js';
+import { containerPaths } from '../../node-agent/limits/container-files.js';
+import { startWiredDraAgent } from '../../node-agent/wiring.js';
+import { type KubeClient, podPath } from '../../sim/kube-client.js';
+import { kubeConfigFor } from '../../sim/kubeconfig.js';
+import { DraKubeletClient } from '../support/node-agent/dra-harness.js';
+import { FakeGpuSource } from '../support/node-agent/fake-gpu-source.js';
+import { recordingLog } from '../support/node-agent/recording-log.js';
+import { readyNode } from './dra-scenario.js';
+import { type RealControlPlane, real136SkipReason, startRealControlPlane136 } from './real-control-plane-136.js';
+
+const skipReason = real136SkipReason('real kube-apiserver + kube-scheduler + kube-controller-manager v1.36');
+if (skipReason) console.warn(`dra-node-real: skipped: ${skipReason}`);
+
+const GV = '/apis/resource.k8s.io/v1';
+const DRIVER = 'gpu.vcuda.io';
+const CLAIMS = `${GV}/namespaces/default/resourceclaims`;
+const MiB = 2 ** 20;
+
+describe.skipIf(skipReason !== undefined)('the DRA node agent against the real 1.36 control plane', () => {
+  let plane: RealControlPlane | undefined;
+  let client: KubeClient;
+  let dir: string;
+  let agent: Awaited<ReturnType<typeof startWiredDraAgent>> | undefined;
+  let kubelet: DraKubeletClient;
+  let gpu: FakeGpuSource;
+
+  beforeAll(async () => {
+    plane = await startRealControlPlane136();
+    client = plane.client;
+    await readyNode(client, 'node-a');
+    await client.create(`${GV}/deviceclasses`, {
+      metadata: { name: DRIVER },
+      spec: { selectors: [{ cel: { expression: `device.driver == "${DRIVER}"` } }] },
+    });
+    dir = mkdtempSync(join(tmpdir(), 'dra-real-'));
+    const config = parseConfig({
+      flags: {
+        nodeName: 'node-a',
+        mode: 'dra',
+        dra: { pluginsRegistryDir: join(dir, 'reg'), pluginsDir: join(dir, 'plugins') },
+        paths: {
+          containersDir: join(dir, 'containers'),
+          cdiSpecDir: join(dir, 'cdi'),
+          preloadHostPath: join(dir, 'ld.so.preload'),
+          procRoot: join(dir, 'proc'),
+        },
+      },
+    });
+    gpu = new FakeGpuSource({ cards: 2, memoryMiB: 81920 });
+    agent = await startWiredDraAgent(config, { kubeConfig: kubeConfigFor(plane.url), gpu, log: recordingLog().log });
+    kubelet = new DraKubeletClient(agent.agent);
+  }, 300_000);
+
+  afterAll(async () => {
+    kubelet?.close();
+    await agent?.stop();
+    await plane?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  }, 120_000);
+
+  const slice = async () => (await client.list(`${GV}/resourceslices`)).items[0];
+  const claimStatus = async (name: string) =>
+    (await client.get(`${CLAIMS}/${name}`))['status'] as Record<string, unknown>;
+
+  it('publishes a slice the real API server accepts, owned by the Node, and a taint on a card whose health failed', async () => {
+    const s = await slice();
+    const owners = (s?.metadata as { ownerReferences?: { kind: string; name: string }[] }).ownerReferences;
+    expect(owners?.[0]).toMatchObject({ kind: 'Node', name: 'node-a' });
+    const spec = s?.['spec'] as { pool: { generation: number }; devices: { name: string; taints?: unknown[] }[] };
+    expect(spec.pool.generation).toBe(1);
+    expect(spec.devices.map((d) => d.name)).toEqual(['gpu-0', 'gpu-1']);
+    gpu.emit({ cardIndex: 1, kind: 'xid', xid: 79 });
+    await expect
+      .poll(async () => ((await slice())?.['spec'] as typeof spec).pool.generation, { timeout: 10_000 })
+      .toBe(2);
+    const tainted = ((await slice())?.['spec'] as typeof spec).devices[1];
+    expect(tainted?.taints).toEqual([expect.objectContaining({ key: 'gpu.vcuda.io/unhealthy', effect: 'NoSchedule' })]);
+  }, 60_000);
+
+  it('prepares what the real scheduler allocated, refuses a status naming another device, unprepares when it is freed', async () => {
+    const request = {
+      name: 'gpu',
+      exactly: { deviceClassName: DRIVER, capacity: { requests: { cores: '30', memory: '8000M' } } },
+    };
+    const made = await client.create(CLAIMS, {
+      metadata: { name: 'share' },
+      spec: { devices: { requests: [request] } },
+    });
+    await client.create(podPath('default'), {
+      metadata: { name: 'p' },
+      spec: {
+        resourceClaims: [{ name: 'gpu', resourceClaimName: 'share' }],
+        containers: [{ name: 'c', image: 'cuda' }],
+      },
+    });
+    await expect
+      .poll(async () => (await claimStatus('share'))?.['allocation'] !== undefined, { timeout: 60_000 })
+      .toBe(true);
+    const result = ((await claimStatus('share'))['allocation'] as { devices: { results: Record<string, unknown>[] } })
+      .devices.results[0];
+    // The tainted card is not used; 8000M is rounded up to the 1Mi step.
+    expect(result).toMatchObject({
+      pool: 'node-a',
+      device: 'gpu-0',
+      consumedCapacity: { cores: '30', memory: '7630Mi' },
+    });
+    const ref = { namespace: 'default', name: 'share', uid: made.metadata.uid as string };
+    const prepared = await kubelet.prepare('v1', [ref]);
+    expect(prepared.claims[ref.uid]?.error).toBe('');
+    const key = agent?.agent.preparer.prepared()[0]?.key as string;
+    const limit = decodeLimitConfig(readFileSync(containerPaths(join(dir, 'containers'), key).configPath));
+    expect(limit.devices).toEqual([
+      expect.objectContaining({
+        uuid: gpu.listCards()[0]?.uuid,
+        coreRequest: 30,
+        memoryLimitBytes: 7630 * MiB,
+        mode: 'hard',
+      }),
+    ]);
+
+    // A status written by hand, naming a device this node does not publish.
+    const forged = await client.create(CLAIMS, {
+      metadata: { name: 'forged' },
+      spec: { devices: { requests: [request] } },
+    });
+    await client.request('PUT', `${CLAIMS}/forged/status`, {
+      ...forged,
+      status: {
+        allocation: {
+          devices: {
+            results: [
+              {
+                request: 'gpu',
+                driver: DRIVER,
+                pool: 'node-a',
+                device: 'gpu-7',
+                shareID: '5e0c3b1a-0000-4000-8000-000000000007',
+                consumedCapacity: { cores: '30', memory: '7630Mi' },
+              },
+            ],
+          },
+        },
+      },
+    });
+    const forgedRef = { namespace: 'default', name: 'forged', uid: forged.metadata.uid as string };
+    const refused = await kubelet.prepare('v1beta1', [forgedRef]);
+    expect(refused.claims[forgedRef.uid]?.error).toMatch(
+      /gpu-7\) names a device that is not in this node's ResourceSlice/,
+    );
+
+    // The pod ends (grace 0): the controller frees the claim; the kubelet then unprepares it.
+    await client.request('DELETE', podPath('default', 'p'), {
+      kind: 'DeleteOptions',
+      apiVersion: 'v1',
+      gracePeriodSeconds: 0,
+    });
+    await expect.poll(async () => (await claimStatus('share'))?.['allocation'], { timeout: 60_000 }).toBeUndefined();
+    expect((await kubelet.unprepare('v1', [ref])).claims[ref.uid]?.error).toBe('');
+    expect(agent?.agent.preparer.prepared()).toEqual([]);
+  }, 180_000);
+});
