@@ -173,4 +173,41 @@ describe.skipIf(skipReason !== undefined)('the DRA node agent against the real 1
     expect((await kubelet.unprepare('v1', [ref])).claims[ref.uid]?.error).toBe('');
     expect(agent?.agent.preparer.prepared()).toEqual([]);
   }, 180_000);
+
+  it("reads the claim's opaque config as the real API server stores it: a soft limit", async () => {
+    const request = {
+      name: 'gpu',
+      exactly: { deviceClassName: DRIVER, capacity: { requests: { cores: '20', memory: '1Gi' } } },
+    };
+    const parameters = { apiVersion: 'gpu.vcuda.io/v1alpha1', kind: 'GpuShareConfig', coreLimit: 60 };
+    const made = await client.create(CLAIMS, {
+      metadata: { name: 'soft' },
+      spec: {
+        devices: { requests: [request], config: [{ requests: ['gpu'], opaque: { driver: DRIVER, parameters } }] },
+      },
+    });
+    await client.create(podPath('default'), {
+      metadata: { name: 'q' },
+      spec: {
+        resourceClaims: [{ name: 'gpu', resourceClaimName: 'soft' }],
+        containers: [{ name: 'c', image: 'cuda' }],
+      },
+    });
+    await expect
+      .poll(async () => (await claimStatus('soft'))?.['allocation'] !== undefined, { timeout: 60_000 })
+      .toBe(true);
+    const ref = { namespace: 'default', name: 'soft', uid: made.metadata.uid as string };
+    expect((await kubelet.prepare('v1', [ref])).claims[ref.uid]?.error).toBe('');
+    const key = agent?.agent.preparer.prepared().find((c) => c.name === 'soft')?.key as string;
+    const limit = decodeLimitConfig(readFileSync(containerPaths(join(dir, 'containers'), key).configPath));
+    expect(limit.devices).toEqual([
+      expect.objectContaining({ mode: 'soft', coreRequest: 20, coreLimit: 60, memoryLimitBytes: 1024 * MiB }),
+    ]);
+    await client.request('DELETE', podPath('default', 'q'), {
+      kind: 'DeleteOptions',
+      apiVersion: 'v1',
+      gracePeriodSeconds: 0,
+    });
+    expect((await kubelet.unprepare('v1', [ref])).claims[ref.uid]?.error).toBe('');
+  }, 120_000);
 });
