@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { decodeLimitConfig } from '../../contract/index.js';
-import { parseConfig } from '../../node-agent/config.js';
 import { containerPaths } from '../../node-agent/limits/container-files.js';
 import { startWiredDraAgent } from '../../node-agent/wiring.js';
+import { draAgentConfig } from '../../test/support/node-agent/dra-harness.js';
 import { FakeGpuSource } from '../../test/support/node-agent/fake-gpu-source.js';
 import { recordingLog } from '../../test/support/node-agent/recording-log.js';
 import { type SimApiServer, startApiServer } from '../apiserver/api-server.js';
@@ -68,18 +68,9 @@ describe('simulated kubelet with the node agent as a DRA driver', () => {
       maxGraceMs: 200,
       preStartRetryMs: 100,
     });
-    const config = parseConfig({
-      flags: {
-        nodeName: 'n1',
-        mode: 'dra',
-        dra: { pluginsRegistryDir: kubelet.dra.registryDir, pluginsDir: kubelet.dra.pluginsDir },
-        paths: {
-          containersDir: join(dir, 'containers'),
-          cdiSpecDir: join(dir, 'cdi'),
-          preloadHostPath: join(dir, 'ld.so.preload'),
-          libvcudaHostPath: join(dir, 'libvcuda.so'),
-        },
-      },
+    const config = draAgentConfig(dir, {
+      nodeName: 'n1',
+      dra: { pluginsRegistryDir: kubelet.dra.registryDir, pluginsDir: kubelet.dra.pluginsDir },
     });
     gpu = new FakeGpuSource({ cards: 2, memoryMiB: 81920 });
     agent = await startWiredDraAgent(config, { kubeConfig: kubeConfigFor(api.url), gpu, log: recordingLog().log });

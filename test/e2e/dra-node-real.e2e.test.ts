@@ -12,12 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeLimitConfig } from '../../contract/index.js';
-import { parseConfig } from '../../node-agent/config.js';
 import { containerPaths } from '../../node-agent/limits/container-files.js';
 import { startWiredDraAgent } from '../../node-agent/wiring.js';
 import { type KubeClient, podPath } from '../../sim/kube-client.js';
 import { kubeConfigFor } from '../../sim/kubeconfig.js';
-import { DraKubeletClient } from '../support/node-agent/dra-harness.js';
+import { DraKubeletClient, draAgentConfig } from '../support/node-agent/dra-harness.js';
 import { FakeGpuSource } from '../support/node-agent/fake-gpu-source.js';
 import { recordingLog } from '../support/node-agent/recording-log.js';
 import { readyNode } from './dra-scenario.js';
@@ -48,19 +47,7 @@ describe.skipIf(skipReason !== undefined)('the DRA node agent against the real 1
       spec: { selectors: [{ cel: { expression: `device.driver == "${DRIVER}"` } }] },
     });
     dir = mkdtempSync(join(tmpdir(), 'dra-real-'));
-    const config = parseConfig({
-      flags: {
-        nodeName: 'node-a',
-        mode: 'dra',
-        dra: { pluginsRegistryDir: join(dir, 'reg'), pluginsDir: join(dir, 'plugins') },
-        paths: {
-          containersDir: join(dir, 'containers'),
-          cdiSpecDir: join(dir, 'cdi'),
-          preloadHostPath: join(dir, 'ld.so.preload'),
-          procRoot: join(dir, 'proc'),
-        },
-      },
-    });
+    const config = draAgentConfig(dir, { nodeName: 'node-a' });
     gpu = new FakeGpuSource({ cards: 2, memoryMiB: 81920 });
     agent = await startWiredDraAgent(config, { kubeConfig: kubeConfigFor(plane.url), gpu, log: recordingLog().log });
     kubelet = new DraKubeletClient(agent.agent);

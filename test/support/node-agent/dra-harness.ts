@@ -129,21 +129,24 @@ export type DraHarness = {
   close(): Promise<void>;
 };
 
-export async function startDraHarness(
+/**
+ * A DRA-mode agent config with every host path under `root` (the kubelet's plugin directories
+ * `<root>/reg` and `<root>/plugins` unless `dra` names the kubelet's own).
+ */
+export function draAgentConfig(
+  root: string,
   opts: {
-    root?: string;
-    api?: MemoryResourceApi;
-    gpu?: () => GpuSource;
-    config?: Record<string, unknown>;
+    nodeName?: string;
+    dra?: { pluginsRegistryDir: string; pluginsDir: string };
     paths?: Record<string, unknown>;
+    config?: Record<string, unknown>;
   } = {},
-): Promise<DraHarness> {
-  const root = opts.root ?? mkdtempSync(join(tmpdir(), 'dra-'));
-  const config = parseConfig({
+): NodeAgentConfig {
+  return parseConfig({
     flags: {
-      nodeName: 'node-1',
+      nodeName: opts.nodeName ?? 'node-1',
       mode: 'dra',
-      dra: { pluginsRegistryDir: join(root, 'reg'), pluginsDir: join(root, 'plugins') },
+      dra: opts.dra ?? { pluginsRegistryDir: join(root, 'reg'), pluginsDir: join(root, 'plugins') },
       paths: {
         containersDir: join(root, 'containers'),
         cdiSpecDir: join(root, 'cdi'),
@@ -156,6 +159,22 @@ export async function startDraHarness(
       },
       ...opts.config,
     },
+  });
+}
+
+export async function startDraHarness(
+  opts: {
+    root?: string;
+    api?: MemoryResourceApi;
+    gpu?: () => GpuSource;
+    config?: Record<string, unknown>;
+    paths?: Record<string, unknown>;
+  } = {},
+): Promise<DraHarness> {
+  const root = opts.root ?? mkdtempSync(join(tmpdir(), 'dra-'));
+  const config = draAgentConfig(root, {
+    ...(opts.paths ? { paths: opts.paths } : {}),
+    ...(opts.config ? { config: opts.config } : {}),
   });
   const api = opts.api ?? new MemoryResourceApi();
   const gpu = opts.gpu?.() ?? new FakeGpuSource({ cards: 2, memoryMiB: 81920 });
