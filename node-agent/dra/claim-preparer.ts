@@ -17,7 +17,13 @@ import type { ContainerRecord } from '../allocation/ports.js';
 import type { DraClaimRef, DraDevice, NodePrepareResourceResponse } from '../kubelet/dra-protocol.js';
 import type { ResponseSettings } from '../limits/allocate-response.js';
 import { removeCdiSpecFile } from '../limits/cdi-spec.js';
-import { allocationKey, containerPaths, removeAllocationDir, writeContainerFiles } from '../limits/container-files.js';
+import {
+  allocationKey,
+  containerPaths,
+  listAllocationDirs,
+  removeAllocationDir,
+  writeContainerFiles,
+} from '../limits/container-files.js';
 import type { ClaimCheckpoint, PreparedClaim } from './checkpoint.js';
 import { claimCdiDeviceId, claimCdiSpecPath, writeClaimCdiSpec } from './claim-cdi.js';
 import { type CardShare, ClaimRefused, deviceLimitsOf, type PoolDevice, sharesOfClaim } from './claim-shares.js';
@@ -42,6 +48,33 @@ export type PreparerDeps = {
   nowMs: () => number;
   log: AgentLog;
 };
+
+/**
+ * A claim's directory name: `c` and a hash of its uid, so a claim's files are told apart from a
+ * device-plugin allocation's (`a…`) in the same folder.
+ */
+export function claimKey(uid: string): string {
+  return `c${allocationKey(['dra-claim', uid]).slice(1)}`;
+}
+
+/**
+ * Claim directories and CDI specs the checkpoint does not name: left by an agent that stopped
+ * between writing a claim's files and checkpointing it (the kubelet, told nothing, prepares it
+ * again). Removed at start, before any Prepare; device-plugin allocations are never touched.
+ */
+export function removeOrphanClaims(
+  d: Pick<PreparerDeps, 'checkpoint' | 'containersDir' | 'cdiSpecDir' | 'driver'>,
+): string[] {
+  const known = new Set(d.checkpoint.list().map((c) => c.key));
+  const orphans = listAllocationDirs(d.containersDir)
+    .map((dir) => dir.key)
+    .filter((key) => key.startsWith('c') && !known.has(key));
+  for (const key of orphans) {
+    removeAllocationDir(d.containersDir, key);
+    removeCdiSpecFile(claimCdiSpecPath(d.cdiSpecDir, d.driver, key));
+  }
+  return orphans;
+}
 
 /** The pod the claim is reserved for (its processes use the claim), else the claim itself. */
 function holderOf(claim: ReturnType<typeof draClaimSchema.parse>): { podUid: string; podName: string } {
@@ -144,7 +177,7 @@ export class ClaimPreparer {
       heldByOthers: this.heldByOthers(ref.uid),
     };
     const shares = sharesOfClaim(ref, claim, ctx);
-    const key = allocationKey(['dra-claim', ref.uid]);
+    const key = claimKey(ref.uid);
     const prepared: PreparedClaim = {
       uid: ref.uid,
       namespace: ref.namespace,

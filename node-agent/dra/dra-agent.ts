@@ -15,7 +15,7 @@ import type { GpuSource } from '../nvml/gpu-source.js';
 import { readPcieRoot } from '../nvml/numa.js';
 import { collectUsage } from '../usage.js';
 import { ClaimCheckpoint } from './checkpoint.js';
-import { ClaimPreparer, type ClaimReader } from './claim-preparer.js';
+import { ClaimPreparer, type ClaimReader, removeOrphanClaims } from './claim-preparer.js';
 import type { PoolDevice } from './claim-shares.js';
 import { type DraPluginServer, startDraPluginServer } from './plugin-server.js';
 import { buildResourceSlice, sliceMemoryBytes } from './resource-slice.js';
@@ -132,6 +132,13 @@ export async function startDraAgent(deps: DraAgentDeps): Promise<DraAgent> {
   prepareHostFiles(config);
   const checkpoint = ClaimCheckpoint.open(join(driverDir(config), 'checkpoint.json'));
   const preparer = createPreparer(deps, health, checkpoint);
+  const orphans = removeOrphanClaims({
+    checkpoint,
+    containersDir: config.paths.containersDir,
+    cdiSpecDir: config.paths.cdiSpecDir,
+    driver,
+  });
+  if (orphans.length > 0) log.info(`removed ${orphans.length} claim folder(s) no checkpointed claim names`);
   const server = await startDraPluginServer(
     { driver, registryDir: config.dra.pluginsRegistryDir, pluginDir: driverDir(config), handler: preparer },
     log,

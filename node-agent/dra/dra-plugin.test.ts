@@ -4,7 +4,8 @@
  * idempotency, a restart that keeps its prepared claims, a forged claim refused; and the node's
  * ResourceSlice following card health.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decodeLimitConfig } from '../../contract/index.js';
 import { claim, GiB } from '../../test/support/node-agent/dra-claim.js';
@@ -12,6 +13,7 @@ import { type DraHarness, startDraHarness } from '../../test/support/node-agent/
 import type { FakeGpuSource } from '../../test/support/node-agent/fake-gpu-source.js';
 import { containerPaths } from '../limits/container-files.js';
 import { claimCdiSpecPath } from './claim-cdi.js';
+import { claimKey } from './claim-preparer.js';
 
 let h: DraHarness | undefined;
 afterEach(async () => {
@@ -150,6 +152,23 @@ describe('DRA kubelet plugin', () => {
     expect(h.agent.checkpoint.writes - before).toBeLessThanOrEqual(2);
     h = await h.restart();
     expect(h.agent.preparer.prepared()).toHaveLength(10);
+  });
+
+  it('a restarted agent removes claim folders no checkpointed claim names, and nothing else', async () => {
+    h = await startDraHarness();
+    const kept = claim('kept').share('gpu-0', 10, GiB);
+    h.api.putClaim(kept.obj());
+    await h.kubelet.prepare('v1', [kept.ref()]);
+    const { containersDir, cdiSpecDir } = h.config.paths;
+    const orphan = claimKey('lost-uid');
+    mkdirSync(join(containersDir, orphan, 'etc'), { recursive: true });
+    writeFileSync(claimCdiSpecPath(cdiSpecDir, 'gpu.vcuda.io', orphan), '{}');
+    mkdirSync(join(containersDir, 'a0123456789abcdef0123456789abcdef'), { recursive: true }); // a device-plugin allocation
+    h = await h.restart();
+    expect(readdirSync(containersDir).sort()).toEqual(
+      ['a0123456789abcdef0123456789abcdef', h.agent.preparer.prepared()[0]?.key].sort(),
+    );
+    expect(existsSync(claimCdiSpecPath(cdiSpecDir, 'gpu.vcuda.io', orphan))).toBe(false);
   });
 
   it('refuses a forged claim at Prepare and leaves nothing behind', async () => {
