@@ -5,7 +5,6 @@
  * driver cannot evict stays within the guarantee; every way memory goes away returns burst bytes
  * to the burst budget. */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,6 +17,7 @@
 
 #include "check.h"
 #include "config_writer.h"
+#include "preload_env.h"
 #include "region.h"
 
 #define MiB (1ull << 20)
@@ -269,33 +269,9 @@ static void killed(void) {
         (unsigned long long)v.guaranteed, (unsigned long long)v.burst);
 }
 
-/* The scratch directory and every file the cases left in it: a test run leaves nothing in /tmp. */
-static void remove_scratch(void) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  char path[sizeof dir + 256];
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
-}
-
 int main(void) {
   signal(SIGPIPE, SIG_IGN); /* a client that failed early closed its pipes */
-  const char *b = getenv("VC_BUILD");
-  snprintf(build, sizeof build, "%s", b ? b : "build");
-  snprintf(client, sizeof client, "%s/test/burst_client", build);
-  snprintf(dir, sizeof dir, "/tmp/vcuda-burst-XXXXXX");
-  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-  char v[1024];
-  snprintf(v, sizeof v, "%s/libvcuda.so", build);
-  setenv("LD_PRELOAD", v, 1);
-  snprintf(v, sizeof v, "%s/fake", build);
-  setenv("LD_LIBRARY_PATH", v, 1);
+  preload_env(build, sizeof build, client, sizeof client, "burst_client", dir, sizeof dir, "burst");
   setenv("VCUDA_CONTEXT_OVERHEAD_MIB", "0", 1);
   setenv("FAKEGPU_KERNEL_US", "0", 1);
   setenv("FAKEGPU_UVM_NS_PER_MIB", "0", 1);
@@ -306,6 +282,6 @@ int main(void) {
   budgets();
   held_to_request();
   killed();
-  remove_scratch();
+  remove_scratch(dir);
   return check_failures ? 1 : 0;
 }

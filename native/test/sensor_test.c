@@ -6,7 +6,6 @@
  * the card idle, next to a neighbour whose kernels interleave with its own on the card (a span of
  * the stream's work would count the neighbour's too), and summed over the container's processes. */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 
 #include "check.h"
 #include "config_writer.h"
+#include "preload_env.h"
 #include "region.h"
 #include "sensor.h"
 
@@ -184,30 +184,8 @@ static void test_two_processes(void) {
   expect_busy(&c, l1 + l2, 2 * STORM_TAIL, grid, "two processes, one container");
 }
 
-static void remove_scratch(void) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  char path[600];
-  for (struct dirent *e; (e = readdir(d));) {
-    if (e->d_name[0] == '.') continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
-}
-
 int main(void) {
-  const char *b = getenv("VC_BUILD");
-  snprintf(build, sizeof build, "%s", b ? b : "build");
-  snprintf(client, sizeof client, "%s/test/compute_client", build);
-  snprintf(dir, sizeof dir, "/tmp/vcuda-sensor-XXXXXX");
-  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-  char v[1024];
-  snprintf(v, sizeof v, "%s/libvcuda.so", build);
-  setenv("LD_PRELOAD", v, 1);
-  snprintf(v, sizeof v, "%s/fake", build);
-  setenv("LD_LIBRARY_PATH", v, 1);
+  preload_env(build, sizeof build, client, sizeof client, "compute_client", dir, sizeof dir, "sensor");
   setenv("FAKEGPU_DEVICES", "1x81559", 1);
   setenv("FAKEGPU_SMS", "132", 1);
   setenv("FAKEGPU_KERNEL_US", "10", 1);
@@ -215,6 +193,6 @@ int main(void) {
   test_lone();
   test_contended();
   test_two_processes();
-  remove_scratch();
+  remove_scratch(dir);
   return check_failures ? 1 : 0;
 }
