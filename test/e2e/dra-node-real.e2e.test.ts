@@ -60,22 +60,26 @@ describe.skipIf(skipReason !== undefined)('the DRA node agent against the real 1
     if (dir) rmSync(dir, { recursive: true, force: true });
   }, 120_000);
 
-  const slice = async () => (await client.list(`${GV}/resourceslices`)).items[0];
+  const slice = async () => {
+    const first = (await client.list(`${GV}/resourceslices`)).items[0];
+    if (!first) throw new Error('no ResourceSlice published');
+    return first;
+  };
   const claimStatus = async (name: string) =>
     (await client.get(`${CLAIMS}/${name}`))['status'] as Record<string, unknown>;
 
   it('publishes a slice the real API server accepts, owned by the Node, and a taint on a card whose health failed', async () => {
     const s = await slice();
-    const owners = (s?.metadata as { ownerReferences?: { kind: string; name: string }[] }).ownerReferences;
+    const owners = (s.metadata as { ownerReferences?: { kind: string; name: string }[] }).ownerReferences;
     expect(owners?.[0]).toMatchObject({ kind: 'Node', name: 'node-a' });
-    const spec = s?.['spec'] as { pool: { generation: number }; devices: { name: string; taints?: unknown[] }[] };
+    const spec = s['spec'] as { pool: { generation: number }; devices: { name: string; taints?: unknown[] }[] };
     expect(spec.pool.generation).toBe(1);
     expect(spec.devices.map((d) => d.name)).toEqual(['gpu-0', 'gpu-1']);
     gpu.emit({ cardIndex: 1, kind: 'xid', xid: 79 });
     await expect
-      .poll(async () => ((await slice())?.['spec'] as typeof spec).pool.generation, { timeout: 10_000 })
+      .poll(async () => ((await slice())['spec'] as typeof spec).pool.generation, { timeout: 10_000 })
       .toBe(2);
-    const tainted = ((await slice())?.['spec'] as typeof spec).devices[1];
+    const tainted = ((await slice())['spec'] as typeof spec).devices[1];
     expect(tainted?.taints).toEqual([expect.objectContaining({ key: 'gpu.vcuda.io/unhealthy', effect: 'NoSchedule' })]);
   }, 60_000);
 
