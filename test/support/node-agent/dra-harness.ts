@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { type NodeAgentConfig, parseConfig } from '../../../node-agent/config.js';
 import { type DraAgent, startDraAgent } from '../../../node-agent/dra/dra-agent.js';
+import type { DraSockets } from '../../../node-agent/dra/plugin-server.js';
 import type { ResourceSlice } from '../../../node-agent/dra/resource-slice.js';
 import type { ResourceSliceApi } from '../../../node-agent/dra/slice-publisher.js';
 import type {
@@ -81,7 +82,8 @@ export class DraKubeletClient {
   /** One connection per service, kept, as the kubelet keeps its connection to a plugin. */
   private readonly clients = new Map<grpc.ServiceClientConstructor, grpc.Client>();
 
-  constructor(private readonly agent: DraAgent) {}
+  /** `agent`: the DRA agent, or any server of the same two sockets (a benchmark's do-nothing one). */
+  constructor(private readonly agent: { server: DraSockets }) {}
 
   private open(ctor: grpc.ServiceClientConstructor, socket: string): grpc.Client {
     const known = this.clients.get(ctor);
