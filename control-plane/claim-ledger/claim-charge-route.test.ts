@@ -4,12 +4,13 @@
  * past the quota, unauthenticated, or with the ledger silent, the write is refused and nothing is
  * charged; dry runs and writes that change no allocation pass untouched.
  */
+import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type DraClaim, MIB } from '../../contract/index.js';
 import { createLedger, type Ledger } from '../../db/ledger.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/db/test-databases.js';
 import { ClaimBuilder } from '../../test/support/node-agent/dra-claim.js';
-import { claimChargeRoute } from './claim-charge-route.js';
+import { claimChargeRoute, createClaimChargeMetrics } from './claim-charge-route.js';
 import { type ClaimLedger, createClaimLedger } from './claim-ledger.js';
 
 const DRIVER = 'gpu.vcuda.io';
@@ -47,6 +48,8 @@ describe('the claim charge webhook', () => {
   let t: TestDatabase;
   let ledger: Ledger;
   let claims: ClaimLedger;
+  const registry = new Registry();
+  const metrics = createClaimChargeMetrics(registry);
   const post = async (body: unknown, opts: { authenticated?: boolean; claims?: ClaimLedger } = {}) => {
     const app = claimChargeRoute({
       claims: opts.claims ?? claims,
@@ -55,6 +58,7 @@ describe('the claim charge webhook', () => {
       timeoutMs: 300,
       authenticate: () => opts.authenticated ?? true,
       logger: silentLog,
+      metrics,
     });
     const res = await app.request('/', {
       method: 'POST',
@@ -120,5 +124,13 @@ describe('the claim charge webhook', () => {
     expect(malformed.status).toBe(400);
     expect(malformed.json.error?.message).toContain('request.kind.kind');
     expect((await post('x'.repeat(70 * 1024))).status).toBe(400);
+  });
+
+  it('counts every write that touched the ledger by result on the registry /metrics serves', async () => {
+    const text = await registry.metrics();
+    const count = (result: string) =>
+      Number(new RegExp(`vcuda_claim_charges_total\\{result="${result}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
+    // a charged; b refused by the quota; a released; z with the ledger silent.
+    expect([count('charged'), count('refused'), count('released'), count('error')]).toEqual([1, 1, 1, 1]);
   });
 });

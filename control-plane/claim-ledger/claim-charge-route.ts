@@ -10,8 +10,9 @@
  */
 import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import { Counter, type Registry } from 'prom-client';
 import { z } from 'zod';
-import { type DraClaim, draClaimSchema, fieldErrorsFromZod, messageOf } from '../../contract/index.js';
+import { type DraClaim, draClaimSchema, fieldErrorsFromZod, messageOf, VcudaError } from '../../contract/index.js';
 import { withDeadline } from '../../db/deadline.js';
 import { allowResponse, denyResponse, readReviewText } from '../../webhooks/admission-review.js';
 import { decideClaimCharge } from './claim-charge.js';
@@ -48,7 +49,33 @@ export type ClaimChargeRouteDeps = {
   /** Whether the request came from the API server; nobody else's review touches the ledger. */
   authenticate: (c: Context) => boolean;
   logger: { warn(obj: object, msg: string): void };
+  /** Counts what the hook did with each write that touches the ledger; absent: not counted. */
+  metrics?: ClaimChargeMetrics;
 };
+
+export type ClaimChargeResult = 'charged' | 'refused' | 'released' | 'error';
+export type ClaimChargeMetrics = { charges: Counter<'result'> };
+
+/**
+ * `vcuda_claim_charges_total{result}`: allocations charged, refused by the ledger (quota, a card
+ * taken), released, and writes the ledger did not answer in time or at all (`error`; a release
+ * that failed counts here too, let through for the reconcile to repeat).
+ */
+export function createClaimChargeMetrics(registry: Registry): ClaimChargeMetrics {
+  return {
+    charges: new Counter({
+      name: 'vcuda_claim_charges_total',
+      help: 'DRA claim allocations the ledger charged, refused or released at the status write, and ledger errors',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+  };
+}
+
+/** The ledger said no (quota, a card taken, an allocation it cannot read), not "no answer". */
+function isLedgerRefusal(err: unknown): boolean {
+  return err instanceof VcudaError && err.code !== 'unavailable' && err.code !== 'internal';
+}
 
 async function answer(deps: ClaimChargeRouteDeps, request: ChargeReview, authenticated: boolean) {
   const before = (request.oldObject ?? undefined) as DraClaim | undefined;
@@ -61,15 +88,19 @@ async function answer(deps: ClaimChargeRouteDeps, request: ChargeReview, authent
       reason: 'Unauthorized',
     });
   }
+  const count = (result: ClaimChargeResult) => deps.metrics?.charges.inc({ result });
   try {
     await withDeadline(deps.claims.apply(decision), deps.timeoutMs, 'claim charge');
+    count(decision.kind === 'release' ? 'released' : 'charged');
     return allowResponse(request.uid);
   } catch (err) {
     // A release that failed leaves the ledger counting too much, never too little: let it through.
     if (decision.kind === 'release') {
+      count('error');
       deps.logger.warn({ err, claimUid: decision.claimUid }, 'claim release failed; the reconcile will repeat it');
       return allowResponse(request.uid);
     }
+    count(isLedgerRefusal(err) ? 'refused' : 'error');
     return denyResponse(request.uid, messageOf(err), { code: 403, reason: 'Forbidden' });
   }
 }

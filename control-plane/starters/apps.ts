@@ -20,7 +20,7 @@ import { reportsRoutes } from '../api/reports-routes.js';
 import { usageRoutes } from '../api/usage-routes.js';
 import { grantsOf } from '../api/usage-writer.js';
 import { apiRoutes, createApp } from '../app.js';
-import { claimChargeRoute } from '../claim-ledger/claim-charge-route.js';
+import { claimChargeRoute, createClaimChargeMetrics } from '../claim-ledger/claim-charge-route.js';
 import { createClaimLedger } from '../claim-ledger/claim-ledger.js';
 import { ensureClaimTemplatesWith, kubeClaimTemplateStore } from '../claim-templates.js';
 import { createLedgerDashboardSource } from '../dashboard/ledger-source.js';
@@ -96,6 +96,7 @@ export function admissionApps(
       timeoutMs: config.database.callTimeoutMs,
       authenticate: (c) => callers.check((c.env as Partial<HttpBindings> | undefined)?.incoming),
       logger: log,
+      metrics: createClaimChargeMetrics(deps.registry),
     }),
   );
   // The HTTPS listener answers reviews without building web Request/Response objects.
