@@ -226,6 +226,7 @@ describe.each(kinds)('reports on %s', (kind) => {
       {
         cluster: 'c1',
         namespace: 'ops',
+        holder: 'pod',
         pod: 'p3',
         container: 'main',
         node: 'n1',

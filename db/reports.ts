@@ -6,7 +6,12 @@
  *   sampled) per UTC day and namespace, team or cluster (`groupBy`).
  * - `quota-usage`: every quota, its limits and what is held now.
  * - `idle`: live allocations held longer than `idleForMinutes` whose mean SM share over that
- *   span is below `idleBelowPct` (only allocations with samples: no sample, no verdict).
+ *   span is below `idleBelowPct` (only allocations with samples: no sample, no verdict), each
+ *   with its `holder` kind: `pod` (placed by the extender) or `claim` (a DRA ResourceClaim's
+ *   share, `pod` then naming the claim and `container` its `<request>/<shareID>`).
+ *
+ * Claims charged by the DRA charge hook are ledger rows like pods' (holder `claim:<uid>`, the
+ * claim's namespace), so GPU-hours, quota use, fragmentation and top consumers count them as is.
  * - `fragmentation`: partly used cards, their free core and memory, and what is stranded
  *   (free memory on a card with no core left, free core on a card with no memory left; the rule
  *   is contract/stranded.ts, the dashboard's and what-if planning's too).
@@ -17,6 +22,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import {
+  DRA_CLAIM_HOLDER_PREFIX,
   fieldErrorsFromZod,
   isPartlyUsed,
   NOTHING_LEFT,
@@ -220,10 +226,15 @@ function quotaUsage(cluster: string | undefined): SQL {
     order by name`;
 }
 
+/** `claim` for a DRA claim's ledger holder (`claim:<uid>`), `pod` for a pod's UID. */
+const holderKind = (podUid: SQL) =>
+  sql`case when starts_with(${podUid}, ${DRA_CLAIM_HOLDER_PREFIX}) then 'claim' else 'pod' end`;
+
 function idle(w: Window, belowPct: number, forMinutes: number): SQL {
   const from = new Date(w.now.getTime() - forMinutes * 60_000).toISOString();
   return sql`
-    select a.cluster, a.namespace, a.pod, a.container, a.node, a.card_uuid as card, a.core,
+    select a.cluster, a.namespace, ${holderKind(sql`a.pod_uid`)} as holder, a.pod, a.container, a.node,
+      a.card_uuid as card, a.core,
       a.memory_mib as "memoryMiB", ${iso(sql`a.reserved_at`)} as "heldSince",
       round((sum(u.sm_pct * u.period_s) / nullif(sum(u.period_s), 0))::numeric, 2)::float8 as "meanSmPct",
       count(u.id)::int as samples
@@ -278,6 +289,7 @@ const fixedColumns: Record<Exclude<ReportName, 'gpu-hours' | 'burst'>, string[]>
   idle: [
     'cluster',
     'namespace',
+    'holder',
     'pod',
     'container',
     'node',

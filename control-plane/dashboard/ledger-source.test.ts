@@ -3,6 +3,7 @@
  * what was reserved shows on the right card, quotas and reports come through with their numbers.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { claimHolderId } from '../../contract/index.js';
 import { createLedger } from '../../db/ledger.js';
 import { createReportRunner } from '../../db/reports.js';
 import { createTestDatabase, type TestDatabase, testDbKinds } from '../../test/support/db/test-databases.js';
@@ -57,6 +58,16 @@ describe.each(kinds)('ledger dashboard source on %s', (kind) => {
       items: [{ container: 'main', cardUuid: 'GPU-b0', core: 100, memoryMiB: 15360 }],
     });
     clockMs = NOW.getTime();
+    // A DRA claim's share, charged as the claim hook does (holder claim:<uid>, the claim's name).
+    await ledger.reserve({
+      cluster: 'west',
+      podUid: claimHolderId('c-1'),
+      namespace: 'ml',
+      pod: 'finetune',
+      node: 'node-a',
+      items: [{ container: 'gpu/share-1', cardUuid: 'GPU-a1', core: 25, memoryMiB: 4096 }],
+    });
+    await ledger.confirm('west', claimHolderId('c-1'));
     await ledger.recordUsage([
       {
         cluster: 'west',
@@ -103,11 +114,16 @@ describe.each(kinds)('ledger dashboard source on %s', (kind) => {
     const west = o.clusters[1]?.nodes[0]?.cards ?? [];
     expect(west.map((c) => [c.uuid, c.coreUsed, c.memoryUsedMiB])).toEqual([
       ['GPU-a0', 40, 9216],
-      ['GPU-a1', 0, 0],
+      ['GPU-a1', 25, 4096],
     ]);
-    expect(west[0]?.pods).toEqual([{ namespace: 'ml', pod: 'train', core: 40, memoryMiB: 9216, state: 'bound' }]);
+    expect(west[0]?.pods).toEqual([
+      { holder: 'pod', namespace: 'ml', pod: 'train', core: 40, memoryMiB: 9216, state: 'bound' },
+    ]);
+    expect(west[1]?.pods).toEqual([
+      { holder: 'claim', namespace: 'ml', pod: 'finetune', core: 25, memoryMiB: 4096, state: 'bound' },
+    ]);
     expect(o.clusters[0]?.nodes[0]?.cards[0]?.pods).toEqual([
-      { namespace: 'web', pod: 'serve', core: 100, memoryMiB: 15360, state: 'reserved' },
+      { holder: 'pod', namespace: 'web', pod: 'serve', core: 100, memoryMiB: 15360, state: 'reserved' },
     ]);
   });
 
@@ -146,11 +162,12 @@ describe.each(kinds)('ledger dashboard source on %s', (kind) => {
         name: 'ml',
         cluster: 'west',
         coreLimit: 200,
-        coreUsed: 40,
+        // train's 40 core and 9216 MiB, and the claim finetune's 25 core and 4096 MiB.
+        coreUsed: 65,
         memoryLimitMiB: 65536,
-        memoryUsedMiB: 9216,
+        memoryUsedMiB: 13312,
       },
-      { scope: 'team', name: 'vision', coreLimit: 400, coreUsed: 40, memoryLimitMiB: 131072, memoryUsedMiB: 9216 },
+      { scope: 'team', name: 'vision', coreLimit: 400, coreUsed: 65, memoryLimitMiB: 131072, memoryUsedMiB: 13312 },
     ]);
   });
 
@@ -171,6 +188,7 @@ describe.each(kinds)('ledger dashboard source on %s', (kind) => {
       {
         cluster: 'west',
         namespace: 'ml',
+        holder: 'pod',
         pod: 'train',
         node: 'node-a',
         cardUuid: 'GPU-a0',
@@ -221,6 +239,7 @@ describe.each(kinds)('ledger dashboard source on %s', (kind) => {
     });
     expect(o.clusters[1]?.nodes[0]?.cards[0]?.pods).toEqual([
       {
+        holder: 'pod',
         namespace: 'ml',
         pod: 'train',
         core: 40,

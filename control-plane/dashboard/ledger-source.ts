@@ -231,6 +231,7 @@ export function idleFromReport(r: ReportRow, now: Date): IdleAllocation {
   return {
     cluster: str(r.cluster),
     namespace: str(r.namespace),
+    holder: r.holder === 'claim' ? 'claim' : 'pod',
     pod: str(r.pod),
     node: str(r.node),
     cardUuid: str(r.card),

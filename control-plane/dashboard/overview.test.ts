@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { claimHolderId } from '../../contract/index.js';
 import { buildOverview, viewCard, viewNode, viewQuota } from './overview.js';
 import type { CardAllocation, CardState } from './source.js';
 
@@ -40,8 +41,24 @@ describe('viewCard', () => {
       isOvercommitted: false,
     });
     expect(v.pods).toEqual([
-      { namespace: 'ml', pod: 'b', core: 50, memoryMiB: 8192, state: 'reserved' },
-      { namespace: 'ml', pod: 'a', core: 40, memoryMiB: 5120, state: 'bound' },
+      { holder: 'pod', namespace: 'ml', pod: 'b', core: 50, memoryMiB: 8192, state: 'reserved' },
+      { holder: 'pod', namespace: 'ml', pod: 'a', core: 40, memoryMiB: 5120, state: 'bound' },
+    ]);
+  });
+
+  it('lists a DRA claim’s shares as one claim row beside a pod of the same name', () => {
+    const claimUid = claimHolderId('0f1e-claim');
+    const v = viewCard(
+      card(0, [
+        alloc('train', 20, 2048, { podUid: claimUid, container: 'gpu/share-a' }),
+        alloc('train', 10, 1024, { podUid: claimUid, container: 'gpu/share-b' }),
+        alloc('train', 25, 4096),
+      ]),
+    );
+    expect(v.coreUsed).toBe(55);
+    expect(v.pods).toEqual([
+      { holder: 'claim', namespace: 'ml', pod: 'train', core: 30, memoryMiB: 3072, state: 'bound' },
+      { holder: 'pod', namespace: 'ml', pod: 'train', core: 25, memoryMiB: 4096, state: 'bound' },
     ]);
   });
 

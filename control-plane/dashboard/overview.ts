@@ -3,7 +3,7 @@
  * cluster totals, fragmentation, quota percentages and report rankings. Pure, so every number
  * the page shows is tested here and the browser code only draws.
  */
-import { strandedOnCard } from '../../contract/index.js';
+import { isClaimHolder, strandedOnCard } from '../../contract/index.js';
 import type {
   CardState,
   ClusterState,
@@ -20,6 +20,12 @@ import type {
 } from './source.js';
 
 export type PodOnCard = {
+  /**
+   * What holds the share: a pod placed by the extender, or a DRA ResourceClaim kube-scheduler
+   * allocated (its ledger holder `claim:<uid>`; `pod` is then the claim's name, and its rows are
+   * the claim's shares on this card).
+   */
+  holder: 'pod' | 'claim';
   namespace: string;
   pod: string;
   core: number;
@@ -137,18 +143,26 @@ function percent(part: number, whole: number): number {
   return whole > 0 ? Math.round((1000 * part) / whole) / 10 : 0;
 }
 
-/** Sums a pod's containers on one card into one row: operators think in pods. */
+/** Sums a pod's containers (a claim's shares) on one card into one row: operators think in pods and claims. */
 function groupPods(card: CardState): PodOnCard[] {
   const byPod = new Map<string, PodOnCard>();
   for (const a of card.allocations) {
-    const key = `${a.namespace}/${a.pod}`;
+    const holder = isClaimHolder(a.podUid) ? 'claim' : 'pod';
+    const key = `${holder}\u0000${a.namespace}/${a.pod}`;
     const row = byPod.get(key);
     if (row) {
       row.core += a.core;
       row.memoryMiB += a.memoryMiB;
       if (a.state === 'reserved') row.state = 'reserved';
     } else {
-      byPod.set(key, { namespace: a.namespace, pod: a.pod, core: a.core, memoryMiB: a.memoryMiB, state: a.state });
+      byPod.set(key, {
+        holder,
+        namespace: a.namespace,
+        pod: a.pod,
+        core: a.core,
+        memoryMiB: a.memoryMiB,
+        state: a.state,
+      });
     }
     const pod = byPod.get(key) as PodOnCard;
     if (a.burst) {
@@ -156,9 +170,8 @@ function groupPods(card: CardState): PodOnCard[] {
       pod.burst = { mib: sum.mib + a.burst.mib, evictedMiB: sum.evictedMiB + a.burst.evictedMiB };
     }
   }
-  return [...byPod.values()].sort(
-    (a, b) => b.core - a.core || `${a.namespace}/${a.pod}`.localeCompare(`${b.namespace}/${b.pod}`),
-  );
+  const name = (p: PodOnCard) => `${p.namespace}/${p.pod}\u0000${p.holder}`;
+  return [...byPod.values()].sort((a, b) => b.core - a.core || name(a).localeCompare(name(b)));
 }
 
 export function viewCard(card: CardState): CardView {

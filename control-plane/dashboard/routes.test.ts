@@ -99,7 +99,7 @@ describe('GET /ui/overview', () => {
     const body = (await res.json()) as Overview;
     expect(body.totals).toMatchObject({ cards: 1, coreUsed: 30, memoryUsedMiB: 8192, memoryCapacityMiB: 40960 });
     expect(body.clusters[0]?.nodes[0]?.cards[0]?.pods).toEqual([
-      { namespace: 'ml', pod: 'share-30', core: 30, memoryMiB: 8192, state: 'bound' },
+      { holder: 'pod', namespace: 'ml', pod: 'share-30', core: 30, memoryMiB: 8192, state: 'bound' },
     ]);
   });
 

@@ -4,7 +4,11 @@
  * Quantities use the ledger's units: core in hundredths of a card, memory in MiB.
  */
 
-/** One container's share of one card, as the ledger holds it. */
+/**
+ * One container's share of one card, as the ledger holds it. A DRA claim's share has the claim's
+ * ledger holder as `podUid` (`claim:<uid>`, contract/dra.ts), its name as `pod` and
+ * `<request>/<shareID>` as `container`.
+ */
 export type CardAllocation = {
   cluster: string;
   namespace: string;
@@ -81,6 +85,8 @@ export type GpuHoursRow = {
 export type IdleAllocation = {
   cluster: string;
   namespace: string;
+  /** A pod's share, or a DRA claim's (`pod` is then the claim's name); absent: a pod. */
+  holder?: 'pod' | 'claim';
   pod: string;
   node: string;
   cardUuid: string;

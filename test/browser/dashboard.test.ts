@@ -15,7 +15,7 @@ import { createPreemptionLog } from '../../control-plane/dashboard/preemption-lo
 import { createRefusalLog } from '../../control-plane/dashboard/refusal-log.js';
 import { dashboardRoutes } from '../../control-plane/dashboard/routes.js';
 import { chromiumPath, hasChromium, launchChromium, saveScreenshot } from './chromium.js';
-import { BURSTING, seededDashboard } from './seeded-dashboard.js';
+import { BURSTING, CLAIM, seededDashboard } from './seeded-dashboard.js';
 
 const runs = hasChromium() || Boolean(process.env.CI);
 // The CI machine has two cores shared by every suite: give the page time rather than flake.
@@ -120,6 +120,18 @@ describe.skipIf(!runs)('dashboard in headless chromium', () => {
       const pods = await box.locator('[data-testid=pod] .pod-name').allInnerTexts();
       expect(pods.sort()).toEqual(card.pods.sort());
     }
+  });
+
+  it('lists a DRA claim’s share on its card, marked as a claim and not as a pod', async () => {
+    const box = page.locator(`[data-testid=card][data-uuid="${CLAIM.card}"]`);
+    const claim = box.locator('[data-testid=pod][data-holder=claim]');
+    await expect.poll(() => claim.count(), slow).toBe(1);
+    expect(await claim.locator('.pod-name').innerText()).toBe(`${CLAIM.namespace}/${CLAIM.name}`);
+    expect(await claim.locator('[data-testid=claim-badge]').innerText()).toBe('claim');
+    expect(await claim.innerText()).toContain(`${CLAIM.core}% · ${CLAIM.memoryMiB.toLocaleString('en-US')} MiB`);
+    // Every other row on the page is a pod, with no claim badge.
+    expect(await page.locator('[data-testid=pod][data-holder=pod] [data-testid=claim-badge]').count()).toBe(0);
+    expect(await page.locator('[data-testid=pod][data-holder=claim]').count()).toBe(1);
   });
 
   it('badges the bursting pod, and its card, from its latest usage sample', async () => {

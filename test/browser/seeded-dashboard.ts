@@ -4,6 +4,7 @@
  * page must show are computed here from the placements, independently of the dashboard's code.
  */
 
+import { claimHolderId } from '../../contract/index.js';
 import { createLedgerDashboardSource } from '../../control-plane/dashboard/ledger-source.js';
 import type { DashboardSource, Preemption, Refusal } from '../../control-plane/dashboard/source.js';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
@@ -24,6 +25,15 @@ const CLUSTER = 'local';
 /** The one pod that bursts, by how much (its latest sample): the page must badge it and no other. */
 export const BURSTING = { pod: 'research/share-30', card: 'GPU-a0000000-0000-0000-0000-000000000000', mib: 2048 };
 const HOUR = 3_600_000;
+/** A DRA claim's share, charged as the claim hook does: the page must list it on its card as a claim. */
+export const CLAIM = {
+  namespace: 'research',
+  name: 'finetune',
+  uid: 'c0ffee00-0000-4000-8000-000000000001',
+  card: 'GPU-a1111111-1111-1111-1111-111111111111',
+  core: 25,
+  memoryMiB: 6144,
+};
 
 const cards = [
   {
@@ -78,6 +88,23 @@ export function seededDashboard(opts: {
     for (const i of items) placements.push({ pod, namespace, ...i });
   }
 
+  /** Charges a claim's share as control-plane/claim-ledger does: holder claim:<uid>, one row per share. */
+  async function chargeClaim(c: typeof CLAIM) {
+    const ledger = ledgerOf();
+    const holder = claimHolderId(c.uid);
+    const item = { container: 'gpu/share-1', cardUuid: c.card, core: c.core, memoryMiB: c.memoryMiB };
+    await ledger.reserve({
+      cluster: CLUSTER,
+      podUid: holder,
+      namespace: c.namespace,
+      pod: c.name,
+      node: 'gpu-node-a',
+      items: [item],
+    });
+    await ledger.confirm(CLUSTER, holder);
+    placements.push({ pod: c.name, namespace: c.namespace, ...item });
+  }
+
   let source: DashboardSource | undefined;
 
   return {
@@ -115,6 +142,7 @@ export function seededDashboard(opts: {
         { container: 'main', cardUuid: cards[2].uuid, core: 100, memoryMiB: 15360 },
         { container: 'main', cardUuid: cards[3].uuid, core: 100, memoryMiB: 15360 },
       ]);
+      await chargeClaim(CLAIM);
       clockMs = Date.now();
       // The notebook sat idle for its last half hour; the others worked.
       const sample = (pod: string, ns: string, card: string, smPct: number, burstMiB = 0) => ({

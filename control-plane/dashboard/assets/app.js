@@ -128,7 +128,7 @@ function renderCard(cluster, node, c) {
     el('div', { class: 'bar-label' }, 'memory promised'),
     bar('mem', c.memoryPct, `${fmt(c.memoryUsedMiB)} / ${fmt(c.memoryMiB)} MiB`, 'memory-bar'),
     c.pods.length === 0
-      ? el('p', { class: 'empty' }, 'no pods')
+      ? el('p', { class: 'empty' }, 'no pods or claims')
       : el(
           'ul',
           { class: 'pods' },
@@ -138,15 +138,34 @@ function renderCard(cluster, node, c) {
               {
                 class: p.state,
                 'data-testid': 'pod',
-                title: p.state === 'reserved' ? 'reserved, not yet bound' : 'bound',
+                'data-holder': p.holder,
+                title: holderTitle(p),
               },
-              el('span', { class: 'pod-name' }, `${p.namespace}/${p.pod}`),
+              el(
+                'span',
+                { class: 'holder' },
+                holderBadge(p.holder),
+                el('span', { class: 'pod-name' }, `${p.namespace}/${p.pod}`),
+              ),
               burstBadge(p.burst),
               el('span', {}, `${p.core}% · ${fmt(p.memoryMiB)} MiB`),
             ),
           ),
         ),
   );
+}
+
+// A DRA ResourceClaim's shares (kube-scheduler allocated them, the ledger charged them) are no pod:
+// say so, so nobody looks for a pod of that name.
+function holderBadge(holder) {
+  return holder === 'claim'
+    ? el('span', { class: 'holder-claim', 'data-testid': 'claim-badge', title: 'DRA ResourceClaim' }, 'claim')
+    : null;
+}
+
+function holderTitle(p) {
+  if (p.holder === 'claim') return 'DRA ResourceClaim, allocated by kube-scheduler and charged in the ledger';
+  return p.state === 'reserved' ? 'reserved, not yet bound' : 'bound';
 }
 
 // A node whose agent stopped reporting: nothing on it can be trusted or placed, so say it loudly.
@@ -363,7 +382,7 @@ function idleRow(a) {
   return el(
     'tr',
     { 'data-testid': 'idle-row' },
-    el('td', {}, `${a.cluster}/${a.namespace}/${a.pod}`),
+    el('td', {}, holderBadge(a.holder), `${a.cluster}/${a.namespace}/${a.pod}`),
     el('td', {}, `${a.node} `, el('span', { class: 'uuid' }, a.cardUuid)),
     el('td', { class: 'num' }, `${a.core}% · ${fmt(a.memoryMiB)} MiB`),
     el('td', { class: 'num' }, durationText(a.heldMs)),
