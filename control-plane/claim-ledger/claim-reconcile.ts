@@ -37,7 +37,10 @@ export function kubeClaimLister(kc: KubeConfig): ClaimLister {
 
 type Log = { info(o: object, m: string): void; warn(o: object, m: string): void; error(o: object, m: string): void };
 
-/** One reconcile; `listedAt` is taken before the list, minus the replicas' clock skew. */
+/**
+ * One reconcile; only charges older than the list by `skewMs` may be released (a charge the hook
+ * admitted may precede its stored write, and the replicas' clocks may disagree).
+ */
 export async function reconcileClaimsOnce(deps: {
   list: ClaimLister;
   claims: ClaimLedger;

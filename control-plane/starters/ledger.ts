@@ -26,8 +26,13 @@ import { type Closer, every, type StartContext } from './context.js';
 
 const HOUSEKEEPING_MS = 15_000;
 const RECONCILE_MS = 60_000;
-/** How far the replicas' clocks may disagree: a list is trusted only for what is older by this. */
-const REPLICA_CLOCK_SKEW_MS = 500;
+/**
+ * A claim charge younger than this is never released by the reconcile: the hook admitted its write,
+ * which may not be stored yet when the claims are listed (and the replicas' clocks may disagree).
+ * A charge whose write was refused after all is held this much longer: counting too much, never
+ * too little.
+ */
+const CLAIM_WRITE_GRACE_MS = 30_000;
 const DOWNSAMPLE_MS = 3_600_000;
 /**
  * The watch cache may not have seen a pod yet that another replica is binding right now; only rows
@@ -208,7 +213,7 @@ export function startClaimReconcile(
     served = false;
   };
   return every(RECONCILE_MS, () => {
-    reconcileClaimsOnce({ list, claims, now: clock, skewMs: REPLICA_CLOCK_SKEW_MS, log, notServed }).catch((err) =>
+    reconcileClaimsOnce({ list, claims, now: clock, skewMs: CLAIM_WRITE_GRACE_MS, log, notServed }).catch((err) =>
       log.warn({ err }, 'claims reconcile failed'),
     );
   });

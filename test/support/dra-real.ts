@@ -85,17 +85,13 @@ export async function createDraNode(k8s: Kubernetes136, node: string, cards: rea
   await kubectl(['create', '-f', '-'], slice);
 }
 
-/**
- * The ledger's charge hook for `cluster` on an HTTPS listener, registered with the API server
- * (only that hook of the validating configuration: the claim validation hooks are not served).
- * The API server loads webhook configurations asynchronously: callers that must not race it wait
- * for a first charge.
- */
-export async function startChargeHook(
-  k8s: Kubernetes136,
-  opts: { ledger: Ledger; cluster: string },
-): Promise<Listening> {
-  const tls = await issueServingCertificate({ dnsNames: [], ipAddresses: ['127.0.0.1'] }, 1, new Date());
+/** The ledger's charge hook for `cluster` on an HTTPS listener at `port` (0: any). */
+export async function serveChargeHook(opts: {
+  ledger: Ledger;
+  cluster: string;
+  tls: { keyPem: string; certPem: string };
+  port?: number;
+}): Promise<Listening> {
   const claims = createClaimLedger({ ledger: opts.ledger, cluster: opts.cluster, driver: DRIVER });
   const route = claimChargeRoute({
     claims,
@@ -105,20 +101,44 @@ export async function startChargeHook(
     authenticate: () => true,
     logger: console,
   });
-  const server = await listen(new Hono().route('/admission/charge-claims', route), '127.0.0.1', 0, {
-    key: tls.keyPem,
-    cert: tls.certPem,
+  return listen(new Hono().route('/admission/charge-claims', route), '127.0.0.1', opts.port ?? 0, {
+    key: opts.tls.keyPem,
+    cert: opts.tls.certPem,
   });
-  const config = registrationConfigSchema.parse({ url: server.url, exemptNamespaces: ['kube-system'] });
+}
+
+/**
+ * Registers the charge hook at `url` with the API server, as the control plane registers it (only
+ * that hook of the validating configuration: the claim validation hooks are not served). The API
+ * server loads webhook configurations asynchronously: callers that must not race it wait for a
+ * first charge.
+ */
+export async function registerChargeHook(k8s: Kubernetes136, url: string, caPem: string): Promise<void> {
+  const config = registrationConfigSchema.parse({ url, exemptNamespaces: ['kube-system'] });
   const built = buildClaimWebhookConfigurations({
     config,
     claims: { deviceClassName: DRIVER, driverName: DRIVER },
-    caBundlePem: tls.caPem,
+    caBundlePem: caPem,
   });
   const charge = {
     ...built.validating,
     webhooks: built.validating.webhooks.filter((h) => h.name.startsWith('charge.')),
   };
   await adminKubectl(k8s)(['apply', '-f', '-'], charge);
+}
+
+/** A serving certificate for 127.0.0.1, as the hook's listener needs. */
+export function loopbackTls() {
+  return issueServingCertificate({ dnsNames: [], ipAddresses: ['127.0.0.1'] }, 1, new Date());
+}
+
+/** `serveChargeHook` in this process, registered with the API server. */
+export async function startChargeHook(
+  k8s: Kubernetes136,
+  opts: { ledger: Ledger; cluster: string },
+): Promise<Listening> {
+  const tls = await loopbackTls();
+  const server = await serveChargeHook({ ...opts, tls });
+  await registerChargeHook(k8s, server.url, tls.caPem);
   return server;
 }
