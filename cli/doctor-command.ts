@@ -1,7 +1,9 @@
 /**
  * `vcuda doctor`: checks a live installation (webhook configurations and certificates, node
  * agents' heartbeats, the published signing keys, the control plane's readiness and ledger, the
- * ledger's migrations, the scheduler extender's reachability and authentication) and prints what
+ * ledger's migrations, the scheduler extender's reachability and authentication, and on a DRA
+ * cluster resource.k8s.io/v1, vcuda's DeviceClass, each node's ResourceSlice and claims stuck
+ * unallocated) and prints what
  * is wrong and how to fix it. Exit status 1 when any check fails.
  */
 import type { Command } from 'commander';
@@ -19,6 +21,7 @@ export type DoctorFlags = {
   extenderKey?: string;
   extenderCa?: string;
   databaseUrl?: string;
+  draDriver?: string;
   heartbeatStaleSeconds: string;
   timeoutSeconds: string;
   json?: boolean;
@@ -72,6 +75,7 @@ export function doctorTargets(flags: DoctorFlags): ProbeTargets {
         }
       : {}),
     ...(flags.databaseUrl ? { databaseUrl: flags.databaseUrl } : {}),
+    ...(flags.draDriver ? { draDriver: flags.draDriver } : {}),
     heartbeatStaleMs: positiveSeconds('--heartbeat-stale-seconds', flags.heartbeatStaleSeconds, 86_400),
     timeoutMs: positiveSeconds('--timeout-seconds', flags.timeoutSeconds, 120),
   };
@@ -116,6 +120,7 @@ export function registerDoctorCommand(program: Command, io: CliOutput = { out: (
       '--database-url <url>',
       'postgres://… of the ledger, to compare applied migrations (default: $DATABASE_URL)',
     )
+    .option('--dra-driver <name>', "the DRA driver and its DeviceClass (the node agent's driverName)", 'gpu.vcuda.io')
     .option(
       '--heartbeat-stale-seconds <s>',
       "the control plane's heartbeatStaleSeconds",

@@ -171,6 +171,24 @@ describe('vcuda doctor verdicts', () => {
     expect(problems(f)[0]!.summary).toContain('no node has a vcuda inventory');
   });
 
+  it('a node agent in DRA mode (a ResourceSlice, no inventory) is no missing agent', () => {
+    const f = healthy();
+    f.nodes = [{ name: 'gpu-9', hasInventory: false, gpuLabelled: true }];
+    f.dra = {
+      driver: 'gpu.vcuda.io',
+      servedVersions: ['v1'],
+      deviceClass: true,
+      slices: [{ node: 'gpu-9', devices: 1, shareable: 1 }],
+      unallocatedClaims: [],
+    };
+    expect(problems(f)).toEqual([]);
+    expect(judgeAll(f).find((x) => x.check === 'node agents')?.summary).toBe(
+      '1 node(s) in DRA mode (ResourceSlices, checked under DRA)',
+    );
+    f.dra = { ...f.dra, slices: [] };
+    expect(problems(f).map((x) => x.check)).toEqual(['node agents', 'node agents', 'DRA driver on nodes']);
+  });
+
   it('a published private JWK fails loudly', async () => {
     const key = await generateSigningKey('leaked');
     const f = healthy();

@@ -6,13 +6,11 @@
 import { X509Certificate } from 'node:crypto';
 import { splitPemBundle } from '../../webhooks/pem-bundle.js';
 
-export type Verdict = 'ok' | 'warn' | 'fail' | 'skip';
-export type Finding = { check: string; verdict: Verdict; summary: string; fix?: string };
+import { type DraFacts, judgeDra, sliceNodesOf } from './dra-judge.js';
+import { type Finding, failed, type Probed } from './finding.js';
 
-/** What could not be learned carries the error, as the probe saw it. */
-export type Probed<T> = T | { error: string };
-export const failed = <T>(p: Probed<T>): p is { error: string } =>
-  typeof p === 'object' && p !== null && 'error' in p && typeof (p as { error: unknown }).error === 'string';
+export type { Verdict } from './finding.js';
+export { type DraFacts, type Finding, failed, type Probed };
 
 export type WebhookFacts = { configName: string; kind: 'mutating' | 'validating'; hook: string; caBundlePem: string };
 export type NodeFacts = { name: string; heartbeat?: string; hasInventory: boolean; gpuLabelled: boolean };
@@ -63,6 +61,8 @@ export type DoctorFacts = {
   extender?: ExtenderFacts;
   /** Applied vs shipped migrations, when a database URL was given. */
   migrations?: Probed<MigrationFacts>;
+  /** resource.k8s.io as the API server serves it, for vcuda's DRA driver; absent when not probed. */
+  dra?: Probed<DraFacts>;
 };
 
 const DAY_MS = 86_400_000;
@@ -175,10 +175,12 @@ export function judgeNodeAgents(f: DoctorFacts): Finding[] {
   const check = 'node agents';
   if (failed(f.nodes)) return [{ check, verdict: 'fail', summary: `cannot list nodes: ${f.nodes.error}` }];
   const agents = f.nodes.filter((n) => n.hasInventory);
+  // A node agent in DRA mode publishes a ResourceSlice instead of an inventory (dra-judge.ts checks it).
+  const draNodes = sliceNodesOf(f.dra);
   const logs = (node: string) =>
     `kubectl -n ${f.namespace} get pods -l app.kubernetes.io/name=vcuda-node-agent --field-selector spec.nodeName=${node}; then kubectl logs on that pod`;
   const out: Finding[] = [];
-  if (agents.length === 0)
+  if (agents.length === 0 && draNodes.size === 0)
     out.push({
       check,
       verdict: 'fail',
@@ -196,14 +198,17 @@ export function judgeNodeAgents(f: DoctorFacts): Finding[] {
       fix: logs(n.name),
     });
   }
-  for (const n of f.nodes.filter((x) => x.gpuLabelled && !x.hasInventory))
+  for (const n of f.nodes.filter((x) => x.gpuLabelled && !x.hasInventory && !draNodes.has(x.name)))
     out.push({
       check,
       verdict: 'warn',
       summary: `${n.name} is labelled vcuda.io/node=true but has no node agent inventory`,
       fix: logs(n.name),
     });
-  return out.length ? out : [{ check, verdict: 'ok', summary: `${agents.length} node(s) reporting, heartbeats fresh` }];
+  const dra = draNodes.size ? `${draNodes.size} node(s) in DRA mode (ResourceSlices, checked under DRA)` : '';
+  const extender = `${agents.length} node(s) reporting, heartbeats fresh`;
+  const summary = agents.length === 0 ? dra : dra ? `${extender}; ${dra}` : extender;
+  return out.length ? out : [{ check, verdict: 'ok', summary }];
 }
 
 function parseJwks(text: string): Record<string, unknown>[] | undefined {
@@ -439,7 +444,14 @@ export function judgeAll(f: DoctorFacts): Finding[] {
   // Without the API server every cluster check would repeat its error.
   const cluster = failed(f.apiServer)
     ? []
-    : [...judgeWebhooks(f), ...judgeNodeAgents(f), judgeJwks(f), ...judgePendingPods(f), ...judgeUnplacedPods(f)];
+    : [
+        ...judgeWebhooks(f),
+        ...judgeNodeAgents(f),
+        judgeJwks(f),
+        ...judgePendingPods(f),
+        ...judgeUnplacedPods(f),
+        ...judgeDra(f.dra, f.nodes, f),
+      ];
   return [judgeApiServer(f), ...cluster, judgeControlPlane(f), judgeMigrations(f), ...judgeExtender(f)];
 }
 

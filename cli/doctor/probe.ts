@@ -8,6 +8,7 @@ import http from 'node:http';
 import https from 'node:https';
 import {
   AdmissionregistrationV1Api,
+  ApisApi,
   type ConfigurationOptions,
   CoreV1Api,
   type CoreV1Event,
@@ -15,15 +16,17 @@ import {
   Observable,
   type ObservableMiddleware,
   type RequestContext,
+  ResourceV1Api,
   type ResponseContext,
   type V1Pod,
   VersionApi,
 } from '@kubernetes/client-node';
 import { decodeProtectedHeader } from 'jose';
-import { ValidationError, vcudaAnnotations } from '../../contract/index.js';
+import { DEFAULT_DRA_DRIVER, ValidationError, vcudaAnnotations } from '../../contract/index.js';
 import { toVcudaError } from '../../control-plane/kube-client.js';
 import { JWKS_CONFIGMAP_KEY, JWKS_CONFIGMAP_NAME } from '../../control-plane/signing-keys.js';
 import { VCUDA_POD_LABEL } from '../../webhooks/validate.js';
+import { probeDra } from './dra-probe.js';
 import {
   type AnonymousAnswer,
   type DoctorFacts,
@@ -48,6 +51,8 @@ export type ProbeTargets = {
   extender?: { url: string; certFile?: string; keyFile?: string; caFile?: string };
   databaseUrl?: string;
   heartbeatStaleMs: number;
+  /** The DRA driver, which names vcuda's DeviceClass too (default gpu.vcuda.io). */
+  draDriver?: string;
   /** Each probe's deadline. */
   timeoutMs: number;
   now?: () => Date;
@@ -111,7 +116,13 @@ async function kube<T>(what: string, call: () => Promise<T>): Promise<T> {
 
 const isNotFound = (err: unknown) => (err as { code?: unknown }).code === 'not-found';
 
-type Kube = { core: CoreV1Api; admission: AdmissionregistrationV1Api; version: VersionApi };
+type Kube = {
+  core: CoreV1Api;
+  admission: AdmissionregistrationV1Api;
+  version: VersionApi;
+  apis: ApisApi;
+  resource: ResourceV1Api;
+};
 
 function kubeClients(kubeconfig: string | undefined): Kube {
   const kc = new KubeConfig();
@@ -129,6 +140,8 @@ function kubeClients(kubeconfig: string | undefined): Kube {
     core: kc.makeApiClient(CoreV1Api),
     admission: kc.makeApiClient(AdmissionregistrationV1Api),
     version: kc.makeApiClient(VersionApi),
+    apis: kc.makeApiClient(ApisApi),
+    resource: kc.makeApiClient(ResourceV1Api),
   };
 }
 
@@ -425,7 +438,7 @@ export async function gatherFacts(t: ProbeTargets): Promise<DoctorFacts> {
         return failed(data) ? undefined : data;
       })
     : undefined;
-  const [webhooks, servingCert, nodes, jwksText, pods, unplaced, ready, extender, migrated] = await Promise.all([
+  const [webhooks, servingCert, nodes, jwksText, pods, unplaced, dra, ready, extender, migrated] = await Promise.all([
     cluster((s) => listWebhooks(k, s)),
     cluster(async (s) => {
       for (const name of WEBHOOK_TLS_SECRETS) {
@@ -438,6 +451,7 @@ export async function gatherFacts(t: ProbeTargets): Promise<DoctorFacts> {
     cluster((s) => readJwksText(k, ns, s)),
     cluster((s) => listVcudaPods(k, s)),
     cluster((s) => listUnplacedPods(k, s)),
+    cluster((s) => probeDra(k, t.draDriver ?? DEFAULT_DRA_DRIVER, withSignal(s))),
     t.url ? attempt(ms, (s) => readiness(t.url!, s)) : undefined,
     t.extender ? probeExtender(t.extender, creds, ms) : undefined,
     t.databaseUrl ? attempt(ms * 2, () => probeMigrations(t.databaseUrl!, ms)) : undefined,
@@ -457,6 +471,7 @@ export async function gatherFacts(t: ProbeTargets): Promise<DoctorFacts> {
     jwks,
     pendingPods: pending,
     unplacedPods: unplaced,
+    dra,
     ...(ready ? { readiness: ready } : {}),
     ...(extender ? { extender } : {}),
     ...(migrated ? { migrations: migrated } : {}),
