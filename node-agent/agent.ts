@@ -266,14 +266,17 @@ async function startPlugins(deps: AgentDeps, parts: PluginParts): Promise<Plugin
   return runner;
 }
 
-/** Publishes the node's inventory (and, with `node-status`, its vcuda-memory capacity) when it changed. */
-function inventoryPublisher(
-  deps: AgentDeps,
-  parts: { names: ResourceNames; health: CardHealth; memoryPlan: MemoryAdvertisePlan },
+/**
+ * Publishes the node's inventory (cards, health, MIG layout, links, heartbeat) when it changed or
+ * its heartbeat is due; returns whether it patched. Both modes publish it: the control plane
+ * registers the node's cards in the ledger from it, and tells a silent agent by its heartbeat.
+ */
+export function nodeInventoryPublisher(
+  deps: Pick<AgentDeps, 'config' | 'gpu' | 'log'> & { node: NodePatcher },
+  health: CardHealth,
   nowMs: () => number,
 ): () => Promise<boolean> {
   const { config } = deps;
-  const { health } = parts;
   const publisher = new InventoryPublisher(deps.node, config.heartbeatPeriodMs);
   return async () => {
     const now = nowMs();
@@ -292,7 +295,21 @@ function inventoryPublisher(
       link: (a, b) => deps.gpu.link(a, b),
       now: new Date(now),
     });
-    const patched = await publisher.publish(inv, now);
+    return publisher.publish(inv, now);
+  };
+}
+
+/** The inventory, and with `node-status` the node's vcuda-memory capacity, when it changed. */
+function inventoryPublisher(
+  deps: AgentDeps,
+  parts: { names: ResourceNames; health: CardHealth; memoryPlan: MemoryAdvertisePlan },
+  nowMs: () => number,
+): () => Promise<boolean> {
+  const { config } = deps;
+  const { health } = parts;
+  const publishNodeInventory = nodeInventoryPublisher(deps, health, nowMs);
+  return async () => {
+    const patched = await publishNodeInventory();
     if (patched && parts.memoryPlan.via === 'node-status') {
       // Healthy cards only: a sick card's memory must not be schedulable.
       const units = health

@@ -87,6 +87,7 @@ export async function startWiredDraAgent(
     gpu: adapters.gpu,
     claims: api,
     slices: api,
+    node: new KubeWriter(adapters.kubeConfig, config.nodeName, adapters.log),
     ...(nodeUid ? { nodeUid } : {}),
     log: adapters.log,
   });

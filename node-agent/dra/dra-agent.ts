@@ -6,10 +6,11 @@
  */
 import { join } from 'node:path';
 import { draDeviceName } from '../../contract/index.js';
-import { type Compute, prepareHostFiles, responseSettingsOf, startCompute } from '../agent.js';
+import { type Compute, nodeInventoryPublisher, prepareHostFiles, responseSettingsOf, startCompute } from '../agent.js';
 import type { AgentLog } from '../agent-log.js';
 import type { NodeAgentConfig } from '../config.js';
 import { type AgentCheck, agentProblems, CardHealth, watchCardHealth } from '../health.js';
+import type { NodePatcher } from '../inventory.js';
 import { AgentMetrics } from '../metrics.js';
 import type { GpuSource } from '../nvml/gpu-source.js';
 import { readPcieRoot } from '../nvml/numa.js';
@@ -28,6 +29,11 @@ export type DraAgentDeps = {
   slices: ResourceSliceApi;
   /** The Node's uid, to own the slice (absent: the slice has no owner). */
   nodeUid?: string;
+  /**
+   * Where the node's inventory goes (its Node annotation), as in device-plugin mode: the control
+   * plane registers the cards in the ledger from it, which charges claims against them. Absent: none.
+   */
+  node?: NodePatcher;
   nowMs?: () => number;
   log: AgentLog;
   /** The periodic slice check; tests drive `publishSlices` by hand. Default true. */
@@ -114,12 +120,18 @@ async function startSlicePublishing(deps: DraAgentDeps, health: CardHealth) {
         generation,
       }),
     );
-  const republish = () => void publishSlices().catch((err) => log.warn({ err }, 'ResourceSlice: publishing failed'));
-  health.subscribe(republish);
+  const inventory = deps.node
+    ? nodeInventoryPublisher({ ...deps, node: deps.node }, health, deps.nowMs ?? Date.now)
+    : undefined;
+  const publishAll = async () => {
+    await publishSlices().catch((err) => log.warn({ err }, 'ResourceSlice: publishing failed'));
+    await inventory?.().catch((err) => log.warn({ err }, 'inventory: publishing failed'));
+  };
+  health.subscribe(() => void publishAll());
   let timer: NodeJS.Timeout | undefined;
   if (deps.runLoops !== false) {
-    await publishSlices().catch((err) => log.warn({ err }, 'ResourceSlice: publishing failed'));
-    timer = setInterval(republish, config.inventoryCheckMs);
+    await publishAll();
+    timer = setInterval(() => void publishAll(), config.inventoryCheckMs);
     timer.unref();
   }
   return { publisher, publishSlices, stop: () => clearInterval(timer) };

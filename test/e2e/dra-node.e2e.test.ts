@@ -55,6 +55,17 @@ describe('vcuda local as a 1.36 cluster: node agents as DRA drivers', () => {
     expect(spec.devices[0]?.capacity['memory']?.value).toBe('16Gi');
   }, 60_000);
 
+  it('publishes the node inventory as in device-plugin mode, so the ledger learns its cards', async () => {
+    // The control plane registers a node's cards in the ledger from this annotation; the charge of
+    // a claim names its card by index, and without it every allocation would be refused.
+    const inventory = async () => {
+      const node = await lc.client.get('/api/v1/nodes/gpu-0');
+      const text = (node['metadata'] as { annotations?: Record<string, string> }).annotations?.['vcuda.io/inventory'];
+      return text ? (JSON.parse(text) as { cards: { index: number }[] }).cards.map((c) => c.index) : [];
+    };
+    await expect.poll(inventory, { timeout: 20_000 }).toEqual([0, 1]);
+  }, 60_000);
+
   it("runs a pod's CUDA program under its claim's memory limit and frees the claim when the pod ends", async (ctx) => {
     if (!canRunCuda) ctx.skip();
     const request = {
