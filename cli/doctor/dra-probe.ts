@@ -14,8 +14,8 @@ import type {
   ResourceV1ResourceClaim as V1ResourceClaim,
   V1ResourceSlice,
 } from '@kubernetes/client-node';
-import { toVcudaError } from '../../control-plane/kube-client.js';
 import type { DraClaimFacts, DraFacts, DraSliceFacts, DraWaitingPod } from './dra-judge.js';
+import { kube as call, isNotFound } from './kube-call.js';
 
 const GROUP = 'resource.k8s.io';
 /** Bounds on what one doctor run lists: enough to judge, never a whole large cluster. */
@@ -95,16 +95,6 @@ export function unallocatedClaimsOf(
     })
     .sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`));
 }
-
-async function call<T>(what: string, work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (err) {
-    throw toVcudaError(err, what);
-  }
-}
-
-const isNotFound = (err: unknown) => (err as { code?: unknown }).code === 'not-found';
 
 /** Every DRA fact; resource.k8s.io/v1 objects are read only when the API server serves v1. */
 export async function probeDra(k: DraClients, driver: string, options: ConfigurationOptions): Promise<DraFacts> {

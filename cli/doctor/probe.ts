@@ -23,7 +23,6 @@ import {
 } from '@kubernetes/client-node';
 import { decodeProtectedHeader } from 'jose';
 import { DEFAULT_DRA_DRIVER, ValidationError, vcudaAnnotations } from '../../contract/index.js';
-import { toVcudaError } from '../../control-plane/kube-client.js';
 import { JWKS_CONFIGMAP_KEY, JWKS_CONFIGMAP_NAME } from '../../control-plane/signing-keys.js';
 import { VCUDA_POD_LABEL } from '../../webhooks/validate.js';
 import { probeDra } from './dra-probe.js';
@@ -41,6 +40,7 @@ import {
   type UnplacedPodFacts,
   type WebhookFacts,
 } from './judge.js';
+import { isNotFound, kube } from './kube-call.js';
 
 /** What the probes act on; `files` are PEM files given on the command line. */
 export type ProbeTargets = {
@@ -104,17 +104,6 @@ function withSignal(signal: AbortSignal): ConfigurationOptions {
   };
   return { middleware: [middleware], middlewareMergeStrategy: 'append' };
 }
-
-/** Kubernetes errors as one readable line (`HTTP 403 secrets "x" is forbidden: ...`). */
-async function kube<T>(what: string, call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (err) {
-    throw toVcudaError(err, what);
-  }
-}
-
-const isNotFound = (err: unknown) => (err as { code?: unknown }).code === 'not-found';
 
 type Kube = {
   core: CoreV1Api;
