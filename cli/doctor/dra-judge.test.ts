@@ -87,27 +87,27 @@ describe('judgeDra', () => {
 
   it('names a vcuda node with no slice (driver not registered) and one served by both modes', () => {
     const found = problems(facts({ slices: [{ node: 'node-1', devices: 1, shareable: 1 }] }), [
-      node('node-1', { hasInventory: true }),
-      node('node-2'),
+      node('node-1', { hasInventory: true, deviceResources: true }),
+      node('node-2', { hasInventory: true }),
       node('plain', { gpuLabelled: false }),
-      node('extender-node', { hasInventory: true }),
+      node('extender-node', { hasInventory: true, deviceResources: true }),
     ]);
     expect(found).toEqual([
       expect.objectContaining({
         verdict: 'warn',
-        summary: expect.stringMatching(/^node-1 is served both by the extender/),
+        summary: expect.stringMatching(/^node-1 is served both by the device plugin/),
       }),
       expect.objectContaining({
         verdict: 'fail',
         summary:
-          'node-2 is labelled vcuda.io/node=true but publishes no ResourceSlice for gpu.vcuda.io: the driver is not registered there',
+          "node-2 has vcuda cards but publishes no ResourceSlice for gpu.vcuda.io (nor the device plugin's vcuda-core): the driver is not registered there",
         fix: expect.stringContaining('kubectl get resourceslices --field-selector spec.nodeName=node-2'),
       }),
     ]);
   });
 
-  it('counts extender-mode nodes beside DRA ones without complaint', () => {
-    const mixed = judgeDra(facts(), [...nodes, node('old', { hasInventory: true })], ctx);
+  it('counts device-plugin nodes beside DRA ones without complaint', () => {
+    const mixed = judgeDra(facts(), [...nodes, node('old', { hasInventory: true, deviceResources: true })], ctx);
     expect(mixed.find((f) => f.check === 'DRA driver on nodes')).toMatchObject({
       verdict: 'ok',
       summary: expect.stringContaining('; 1 node(s) in extender mode'),

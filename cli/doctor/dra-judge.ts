@@ -22,8 +22,11 @@ export type DraFacts = {
   /** Claims asking the DeviceClass with no allocation. */
   unallocatedClaims?: DraClaimFacts[];
 };
-/** What the DRA checks read of each Node (judge.ts's NodeFacts). */
-export type DraNode = { name: string; hasInventory: boolean; gpuLabelled: boolean };
+/**
+ * What the DRA checks read of each Node (judge.ts's NodeFacts). Both modes' agents publish an
+ * inventory; only the extender's device plugin gives the node allocatable vcuda-core.
+ */
+export type DraNode = { name: string; hasInventory: boolean; gpuLabelled: boolean; deviceResources?: boolean };
 
 /** Claims (and nodes) named one by one; the rest are counted. */
 const SHOWN = 5;
@@ -75,24 +78,25 @@ function judgeDrivers(dra: DraFacts, nodes: Probed<DraNode[]>, namespace: string
     `kubectl logs on that pod; kubectl get resourceslices --field-selector spec.nodeName=${node}`;
   const out: Finding[] = [];
   for (const n of nodes) {
-    if (n.gpuLabelled && !n.hasInventory && !sliced.has(n.name)) {
+    const vcudaNode = n.gpuLabelled || n.hasInventory;
+    if (vcudaNode && !n.deviceResources && !sliced.has(n.name)) {
       out.push({
         check,
         verdict: 'fail',
-        summary: `${n.name} is labelled vcuda.io/node=true but publishes no ResourceSlice for ${dra.driver}: the driver is not registered there`,
+        summary: `${n.name} has vcuda cards but publishes no ResourceSlice for ${dra.driver} (nor the device plugin's vcuda-core): the driver is not registered there`,
         fix: logs(n.name),
       });
-    } else if (n.hasInventory && sliced.has(n.name)) {
+    } else if (n.deviceResources && sliced.has(n.name)) {
       out.push({
         check,
         verdict: 'warn',
-        summary: `${n.name} is served both by the extender (inventory) and by DRA (a slice): one mode per node`,
-        fix: `run one node agent mode on ${n.name} (mode: dra or the extender's), then restart it`,
+        summary: `${n.name} is served both by the device plugin (allocatable vcuda-core) and by DRA (a slice): one mode per node`,
+        fix: `run one node agent mode on ${n.name} (mode: dra or device-plugin), then restart it`,
       });
     }
   }
   if (out.length > 0) return out;
-  const extender = nodes.filter((n) => n.hasInventory).length;
+  const extender = nodes.filter((n) => n.deviceResources && !sliced.has(n.name)).length;
   const also = extender > 0 ? `; ${extender} node(s) in extender mode` : '';
   const summary = named.length
     ? `${named.length} node(s) publish a ResourceSlice for ${dra.driver}: ${list}${also}`

@@ -13,7 +13,14 @@ export type { Verdict } from './finding.js';
 export { type DraFacts, type Finding, failed, type Probed };
 
 export type WebhookFacts = { configName: string; kind: 'mutating' | 'validating'; hook: string; caBundlePem: string };
-export type NodeFacts = { name: string; heartbeat?: string; hasInventory: boolean; gpuLabelled: boolean };
+export type NodeFacts = {
+  name: string;
+  heartbeat?: string;
+  hasInventory: boolean;
+  gpuLabelled: boolean;
+  /** The node's allocatable has vcuda-core: its agent serves the extender's device plugin. */
+  deviceResources?: boolean;
+};
 export type JwksFacts = {
   /** `jwks.json` of the vcuda-jwks ConfigMap; undefined when the ConfigMap or key is missing. */
   jwks: string | undefined;

@@ -180,6 +180,9 @@ async function listNodes(k: Kube, signal: AbortSignal): Promise<NodeFacts[]> {
       ...(heartbeat ? { heartbeat } : {}),
       hasInventory: vcudaAnnotations.inventory in annotations,
       gpuLabelled: n.metadata?.labels?.['vcuda.io/node'] === 'true',
+      deviceResources: Object.entries(n.status?.allocatable ?? {}).some(
+        ([name, value]) => name.endsWith('/vcuda-core') && value !== '0',
+      ),
     };
   });
 }
