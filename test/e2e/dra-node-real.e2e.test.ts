@@ -16,6 +16,7 @@ import { containerPaths } from '../../node-agent/limits/container-files.js';
 import { startWiredDraAgent } from '../../node-agent/wiring.js';
 import { type KubeClient, podPath } from '../../sim/kube-client.js';
 import { kubeConfigFor } from '../../sim/kubeconfig.js';
+import { createVcudaDeviceClass, deletePodNow } from '../support/dra-node-tier.js';
 import { DraKubeletClient, draAgentConfig } from '../support/node-agent/dra-harness.js';
 import { FakeGpuSource } from '../support/node-agent/fake-gpu-source.js';
 import { recordingLog } from '../support/node-agent/recording-log.js';
@@ -42,10 +43,7 @@ describe.skipIf(skipReason !== undefined)('the DRA node agent against the real 1
     plane = await startRealControlPlane136();
     client = plane.client;
     await readyNode(client, 'node-a');
-    await client.create(`${GV}/deviceclasses`, {
-      metadata: { name: DRIVER },
-      spec: { selectors: [{ cel: { expression: `device.driver == "${DRIVER}"` } }] },
-    });
+    await createVcudaDeviceClass(client);
     dir = mkdtempSync(join(tmpdir(), 'dra-real-'));
     const config = draAgentConfig(dir, { nodeName: 'node-a' });
     gpu = new FakeGpuSource({ cards: 2, memoryMiB: 81920 });
@@ -155,11 +153,7 @@ describe.skipIf(skipReason !== undefined)('the DRA node agent against the real 1
     );
 
     // The pod ends (grace 0): the controller frees the claim; the kubelet then unprepares it.
-    await client.request('DELETE', podPath('default', 'p'), {
-      kind: 'DeleteOptions',
-      apiVersion: 'v1',
-      gracePeriodSeconds: 0,
-    });
+    await deletePodNow(client, 'default', 'p');
     await expect.poll(async () => (await claimStatus('share'))?.['allocation'], { timeout: 60_000 }).toBeUndefined();
     expect((await kubelet.unprepare('v1', [ref])).claims[ref.uid]?.error).toBe('');
     expect(agent?.agent.preparer.prepared()).toEqual([]);
@@ -194,11 +188,7 @@ describe.skipIf(skipReason !== undefined)('the DRA node agent against the real 1
     expect(limit.devices).toEqual([
       expect.objectContaining({ mode: 'soft', coreRequest: 20, coreLimit: 60, memoryLimitBytes: 1024 * MiB }),
     ]);
-    await client.request('DELETE', podPath('default', 'q'), {
-      kind: 'DeleteOptions',
-      apiVersion: 'v1',
-      gracePeriodSeconds: 0,
-    });
+    await deletePodNow(client, 'default', 'q');
     expect((await kubelet.unprepare('v1', [ref])).claims[ref.uid]?.error).toBe('');
   }, 120_000);
 });
