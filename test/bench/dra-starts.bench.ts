@@ -14,11 +14,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { type DraPluginServer, startDraPluginServer } from '../../node-agent/dra/plugin-server.js';
-import { expandNodes, parseClusterSpec } from '../../sim/cluster-spec.js';
+import { parseClusterSpec } from '../../sim/cluster-spec.js';
 import { type KubeClient, type KubeObj, podPath } from '../../sim/kube-client.js';
-import { NATIVE_BUILD_DIR } from '../../sim/local-cluster.js';
-import { type RunningSimNode, startSimNode } from '../../sim/node/sim-node.js';
+import type { RunningSimNode } from '../../sim/node/sim-node.js';
 import { type RealControlPlane, real136SkipReason, startRealControlPlane136 } from '../e2e/real-control-plane-136.js';
+import { startDraSimNodes } from '../support/dra-node-tier.js';
 import { atLeast, type Benchmark, type Figure } from './harness.js';
 
 const CLAIMS = Number(process.env.VCUDA_BENCH_DRA_CLAIMS ?? 100);
@@ -143,36 +143,12 @@ async function empty(client: KubeClient): Promise<void> {
   );
 }
 
-async function startNodes(plane: RealControlPlane, root: string): Promise<RunningSimNode[]> {
-  const spec = parseClusterSpec({ name: 'dra', nodes: [{ namePrefix: 'node', count: 4, cards: 8, memoryMiB: 81920 }] });
-  const log = pino({ level: 'silent' });
-  const nodes: RunningSimNode[] = [];
-  for (const node of expandNodes(spec)) {
-    nodes.push(
-      await startSimNode({
-        client: plane.client,
-        apiUrl: plane.url,
-        node,
-        root: join(root, node.name),
-        domain: 'nvidia.com',
-        memoryUnitMiB: spec.memoryUnitMiB,
-        nativeBuildDir: NATIVE_BUILD_DIR,
-        jwks: async () => ({ keys: [] }),
-        agentMode: 'dra',
-        log,
-      }),
-    );
-    // kube-apiserver taints a new node not-ready; node-lifecycle-controller is off here.
-    await plane.client.mergePatch(`/api/v1/nodes/${node.name}`, { spec: { taints: null } });
-  }
-  return nodes;
-}
-
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 async function measure(plane: RealControlPlane, root: string, log: (l: string) => void): Promise<Figure[]> {
   const { client } = plane;
-  const nodes = await startNodes(plane, root);
+  const spec = parseClusterSpec({ name: 'dra', nodes: [{ namePrefix: 'node', count: 4, cards: 8, memoryMiB: 81920 }] });
+  const nodes = await startDraSimNodes(plane, root, spec, pino({ level: 'silent' }));
   const plugins: DraPluginServer[] = [];
   try {
     await until('4 vcuda ResourceSlices', async () => (await slicesOf(client, VCUDA)).length === 4, 60_000);

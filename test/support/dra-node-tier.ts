@@ -10,7 +10,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type DeviceLimit, decodeLimitConfig } from '../../contract/index.js';
-import { expandNodes, parseClusterSpec } from '../../sim/cluster-spec.js';
+import type { AgentLog } from '../../node-agent/agent-log.js';
+import { type ClusterSpec, expandNodes, parseClusterSpec } from '../../sim/cluster-spec.js';
 import { type KubeClient, podPath } from '../../sim/kube-client.js';
 import { NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/local-cluster.js';
 import { type RunningSimNode, startSimNode } from '../../sim/node/sim-node.js';
@@ -24,7 +25,7 @@ export type DraNodeTier = {
   plane: RealControlPlane;
   client: KubeClient;
   node: RunningSimNode;
-  /** The node's root: `containers/` (limit files), `cdi/`, `kubelet/logs/` (each container's limit mirror). */
+  /** The node's own root: `containers/` (limit files), `cdi/`, `kubelet/logs/` (each container's limit mirror). */
   root: string;
   /** The agent's warnings and errors, as text. */
   lines: string[];
@@ -39,6 +40,44 @@ export async function createVcudaDeviceClass(client: KubeClient): Promise<void> 
   });
 }
 
+/**
+ * Starts a simulated node of `spec` per entry (in this order), each under `<root>/<node name>/`
+ * with its kubelet and vcuda's real agent in DRA mode, against `plane`.
+ */
+export async function startDraSimNodes(
+  plane: RealControlPlane,
+  root: string,
+  spec: ClusterSpec,
+  log: AgentLog,
+): Promise<RunningSimNode[]> {
+  const nodes: RunningSimNode[] = [];
+  try {
+    for (const node of expandNodes(spec)) {
+      nodes.push(
+        await startSimNode({
+          client: plane.client,
+          apiUrl: plane.url,
+          node,
+          root: join(root, node.name),
+          domain: 'nvidia.com',
+          memoryUnitMiB: spec.memoryUnitMiB,
+          nativeBuildDir: NATIVE_BUILD_DIR,
+          ...(existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {}),
+          jwks: async () => ({ keys: [] }),
+          agentMode: 'dra',
+          log,
+        }),
+      );
+      // kube-apiserver taints every new Node not-ready; node-lifecycle-controller is off here.
+      await plane.client.mergePatch(`/api/v1/nodes/${node.name}`, { spec: { taints: null } });
+    }
+    return nodes;
+  } catch (e) {
+    for (const n of nodes) await n.close().catch(() => undefined);
+    throw e;
+  }
+}
+
 /** Starts the control plane, the DeviceClass and node `nodeName` with `cards` fake cards of `memoryMiB`. */
 export async function startDraNodeTier(opts: {
   nodeName: string;
@@ -46,7 +85,7 @@ export async function startDraNodeTier(opts: {
   memoryMiB: number;
 }): Promise<DraNodeTier> {
   const plane = await startRealControlPlane136();
-  const root = mkdtempSync(join(tmpdir(), 'dra-tier-'));
+  const dir = mkdtempSync(join(tmpdir(), 'dra-tier-'));
   const { log, lines } = recordingLog();
   let node: RunningSimNode | undefined;
   try {
@@ -55,27 +94,11 @@ export async function startDraNodeTier(opts: {
       name: 'dra-tier',
       nodes: [{ name: opts.nodeName, count: 1, cards: opts.cards, memoryMiB: opts.memoryMiB }],
     });
-    const simNode = expandNodes(spec)[0];
-    if (!simNode) throw new Error('the cluster spec has no node');
-    node = await startSimNode({
-      client: plane.client,
-      apiUrl: plane.url,
-      node: simNode,
-      root,
-      domain: 'nvidia.com',
-      memoryUnitMiB: spec.memoryUnitMiB,
-      nativeBuildDir: NATIVE_BUILD_DIR,
-      ...(existsSync(WORKLOAD_DIR) ? { workloadDir: WORKLOAD_DIR } : {}),
-      jwks: async () => ({ keys: [] }),
-      agentMode: 'dra',
-      log,
-    });
-    // kube-apiserver taints every new Node not-ready; a real kubelet's Ready status lifts it.
-    await plane.client.mergePatch(`/api/v1/nodes/${opts.nodeName}`, { spec: { taints: null } });
+    node = (await startDraSimNodes(plane, dir, spec, log))[0];
+    if (!node) throw new Error('the cluster spec has no node');
   } catch (e) {
-    await node?.close();
     await plane.close();
-    rmSync(root, { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
     throw e;
   }
   const running = node;
@@ -83,12 +106,12 @@ export async function startDraNodeTier(opts: {
     plane,
     client: plane.client,
     node: running,
-    root,
+    root: join(dir, opts.nodeName),
     lines,
     close: async () => {
       await running.close();
       await plane.close();
-      rmSync(root, { recursive: true, force: true });
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }
