@@ -47,7 +47,15 @@ describe('a replica killed mid-bind', () => {
   afterEach(async () => {
     trap.disarm();
     for (const p of await pods()) await lc.client.delete(podPath(NS, p.metadata.name)).catch(() => undefined);
-    await expect.poll(async () => (await pods()).length, { timeout: 60_000 }).toBe(0);
+    // When a pod outlives its deletion, say which and in what state (the wait explained, not just expired).
+    const left = async () =>
+      (await pods()).map((p) => {
+        const status = p.status as { phase?: string } | undefined;
+        const spec = p.spec as { nodeName?: string } | undefined;
+        const meta = p.metadata as { name: string; deletionTimestamp?: string };
+        return `${meta.name} phase=${status?.phase ?? '-'} node=${spec?.nodeName ?? '-'} deleting=${meta.deletionTimestamp ?? 'no'}`;
+      });
+    await expect.poll(left, { timeout: 60_000 }).toEqual([]);
     await expect.poll(async () => (await liveRows(lc.db)).length, { timeout: 60_000 }).toBe(0);
     if (!lc.replicas()[0]) await lc.startReplica(0);
   }, 150_000);
