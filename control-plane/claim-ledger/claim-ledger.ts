@@ -5,7 +5,7 @@
  * allocations count, and only kube-scheduler (or another holder of `resourceclaims/binding`) can
  * write one, so nothing a user writes is ever charged or released here.
  */
-import { claimHolderId, type DraClaim, isClaimHolder, VcudaError } from '../../contract/index.js';
+import { claimHolderId, type DraClaim, messageOf, VcudaError } from '../../contract/index.js';
 import type { Ledger, ReserveItem } from '../../db/ledger.js';
 import { type ClaimChargeDecision, decideClaimCharge } from './claim-charge.js';
 
@@ -82,7 +82,7 @@ function reconcilerOf(
     const held = await ledger.liveClaimHolders(cluster);
     const released: string[] = [];
     for (const h of held) {
-      if (!isClaimHolder(h.holder) || allocated.has(h.holder) || h.reservedAt > listedAt) continue;
+      if (allocated.has(h.holder) || h.reservedAt > listedAt) continue;
       await ledger.release(cluster, h.holder);
       released.push(h.holder);
     }
@@ -95,7 +95,7 @@ function reconcilerOf(
         await charge(decision);
         charged.push(holder);
       } catch (err) {
-        refused.push({ holder, message: err instanceof Error ? err.message : String(err) });
+        refused.push({ holder, message: messageOf(err) });
       }
     }
     return { charged, released, refused };
