@@ -34,6 +34,13 @@ export class KubeApiError extends Error {
   }
 }
 
+/** The server closed a reused keep-alive connection before answering: the call was not served. */
+class StaleConnectionError extends Error {
+  constructor(cause: Error) {
+    super(`${cause.message} (a reused keep-alive connection, closed by the server)`, { cause });
+  }
+}
+
 export type WatchEvent = { type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR'; object: KubeObj };
 
 /** A call the API server has not answered by then fails, as client-go's request timeout does. */
@@ -79,7 +86,27 @@ export class KubeClient {
     return this.send('GET', path, undefined, 'application/json');
   }
 
-  private send(
+  /**
+   * One call. A call on a reused keep-alive connection that the server closed as the call went out
+   * (ECONNRESET before any answer) was never served: a call that is safe to repeat is sent once
+   * more on a fresh connection, as Go's transport (client-go) does for a closed idle connection.
+   * A POST is not repeated: the server may have created the object.
+   */
+  private async send(
+    method: string,
+    path: string,
+    payload: string | undefined,
+    contentType: string,
+  ): Promise<{ status: number; text: string }> {
+    try {
+      return await this.sendOnce(method, path, payload, contentType);
+    } catch (err) {
+      if (method === 'POST' || !(err instanceof StaleConnectionError)) throw err;
+      return this.sendOnce(method, path, payload, contentType);
+    }
+  }
+
+  private sendOnce(
     method: string,
     path: string,
     payload: string | undefined,
@@ -98,7 +125,9 @@ export class KubeClient {
       req.setTimeout(REQUEST_TIMEOUT_MS, () =>
         req.destroy(new Error(`${method} ${path}: no answer within ${REQUEST_TIMEOUT_MS / 1000} s`)),
       );
-      req.on('error', reject);
+      req.on('error', (err: NodeJS.ErrnoException) =>
+        reject(req.reusedSocket && err.code === 'ECONNRESET' ? new StaleConnectionError(err) : err),
+      );
       req.end(payload);
     });
   }

@@ -10,7 +10,7 @@
  * the pod's status and goes on, and one writer per node sends it (`StatusManager`).
  */
 import type { ContainerAllocateResponse } from '../../node-agent/kubelet/protocol.js';
-import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
+import { KubeApiError, type KubeClient, type KubeObj, podPath } from '../kube-client.js';
 import {
   ContainerRuntime,
   type ContainerSpec,
@@ -418,9 +418,20 @@ export class PodWorkers {
     if (!andDelete) return;
     // The kubelet's status manager: DeleteOptions in the body (kube-apiserver ignores query
     // options beside a body), grace 0, and the pod's UID so a recreated namesake is left alone.
+    // A failed call is tried again, as the status manager's sync does, until the pod is gone (404)
+    // or is a recreated namesake (409: the UID precondition failed).
     const options = { kind: 'DeleteOptions', apiVersion: 'v1', gracePeriodSeconds: 0, preconditions: { uid } };
-    await this.ctx.client
-      .request('DELETE', podPath(andDelete.namespace, andDelete.name), options)
-      .catch(() => undefined);
+    for (let waitMs = 500; !this.closed; waitMs = Math.min(waitMs * 2, 5_000)) {
+      try {
+        await this.ctx.client.request('DELETE', podPath(andDelete.namespace, andDelete.name), options);
+        return;
+      } catch (e) {
+        if (e instanceof KubeApiError && (e.code === 404 || e.code === 409)) return;
+        this.ctx.log(
+          `${this.ctx.nodeName}: deleting pod ${andDelete.namespace}/${andDelete.name}: ${(e as Error).message}; retrying`,
+        );
+        await new Promise((resolve) => setTimeout(resolve, waitMs).unref());
+      }
+    }
   }
 }
