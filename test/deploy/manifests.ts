@@ -106,7 +106,27 @@ export function objectsOfKustomization(dir: string): LoadedObject[] {
   };
   for (const g of k.configMapGenerator ?? []) generated('ConfigMap', g);
   for (const g of k.secretGenerator ?? []) generated('Secret', g);
-  return out;
+  const deleted = deletedByPatches(dir, k);
+  return out.filter(({ object }) => !deleted.some((d) => isSameObject(d, object)));
+}
+
+/** The objects a kustomization's `$patch: delete` patches remove (other patches change, not remove). */
+function deletedByPatches(dir: string, k: Kustomization): K8sObject[] {
+  return (k.patches ?? []).flatMap((p) => {
+    const docs = p.path
+      ? readYamlDocs(resolve(dir, p.path))
+      : parseAllDocuments(p.patch ?? '').map((d) => d.toJS() as unknown);
+    return docs.filter((d): d is K8sObject => (d as { $patch?: unknown } | null)?.$patch === 'delete');
+  });
+}
+
+/** Whether a patch names the object: same kind and name, and the namespace when the patch gives one. */
+function isSameObject(patch: K8sObject, o: K8sObject): boolean {
+  return (
+    patch.kind === o.kind &&
+    patch.metadata.name === o.metadata.name &&
+    (patch.metadata.namespace === undefined || patch.metadata.namespace === o.metadata.namespace)
+  );
 }
 
 /** Every directory under deploy/ holding a kustomization.yaml. */
