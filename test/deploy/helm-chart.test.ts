@@ -1,13 +1,14 @@
 /**
  * deploy/helm/vcuda installs what the kustomize base does: rendered with default values it yields
  * the base's objects (kind, namespace, name) with the same specs once Helm's bookkeeping labels
- * are set aside; values reach every place that must agree (domain, memory unit, namespace);
- * bad values are refused naming the value; and the rendering passes a real kube-apiserver's
+ * are set aside, and with `mode: dra` the DRA overlay's (as `kubectl kustomize` builds it); values
+ * reach every place that must agree (domain, memory unit, namespace, driver name); bad values and
+ * bad combinations are refused naming the value; and the rendering passes a real kube-apiserver's
  * server-side dry run (1.32 and 1.36, ../shared/kubernetes-*), with kube-scheduler's image at
- * that server's version.
+ * that server's version (DRA mode on the real 1.36: test/deploy/dra-install-real.test.ts).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -28,12 +29,17 @@ import {
 } from './helm.js';
 import { deployDir, type K8sObject, objectsOfKustomization, readKustomization, repoRoot } from './manifests.js';
 
-type Container = { name: string; image: string; env?: { name: string; value?: string; valueFrom?: unknown }[] };
+type Container = {
+  name: string;
+  image: string;
+  env?: { name: string; value?: string; valueFrom?: unknown }[];
+  volumeMounts?: { name: string; mountPath: string }[];
+};
 type PodSpec = {
   containers: Container[];
   initContainers?: Container[];
   nodeSelector?: Record<string, string>;
-  volumes?: { name: string; secret?: { secretName: string } }[];
+  volumes?: { name: string; secret?: { secretName: string }; hostPath?: { path: string } }[];
 };
 type Workload = K8sObject & { spec: { template: { spec: PodSpec } } };
 
@@ -75,10 +81,55 @@ function baseObjects(): K8sObject[] {
 }
 
 /** Fails a rendering: Helm's exit status and message. */
-function renderFailure(values: Record<string, unknown>): string {
-  const r = helm(templateArgs({ values }));
+function renderFailure(values: Record<string, unknown>, kubeVersion?: string): string {
+  const r = helm(templateArgs({ values, ...(kubeVersion ? { kubeVersion } : {}) }));
   expect(r.status, `rendering with ${JSON.stringify(values)} should fail`).not.toBe(0);
   return r.stderr;
+}
+
+/**
+ * Every kustomize object (the Namespace aside: the release's namespace holds the chart) has its
+ * chart twin with the same content, Helm's bookkeeping aside. The control plane's file ConfigMap
+ * may say more: the chart also names its namespace where the control plane's defaults say
+ * vcuda-system.
+ */
+function expectSameContent(rendered: K8sObject[], kustomized: K8sObject[]): void {
+  for (const b of kustomized.filter((o) => o.kind !== 'Namespace')) {
+    const c = withoutHelmBookkeeping(find(rendered, b.kind, b.metadata.name));
+    const what = `${b.kind} ${b.metadata.name}`;
+    if (b.kind === 'ConfigMap' && b.metadata.name === 'vcuda-control-plane-file') {
+      const cfg = parseYaml((c['data'] as Record<string, string>)['config.yaml'] as string);
+      const want = parseYaml((b['data'] as Record<string, string>)['config.yaml'] as string);
+      expect(cfg, what).toMatchObject(want);
+      expect(cfg.webhook.schedulerName, what).toBe(want.webhook.schedulerName);
+      expect(cfg.webhook.registration.serviceNamespace).toBe('vcuda-system');
+      continue;
+    }
+    if (b.kind === 'ConfigMap') {
+      const parse = (d: Record<string, string>) =>
+        Object.fromEntries(Object.entries(d).map(([k, v]) => [k, k.endsWith('.yaml') ? parseYaml(v) : v]));
+      expect(parse(c['data'] as Record<string, string>), what).toEqual(parse(b['data'] as Record<string, string>));
+      expect(c.metadata.labels, what).toEqual(b.metadata.labels);
+      continue;
+    }
+    const { metadata: cm, ...cRest } = c;
+    const { metadata: bm, ...bRest } = b;
+    expect(cRest, what).toEqual(bRest);
+    expect(cm.labels, what).toEqual(bm.labels);
+    expect(cm.namespace, what).toEqual(bm.namespace);
+  }
+}
+
+const hasKubectl = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0;
+
+/** An overlay as the real kustomize (kubectl's) builds it: patches and deletions applied. */
+function kustomizeBuild(dir: string): K8sObject[] {
+  return parseManifest(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', maxBuffer: 32 << 20 }));
+}
+
+/** A rendered Deployment's or DaemonSet's first container environment, name → value. */
+function containerEnv(objects: K8sObject[], kind: string, name: string): Record<string, string | undefined> {
+  return Object.fromEntries((podSpec(objects, kind, name).containers[0]?.env ?? []).map((e) => [e.name, e.value]));
 }
 
 describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})` : ''}`, () => {
@@ -97,6 +148,12 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
     for (const f of ['service-monitor.yaml', 'pod-monitor.yaml', 'prometheus-rules.yaml']) {
       same(`monitoring/${f}`, `overlays/monitoring/${f}`);
     }
+    for (const f of readdirSync(join(deployDir, 'overlays/dra')).filter(
+      (n) => !/(kustomization|-patch)\.yaml$/.test(n),
+    )) {
+      same(`dra/${f}`, `overlays/dra/${f}`);
+    }
+    expect(readdirSync(join(chartDir, 'files', 'dra')).length).toBe(4);
   });
 
   it("with monitoring, yields the monitoring overlay's objects, in the release's namespace", () => {
@@ -121,30 +178,7 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
     });
 
     it('gives each object the same content as the base (Helm bookkeeping aside)', () => {
-      const rendered = chart();
-      for (const b of baseObjects().filter((o) => o.kind !== 'Namespace')) {
-        const c = withoutHelmBookkeeping(find(rendered, b.kind, b.metadata.name));
-        const what = `${b.kind} ${b.metadata.name}`;
-        if (b.kind === 'ConfigMap' && b.metadata.name === 'vcuda-control-plane-file') {
-          // The chart also names its namespace where the control plane's defaults say vcuda-system.
-          const cfg = parseYaml((c['data'] as Record<string, string>)['config.yaml'] as string);
-          expect(cfg, what).toMatchObject(parseYaml((b['data'] as Record<string, string>)['config.yaml'] as string));
-          expect(cfg.webhook.registration.serviceNamespace).toBe('vcuda-system');
-          continue;
-        }
-        if (b.kind === 'ConfigMap') {
-          const parse = (d: Record<string, string>) =>
-            Object.fromEntries(Object.entries(d).map(([k, v]) => [k, k.endsWith('.yaml') ? parseYaml(v) : v]));
-          expect(parse(c['data'] as Record<string, string>), what).toEqual(parse(b['data'] as Record<string, string>));
-          expect(c.metadata.labels, what).toEqual(b.metadata.labels);
-          continue;
-        }
-        const { metadata: cm, ...cRest } = c;
-        const { metadata: bm, ...bRest } = b;
-        expect(cRest, what).toEqual(bRest);
-        expect(cm.labels, what).toEqual(bm.labels);
-        expect(cm.namespace, what).toEqual(bm.namespace);
-      }
+      expectSameContent(chart(), baseObjects());
     });
 
     it("runs kube-scheduler at the cluster's version, without a provider's suffix", () => {
@@ -304,10 +338,116 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
     expect(plain.filter((e) => e.name.startsWith('VCUDA_WEBHOOK_CALLER_'))).toEqual([]);
   });
 
+  describe('in DRA mode', () => {
+    const DRA = { mode: 'dra' };
+
+    it.skipIf(!hasKubectl)(
+      `yields the DRA overlay's objects as kubectl kustomize builds them, with the same content${hasKubectl ? '' : ' (skipped: no kubectl)'}`,
+      () => {
+        const overlay = kustomizeBuild(join(deployDir, 'overlays/dra'));
+        const rendered = render({ values: DRA, kubeVersion: 'v1.36.3' });
+        expect(identities(rendered)).toEqual(identities(overlay.filter((o) => o.kind !== 'Namespace')));
+        expectSameContent(rendered, overlay);
+      },
+    );
+
+    it('prints after an install the notes deploy/README.md shows', () => {
+      const r = helm(['install', 'vcuda', chartDir, '-n', 'vcuda-system', '--set', 'mode=dra', '--dry-run=client']);
+      expect(r.status, r.stderr).toBe(0);
+      const notes = r.stdout.slice(r.stdout.indexOf('NOTES:\n')).trimEnd();
+      expect(notes).toContain('kubectl get resourceslices --field-selector spec.driver=gpu.vcuda.io');
+      expect(readFileSync(join(deployDir, 'README.md'), 'utf8')).toContain(`\`\`\`\n${notes}\n\`\`\``);
+    });
+
+    it('installs no second scheduler and routes no pod to one', () => {
+      const names = (objects: K8sObject[]) =>
+        objects.map((o) => o.metadata.name).filter((n) => n.includes('scheduler'));
+      expect(names(render({ values: DRA }))).toEqual([]);
+      expect(names(render({ values: { ...DRA, 'certManager.enabled': true } }))).toEqual([]);
+      expect(names(render({}))).not.toEqual([]);
+      expect(configFile(render({ values: DRA }), 'vcuda-control-plane-file', 'config.yaml').webhook).not.toHaveProperty(
+        'schedulerName',
+      );
+    });
+
+    describe('with another driver name, in another namespace', () => {
+      const values = { ...DRA, 'dra.driverName': 'gpu.example.com', 'dra.convertPods': true };
+      const text = () => renderText({ namespace: 'gpu-system', values });
+      const objects = () => parseManifest(text());
+
+      it('names the driver and the namespace everywhere, the defaults nowhere', () => {
+        expect(text()).not.toMatch(/gpu\.vcuda\.io|vcuda-system/);
+        const cls = find(objects(), 'DeviceClass', 'gpu.example.com');
+        expect(cls['spec']).toEqual({ selectors: [{ cel: { expression: "device.driver == 'gpu.example.com'" } }] });
+        const policy = find(
+          objects(),
+          'ValidatingAdmissionPolicy',
+          'vcuda-node-agent-own-resourceslices',
+        ) as K8sObject & {
+          spec: { matchConditions: { expression: string }[]; validations: { expression: string }[] };
+        };
+        expect(policy.spec.matchConditions[0]?.expression).toBe(
+          "request.userInfo.username == 'system:serviceaccount:gpu-system:vcuda-node-agent'",
+        );
+        expect(policy.spec.validations.map((v) => v.expression)).toContain(
+          "variables.slice.spec.driver == 'gpu.example.com'",
+        );
+        const role = find(objects(), 'ClusterRole', 'vcuda-node-agent-dra') as K8sObject & {
+          rules: { resources: string[]; resourceNames?: string[] }[];
+        };
+        expect(role.rules.find((r) => r.resources.includes('resourceclaims/driver'))?.resourceNames).toEqual([
+          'gpu.example.com',
+        ]);
+      });
+
+      it("renders a node agent that runs as that driver, in the kubelet's plugin directory for it", () => {
+        const env = containerEnv(objects(), 'DaemonSet', 'vcuda-node-agent');
+        const agent = parseConfig({
+          file: configFile(objects(), 'vcuda-node-agent-config', 'config.yaml'),
+          env: { ...env, NODE_NAME: 'n1' },
+        });
+        expect(agent.mode).toBe('dra');
+        expect(agent.dra.driverName).toBe('gpu.example.com');
+        const spec = podSpec(objects(), 'DaemonSet', 'vcuda-node-agent');
+        const mounted = (name: string) => ({
+          host: spec.volumes?.find((v) => v.name === name)?.hostPath?.path,
+          container: spec.containers[0]?.volumeMounts?.find((m) => m.name === name)?.mountPath,
+        });
+        expect(mounted('dra-plugin')).toEqual({
+          host: join(agent.dra.pluginsDir, 'gpu.example.com'),
+          container: join(agent.dra.pluginsDir, 'gpu.example.com'),
+        });
+        expect(mounted('plugins-registry')).toEqual({
+          host: agent.dra.pluginsRegistryDir,
+          container: agent.dra.pluginsRegistryDir,
+        });
+      });
+
+      it('renders a control plane that registers the claim hooks for that class and driver, and converts pods', () => {
+        const env = find(objects(), 'ConfigMap', 'vcuda-control-plane')['data'] as Record<string, string>;
+        const cp = loadControlPlaneConfig({
+          file: configFile(objects(), 'vcuda-control-plane-file', 'config.yaml'),
+          env: { ...env, VCUDA_NAMESPACE: 'gpu-system', VCUDA_INSTANCE_ID: 'p' },
+        });
+        expect(cp.webhook.claims).toEqual({
+          register: true,
+          deviceClassName: 'gpu.example.com',
+          driverName: 'gpu.example.com',
+        });
+        expect(cp.webhook.dra?.convertPods).toBe(true);
+        expect(cp.webhook.schedulerName).toBeUndefined();
+        const plain = find(render({ values: DRA }), 'ConfigMap', 'vcuda-control-plane')['data'];
+        expect(plain).not.toHaveProperty('VCUDA_WEBHOOK_DRA_CONVERT_PODS');
+      });
+    });
+  });
+
   describe('refuses values it cannot honour, naming them', () => {
     it.each([
-      [{ mode: 'dra' }, /mode: "dra" is reserved: .*deploy\/overlays\/dra\); use mode: extender/],
       [{ mode: 'gpu' }, /\/mode': value must be one of 'extender', 'dra'/],
+      [{ 'dra.convertPods': true }, /dra.convertPods: true needs mode: "dra" .*, and mode is "extender"/],
+      [{ mode: 'dra', 'dra.driverName': 'GPU' }, /\/dra\/driverName': 'GPU' does not match pattern/],
+      [{ mode: 'dra', 'dra.driver': 'gpu.example.com' }, /\/dra': additional properties 'driver' not allowed/],
       [{ memoryUnitMiB: 0 }, /\/memoryUnitMiB': minimum: got 0, want 1/],
       [{ resourceDomain: 'NVIDIA' }, /\/resourceDomain'/],
       [{ 'database.url': 'mysql://db/vcuda' }, /\/database\/url'/],
@@ -316,6 +456,13 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
       [{ replicas: 3 }, /additional properties 'replicas' not allowed/],
     ])('%j', (values, message) => {
       expect(renderFailure(values)).toMatch(message);
+    });
+
+    it('mode: dra on a cluster without resource.k8s.io/v1', () => {
+      expect(renderFailure({ mode: 'dra' }, 'v1.33.4')).toMatch(
+        /mode: "dra" needs resource.k8s.io\/v1 .*, and this cluster is v1.33.4; use mode: extender/,
+      );
+      expect(helm(templateArgs({ values: { mode: 'dra' }, kubeVersion: 'v1.34.0' })).status).toBe(0);
     });
   });
 });
@@ -383,6 +530,22 @@ describe.each(RIGS)('kube-apiserver $minor', ({ minor, dir, reason }) => {
       expect(applied.stdout.trim().split('\n')).toHaveLength(objects.length);
     },
     120_000,
+  );
+
+  it.skipIf(reason !== undefined)(
+    minor === '1.32' ? 'refuses mode: dra, naming its version' : 'renders mode: dra against it',
+    () => {
+      const r = helm(templateArgs({ values: { mode: 'dra' }, args: ['--dry-run=server', '--kubeconfig', kubeconfig] }));
+      if (minor === '1.32') {
+        expect(r.status).not.toBe(0);
+        expect(r.stderr).toContain(`needs resource.k8s.io/v1 with consumable capacity`);
+        expect(r.stderr).toContain(`and this cluster is ${serverVersion}; use mode: extender`);
+      } else {
+        // What the 1.36 API server makes of it: test/deploy/dra-install-real.test.ts.
+        expect(r.status, r.stderr).toBe(0);
+      }
+    },
+    60_000,
   );
 
   it.skipIf(reason !== undefined)(

@@ -167,7 +167,7 @@ const customResources: Record<string, z.ZodType> = {
 /**
  * Built-in kinds newer than kubernetes-models' schemas (DRA's resource.k8s.io/v1): the client
  * library's model still finds unknown fields; the real 1.36 API server judges the rest
- * (test/deploy/dra-overlay-real.test.ts applies them with --dry-run=server).
+ * (test/deploy/dra-install-real.test.ts applies them with --dry-run=server).
  */
 const NEWER_THAN_MODELS: ReadonlySet<string> = new Set(['resource.k8s.io/v1/DeviceClass']);
 

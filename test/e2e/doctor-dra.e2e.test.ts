@@ -120,7 +120,7 @@ describe('vcuda doctor on a DRA (1.36) local cluster', { timeout: 120_000 }, () 
     expect(failed).toBe(true);
     expect(dra(findings).find((f) => f.check === 'DRA device class')).toMatchObject({
       verdict: 'fail',
-      fix: 'kubectl apply -k deploy/overlays/dra (its device-class.yaml)',
+      fix: 'kubectl apply -k deploy/overlays/dra (its device-class.yaml), or helm upgrade with --set mode=dra',
     });
     await installDeviceClass(lc.client);
   });

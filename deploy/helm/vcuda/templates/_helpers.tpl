@@ -10,8 +10,12 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 
 {{/* Refuses values the templates cannot honour; the schema catches the rest. */}}
 {{- define "vcuda.validate" -}}
-{{- if eq .Values.mode "dra" -}}
-{{- fail "mode: \"dra\" is reserved: this chart does not render vcuda's Dynamic Resource Allocation driver yet (its objects are in the kustomize overlay deploy/overlays/dra); use mode: extender" -}}
+{{- $kube := .Capabilities.KubeVersion.Version -}}
+{{- if and (eq .Values.mode "dra") (semverCompare "<1.34.0-0" $kube) -}}
+{{- fail (printf "mode: \"dra\" needs resource.k8s.io/v1 with consumable capacity (Kubernetes 1.36, or 1.34/1.35 with the DRAConsumableCapacity feature gate), and this cluster is %s; use mode: extender" $kube) -}}
+{{- end -}}
+{{- if and .Values.dra.convertPods (ne .Values.mode "dra") -}}
+{{- fail (printf "dra.convertPods: true needs mode: \"dra\" (pods become claims only where the node agents are DRA drivers), and mode is %q" .Values.mode) -}}
 {{- end -}}
 {{- if not (or .Values.database.url .Values.database.existingSecret) -}}
 {{- fail "database: the quota ledger needs PostgreSQL; set database.url (postgres://…) or database.existingSecret (a Secret holding the url)" -}}
