@@ -80,7 +80,7 @@ describe('judgeDra', () => {
         check: 'DRA device class',
         verdict: 'fail',
         summary: expect.stringContaining('no DeviceClass gpu.vcuda.io'),
-        fix: 'kubectl apply -k deploy/overlays/dra (its device-class.yaml)',
+        fix: 'kubectl apply -k deploy/overlays/dra (its device-class.yaml), or helm upgrade with --set mode=dra',
       }),
     ]);
   });

@@ -63,7 +63,7 @@ function judgeDeviceClass(dra: DraFacts): Finding {
     check,
     verdict: 'fail',
     summary: `no DeviceClass ${dra.driver}, yet node agents publish ResourceSlices for it: no claim can ask for vcuda cards`,
-    fix: 'kubectl apply -k deploy/overlays/dra (its device-class.yaml)',
+    fix: 'kubectl apply -k deploy/overlays/dra (its device-class.yaml), or helm upgrade with --set mode=dra',
   };
 }
 
