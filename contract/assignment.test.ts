@@ -52,6 +52,25 @@ async function refusal(promise: Promise<unknown>): Promise<string> {
 }
 
 describe('signed assignment', () => {
+  it('carries a whole MIG instance by its MIG- UUID with its parent, profile and placement', async () => {
+    const mig = {
+      uuid: 'MIG-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0',
+      core: 100,
+      memoryBytes: 40448 * 2 ** 20,
+      mig: { parent: 'GPU-11111111-2222-3333-4444-555555555555', profile: '3g.40gb', start: 4, size: 4 },
+    };
+    const withMig: Assignment = {
+      ...assignment,
+      containers: [{ name: 'train', isInit: false, cards: [mig], coreLimit: 100, mode: 'hard' }],
+    };
+    const token = await signAssignment(withMig, ed, { nowSeconds: NOW, ttlSeconds: 600 });
+    expect((await verifyAssignment(token, jwksOf([ed]), expectOk)).containers[0]?.cards[0]).toEqual(mig);
+    const share = { ...withMig, containers: [{ ...withMig.containers[0]!, cards: [{ ...mig, core: 50 }] }] };
+    await expect(signAssignment(share, ed, { nowSeconds: NOW, ttlSeconds: 600 })).rejects.toThrow(
+      'a MIG instance is granted whole (core 100), by its MIG- UUID',
+    );
+  });
+
   it('round-trips with EdDSA and ES256, keeping every claim', async () => {
     for (const key of [ed, es]) {
       const token = await signAssignment(assignment, key, { nowSeconds: NOW, ttlSeconds: 600 });

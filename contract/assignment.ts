@@ -6,23 +6,41 @@
 import * as jose from 'jose';
 import { z } from 'zod';
 import { VcudaError } from './errors.js';
+import { MIG_PROFILE_PATTERN, MIG_PROFILE_RULE } from './mig-resources.js';
 
 export const ASSIGNMENT_VERSION = 1;
 const ISSUER = 'vcuda-control-plane';
 /** The `iss` of every assignment, for signers that reuse an imported key (control-plane/signing-keys.ts). */
 export const ASSIGNMENT_ISSUER = ISSUER;
 
-export const cardGrantSchema = z.object({
-  uuid: z.string().min(1),
-  /** Hundredths of this card, 1..100. */
-  core: z.number().int().min(1).max(100),
-  memoryBytes: z.number().int().positive(),
-  /**
-   * The pod's vcuda-memory-limit on this card, above memoryBytes: bytes between the two are served
-   * as evictable managed memory. Absent: no burst (and every assignment signed before it existed).
-   */
-  memoryLimitBytes: z.number().int().positive().optional(),
-});
+export const cardGrantSchema = z
+  .object({
+    uuid: z.string().min(1),
+    /** Hundredths of this card, 1..100. */
+    core: z.number().int().min(1).max(100),
+    memoryBytes: z.number().int().positive(),
+    /**
+     * The pod's vcuda-memory-limit on this card, above memoryBytes: bytes between the two are served
+     * as evictable managed memory. Absent: no burst (and every assignment signed before it existed).
+     */
+    memoryLimitBytes: z.number().int().positive().optional(),
+    /**
+     * A whole MIG instance: `uuid` is its `MIG-` UUID, `core` 100 and `memoryBytes` the instance's
+     * memory; the parent card and where on its 8 memory slices the instance sits ride along. Absent:
+     * a card (whole or a share of it).
+     */
+    mig: z
+      .object({
+        parent: z.string().min(1),
+        profile: z.string().regex(MIG_PROFILE_PATTERN, MIG_PROFILE_RULE),
+        start: z.number().int().min(0).max(7),
+        size: z.number().int().min(1).max(8),
+      })
+      .optional(),
+  })
+  .refine((g) => !g.mig || (g.core === 100 && g.uuid.startsWith('MIG-')), {
+    message: 'a MIG instance is granted whole (core 100), by its MIG- UUID',
+  });
 
 export const containerGrantSchema = z.object({
   name: z.string().min(1),

@@ -4,6 +4,7 @@
  * never a crash.
  */
 import { z } from 'zod';
+import { MIG_PROFILE_PATTERN, MIG_PROFILE_RULE } from './mig-resources.js';
 
 /**
  * PCIe distance between two cards, as NVML's topology levels name it (nearest first):
@@ -26,7 +27,7 @@ const count = z.number().int().min(0).max(1_000_000);
 export const migProfileSchema = z.object({
   profileId: count,
   /** NVIDIA's name: `1g.10gb`, `1g.10gb+me`, `3g.40gb` (the `nvidia.com/mig-<name>` resource). */
-  profile: z.string().regex(/^[0-9]+g\.[0-9]+gb(\+[a-z]+)?$/, 'a MIG profile name such as 3g.40gb'),
+  profile: z.string().regex(MIG_PROFILE_PATTERN, MIG_PROFILE_RULE),
   computeSlices: z.number().int().min(1).max(8),
   memorySlices: z.number().int().min(1).max(8),
   maxInstances: z.number().int().min(1).max(8),

@@ -38,6 +38,8 @@ export type ResourceNames = {
   readonly core: string;
   /** Extended resource: device memory in memory units. */
   readonly memory: string;
+  /** Start of every whole-MIG-instance resource, `<domain>/mig-` (mig-resources.ts). */
+  readonly migPrefix: string;
   /** Pod annotation: compute ceiling 1..100 per card. */
   readonly coreLimit: string;
   /** Pod annotation: memory ceiling per container and card, in memory units, >= the request (bursts). */
@@ -87,6 +89,7 @@ export function resourceNames(domain: string = DEFAULT_RESOURCE_DOMAIN, field = 
     domain,
     core: `${domain}/vcuda-core`,
     memory: `${domain}/vcuda-memory`,
+    migPrefix: `${domain}/mig-`,
     coreLimit: `${domain}/vcuda-core-limit`,
     memoryLimit: `${domain}/vcuda-memory-limit`,
     gpuModelInclude: `${domain}/vcuda-gpu-model-include`,

@@ -55,6 +55,28 @@ describe('validatePodGpu: the rule table', () => {
     ['limit not a number', pod().share(30, 1024).coreLimit('fast'), ['core-limit-range']],
     ['limit below a whole card', pod().whole(1).coreLimit(50), ['core-limit-at-least-request']],
     ['no GPU at all', pod().container('c', { cpu: '1' }), []],
+    ['one whole MIG instance', pod().mig('3g.40gb'), []],
+    ['two instances of a media-extension profile', pod().mig('1g.10gb+me', 2), []],
+    ['MIG instances and a share in other containers', pod().mig('1g.10gb').share(30, 1024), []],
+    ['zero MIG instances', pod().container('c', { 'nvidia.com/mig-3g.40gb': '0' }), ['mig-count-positive']],
+    ['a fraction of a MIG instance', pod().container('c', { 'nvidia.com/mig-3g.40gb': '0.5' }), ['whole-number']],
+    ['a MIG name that is no profile', pod().container('c', { 'nvidia.com/mig-3g': '1' }), ['mig-profile-name']],
+    [
+      'MIG requests differ from limits',
+      pod().container('c', { 'nvidia.com/mig-3g.40gb': '1' }, { 'nvidia.com/mig-3g.40gb': '2' }),
+      ['requests-equal-limits'],
+    ],
+    [
+      'two MIG profiles in one container',
+      pod().container('c', { 'nvidia.com/mig-3g.40gb': '1', 'nvidia.com/mig-1g.10gb': '1' }),
+      ['one-mig-profile'],
+    ],
+    [
+      'a MIG instance and a share in one container',
+      pod().container('c', { 'nvidia.com/mig-3g.40gb': '1', [CORE]: '30', [MEM]: '1024' }),
+      ['mig-alone', 'mig-alone'],
+    ],
+    ['a MIG instance with a core limit below 100 (not applied)', pod().mig('3g.40gb').coreLimit(50), []],
     [
       'init container checked too',
       pod()
@@ -142,6 +164,49 @@ describe('readPodGpuRequest', () => {
         coreLimit: 100,
         mode: 'hard',
       },
+    ]);
+  });
+
+  it('reads whole MIG instances as their profile and count, held whole and never throttled', () => {
+    const p = pod().mig('3g.40gb', 2, 'train').mig('1g.10gb+me', 1, 'media').share(30, 1024, 'side');
+    const containers = readPodGpuRequest(p.coreLimit(60).obj(), policy).containers;
+    expect(containers).toEqual([
+      {
+        name: 'train',
+        isInit: false,
+        corePerCard: 100,
+        cards: 2,
+        memoryMiBPerCard: undefined,
+        coreLimit: 100,
+        mode: 'hard',
+        mig: '3g.40gb',
+      },
+      {
+        name: 'media',
+        isInit: false,
+        corePerCard: 100,
+        cards: 1,
+        memoryMiBPerCard: undefined,
+        coreLimit: 100,
+        mode: 'hard',
+        mig: '1g.10gb+me',
+      },
+      { name: 'side', isInit: false, corePerCard: 30, cards: 1, memoryMiBPerCard: 1024, coreLimit: 60, mode: 'soft' },
+    ]);
+    expect(requestsGpu(pod().mig('7g.80gb').obj(), resourceNames())).toBe(true);
+    expect(requestsGpu(pod().mig('7g.80gb').obj(), resourceNames('tencent.com'))).toBe(false);
+  });
+
+  it('names the MIG field and the rule when a container mixes an instance with a share', () => {
+    const errors = validatePodGpu(
+      pod()
+        .container('c', { 'nvidia.com/mig-3g.40gb': '1', [CORE]: '30', [MEM]: '1024' })
+        .obj(),
+      policy,
+    );
+    expect(errors.map((e) => e.message)).toEqual([
+      'spec.containers[0].resources.limits["nvidia.com/vcuda-core"]: nvidia.com/vcuda-core beside nvidia.com/mig-3g.40gb: a container takes whole MIG instances or vcuda shares, not both; shares inside a MIG instance are not supported yet',
+      'spec.containers[0].resources.limits["nvidia.com/vcuda-memory"]: nvidia.com/vcuda-memory beside nvidia.com/mig-3g.40gb: a container takes whole MIG instances or vcuda shares, not both; shares inside a MIG instance are not supported yet',
     ]);
   });
 

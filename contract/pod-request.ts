@@ -4,6 +4,7 @@
  * that the webhook, the extender, the ledger and what-if planning all share.
  */
 import { type FieldError, fieldError, sortFieldErrors, ValidationError } from './errors.js';
+import { isMigResourceKey, migProfileOfResource } from './mig-resources.js';
 import type { ResourceNames } from './names.js';
 import { classifyCore, parseWholeQuantity } from './quantities.js';
 
@@ -47,13 +48,18 @@ export type ContainerGpuRequest = {
    * burst. Never counted toward fit: only memoryMiBPerCard is reserved.
    */
   readonly memoryLimitMiBPerCard?: number | undefined;
+  /**
+   * Whole MIG instances of this GPU-instance profile (`3g.40gb`, from `<domain>/mig-3g.40gb`):
+   * `cards` of them, each held whole (core 100, its memory, never throttled). Absent: cards.
+   */
+  readonly mig?: string | undefined;
 };
 
 export type PodGpuRequest = {
   readonly containers: readonly ContainerGpuRequest[];
 };
 
-type RawContainerRequest = { core?: number; memoryUnits?: number };
+type RawContainerRequest = { core?: number; memoryUnits?: number; mig?: { profile: string; count: number } };
 
 function resourcePath(prefix: string, section: 'limits' | 'requests', key: string): string {
   return `${prefix}.resources.${section}[${JSON.stringify(key)}]`;
@@ -92,37 +98,9 @@ function readContainer(
     [coreKey, 'core'],
     [memoryKey, 'memoryUnits'],
   ] as const) {
-    const lim = container.resources?.limits?.[key];
-    const req = container.resources?.requests?.[key];
-    // kube-apiserver refuses an extended resource named in requests alone ("Limit must be set for
-    // non overcommitable resources"); it fills requests from limits, never the other way round.
-    if (req !== undefined && lim === undefined) {
-      errors.push(
-        fieldError(
-          resourcePath(prefix, 'limits', key),
-          'limit-required',
-          `must be set: ${key} is in requests only, and the API server refuses an extended resource without a limit; put it in limits (requests may be left out)`,
-        ),
-      );
-    }
-    const limit = readQuantity(lim, resourcePath(prefix, 'limits', key), errors);
-    // The API server copies limits into requests: one bad value is one violation, not two.
-    const request =
-      req !== undefined && String(req) === String(lim)
-        ? limit
-        : readQuantity(req, resourcePath(prefix, 'requests', key), errors);
-    if (limit !== undefined && request !== undefined && limit !== request) {
-      errors.push(
-        fieldError(
-          resourcePath(prefix, 'requests', key),
-          'requests-equal-limits',
-          `request ${request} differs from limit ${limit}; vcuda resources cannot be overcommitted, set them equal`,
-        ),
-      );
-    }
-    const value = limit ?? request;
-    if (value === undefined) continue;
-    const path = resourcePath(prefix, lim !== undefined ? 'limits' : 'requests', key);
+    const read = readResource(container, prefix, key, errors);
+    if (!read) continue;
+    const { value, path } = read;
     if (field === 'core') {
       if (value <= 0) {
         errors.push(fieldError(path, 'core-positive', `${value} must be a positive integer`));
@@ -151,7 +129,118 @@ function readContainer(
       ),
     );
   }
+  const mig = readMig(container, prefix, policy.names, errors);
+  if (mig) out.mig = mig;
   return out;
+}
+
+/**
+ * One extended resource of a container: its value and the path that names it, or undefined when
+ * it is absent or broken (each break is one error).
+ */
+function readResource(
+  container: ContainerLike,
+  prefix: string,
+  key: string,
+  errors: FieldError[],
+): { value: number; path: string } | undefined {
+  const lim = container.resources?.limits?.[key];
+  const req = container.resources?.requests?.[key];
+  // kube-apiserver refuses an extended resource named in requests alone ("Limit must be set for
+  // non overcommitable resources"); it fills requests from limits, never the other way round.
+  if (req !== undefined && lim === undefined) {
+    errors.push(
+      fieldError(
+        resourcePath(prefix, 'limits', key),
+        'limit-required',
+        `must be set: ${key} is in requests only, and the API server refuses an extended resource without a limit; put it in limits (requests may be left out)`,
+      ),
+    );
+  }
+  const limit = readQuantity(lim, resourcePath(prefix, 'limits', key), errors);
+  // The API server copies limits into requests: one bad value is one violation, not two.
+  const request =
+    req !== undefined && String(req) === String(lim)
+      ? limit
+      : readQuantity(req, resourcePath(prefix, 'requests', key), errors);
+  if (limit !== undefined && request !== undefined && limit !== request) {
+    errors.push(
+      fieldError(
+        resourcePath(prefix, 'requests', key),
+        'requests-equal-limits',
+        `request ${request} differs from limit ${limit}; vcuda resources cannot be overcommitted, set them equal`,
+      ),
+    );
+  }
+  const value = limit ?? request;
+  if (value === undefined) return undefined;
+  return { value, path: resourcePath(prefix, lim !== undefined ? 'limits' : 'requests', key) };
+}
+
+/** The container's MIG resource keys (`<domain>/mig-…`), in limits or requests, sorted. */
+function migKeysOf(container: ContainerLike, names: ResourceNames): string[] {
+  const keys = new Set<string>();
+  for (const section of [container.resources?.limits, container.resources?.requests]) {
+    for (const key of Object.keys(section ?? {})) if (isMigResourceKey(names, key)) keys.add(key);
+  }
+  return [...keys].sort();
+}
+
+/**
+ * Whole MIG instances the container asks: one profile, a whole count of at least one, and no
+ * vcuda-core or vcuda-memory beside it (a whole instance is not a share, and one container gets
+ * one kind of GPU: shares inside an instance are a later feature).
+ */
+function readMig(
+  container: ContainerLike,
+  prefix: string,
+  names: ResourceNames,
+  errors: FieldError[],
+): { profile: string; count: number } | undefined {
+  const keys = migKeysOf(container, names);
+  if (keys.length === 0) return undefined;
+  let found: { profile: string; count: number } | undefined;
+  const before = errors.length;
+  for (const key of keys) {
+    const profile = migProfileOfResource(names, key);
+    if (profile === undefined) {
+      errors.push(
+        fieldError(
+          resourcePath(prefix, 'limits', key),
+          'mig-profile-name',
+          `${key} names no MIG profile; write ${names.migPrefix}<g>g.<mem>gb as NVIDIA names it (e.g. ${names.migPrefix}3g.40gb, ${names.migPrefix}1g.10gb.me)`,
+        ),
+      );
+      continue;
+    }
+    const read = readResource(container, prefix, key, errors);
+    if (!read) continue;
+    if (read.value < 1) {
+      errors.push(fieldError(read.path, 'mig-count-positive', `${read.value} must be a whole count of at least 1`));
+      continue;
+    }
+    found ??= { profile, count: read.value };
+  }
+  if (keys.length > 1) {
+    errors.push(
+      fieldError(
+        resourcePath(prefix, 'limits', keys[1] as string),
+        'one-mig-profile',
+        `asks ${keys.join(' and ')}; a container takes instances of one MIG profile (give each profile its own container)`,
+      ),
+    );
+  }
+  for (const key of [names.core, names.memory]) {
+    if (!namesResource(container, key)) continue;
+    errors.push(
+      fieldError(
+        resourcePath(prefix, 'limits', key),
+        'mig-alone',
+        `${key} beside ${keys[0]}: a container takes whole MIG instances or vcuda shares, not both; shares inside a MIG instance are not supported yet`,
+      ),
+    );
+  }
+  return errors.length === before ? found : undefined;
 }
 
 type Indexed = { container: ContainerLike; prefix: string; isInit: boolean };
@@ -236,6 +325,20 @@ function check(pod: PodLike, policy: QuantityPolicy): { errors: FieldError[]; re
   for (const { container, prefix, isInit } of all) {
     const before = errors.length;
     const raw = readContainer(container, prefix, policy, errors);
+    if (raw.mig) {
+      // A whole instance is held whole and never throttled: the pod's limit annotations do not apply.
+      containers.push({
+        name: container.name,
+        isInit,
+        corePerCard: 100,
+        cards: raw.mig.count,
+        memoryMiBPerCard: undefined,
+        coreLimit: 100,
+        mode: 'hard',
+        mig: raw.mig.profile,
+      });
+      continue;
+    }
     if (raw.core === undefined) continue;
     // A container with another problem is still checked against the limit, so one refusal lists all.
     const containerValid = errors.length === before;
@@ -287,9 +390,10 @@ export function readPodGpuRequest(pod: PodLike, policy: QuantityPolicy): PodGpuR
   return request;
 }
 
-/** True when any container (init included) names a vcuda resource. */
+/** True when any container (init included) names a vcuda resource or a whole MIG instance. */
 export function requestsGpu(pod: PodLike, names: ResourceNames): boolean {
-  return listContainers(pod).some(({ container }) =>
-    [names.core, names.memory].some((k) => namesResource(container, k)),
+  return listContainers(pod).some(
+    ({ container }) =>
+      [names.core, names.memory].some((k) => namesResource(container, k)) || migKeysOf(container, names).length > 0,
   );
 }

@@ -312,8 +312,9 @@ function reconcilerOf(db: VcudaDb, releasePod: ReleasePod) {
   };
 }
 
+// Whole MIG instances are cards of their node too (under their parent's index); claims name cards only.
 const NODE_CARDS_SQL = `select uuid, index, memory_mib as "memoryMiB" from cards
-where cluster = $1 and node = $2 and is_present order by index`;
+where cluster = $1 and node = $2 and is_present and uuid not like 'MIG-%' order by index`;
 const CLAIM_HOLDERS_SQL = `select distinct pod_uid as "holder", reserved_at as "reservedAt" from allocations
 where cluster = $1 and state <> 'released' and starts_with(pod_uid, $2)`;
 

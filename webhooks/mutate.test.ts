@@ -73,6 +73,16 @@ describe('mutatePodCreate', () => {
     expect(applied(p, mutatePodCreate(p, policy)).metadata?.annotations?.[names.coreLimit]).toBe('100');
   });
 
+  it('admits whole MIG instances to the vcuda scheduler without a core limit, and a mixed pod at its share size', () => {
+    const p = pod('a').mig('3g.40gb', 2).obj();
+    const withScheduler = { ...policy, schedulerName: 'vcuda-scheduler' };
+    const result = admitted(mutatePodCreate(p, withScheduler));
+    expect(result.patch).toEqual([labelOp, { op: 'add', path: '/spec/schedulerName', value: 'vcuda-scheduler' }]);
+    expect(result.request.containers).toMatchObject([{ mig: '3g.40gb', cards: 2, coreLimit: 100, mode: 'hard' }]);
+    const mixed = pod('b').mig('1g.10gb', 1, 'infer').share(20, 1024, 'side').obj();
+    expect(applied(mixed, mutatePodCreate(mixed, policy)).metadata?.annotations?.[names.coreLimit]).toBe('20');
+  });
+
   it('injects the share size when whole cards and one share size are mixed', () => {
     const p = pod('a').whole(2, 'train').share(10, 1024, 'sidecar').obj();
     const out = applied(p, mutatePodCreate(p, policy));

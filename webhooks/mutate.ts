@@ -5,9 +5,12 @@
  */
 import {
   type FieldError,
+  fieldError,
   isVcudaAnnotation,
+  migResourceName,
   type PodGpuRequest,
   type PodLike,
+  type ResourceNames,
   requestsGpu,
 } from '../contract/index.js';
 import { annotationPath, escapePointerToken, type JsonPatchOp } from './json-patch.js';
@@ -60,9 +63,33 @@ function withoutVcudaAnnotations(pod: PodLike): PodLike {
  * absent, which the contract reads as "each container at its own request".
  */
 export function chooseHardCoreLimit(request: PodGpuRequest): number | undefined {
-  const shares = request.containers.filter((c) => c.corePerCard < 100);
-  const sizes = new Set((shares.length > 0 ? shares : request.containers).map((c) => c.corePerCard));
+  // Whole MIG instances are never throttled and the annotation does not apply to them.
+  const cards = request.containers.filter((c) => c.mig === undefined);
+  const shares = cards.filter((c) => c.corePerCard < 100);
+  const sizes = new Set((shares.length > 0 ? shares : cards).map((c) => c.corePerCard));
   return sizes.size === 1 ? [...sizes][0] : undefined;
+}
+
+/**
+ * DRA mode serves no MIG instance yet (partitionable devices are a later step): a pod asking one
+ * is refused, each MIG resource named, rather than turned into whole-card claims.
+ */
+export function migInDraErrors(pod: PodLike, request: PodGpuRequest, names: ResourceNames): FieldError[] {
+  const errors: FieldError[] = [];
+  for (const c of request.containers) {
+    if (c.mig === undefined) continue;
+    const list = (c.isInit ? pod.spec?.initContainers : pod.spec?.containers) ?? [];
+    const index = list.findIndex((k) => k.name === c.name);
+    const key = migResourceName(names, c.mig);
+    errors.push(
+      fieldError(
+        `spec.${c.isInit ? 'initContainers' : 'containers'}[${index}].resources.limits[${JSON.stringify(key)}]`,
+        'mig-not-in-dra',
+        `whole MIG instances are served in device-plugin mode only; this pod goes to DRA, where MIG is not supported yet`,
+      ),
+    );
+  }
+  return errors;
 }
 
 /** Removes every `vcuda.io/` label but ours, one warning each. */
@@ -96,6 +123,8 @@ export function mutatePodCreate(pod: MutablePod, policy: MutationPolicy, namespa
   const patch: JsonPatchOp[] = forgedKeys.map((k) => ({ op: 'remove', path: annotationPath(k) }));
   const labels = pod.metadata?.labels ?? undefined;
   if (policy.dra && convertsToClaims(pod, policy.dra)) {
+    const migErrors = migInDraErrors(clean, request, names);
+    if (migErrors.length > 0) return { kind: 'refused', errors: migErrors, warnings };
     // DRA mode: the claims carry the shape and the limit; kube-scheduler places the pod.
     patch.push(...forgedLabelOps(labels, warnings));
     const ns = namespace ?? pod.metadata?.namespace ?? 'default';

@@ -92,6 +92,18 @@ describe('the mutating hook in DRA mode', () => {
     expect(calls).toBe(0);
   });
 
+  it('refuses a pod asking whole MIG instances, naming each one, and makes nothing', async () => {
+    const asked: string[] = [];
+    const answer = answerer(async (ts) => void asked.push(...ts.map((t) => t.metadata.name)));
+    const p = pod('m').share(30, 8192, 'side').mig('3g.40gb', 1, 'train').obj();
+    const reply = JSON.parse((await answer('mutate', review(p))).body) as Out;
+    expect(reply.response.allowed).toBe(false);
+    expect(reply.response.status?.message).toContain(
+      'spec.containers[1].resources.limits["nvidia.com/mig-3g.40gb"]: whole MIG instances are served in device-plugin mode only',
+    );
+    expect(asked).toEqual([]);
+  });
+
   it('refuses over quota before it makes any template', async () => {
     let calls = 0;
     const answer = answerer(async () => void calls++, {

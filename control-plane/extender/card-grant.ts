@@ -13,6 +13,8 @@ export function burstCeilingMiB(containers: readonly ContainerGpuRequest[], name
 
 export function cardGrantOf(plan: CardPlan, burstMiB: number | undefined): CardGrant {
   const grant: CardGrant = { uuid: plan.uuid, core: plan.core, memoryBytes: plan.memoryMiB * MIB };
+  // A whole MIG instance: its memory is the instance, nothing to burst into.
+  if (plan.mig) return { ...grant, mig: { ...plan.mig } };
   // A whole card's memory is the card: a ceiling at or below it would burst into nothing.
   if (burstMiB !== undefined && burstMiB > plan.memoryMiB) grant.memoryLimitBytes = burstMiB * MIB;
   return grant;

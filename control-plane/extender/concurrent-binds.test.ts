@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MIB, peekAssignment, vcudaAnnotations } from '../../contract/index.js';
 import type { VcudaDb } from '../../db/connect.js';
 import { allocations } from '../../db/schema.js';
-import { gpuNode, gpuPod, testState } from '../../test/support/control-plane/builders.js';
+import { gpuNode, gpuPod, h100MigCard, migPod, migUuid, testState } from '../../test/support/control-plane/builders.js';
 import {
   type ExtenderHarness,
   post,
@@ -16,7 +16,7 @@ import {
 } from '../../test/support/control-plane/extender-harness.js';
 import { type FakeKubeApi, startFakeKubeApi } from '../../test/support/control-plane/fake-kube-api.js';
 import { createTestDatabase, type TestDatabase, testDbKinds } from '../../test/support/db/test-databases.js';
-import type { NodeLike } from '../placement/cluster-snapshot.js';
+import type { NodeLike, PodWithStatus } from '../placement/cluster-snapshot.js';
 
 const REPLICAS = 3;
 const PODS = 12;
@@ -97,6 +97,52 @@ describe.each(await testDbKinds())('concurrent binds on %s', (kind) => {
       }
       // Capacity is used, not just protected: at least one pod per card got through.
       expect(bound).toBeGreaterThanOrEqual(2);
+    } finally {
+      for (const r of replicas) await r.close();
+      await api.close();
+    }
+  });
+
+  it('never gives one whole MIG instance to two pods, whatever the interleaving', async () => {
+    const api: FakeKubeApi = await startFakeKubeApi();
+    const card = h100MigCard(0, [
+      ['3g.40gb', 0],
+      ['3g.40gb', 4],
+    ]);
+    const node = gpuNode({ name: 'n3', cards: [card] });
+    api.putNode(node);
+    const pods = Array.from({ length: 6 }, (_, i) => migPod(`mig-${i}`, [{ profile: '3g.40gb' }]));
+    for (const p of pods) api.putPod(p);
+    const replicas: ExtenderHarness[] = [];
+    try {
+      await startReplicas(replicas, api, node, 'mig');
+      await Promise.all(
+        replicas.flatMap((ext) =>
+          pods.map((p) =>
+            post(ext.app, '/bind', {
+              PodName: p.metadata?.name,
+              PodNamespace: 'default',
+              PodUID: p.metadata?.uid,
+              Node: 'n3',
+            }),
+          ),
+        ),
+      );
+      for (const r of replicas) await r.confirmed();
+      const uids = new Set(pods.map((p) => p.metadata?.uid));
+      const live = (await tdb.db.select().from(allocations)).filter(
+        (r) => r.state !== 'released' && uids.has(r.podUid),
+      );
+      const granted = [...api.pods.values()].flatMap((p) => {
+        const a = peekAssignment((p as PodWithStatus).metadata?.annotations?.[vcudaAnnotations.assignment] ?? '');
+        return a?.containers.flatMap((c) => c.cards.map((g) => g.uuid)) ?? [];
+      });
+      // Both instances given, each once, and the ledger holds each whole for its one pod.
+      expect(granted.sort()).toEqual([migUuid(0, 0), migUuid(0, 4)]);
+      expect(live.map((r) => [r.cardUuid, r.core, r.memoryMiB]).sort()).toEqual([
+        [migUuid(0, 0), 100, 40448],
+        [migUuid(0, 4), 100, 40448],
+      ]);
     } finally {
       for (const r of replicas) await r.close();
       await api.close();

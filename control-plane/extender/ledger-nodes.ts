@@ -23,13 +23,13 @@ export class LedgerNodes {
     private readonly cluster: string,
   ) {}
 
-  /** Resolves once the ledger knows this node's current cards. */
+  /** Resolves once the ledger knows this node's current cards (its whole MIG instances among them). */
   ensure(node: NodeSnapshot): Promise<void> {
     const entry = this.known.get(node.name);
     // Every bind asks, on a snapshot rebuilt since the last (its card objects are new): compare
     // the cards' fields, nothing serialised.
-    if (entry && isSameCardList(entry.cards, node.cards)) return entry.done;
-    const cards = node.cards.map((c) => ({ uuid: c.uuid, index: c.index, model: c.model, memoryMiB: c.memoryMiB }));
+    if (entry && isSameCardList(entry.cards, node)) return entry.done;
+    const cards = ledgerCardsOf(node);
     const done = this.ledger.upsertNode(this.cluster, node.name, cards).catch((err: unknown) => {
       // Forget a failed registration so the next bind or tick tries again.
       if (this.known.get(node.name)?.done === done) this.known.delete(node.name);
@@ -66,17 +66,41 @@ export class LedgerNodes {
   /** Whether the ledger has (or is being sent) exactly this node's cards. */
   private isKnown(node: NodeSnapshot): boolean {
     const entry = this.known.get(node.name);
-    return entry !== undefined && isSameCardList(entry.cards, node.cards);
+    return entry !== undefined && isSameCardList(entry.cards, node);
   }
 }
 
-/** Whether the node's cards are the ones registered: same uuid, index, model and memory, in order. */
-function isSameCardList(known: readonly LedgerCard[], cards: NodeSnapshot['cards']): boolean {
-  if (known.length !== cards.length) return false;
+/**
+ * What the ledger counts on a node: its cards, and each whole MIG instance as a card of its own
+ * (under its parent's index, its memory the instance's), so a pod holding an instance is a
+ * holder of all of it and the ledger's per-card rule (core at most 100) gives it to one pod only.
+ */
+export function ledgerCardsOf(node: Pick<NodeSnapshot, 'cards' | 'migInstances'>): LedgerCard[] {
+  return [
+    ...node.cards.map((c) => ({ uuid: c.uuid, index: c.index, model: c.model, memoryMiB: c.memoryMiB })),
+    ...node.migInstances.map((m) => ({
+      uuid: m.uuid,
+      index: m.parentIndex,
+      model: `${m.model} MIG ${m.profile}`,
+      memoryMiB: m.memoryMiB,
+    })),
+  ];
+}
+
+function isSameCard(a: LedgerCard, b: LedgerCard): boolean {
+  return a.uuid === b.uuid && a.index === b.index && a.model === b.model && a.memoryMiB === b.memoryMiB;
+}
+
+/** Whether the node's cards and instances are the ones registered (same fields, in order). */
+function isSameCardList(known: readonly LedgerCard[], node: Pick<NodeSnapshot, 'cards' | 'migInstances'>): boolean {
+  const { cards, migInstances } = node;
+  if (known.length !== cards.length + migInstances.length) return false;
   for (let i = 0; i < cards.length; i++) {
-    const a = known[i] as LedgerCard;
     const b = cards[i] as NodeSnapshot['cards'][number];
-    if (a.uuid !== b.uuid || a.index !== b.index || a.model !== b.model || a.memoryMiB !== b.memoryMiB) return false;
+    if (!isSameCard(known[i] as LedgerCard, b)) return false;
   }
-  return true;
+  // Few nodes have instances: these are built only for them.
+  if (migInstances.length === 0) return true;
+  const instances = ledgerCardsOf({ cards: [], migInstances });
+  return instances.every((m, i) => isSameCard(known[cards.length + i] as LedgerCard, m));
 }

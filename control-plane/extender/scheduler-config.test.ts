@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { resourceNames } from '../../contract/index.js';
+import { KNOWN_MIG_PROFILES, migResourceName, resourceNames } from '../../contract/index.js';
 import { extenderArgsSchema } from './extender-api.js';
 
 const config = parse(
@@ -27,11 +27,12 @@ describe('deploy/scheduler/kube-scheduler-config.yaml', () => {
     expect(ext.httpTimeout).toMatch(/^\d+s$/);
   });
 
-  it('manages both vcuda resources, still checked by kube-scheduler', () => {
+  it('manages both vcuda resources and every known MIG profile, still checked by kube-scheduler', () => {
     const names = resourceNames();
     expect(ext.managedResources).toEqual([
       { name: names.core, ignoredByScheduler: false },
       { name: names.memory, ignoredByScheduler: false },
+      ...KNOWN_MIG_PROFILES.map((p) => ({ name: migResourceName(names, p), ignoredByScheduler: false })),
     ]);
   });
 

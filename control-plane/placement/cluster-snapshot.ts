@@ -5,6 +5,7 @@
  * functions, so tests construct it from plain objects and the watch cache rebuilds it after a restart.
  */
 import {
+  type CardInventory,
   type CardLink,
   nodeInventorySchema,
   type PodLike,
@@ -12,6 +13,7 @@ import {
   vcudaAnnotations,
 } from '../../contract/index.js';
 import { type CardHold, type CardUse, type PendingAssignment, parseTimeMs } from './holds/index.js';
+import { migCoreEquivalent } from './mig-fit.js';
 
 export type CardSnapshot = Readonly<{
   uuid: string;
@@ -28,9 +30,37 @@ export type CardSnapshot = Readonly<{
   usedMemoryMiB: number;
 }>;
 
+/**
+ * A whole MIG instance that exists on a card in MIG mode (the inventory's `mig.instances`): placed
+ * like a card, held whole by one pod at a time. Its parent card is not offered (MIG_ONLY_REASON).
+ */
+export type MigInstanceSnapshot = Readonly<{
+  /** `MIG-…`: what the grant, the holds and the ledger name it by. */
+  uuid: string;
+  parentUuid: string;
+  parentIndex: number;
+  /** The parent card's model. */
+  model: string;
+  numaNode: number | null;
+  /** NVIDIA's profile name (`3g.40gb`). */
+  profile: string;
+  /** First memory slice of its placement, and how many of the card's 8 it spans. */
+  start: number;
+  size: number;
+  memoryMiB: number;
+  /** The parent card's health. */
+  healthy: boolean;
+  healthReason?: string | undefined;
+  /** What its holder keeps (100 and all its memory when held, 0 when free). */
+  usedCore: number;
+  usedMemoryMiB: number;
+}>;
+
 export type NodeSnapshot = Readonly<{
   name: string;
   cards: readonly CardSnapshot[];
+  /** The whole MIG instances of its cards in MIG mode, by parent index and placement. */
+  migInstances: readonly MigInstanceSnapshot[];
   /** links[i][j] between cards[i] and cards[j]. */
   links: readonly (readonly CardLink[])[];
   /** Latest heartbeat (ms since epoch); 0 when none was ever seen. */
@@ -83,6 +113,7 @@ export type PodWithStatus = PodLike & {
 export type NodeInventoryRead = Readonly<{
   name: string;
   cards: readonly Omit<CardSnapshot, 'usedCore' | 'usedMemoryMiB'>[];
+  migInstances: readonly Omit<MigInstanceSnapshot, 'usedCore' | 'usedMemoryMiB'>[];
   links: readonly (readonly CardLink[])[];
   heartbeatMs: number;
   /** MiB per vcuda-memory unit on this node (0 when unknown). */
@@ -101,6 +132,7 @@ export function readNodeInventory(node: NodeLike): NodeInventoryRead {
   const unusable = (inventoryError: string): NodeInventoryRead => ({
     name,
     cards: [],
+    migInstances: [],
     links: [],
     heartbeatMs: heartbeatAnnotationMs,
     memoryUnitMiB: 0,
@@ -135,10 +167,36 @@ export function readNodeInventory(node: NodeLike): NodeInventoryRead {
       ...(c.healthy && servedAsMigOnly(c) ? { healthReason: MIG_ONLY_REASON } : {}),
       ...(c.memoryBurst === undefined ? {} : { memoryBurst: c.memoryBurst }),
     })),
+    migInstances: migInstancesOf(inv.cards),
     links: inv.links,
     heartbeatMs: Math.max(heartbeatAnnotationMs, parseTimeMs(inv.heartbeat)),
     memoryUnitMiB: inv.memoryUnitMiB,
   };
+}
+
+/** The instances of the cards in MIG mode, in card order, then by placement. */
+function migInstancesOf(cards: readonly CardInventory[]): NodeInventoryRead['migInstances'] {
+  const out: Omit<MigInstanceSnapshot, 'usedCore' | 'usedMemoryMiB'>[] = [];
+  for (const c of cards) {
+    if (!servedAsMigOnly(c)) continue;
+    const instances = [...(c.mig?.instances ?? [])].sort((a, b) => a.placement.start - b.placement.start);
+    for (const i of instances) {
+      out.push({
+        uuid: i.uuid,
+        parentUuid: c.uuid,
+        parentIndex: c.index,
+        model: c.model,
+        numaNode: c.numaNode,
+        profile: i.profile,
+        start: i.placement.start,
+        size: i.placement.size,
+        memoryMiB: i.memoryMiB,
+        healthy: c.healthy,
+        ...(c.healthReason ? { healthReason: c.healthReason } : {}),
+      });
+    }
+  }
+  return out;
 }
 
 /** One node's snapshot from its parsed inventory and the holds on its cards (see holds/). */
@@ -187,9 +245,19 @@ export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<Card
     return card;
   });
   if (free.uniformMemoryMiB === -1) free.uniformMemoryMiB = 0;
+  const migInstances = inv.migInstances.map((m): MigInstanceSnapshot => {
+    const u = used.get(m.uuid);
+    if (u) {
+      // Its card counts in the totals whole: a held instance uses the part of it the instance spans.
+      totals.usedCore += migCoreEquivalent(m.size);
+      totals.usedMemoryMiB += u.memoryMiB;
+    }
+    return { ...m, usedCore: u?.core ?? 0, usedMemoryMiB: u?.memoryMiB ?? 0 };
+  });
   return {
     name: inv.name,
     cards,
+    migInstances,
     links: inv.links,
     heartbeatMs: inv.heartbeatMs,
     memoryUnitMiB: inv.memoryUnitMiB,

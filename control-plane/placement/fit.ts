@@ -7,13 +7,20 @@
  */
 import type { ComputeMode, ContainerGpuRequest } from '../../contract/index.js';
 import type { CardSnapshot, NodeSnapshot } from './cluster-snapshot.js';
+import { type MigTaken, placeMigContainer } from './mig-fit.js';
 import type { CardConstraints, PlacementPolicy, PlacementRequest } from './placement-request.js';
 import { type Refusal, type RefusalReason, shareShortfall, tooFewWholeCards } from './refusals.js';
 import { chooseCardSet } from './topology.js';
 
 export { capacityReasons, type Refusal, type RefusalReason, refusalReasons } from './refusals.js';
 
-export type CardPlan = { uuid: string; core: number; memoryMiB: number };
+export type CardPlan = {
+  uuid: string;
+  core: number;
+  memoryMiB: number;
+  /** A whole MIG instance (`uuid` is its MIG- UUID): its parent card, profile and placement. */
+  mig?: { parent: string; profile: string; start: number; size: number };
+};
 export type ContainerPlan = {
   name: string;
   isInit: boolean;
@@ -210,7 +217,7 @@ function placeWhole(
   return { plans, quality: choice.quality };
 }
 
-/** Larger asks first: whole cards before shares, bigger shares before smaller ones. */
+/** Larger asks first: whole cards (and MIG instances) before shares, bigger shares before smaller ones. */
 function orderContainers(containers: readonly ContainerGpuRequest[]): ContainerGpuRequest[] {
   const weight = (c: ContainerGpuRequest) => c.corePerCard * c.cards * 1e7 + (c.memoryMiBPerCard ?? 0);
   const app = containers.filter((c) => !c.isInit).sort((a, b) => weight(b) - weight(a));
@@ -234,9 +241,14 @@ function placeOn(node: NodeSnapshot, pool: readonly number[], req: PlacementRequ
   let linkQuality = 1;
   const several = req.containers.length > 1;
   const order = several ? orderContainers(req.containers) : req.containers;
+  const migTaken: MigTaken = new Map();
   for (const c of order) {
     const placed =
-      c.cards > 1 || c.corePerCard === 100 ? placeWhole(node, pool, w, c) : placeShare(cards, pool, w, c, req.policy);
+      c.mig !== undefined
+        ? placeMigContainer(node.migInstances, c, req.policy, req.constraints, migTaken)
+        : c.cards > 1 || c.corePerCard === 100
+          ? placeWhole(node, pool, w, c)
+          : placeShare(cards, pool, w, c, req.policy);
     if ('reason' in placed) {
       const who = several ? `${c.isInit ? 'init container' : 'container'} ${c.name}: ` : '';
       return refuse(placed.reason, who + placed.message);
@@ -254,6 +266,10 @@ function placeOn(node: NodeSnapshot, pool: readonly number[], req: PlacementRequ
     if ((w.podCore[i] as number) === 0 && (w.podMem[i] as number) === 0) continue;
     cardUse.set((cards[i] as CardSnapshot).uuid, { core: w.podCore[i] as number, memoryMiB: w.podMem[i] as number });
     freeCoreAfter += w.freeCore[i] as number;
+  }
+  // A MIG instance is held whole, whichever containers of the pod use it.
+  for (const plan of plans) {
+    for (const g of plan ?? []) if (g.mig) cardUse.set(g.uuid, { core: 100, memoryMiB: g.memoryMiB });
   }
   const containers: ContainerPlan[] = [];
   for (let k = 0; k < req.containers.length; k++) {
@@ -304,6 +320,8 @@ function rejectQuickly(req: PlacementRequest, node: NodeSnapshot): Refusal | und
   const c = req.constraints;
   if (c.modelInclude.length + c.modelExclude.length + c.uuidInclude.length + c.uuidExclude.length > 0) return undefined;
   const only = req.containers[0] as ContainerGpuRequest;
+  // MIG instances are few per node: their walk is the answer.
+  if (only.mig !== undefined) return undefined;
   const free = node.free;
   // No healthy card: let the full path say which filter left none.
   if (free.healthyCards === 0) return undefined;
@@ -371,11 +389,13 @@ function placeOnNode(req: PlacementRequest, node: NodeSnapshot): FitResult {
   let perNode = placementCache.get(node);
   const hit = perNode?.get(key);
   if (hit) return hit;
-  const selected = selectEligible(node, req.constraints);
+  // A pod of whole MIG instances only needs no card of its own: the cards' filters would refuse it.
+  const needsCards = req.containers.some((c) => c.mig === undefined);
+  const selected = needsCards ? selectEligible(node, req.constraints) : { eligible: [] };
   const result: FitResult =
     'reason' in selected
       ? { ok: false, refusal: selected }
-      : req.constraints.singleNuma
+      : req.constraints.singleNuma && needsCards
         ? placeOnOneNuma(node, selected.eligible, req)
         : placeOn(node, selected.eligible, req);
   if (!perNode) {

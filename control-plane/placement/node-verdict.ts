@@ -20,7 +20,9 @@ function simpleContainer(req: PlacementRequest): ContainerGpuRequest | undefined
   const c = req.constraints;
   if (c.singleNuma) return undefined;
   if (c.modelInclude.length + c.modelExclude.length + c.uuidInclude.length + c.uuidExclude.length > 0) return undefined;
-  return req.containers[0];
+  const only = req.containers[0];
+  // Whole MIG instances are not cards: the card summary says nothing about them.
+  return only?.mig === undefined ? only : undefined;
 }
 
 /** Whether one healthy card has `core` and `memoryMiB` free at once. */

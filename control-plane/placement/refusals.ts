@@ -14,6 +14,7 @@ export const refusalReasons = [
   'insufficient-memory',
   'insufficient-capacity',
   'insufficient-cards',
+  'insufficient-mig-instances',
   'single-numa',
 ] as const;
 export type RefusalReason = (typeof refusalReasons)[number];
@@ -24,6 +25,7 @@ export const capacityReasons: ReadonlySet<RefusalReason> = new Set([
   'insufficient-memory',
   'insufficient-capacity',
   'insufficient-cards',
+  'insufficient-mig-instances',
   'single-numa',
 ]);
 

@@ -5,6 +5,7 @@
  */
 import type { NodeSnapshot } from './cluster-snapshot.js';
 import type { NodePlacement } from './fit.js';
+import { migCoreEquivalent } from './mig-fit.js';
 import type { PlacementPolicy } from './placement-request.js';
 
 export const MAX_EXTENDER_SCORE = 10;
@@ -13,8 +14,10 @@ export const MAX_EXTENDER_SCORE = 10;
 export function utilizationAfter(node: NodeSnapshot, placement: NodePlacement): number {
   let addCore = 0;
   let addMemoryMiB = 0;
-  for (const add of placement.cardUse.values()) {
-    addCore += add.core;
+  for (const [uuid, add] of placement.cardUse) {
+    // A MIG instance adds the part of its card it spans, as the snapshot's totals count it.
+    const instance = uuid.startsWith('MIG-') ? node.migInstances.find((i) => i.uuid === uuid) : undefined;
+    addCore += instance ? migCoreEquivalent(instance.size) : add.core;
     addMemoryMiB += add.memoryMiB;
   }
   return utilizationWith(node, addCore, addMemoryMiB);

@@ -6,7 +6,13 @@
 import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { fieldErrorsFromZod, ValidationError } from '../../contract/index.js';
+import {
+  fieldErrorsFromZod,
+  KNOWN_MIG_PROFILES,
+  migResourceName,
+  resourceNames,
+  ValidationError,
+} from '../../contract/index.js';
 
 const durationSeconds = z
   .string()
@@ -156,6 +162,11 @@ export function defaultSchedulerConfig(controlPlaneUrl: string, domain = 'nvidia
         managedResources: [
           { name: `${domain}/vcuda-core`, ignoredByScheduler: true },
           { name: `${domain}/vcuda-memory`, ignoredByScheduler: true },
+          // Whole MIG instances: the node's count of free ones is a first cut, as in kube-scheduler.
+          ...KNOWN_MIG_PROFILES.map((p) => ({
+            name: migResourceName(resourceNames(domain), p),
+            ignoredByScheduler: false,
+          })),
         ],
       },
     ],

@@ -73,6 +73,13 @@ export class PodBuilder {
     return this.container(name, { [resourceNames(this.domain).core]: String(cards * 100) });
   }
 
+  /** A container with whole MIG instances of one profile (`3g.40gb`), as NVIDIA's `mixed` strategy names them. */
+  mig(profile: string, count = 1, name = `c${this.containers.length}`): this {
+    return this.container(name, {
+      [`${resourceNames(this.domain).migPrefix}${profile.replace('+', '.')}`]: String(count),
+    });
+  }
+
   obj(): PodLike & { apiVersion: string; kind: string } {
     return {
       apiVersion: 'v1',

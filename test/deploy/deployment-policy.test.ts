@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { KNOWN_MIG_PROFILES, migResourceName, resourceNames } from '../../contract/index.js';
 import { envKeys, loadControlPlaneConfig } from '../../control-plane/config.js';
 import { JWKS_CONFIGMAP_KEY, JWKS_CONFIGMAP_NAME } from '../../control-plane/signing-keys.js';
 import { parseConfig as parseNodeAgentConfig } from '../../node-agent/config.js';
@@ -350,13 +351,13 @@ describe.skipIf(!existsSync(schedulerConfigPath))('second scheduler wiring', () 
     expect(cfg().profiles?.map((p) => p.schedulerName)).toContain(manifestControlPlaneConfig().webhook.schedulerName);
   });
 
-  it('manages both vcuda resources and leaves their accounting to the extender', () => {
+  it('manages both vcuda resources and the MIG profiles, and leaves their accounting to the extender', () => {
     const cp = manifestControlPlaneConfig();
     const managed = cfg().extenders?.[0]?.managedResources ?? [];
-    expect(managed.map((m) => m.name).sort()).toEqual([
-      `${cp.resourceDomain}/vcuda-core`,
-      `${cp.resourceDomain}/vcuda-memory`,
-    ]);
+    const names = resourceNames(cp.resourceDomain);
+    expect(managed.map((m) => m.name).sort()).toEqual(
+      [names.core, names.memory, ...KNOWN_MIG_PROFILES.map((p) => migResourceName(names, p))].sort(),
+    );
     expect(cfg().extenders?.[0]?.bindVerb).toBeTruthy();
   });
 

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { KNOWN_MIG_PROFILES, migResourceName, resourceNames } from '../../contract/index.js';
 import { loadControlPlaneConfig } from '../../control-plane/config.js';
 import { parseConfig } from '../../node-agent/config.js';
 import {
@@ -237,6 +238,7 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
       expect(sched.extenders[0].managedResources.map((r: { name: string }) => r.name)).toEqual([
         'tencent.com/vcuda-core',
         'tencent.com/vcuda-memory',
+        ...KNOWN_MIG_PROFILES.map((p) => migResourceName(resourceNames('tencent.com'), p)),
       ]);
     });
 

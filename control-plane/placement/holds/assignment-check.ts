@@ -48,6 +48,10 @@ function grantMismatch(req: ContainerGpuRequest, grant: ContainerGrant): string 
   if (grant.cards.length !== req.cards) return `${what}: grants ${grant.cards.length} cards, asks ${req.cards}`;
   if (new Set(grant.cards.map((g) => g.uuid)).size !== grant.cards.length) return `${what}: grants a card twice`;
   for (const g of grant.cards) {
+    if (g.mig?.profile !== req.mig) {
+      const grants = g.mig ? `MIG ${g.mig.profile} instance ${g.uuid}` : `card ${g.uuid}`;
+      return `${what}: grants ${grants}, asks ${req.mig ? `MIG ${req.mig} instances` : 'cards'}`;
+    }
     if (g.core !== req.corePerCard) return `${what}: grants core ${g.core} on ${g.uuid}, asks ${req.corePerCard}`;
     // Whole cards without a stated memory take the card's memory, whatever it is.
     if (req.memoryMiBPerCard !== undefined && g.memoryBytes !== req.memoryMiBPerCard * MIB) {

@@ -302,3 +302,125 @@ export function forgedPlainPod(
 export function grantsAsWritten(pod: PodWithStatus) {
   return grantsOf(peekAssignment(pod.metadata?.annotations?.[vcudaAnnotations.assignment] ?? ''), pod.metadata?.uid);
 }
+
+/** The H100 80GB's GPU-instance profiles as its node agent publishes them (NVIDIA MIG user guide). */
+export const H100_MIG_PROFILES: CardMigInventory['profiles'] = [
+  ['1g.10gb', 19, 1, 1, 7, 16, 9984, [0, 1, 2, 3, 4, 5, 6]],
+  ['1g.10gb+me', 20, 1, 1, 1, 16, 9984, [0, 1, 2, 3, 4, 5, 6]],
+  ['1g.20gb', 15, 1, 2, 4, 26, 20096, [0, 2, 4, 6]],
+  ['2g.20gb', 14, 2, 2, 3, 32, 20096, [0, 2, 4]],
+  ['3g.40gb', 9, 3, 4, 2, 60, 40448, [0, 4]],
+  ['4g.40gb', 5, 4, 4, 1, 64, 40448, [0]],
+  ['7g.80gb', 0, 7, 8, 1, 132, 81152, [0]],
+].map(([profile, profileId, computeSlices, memorySlices, maxInstances, sms, memoryMiB, placements]) => ({
+  profile: profile as string,
+  profileId: profileId as number,
+  computeSlices: computeSlices as number,
+  memorySlices: memorySlices as number,
+  maxInstances: maxInstances as number,
+  sms: sms as number,
+  memoryMiB: memoryMiB as number,
+  placements: placements as number[],
+}));
+
+/** A MIG instance's UUID, stable from a card tag and its placement start. */
+export function migUuid(cardTag: number, start: number): string {
+  return `MIG-${cardTag.toString(16).padStart(8, '0')}-0000-4000-8000-${start.toString(16).padStart(12, '0')}`;
+}
+
+/**
+ * An H100 80GB in MIG mode with these instances (`[profile, start]`), as its node agent publishes
+ * it; `cardTag` keeps instance UUIDs apart across cards.
+ */
+export function h100MigCard(cardTag: number, instances: [string, number][], extra: Partial<CardSpec> = {}): CardSpec {
+  return {
+    model: 'NVIDIA H100 80GB HBM3',
+    memoryMiB: 81559,
+    ...extra,
+    mig: {
+      mode: 'enabled',
+      profiles: H100_MIG_PROFILES,
+      instances: instances.map(([profile, start], i) => {
+        const p = H100_MIG_PROFILES.find((x) => x.profile === profile);
+        if (!p) throw new Error(`no H100 profile ${profile}`);
+        return {
+          uuid: migUuid(cardTag, start),
+          profile,
+          profileId: p.profileId,
+          gpuInstanceId: i + 1,
+          computeInstanceId: 0,
+          placement: { start, size: p.memorySlices },
+          memoryMiB: p.memoryMiB,
+          sms: p.sms,
+        };
+      }),
+    },
+  };
+}
+
+export type MigContainerSpec = { name?: string; profile: string; count?: number; init?: boolean };
+
+/** A pod asking whole MIG instances per container (`<domain>/mig-<profile>`). */
+export function migPod(
+  name: string,
+  containers: MigContainerSpec[],
+  opts: { namespace?: string; uid?: string; annotations?: Record<string, string> } = {},
+): PodWithStatus & { apiVersion: string; kind: string } {
+  const base = gpuPod(name, [], opts);
+  const toContainer = (c: MigContainerSpec, i: number) => {
+    const limits = { [`${names.migPrefix}${c.profile.replace('+', '.')}`]: String(c.count ?? 1) };
+    return { name: c.name ?? `m${i}`, image: 'busybox', resources: { limits, requests: { ...limits } } };
+  };
+  return {
+    ...base,
+    spec: {
+      containers: containers.filter((c) => !c.init).map(toContainer),
+      initContainers: containers.filter((c) => c.init).map(toContainer),
+    },
+  };
+}
+
+/** A running pod holding whole MIG instances of `node` (one container), with a token signed by testKeySet. */
+export function migAssignedPod(
+  name: string,
+  node: string,
+  instances: { uuid: string; parent: string; profile: string; start: number; size: number; memoryMiB: number }[],
+): PodWithStatus {
+  const uid = `uid-${name}`;
+  const profile = instances[0]?.profile ?? '1g.10gb';
+  const assignment: Assignment = {
+    v: 1,
+    pod: { uid, namespace: 'default', name },
+    node,
+    cluster: 'test',
+    containers: [
+      {
+        name: 'm0',
+        isInit: false,
+        cards: instances.map((i) => ({
+          uuid: i.uuid,
+          core: 100,
+          memoryBytes: i.memoryMiB * MIB,
+          mig: { parent: i.parent, profile: i.profile, start: i.start, size: i.size },
+        })),
+        coreLimit: 100,
+        mode: 'hard',
+      },
+    ],
+  };
+  const pod = migPod(name, [{ name: 'm0', profile, count: instances.length }]);
+  return {
+    ...pod,
+    metadata: {
+      ...pod.metadata,
+      annotations: {
+        [vcudaAnnotations.assignment]: signedAssignment(assignment),
+        [vcudaAnnotations.assignedNode]: node,
+        [vcudaAnnotations.assignedAt]: '2026-11-22T04:00:00Z',
+        [vcudaAnnotations.allocatedAt]: '2026-11-22T04:00:01Z',
+      },
+    },
+    spec: { ...pod.spec, nodeName: node },
+    status: { phase: 'Running' },
+  };
+}
