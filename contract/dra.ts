@@ -18,6 +18,13 @@ export const DRA_CLAIM_HOLDER_PREFIX = 'claim:';
 export const claimHolderId = (claimUid: string): string => `${DRA_CLAIM_HOLDER_PREFIX}${claimUid}`;
 export const isClaimHolder = (holderId: string): boolean => holderId.startsWith(DRA_CLAIM_HOLDER_PREFIX);
 
+/**
+ * The ledger's container column for one allocated share of a claim (`<request>/<shareID>`, the
+ * device where a result has no shareID): the charge writes it, the node agent reports usage under it.
+ */
+export const claimShareKey = (request: string, shareId: string | null | undefined, device: string): string =>
+  `${request}/${shareId || device}`;
+
 /** A card's device name in its slice: `gpu-<NVML index>` (a DNS label, as the API requires). */
 export function draDeviceName(cardIndex: number): string {
   return `gpu-${cardIndex}`;

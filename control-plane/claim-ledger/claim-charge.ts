@@ -2,10 +2,16 @@
  * What the ledger must do for one write of a ResourceClaim (pure): charge the shares an allocation
  * of vcuda's driver consumes when kube-scheduler writes it, release them when the allocation is
  * cleared or the claim deleted, nothing otherwise. The ledger holds a claim under its holder id
- * (`claimHolderId`, contract/dra.ts), one item per allocated share (`<request>/<shareID>`), so it counts against the
+ * (`claimHolderId`, contract/dra.ts), one item per allocated share (`claimShareKey`), so it counts against the
  * card, the namespace quota and the team quota exactly like a pod's assignment.
  */
-import { DRA_CAPACITY, type DraAllocationResult, type DraClaim, parseDraQuantity } from '../../contract/index.js';
+import {
+  claimShareKey,
+  DRA_CAPACITY,
+  type DraAllocationResult,
+  type DraClaim,
+  parseDraQuantity,
+} from '../../contract/index.js';
 
 /** One allocated share: `memoryMiB: 'card'` when the result consumed no stated memory (a whole card). */
 export type ClaimShare = { key: string; cardIndex: number; core: number; memoryMiB: number | 'card' };
@@ -47,7 +53,7 @@ function shareOf(result: DraAllocationResult, claimLabel: string): ClaimShare | 
     return `${claimLabel}: consumedCapacity.memory ${consumed[DRA_CAPACITY.memory]} is not a quantity`;
   }
   return {
-    key: `${result.request}/${result.shareID ?? result.device}`,
+    key: claimShareKey(result.request, result.shareID, result.device),
     cardIndex: Number(device[1]),
     core: cores === undefined ? 100 : Number(cores),
     memoryMiB: memory === undefined ? 'card' : Number(memory),
