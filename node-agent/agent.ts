@@ -43,7 +43,7 @@ import { removeCdiSpec } from './limits/cdi-spec.js';
 import { listAllocationDirs, removeAllocationDir } from './limits/container-files.js';
 import { AgentMetrics } from './metrics.js';
 import type { GpuSource } from './nvml/gpu-source.js';
-import { collectUsage, type UsageSink } from './usage.js';
+import { collectUsage, reportedUsage, type UsageSink } from './usage.js';
 
 /** Node-level extended resources, for vcuda-memory beyond what a device list can carry. */
 export interface NodeCapacityPatcher {
@@ -107,7 +107,7 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
   const runner = await startPlugins(deps, { names, health, allocator, metrics, memoryPlan });
   const publishInventory = inventoryPublisher(deps, { names, health, memoryPlan }, nowMs);
   const housekeep = housekeeper(deps, allocator);
-  const reportUsage = usageReporter(deps, allocator, nowMs);
+  const reportUsage = usageReporter(deps, () => allocator.records(), nowMs);
   let stopped = false;
   const healthWatch = startHealthWatch(deps, health, publishInventory);
   const checks: AgentCheck[] = [
@@ -349,18 +349,32 @@ function housekeeper(deps: AgentDeps, allocator: Allocator): () => Promise<strin
   };
 }
 
-/** Sends the running containers' usage to the control plane, when a sink is wired. */
-function usageReporter(deps: AgentDeps, allocator: Allocator, nowMs: () => number): () => Promise<void> {
+/**
+ * Sends the records' usage to the control plane under the ledger's keys, when a sink is wired: the
+ * allocator's containers in device-plugin mode, the prepared claims in DRA mode.
+ */
+export function usageReporter(
+  deps: Pick<AgentDeps, 'config' | 'usageSink'>,
+  records: () => readonly ContainerRecord[],
+  nowMs: () => number,
+): () => Promise<void> {
   const { config } = deps;
   return async () => {
     if (!deps.usageSink) return;
     await deps.usageSink.report(
       config.nodeName,
-      collectUsage(allocator.records()),
+      reportedUsage(records()),
       new Date(nowMs()),
       config.usagePeriodMs / 1000,
     );
   };
+}
+
+/** Runs `fn` every `ms` without keeping the process alive; a failure is logged as `<what>: failed`. */
+export function runEvery(ms: number, what: string, fn: () => Promise<unknown>, log: AgentLog): NodeJS.Timeout {
+  const t = setInterval(() => void fn().catch((err) => log.warn({ err }, `${what}: failed`)), ms);
+  t.unref();
+  return t;
 }
 
 type HealthWatch = {
@@ -397,11 +411,7 @@ async function startLoops(
 ): Promise<() => void> {
   const { config, log } = deps;
   const timers: NodeJS.Timeout[] = [];
-  const every = (ms: number, what: string, fn: () => Promise<unknown>) => {
-    const t = setInterval(() => void fn().catch((err) => log.warn({ err }, `${what}: failed`)), ms);
-    t.unref();
-    timers.push(t);
-  };
+  const every = (ms: number, what: string, fn: () => Promise<unknown>) => void timers.push(runEvery(ms, what, fn, log));
   if (deps.runLoops !== false) {
     await tasks.publishInventory().catch((err) => log.warn({ err }, 'inventory: publishing failed'));
     every(config.inventoryCheckMs, 'inventory', tasks.publishInventory);

@@ -41,7 +41,7 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
   try {
     wired =
       config.mode === 'dra'
-        ? await startWiredDraAgent(config, { kubeConfig: kc, gpu, log })
+        ? await startWiredDraAgent(config, { kubeConfig: kc, gpu, ...usageSinkOf(config, log), log })
         : await startDeviceAgent(config, kc, gpu, log);
   } catch (err) {
     // Nothing half-started may keep the process alive: the caller exits non-zero.
@@ -66,6 +66,20 @@ export async function runNodeAgent(opts: RunOptions): Promise<{ port: number; st
 
 type HttpAgent = Parameters<typeof createAgentHttp>[0];
 
+/** The usage sink both modes report to, when the control plane's URL is configured. */
+function usageSinkOf(config: NodeAgentConfig, log: AgentLog): { usageSink?: UsageBacklog } {
+  if (!config.controlPlaneUrl) return {};
+  // Reports the control plane cannot take now are kept and sent again: an outage loses no usage.
+  const sink = new HttpUsageSink(config.controlPlaneUrl, {
+    token: tokenFromFile(config.paths.serviceAccountTokenPath),
+  });
+  return {
+    usageSink: new UsageBacklog(sink, {
+      onDropped: (reports, reason) => log.warn({ reports, reason }, 'usage reports given up'),
+    }),
+  };
+}
+
 /** Device-plugin mode: the wired agent with its usage sink. */
 function startDeviceAgent(
   config: NodeAgentConfig,
@@ -77,15 +91,7 @@ function startDeviceAgent(
     kubeConfig: kc,
     gpu,
     jwks: jwksFromFile(config.paths.jwksPath),
-    ...(config.controlPlaneUrl
-      ? {
-          // Reports the control plane cannot take now are kept and sent again: an outage loses no usage.
-          usageSink: new UsageBacklog(
-            new HttpUsageSink(config.controlPlaneUrl, { token: tokenFromFile(config.paths.serviceAccountTokenPath) }),
-            { onDropped: (reports, reason) => log.warn({ reports, reason }, 'usage reports given up') },
-          ),
-        }
-      : {}),
+    ...usageSinkOf(config, log),
     log,
   });
 }

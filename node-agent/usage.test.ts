@@ -7,7 +7,7 @@ import type { ContainerRecord } from './allocation/ports.js';
 import { regionCharge } from './card-sampling/placement.js';
 import { allocationKey, containerPaths } from './limits/container-files.js';
 import { ensureRegionFile, readRegionUsage } from './limits/region-file.js';
-import { collectUsage, HttpUsageSink, tokenFromFile } from './usage.js';
+import { collectUsage, HttpUsageSink, reportedUsage, tokenFromFile } from './usage.js';
 
 const root = mkdtempSync(join(tmpdir(), 'vcuda-usage-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -62,6 +62,30 @@ describe('usage from regions', () => {
     expect(samples.map((s) => [s.cardUuid, s.memoryUsedBytes, s.memoryLimitBytes, s.smShare])).toEqual([
       ['GPU-a', 0, 1000, null],
       ['GPU-b', 777, 2000, 0.25],
+    ]);
+  });
+
+  it("reports a pod's container under its own keys, and a claim's budget under the ledger's holder, per share", () => {
+    const pod = record('pod-shares');
+    ensureRegionFile(pod.paths.regionPath, 2);
+    const fd = openSync(pod.paths.regionPath, 'r+');
+    const sampled = Buffer.alloc(8);
+    sampled.writeBigUInt64LE(1_700_000_000_000n);
+    writeSync(fd, sampled, 0, 8, regionDeviceOffset(0) + regionOffsets.device.sampleTimeMs);
+    const share = Buffer.alloc(4);
+    share.writeUInt32LE(3000);
+    writeSync(fd, share, 0, 4, regionDeviceOffset(0) + regionOffsets.device.measuredShareBp);
+    closeSync(fd);
+    expect(reportedUsage([pod])).toEqual(collectUsage([pod]));
+    // The same budget as a claim's: 20 + 10 cores on GPU-a; GPU-b holds none of its shares.
+    const shares = [
+      { key: 'gpu/s1', cardUuid: 'GPU-a', cores: 20, memoryBytes: 600 },
+      { key: 'gpu/s2', cardUuid: 'GPU-a', cores: 10, memoryBytes: 400 },
+    ];
+    const asClaim = { ...pod, ledgerHolder: { id: 'claim:u-1', name: 'train', shares } };
+    expect(reportedUsage([asClaim]).map((s) => [s.podUid, s.pod, s.container, s.cardUuid, s.smShare])).toEqual([
+      ['claim:u-1', 'train', 'gpu/s1', 'GPU-a', 0.2],
+      ['claim:u-1', 'train', 'gpu/s2', 'GPU-a', 0.1],
     ]);
   });
 

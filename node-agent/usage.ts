@@ -1,10 +1,12 @@
 /**
  * Per-container usage, read from each container's region and its limits (pure over the records
- * and a region reader), then optionally reported to the control plane for the ledger.
+ * and a region reader), then optionally reported to the control plane for the ledger, under the
+ * ledger's keys (`reportedUsage`).
  */
 import { readFile } from 'node:fs/promises';
 import type { ContainerRecord } from './allocation/ports.js';
 import { readRegionUsage } from './limits/region-file.js';
+import { shareSamples } from './usage-shares.js';
 
 export type UsageSample = {
   podUid: string;
@@ -52,6 +54,22 @@ export function collectUsage(records: readonly ContainerRecord[], read: RegionRe
     });
   }
   return out;
+}
+
+/**
+ * The samples a usage report carries: collectUsage's, under the keys the control plane's ledger
+ * holds the cards by. A pod's container is its own key; a record the ledger holds under another
+ * holder (a DRA claim) is reported once per share of each card (usage-shares.ts).
+ */
+export function reportedUsage(
+  records: readonly ContainerRecord[],
+  read: RegionReader = readRegionUsage,
+): UsageSample[] {
+  return records.flatMap((r) => {
+    const samples = collectUsage([r], read);
+    const holder = r.ledgerHolder;
+    return holder ? samples.flatMap((s) => shareSamples(s, holder)) : samples;
+  });
 }
 
 /** Where usage goes; the control plane's endpoint is optional. */

@@ -70,11 +70,12 @@ export async function startWiredAgent(config: NodeAgentConfig, adapters: AgentAd
 
 /**
  * DRA mode (`mode: dra`): the agent as a kubelet DRA driver over resource.k8s.io/v1. No pod watch,
- * PodResources or JWKS: a claim's allocation, checked against this node's slice, is the grant.
+ * PodResources or JWKS: a claim's allocation, checked against this node's slice, is the grant. The
+ * usage sink, when given, takes the prepared claims' usage.
  */
 export async function startWiredDraAgent(
   config: NodeAgentConfig,
-  adapters: Pick<AgentAdapters, 'kubeConfig' | 'gpu' | 'log'>,
+  adapters: Pick<AgentAdapters, 'kubeConfig' | 'gpu' | 'usageSink' | 'log'>,
 ): Promise<{ agent: DraAgent; stop(): Promise<void> }> {
   const api = new KubeResourceApi(adapters.kubeConfig);
   // The slice is owned by its Node; without the Node (not created yet) it is written unowned.
@@ -89,6 +90,7 @@ export async function startWiredDraAgent(
     slices: api,
     node: new KubeWriter(adapters.kubeConfig, config.nodeName, adapters.log),
     ...(nodeUid ? { nodeUid } : {}),
+    ...(adapters.usageSink ? { usageSink: adapters.usageSink } : {}),
     log: adapters.log,
   });
   return { agent, stop: () => agent.stop() };

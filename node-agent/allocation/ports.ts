@@ -48,4 +48,15 @@ export type ContainerRecord = {
   paths: ContainerPaths;
   allocatedAtMs: number;
   confirmed: boolean;
+  /** Whom the ledger holds the cards under, when not this pod and container (a DRA claim); absent: the pod. */
+  ledgerHolder?: LedgerHolder;
 };
+
+/**
+ * A holder of the control plane's ledger other than a pod: a DRA claim, held as `claim:<uid>` under
+ * its name, one ledger row per allocated share (several shares may sit on one card of the record).
+ */
+export type LedgerHolder = { id: string; name: string; shares: readonly LedgerShare[] };
+
+/** One ledger row of a holder: its key (the ledger's container column), card, cores and memory. */
+export type LedgerShare = { key: string; cardUuid: string; cores: number; memoryBytes: number };

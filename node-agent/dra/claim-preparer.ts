@@ -11,7 +11,7 @@
  * parallel.
  */
 import { existsSync } from 'node:fs';
-import { draClaimSchema, messageOf } from '../../contract/index.js';
+import { claimHolderId, claimShareKey, draClaimSchema, messageOf } from '../../contract/index.js';
 import type { AgentLog } from '../agent-log.js';
 import type { ContainerRecord } from '../allocation/ports.js';
 import type { DraClaimRef, DraDevice, NodePrepareResourceResponse } from '../kubelet/dra-protocol.js';
@@ -222,7 +222,11 @@ function uniqueDevices(shares: readonly CardShare[]): CardShare[] {
   return [...new Map(shares.map((s) => [s.device, s])).values()];
 }
 
-/** A prepared claim as the card samplers, host-pid map and metrics see a container: the claim is its budget. */
+/**
+ * A prepared claim as the card samplers, host-pid map and metrics see a container: the claim is its
+ * budget. Its use is reported under the ledger's holder of the claim, share by share, as the charge
+ * wrote them.
+ */
 export function claimRecord(claim: PreparedClaim, containersDir: string): ContainerRecord {
   return {
     podUid: claim.podUid,
@@ -235,5 +239,15 @@ export function claimRecord(claim: PreparedClaim, containersDir: string): Contai
     paths: containerPaths(containersDir, claim.key),
     allocatedAtMs: claim.preparedAtMs,
     confirmed: true,
+    ledgerHolder: {
+      id: claimHolderId(claim.uid),
+      name: claim.name,
+      shares: claim.shares.map((s) => ({
+        key: claimShareKey(s.request, s.shareId, s.device),
+        cardUuid: s.uuid,
+        cores: s.cores,
+        memoryBytes: s.memoryBytes,
+      })),
+    },
   };
 }

@@ -1,12 +1,21 @@
 /**
  * The node agent in DRA mode, assembled from its parts (the DRA counterpart of agent.ts): card
  * health from driver events, the node's ResourceSlice kept current (on each health change and every
- * `inventoryCheckMs`, which also retries a failed write), the claim checkpoint, and the kubelet
- * plugin's sockets. Everything outside comes in through `DraAgentDeps`.
+ * `inventoryCheckMs`, which also retries a failed write), the claim checkpoint, the kubelet
+ * plugin's sockets, and the prepared claims' usage reported as device-plugin mode reports its
+ * containers'. Everything outside comes in through `DraAgentDeps`.
  */
 import { join } from 'node:path';
 import { draDeviceName } from '../../contract/index.js';
-import { type Compute, nodeInventoryPublisher, prepareHostFiles, responseSettingsOf, startCompute } from '../agent.js';
+import {
+  type Compute,
+  nodeInventoryPublisher,
+  prepareHostFiles,
+  responseSettingsOf,
+  runEvery,
+  startCompute,
+  usageReporter,
+} from '../agent.js';
 import type { AgentLog } from '../agent-log.js';
 import type { NodeAgentConfig } from '../config.js';
 import { type AgentCheck, agentProblems, CardHealth, watchCardHealth } from '../health.js';
@@ -14,7 +23,7 @@ import type { NodePatcher } from '../inventory.js';
 import { AgentMetrics } from '../metrics.js';
 import type { GpuSource } from '../nvml/gpu-source.js';
 import { readPcieRoot } from '../nvml/numa.js';
-import { collectUsage } from '../usage.js';
+import { collectUsage, type UsageSink } from '../usage.js';
 import { ClaimCheckpoint } from './checkpoint.js';
 import { ClaimPreparer, type ClaimReader, removeOrphanClaims } from './claim-preparer.js';
 import type { PoolDevice } from './claim-shares.js';
@@ -34,9 +43,14 @@ export type DraAgentDeps = {
    * plane registers the cards in the ledger from it, which charges claims against them. Absent: none.
    */
   node?: NodePatcher;
+  /**
+   * Where the prepared claims' usage goes (the control plane), as in device-plugin mode: each
+   * claim's use under its ledger holder, share by share. Absent: not reported.
+   */
+  usageSink?: UsageSink;
   nowMs?: () => number;
   log: AgentLog;
-  /** The periodic slice check; tests drive `publishSlices` by hand. Default true. */
+  /** The periodic slice check and usage report; tests drive `publishSlices` and `reportUsage` by hand. Default true. */
   runLoops?: boolean;
 };
 
@@ -52,6 +66,8 @@ export type DraAgent = {
   samplers: Compute['samplers'];
   hostPids: Compute['hostPids'];
   publishSlices: () => Promise<boolean>;
+  /** Sends the prepared claims' usage to the sink (no-op without one); runs every `usagePeriodMs` with loops on. */
+  reportUsage: () => Promise<void>;
   refreshMetrics: () => void;
   healthProblems: () => string[];
   stop: () => Promise<void>;
@@ -164,7 +180,13 @@ export async function startDraAgent(deps: DraAgentDeps): Promise<DraAgent> {
   const metrics = new AgentMetrics();
   // No pod watch in DRA mode: a pod holding one vcuda claim is unambiguous (placement.ts).
   const records = () => preparer.records();
-  const compute = startCompute(deps, { health, records, pods: () => [], metrics }, deps.nowMs ?? Date.now);
+  const nowMs = deps.nowMs ?? Date.now;
+  const compute = startCompute(deps, { health, records, pods: () => [], metrics }, nowMs);
+  const reportUsage = usageReporter(deps, records, nowMs);
+  const usageTimer =
+    deps.usageSink && deps.runLoops !== false
+      ? runEvery(config.usagePeriodMs, 'usage report', reportUsage, log)
+      : undefined;
   let stopped = false;
   const checks: AgentCheck[] = [
     { name: 'agent', problem: () => (stopped ? 'stopping' : undefined) },
@@ -188,6 +210,7 @@ export async function startDraAgent(deps: DraAgentDeps): Promise<DraAgent> {
     samplers: compute.samplers,
     hostPids: compute.hostPids,
     publishSlices: slices.publishSlices,
+    reportUsage,
     refreshMetrics: () => {
       metrics.update(health.list(), records(), collectUsage(records()));
       metrics.updateChecks(checks.map((c) => ({ name: c.name, ok: c.problem() === undefined })));
@@ -196,6 +219,7 @@ export async function startDraAgent(deps: DraAgentDeps): Promise<DraAgent> {
     stop: async () => {
       stopped = true;
       slices.stop();
+      clearInterval(usageTimer);
       compute.stop();
       abort.abort();
       await server.stop();

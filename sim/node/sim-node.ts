@@ -107,7 +107,12 @@ export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode
     const kubeConfig = kubeConfigFor(opts.apiUrl, opts.agentToken, opts.apiCaPem);
     const config = agentConfig(opts, kubelet);
     if (config.mode === 'dra') {
-      draWired = await startWiredDraAgent(config, { kubeConfig, gpu, log: opts.log });
+      draWired = await startWiredDraAgent(config, {
+        kubeConfig,
+        gpu,
+        ...(opts.usage ? { usageSink: usageSink(opts.usage.controlPlaneUrl, opts.agentToken) } : {}),
+        log: opts.log,
+      });
       return;
     }
     wired = await startWiredAgent(config, {
