@@ -318,9 +318,33 @@ where cluster = $1 and node = $2 and is_present and uuid not like 'MIG-%' order 
 const CLAIM_HOLDERS_SQL = `select distinct pod_uid as "holder", reserved_at as "reservedAt" from allocations
 where cluster = $1 and state <> 'released' and starts_with(pod_uid, $2)`;
 
-/** What the ledger of DRA claims reads besides reserve/confirm/release: cards by index, live claim holders. */
+// Released rows too: a claim's last period is reported after its allocation was cleared.
+const CLAIM_SHARES_SQL = `select distinct pod_uid as "holder", namespace, pod as "name", node, container,
+  card_uuid as "cardUuid"
+from allocations
+where cluster = $1 and pod_uid in (select jsonb_array_elements_text($2::jsonb)) and starts_with(pod_uid, $3)`;
+
+/** One share of a claim as the ledger charged it: which node and card, under which key (`container`). */
+export type ClaimShareRow = {
+  holder: string;
+  namespace: string;
+  name: string;
+  node: string;
+  container: string;
+  cardUuid: string;
+};
+
+/**
+ * What the ledger of DRA claims reads besides reserve/confirm/release: cards by index, live claim
+ * holders, and the shares of given claims (whose usage a node agent may report).
+ */
 function claimSupportOf(query: Query) {
   return {
+    /** Every share the ledger ever charged to these claim holders (`claim:<uid>`) in a cluster, released ones included. */
+    async claimShares(cluster: string, holders: readonly string[]): Promise<ClaimShareRow[]> {
+      if (holders.length === 0) return [];
+      return query<ClaimShareRow>(CLAIM_SHARES_SQL, [cluster, JSON.stringify(holders), DRA_CLAIM_HOLDER_PREFIX]);
+    },
     /** The cards the ledger knows on one node (present ones), by NVML index. */
     async nodeCards(cluster: string, node: string): Promise<{ uuid: string; index: number; memoryMiB: number }[]> {
       return query(NODE_CARDS_SQL, [cluster, node]);

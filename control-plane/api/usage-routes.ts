@@ -1,18 +1,28 @@
 /**
  * `POST /usage` (mounted under `/api/v1`): node agents report per-container usage every period;
  * the samples go into the ledger's usage table, where reports turn them into GPU-hours used and
- * idle allocations. A node agent reports only its own node's pods and cards (usage-writer.ts);
- * a sample posted again counts once, and one from the future is refused.
+ * idle allocations. A node agent reports only its own node's pods and cards, and the shares of DRA
+ * claims the ledger charged on its node (usage-writer.ts); a sample posted again counts once, and
+ * one from the future is refused.
  */
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { z } from 'zod';
-import { fieldError, fieldErrorsFromZod, ValidationError, VcudaError } from '../../contract/index.js';
+import { fieldError, fieldErrorsFromZod, isClaimHolder, ValidationError, VcudaError } from '../../contract/index.js';
 import { withDeadline } from '../../db/deadline.js';
 import { isLedgerUnreachable } from '../../db/pg-errors.js';
 import type { RecordedUsage, UsageSample } from '../../db/usage.js';
 import type { PodWithStatus } from '../placement/cluster-snapshot.js';
 import type { Caller } from './caller-auth.js';
-import { burstKey, judgeSample, memoizedGrants, type PodGrants, type PodLookup, writerNodeOf } from './usage-writer.js';
+import {
+  burstKey,
+  type ClaimShareHold,
+  judgeClaimSample,
+  judgeSample,
+  memoizedGrants,
+  type PodGrants,
+  type PodLookup,
+  writerNodeOf,
+} from './usage-writer.js';
 
 const MIB = 1024 * 1024;
 /** A node of 16 cards with a few hundred containers stays far below this. */
@@ -80,13 +90,22 @@ export type UsageRoutesDeps = {
   pods?: PodLookup;
   /** What a pod's verified assignment grants (required with `pods`). */
   grants?: (pod: PodWithStatus) => PodGrants | undefined;
+  /**
+   * The shares the ledger charged to these DRA claim holders (`claim:<uid>`, db `claimShares`): a
+   * claim's sample must be of a share charged on the writer's node. Absent: a claim's sample is
+   * recorded unchecked only where nothing is checked (no `pods` either), else not recorded.
+   */
+  claims?: (holders: readonly string[]) => Promise<ClaimShareHold[]>;
   clock?: () => Date;
   /**
    * The node agents' sampling interval (their `usagePeriodMs`), seconds: a sample claiming a
    * longer period than this plus SAMPLE_PERIOD_SLACK is refused. Default 10.
    */
   samplePeriodS?: number;
-  /** How long a write may take before the answer is 503 (the write may still commit; a retry then counts once). */
+  /**
+   * How long the report's ledger calls (reading claims' charges, the write) may take before the
+   * answer is 503 (the write may still commit; a retry then counts once).
+   */
   writeTimeoutMs?: number;
 };
 
@@ -126,11 +145,28 @@ async function readReport(c: Context, now: Date, maxPeriodS: number): Promise<Us
   return parsed.data;
 }
 
-/** The samples of `report` this writer may record; refuses the report if any is another node's. */
-function ownSamples(deps: UsageRoutesDeps, caller: Caller | undefined, report: UsageReport) {
-  const pods = deps.pods;
+type ReportedSample = UsageReport['samples'][number];
+
+/** Judges one sample: a pod's against the cluster view, a claim's against the ledger's charges. */
+type SampleJudge = (s: ReportedSample) => 'own' | 'unknown' | { refused: string };
+
+async function judgeOf(deps: UsageRoutesDeps, report: UsageReport): Promise<SampleJudge | undefined> {
+  const { pods, claims } = deps;
+  if (!pods && !claims) return undefined;
+  const grants = memoizedGrants(deps.grants ?? (() => undefined));
+  const holders = [...new Set(report.samples.map((s) => s.podUid).filter(isClaimHolder))];
+  const holds = claims && holders.length > 0 ? await claims(holders) : [];
+  return (s) => {
+    // A pod UID never holds a colon: a `claim:` sample is a claim's, whatever pod shares its name.
+    if (isClaimHolder(s.podUid)) return claims ? judgeClaimSample(report.node, s, holds) : 'unknown';
+    return pods ? judgeSample(report.node, s, pods, grants) : 'own';
+  };
+}
+
+/** The samples of `report` this writer may record; refuses the report if any is another node's or holder's. */
+async function ownSamples(deps: UsageRoutesDeps, caller: Caller | undefined, report: UsageReport) {
   if (caller) {
-    const node = writerNodeOf(caller, pods ?? (() => undefined));
+    const node = writerNodeOf(caller, deps.pods ?? (() => undefined));
     if (node !== report.node) {
       throw new VcudaError(
         'forbidden',
@@ -138,12 +174,12 @@ function ownSamples(deps: UsageRoutesDeps, caller: Caller | undefined, report: U
       );
     }
   }
-  if (!pods) return { own: report.samples, unknown: 0 };
-  const own: UsageReport['samples'] = [];
+  const judge = await judgeOf(deps, report);
+  if (!judge) return { own: report.samples, unknown: 0 };
+  const own: ReportedSample[] = [];
   const refused: string[] = [];
-  const grants = memoizedGrants(deps.grants ?? (() => undefined));
   report.samples.forEach((s, i) => {
-    const verdict = judgeSample(report.node, s, pods, grants);
+    const verdict = judge(s);
     if (verdict === 'own') own.push(s);
     else if (verdict !== 'unknown') refused.push(`samples[${i}]: ${verdict.refused}`);
   });
@@ -157,10 +193,14 @@ function ownSamples(deps: UsageRoutesDeps, caller: Caller | undefined, report: U
   return { own, unknown: report.samples.length - own.length };
 }
 
-/** The write, with a deadline; an unreachable ledger is `unavailable` (503 and Retry-After: the agent retries). */
-async function writeUsage(deps: UsageRoutesDeps, samples: UsageSample[]): Promise<RecordedUsage> {
+/**
+ * A ledger call of the report (reading claims' charges, writing samples) before the report's one
+ * deadline (`performance.now()` milliseconds); an unreachable ledger is `unavailable` (503 and
+ * Retry-After: the agent retries).
+ */
+async function onLedger<T>(work: Promise<T>, deadlineMs: number): Promise<T> {
   try {
-    return await withDeadline(deps.usage.recordUsage(samples), deps.writeTimeoutMs ?? 5000, 'usage report');
+    return await withDeadline(work, Math.max(1, Math.round(deadlineMs - performance.now())), 'usage report');
   } catch (err) {
     if (!(err instanceof VcudaError) && isLedgerUnreachable(err)) {
       throw new VcudaError('unavailable', 'usage report: the ledger cannot be reached; retry later', { cause: err });
@@ -169,34 +209,40 @@ async function writeUsage(deps: UsageRoutesDeps, samples: UsageSample[]): Promis
   }
 }
 
+/** How far a sample's figures may go: the most of its card (percent) and burst bytes above its guarantee. */
+type SampleBounds = { mostPct: number; burstBytes: number };
+
 /**
- * The most of its card a container can have used, percent: its core limit (a soft limit's burst)
- * from the verified assignment; a whole card when the cluster view is not consulted.
+ * A pod's bounds come from its verified assignment: its core limit (a soft limit's burst) and
+ * vcuda-memory-limit minus vcuda-memory; a whole card and no clamp when the cluster view is not
+ * consulted. A claim's core limit is the one its node agent prepared it with (the claim's own
+ * opaque config, from the allocation kube-scheduler wrote; the ledger does not keep it), and a
+ * claim has no memory above what it consumed.
  */
-function mostOfCard(
+function boundsOf(
   deps: UsageRoutesDeps,
   grants: (pod: PodWithStatus) => PodGrants | undefined,
-  s: UsageReport['samples'][number],
-): number {
+  s: ReportedSample,
+): SampleBounds {
+  if (isClaimHolder(s.podUid)) return { mostPct: s.coreLimit, burstBytes: deps.claims ? 0 : Number.MAX_VALUE };
   const pod = deps.pods?.(s.namespace, s.pod);
-  const limit = pod ? grants(pod)?.coreLimitByContainer.get(s.container) : undefined;
-  return limit ?? 100;
+  const granted = pod ? grants(pod) : undefined;
+  return {
+    mostPct: granted?.coreLimitByContainer.get(s.container) ?? 100,
+    burstBytes: granted ? (granted.burstBytesByCard.get(burstKey(s.container, s.cardUuid)) ?? 0) : Number.MAX_VALUE,
+  };
 }
 
 /**
- * The sample's burst as stored, clamped to what its assignment allows above the guarantee
- * (vcuda-memory-limit minus vcuda-memory; 0 without one). The region these figures come from is
- * writable by the tenant's own process, so a figure above the contract is clamped, not refused:
- * refusing would let one container void its whole node's report. MiB round up, so any burst shows.
+ * The sample's burst as stored, clamped to what its bounds allow above the guarantee. The region
+ * these figures come from is writable by the tenant's own process, so a figure above the contract
+ * is clamped, not refused: refusing would let one container void its whole node's report. MiB
+ * round up, so any burst shows.
  */
 function burstOf(
-  deps: UsageRoutesDeps,
-  grants: (pod: PodWithStatus) => PodGrants | undefined,
-  s: UsageReport['samples'][number],
+  s: ReportedSample,
+  most: number,
 ): Pick<UsageSample, 'memoryBurstMiB' | 'memoryBurstEvictedMiB' | 'burstEvicted' | 'burstEvictions'> {
-  const pod = deps.pods?.(s.namespace, s.pod);
-  const granted = pod ? grants(pod) : undefined;
-  const most = granted ? (granted.burstBytesByCard.get(burstKey(s.container, s.cardUuid)) ?? 0) : Number.MAX_VALUE;
   const burst = Math.min(s.memoryBurstBytes ?? 0, most);
   const evicted = Math.min(s.memoryBurstEvictedBytes ?? 0, burst);
   return {
@@ -215,26 +261,30 @@ export function usageRoutes(deps: UsageRoutesDeps): Hono {
   if (deps.guard) app.use('/usage', deps.guard);
   app.post('/usage', async (c) => {
     const report = await readReport(c, clock(), maxPeriodS);
-    const { own, unknown } = ownSamples(deps, c.get('caller'), report);
+    const deadlineMs = performance.now() + (deps.writeTimeoutMs ?? 5000);
+    const { own, unknown } = await onLedger(ownSamples(deps, c.get('caller'), report), deadlineMs);
     const periodMs = Math.round(report.periodS * 1000);
     const sampledAt = new Date(new Date(report.at).getTime() - periodMs);
     const grants = memoizedGrants(deps.grants ?? (() => undefined));
     // A container not yet measured (smShare null) has no SM figure to record; its memory alone
     // would read as an idle allocation, so it waits for its first measured period.
     const measured = own.filter((s) => s.smShare !== null);
-    const samples: UsageSample[] = measured.map((s) => ({
-      cluster: deps.clusterName,
-      namespace: s.namespace,
-      podUid: s.podUid,
-      container: s.container,
-      cardUuid: s.cardUuid,
-      sampledAt,
-      periodS: periodMs / 1000,
-      smPct: Math.min((s.smShare ?? 0) * 100, mostOfCard(deps, grants, s)),
-      memoryUsedMiB: Math.floor(s.memoryUsedBytes / MIB),
-      ...burstOf(deps, grants, s),
-    }));
-    const { recorded, duplicate, outsideAllocation } = await writeUsage(deps, samples);
+    const samples: UsageSample[] = measured.map((s) => {
+      const bounds = boundsOf(deps, grants, s);
+      return {
+        cluster: deps.clusterName,
+        namespace: s.namespace,
+        podUid: s.podUid,
+        container: s.container,
+        cardUuid: s.cardUuid,
+        sampledAt,
+        periodS: periodMs / 1000,
+        smPct: Math.min((s.smShare ?? 0) * 100, bounds.mostPct),
+        memoryUsedMiB: Math.floor(s.memoryUsedBytes / MIB),
+        ...burstOf(s, bounds.burstBytes),
+      };
+    });
+    const { recorded, duplicate, outsideAllocation } = await onLedger(deps.usage.recordUsage(samples), deadlineMs);
     return c.json({ recorded, duplicate, outsideAllocation, unknown, skipped: own.length - measured.length });
   });
   return app;

@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { assignedPod, cardUuid, grantsAsWritten } from '../../test/support/control-plane/builders.js';
 import type { PodWithStatus } from '../placement/cluster-snapshot.js';
-import { judgeSample, NODE_NAME_EXTRA, POD_NAME_EXTRA, POD_UID_EXTRA, writerNodeOf } from './usage-writer.js';
+import {
+  type ClaimShareHold,
+  judgeClaimSample,
+  judgeSample,
+  NODE_NAME_EXTRA,
+  POD_NAME_EXTRA,
+  POD_UID_EXTRA,
+  writerNodeOf,
+} from './usage-writer.js';
 
 const lookup =
   (...pods: PodWithStatus[]) =>
@@ -49,6 +57,61 @@ describe('judgeSample with an assignment the cluster view did not verify', () =>
   it('records nothing for it: an unverified annotation cannot make samples count', () => {
     const forged = assignedPod('p', 'n1', [{ core: 30, memoryMiB: 1024, cards: [0] }]);
     expect(judgeSample('n1', ref(), lookup(forged), () => undefined)).toBe('unknown');
+  });
+});
+
+describe('judgeClaimSample', () => {
+  // A claim with two shares charged on n1: one on card 0, one on card 1 (the ledger's rows).
+  const hold = (container: string, card: number, node = 'n1'): ClaimShareHold => ({
+    holder: 'claim:u-train',
+    namespace: 'ml',
+    name: 'train',
+    node,
+    container,
+    cardUuid: cardUuid(node, card),
+  });
+  const holds = [hold('gpu/s0', 0), hold('gpu/s1', 1)];
+  const claimRef = (over: Partial<Parameters<typeof judgeClaimSample>[1]> = {}) =>
+    ref({ podUid: 'claim:u-train', namespace: 'ml', pod: 'train', container: 'gpu/s0', ...over });
+
+  it.each([
+    ['a share on its own card, on the node it is charged on', 'n1', claimRef(), 'own'],
+    ['a claim the ledger holds nothing of', 'n1', claimRef({ podUid: 'claim:u-other' }), 'unknown'],
+    [
+      'the claim from another node',
+      'n2',
+      claimRef(),
+      { refused: 'resourceclaim ml/train is charged on node n1, not n2' },
+    ],
+    [
+      'a share on a card charged to another share',
+      'n1',
+      claimRef({ cardUuid: cardUuid('n1', 1) }),
+      { refused: `card ${cardUuid('n1', 1)} is not charged to share gpu/s0 of resourceclaim ml/train` },
+    ],
+    [
+      'a share the ledger never charged',
+      'n1',
+      claimRef({ container: 'gpu/forged' }),
+      { refused: `card ${cardUuid('n1', 0)} is not charged to share gpu/forged of resourceclaim ml/train` },
+    ],
+    [
+      'the claim billed to another namespace',
+      'n1',
+      claimRef({ namespace: 'team-b' }),
+      { refused: 'claim:u-train is resourceclaim ml/train in the ledger, not team-b/train' },
+    ],
+  ])('%s', (_, node, sample, verdict) => {
+    expect(judgeClaimSample(node, sample, holds)).toEqual(verdict);
+  });
+
+  it('takes the node a claim was charged on before, after it moved: each period on the node that held it', () => {
+    const moved = [hold('gpu/s0', 0, 'n1'), hold('gpu/s0', 0, 'n2')];
+    expect(judgeClaimSample('n1', claimRef(), moved)).toBe('own');
+    expect(judgeClaimSample('n2', claimRef({ cardUuid: cardUuid('n2', 0) }), moved)).toBe('own');
+    expect(judgeClaimSample('n2', claimRef(), moved)).toEqual({
+      refused: `card ${cardUuid('n1', 0)} is not charged to share gpu/s0 of resourceclaim ml/train`,
+    });
   });
 });
 

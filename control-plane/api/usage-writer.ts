@@ -1,8 +1,9 @@
 /**
  * Whose usage a report may carry: a node agent writes only samples of pods assigned to its own
- * node, on the cards granted to them. The node comes from the caller's token as the API server
- * reviewed it; the pods and their cards from the control plane's cluster view. Pure over a pod
- * lookup, so the rules are tested without a cluster.
+ * node, on the cards granted to them, and of DRA claims the ledger charged on its node, on the
+ * cards of their shares. The node comes from the caller's token as the API server reviewed it; the
+ * pods and their cards from the control plane's cluster view, the claims' shares from the ledger.
+ * Pure over those lookups, so the rules are tested without a cluster.
  */
 import { type Assignment, VcudaError } from '../../contract/index.js';
 import type { PodWithStatus } from '../placement/cluster-snapshot.js';
@@ -130,4 +131,41 @@ export function memoizedGrants(
     if (!seen.has(pod)) seen.set(pod, grants(pod));
     return seen.get(pod);
   };
+}
+
+/** One share the ledger charged to a claim (db `claimShares`): its node and card, its key as `container`. */
+export type ClaimShareHold = {
+  holder: string;
+  namespace: string;
+  name: string;
+  node: string;
+  container: string;
+  cardUuid: string;
+};
+
+/**
+ * The DRA counterpart of judgeSample, over what the ledger charged (the claim's holder `claim:<uid>`
+ * as `podUid`, the claim's name as `pod`, a share's key as `container`): `own` when the ledger holds
+ * that share on that card on `node`; `unknown` when it holds nothing of the claim (never charged, or
+ * another driver's); otherwise why the sample is not this node's to report. Only kube-scheduler's
+ * allocation is ever charged, so a node agent reports only claims the scheduler gave its node.
+ */
+export function judgeClaimSample(
+  node: string,
+  s: SampleRef,
+  holds: readonly ClaimShareHold[],
+): 'own' | 'unknown' | { refused: string } {
+  const mine = holds.filter((h) => h.holder === s.podUid);
+  const first = mine[0];
+  if (!first) return 'unknown';
+  const where = `resourceclaim ${first.namespace}/${first.name}`;
+  if (first.namespace !== s.namespace || first.name !== s.pod) {
+    return { refused: `${s.podUid} is ${where} in the ledger, not ${s.namespace}/${s.pod}` };
+  }
+  const onNode = mine.filter((h) => h.node === node);
+  if (onNode.length === 0) return { refused: `${where} is charged on node ${first.node}, not ${node}` };
+  if (!onNode.some((h) => h.container === s.container && h.cardUuid === s.cardUuid)) {
+    return { refused: `card ${s.cardUuid} is not charged to share ${s.container} of ${where}` };
+  }
+  return 'own';
 }

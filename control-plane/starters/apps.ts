@@ -221,6 +221,8 @@ export function plainApp(
         pods: (namespace, name) => state.pod(namespace, name),
         grants: (pod) =>
           grantsOf(state.heldAssignment(pod.metadata?.namespace ?? '', pod.metadata?.name ?? ''), pod.metadata?.uid),
+        // And only claims the ledger charged on its node, on the cards of their shares.
+        claims: (holders) => store.ledger.claimShares(config.clusterName, holders),
         clock,
         samplePeriodS: config.api.usageSamplePeriodSeconds,
         // A node's batch is thousands of rows: more than one ledger call's time, less than the agent's 5 s.
