@@ -3,12 +3,13 @@
  * region: a pod is bound and allocated through the real device-plugin path, its processes appear
  * in a /proc of fixtures, and one publication lands in each region at the pinned offsets.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { REGION_FILE_SIZE, regionPidMap } from '../../contract/region-layout.js';
 import { type Harness, runPod, startHarness } from '../../test/support/node-agent/agent-harness.js';
+import { writeFakeProcess } from '../../test/support/node-agent/fake-proc.js';
 import { GpuPodBuilder } from '../../test/support/node-agent/gpu-pod.js';
 
 const root = mkdtempSync(join(tmpdir(), 'vcuda-host-pids-'));
@@ -23,16 +24,6 @@ afterEach(async () => {
 const UID = '2b3c4d5e-0000-4000-8000-00000000beef';
 const MAIN_ID = 'e'.repeat(64);
 const SIDE_ID = 'f'.repeat(64);
-
-function fakeProcess(pid: number, containerId: string, nsPid: number, startTicks: number) {
-  const dir = join(proc, String(pid));
-  mkdirSync(dir, { recursive: true });
-  const slice = `kubepods-pod${UID.replace(/-/g, '_')}.slice`;
-  writeFileSync(join(dir, 'cgroup'), `0::/kubepods.slice/${slice}/cri-containerd-${containerId}.scope\n`);
-  writeFileSync(join(dir, 'status'), `Name:\tpython\nNSpid:\t${pid}\t${nsPid}\n`);
-  const fields = ['S', ...Array(18).fill('0'), String(startTicks), '0'];
-  writeFileSync(join(dir, 'stat'), `${pid} (python) ${fields.join(' ')}\n`);
-}
 
 function entriesOf(regionPath: string): number[][] {
   const buf = readFileSync(regionPath).subarray(regionPidMap.offset);
@@ -58,10 +49,10 @@ describe('host-pid map wiring', () => {
     const card0 = h.agent.health.list()[0]?.uuid as string;
     const pod = new GpuPodBuilder(h.names, 'pidns', UID).container('main', 30, 100).container('side', 20, 100);
     await runPod(h, pod, [[card0], [card0]], { main: MAIN_ID, side: SIDE_ID });
-    fakeProcess(5101, MAIN_ID, 1, 900);
-    fakeProcess(5102, MAIN_ID, 12, 950);
-    fakeProcess(5201, SIDE_ID, 1, 990);
-    fakeProcess(5301, 'a'.repeat(64), 1, 999); // same pod uid, a container the pod does not name
+    writeFakeProcess(proc, { pid: 5101, podUid: UID, containerId: MAIN_ID, nsPid: 1, startTicks: 900 });
+    writeFakeProcess(proc, { pid: 5102, podUid: UID, containerId: MAIN_ID, nsPid: 12, startTicks: 950 });
+    writeFakeProcess(proc, { pid: 5201, podUid: UID, containerId: SIDE_ID, nsPid: 1, startTicks: 990 });
+    writeFakeProcess(proc, { pid: 5301, podUid: UID, containerId: 'a'.repeat(64), nsPid: 1, startTicks: 999 }); // same pod uid, a container the pod does not name
 
     const records = h.agent.allocator.records();
     const region = (name: string) => records.find((r) => r.container === name)?.paths.regionPath as string;

@@ -3,7 +3,7 @@
  * samplers and the host-pid map (the pod it is reserved for owns the processes), so its region gets
  * the pod's host pids and its measured share.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -11,21 +11,13 @@ import { REGION_FILE_SIZE, regionPidMap } from '../../contract/region-layout.js'
 import { claim, GiB } from '../../test/support/node-agent/dra-claim.js';
 import { startDraHarness } from '../../test/support/node-agent/dra-harness.js';
 import type { FakeGpuSource } from '../../test/support/node-agent/fake-gpu-source.js';
+import { writeFakeProcess } from '../../test/support/node-agent/fake-proc.js';
 
 const root = mkdtempSync(join(tmpdir(), 'dra-compute-'));
 const proc = join(root, 'proc');
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 const POD = '7c1d2e3f-0000-4000-8000-0000000000aa';
-
-function fakeProcess(pid: number, nsPid: number) {
-  const dir = join(proc, String(pid));
-  mkdirSync(dir, { recursive: true });
-  const slice = `kubepods-pod${POD.replace(/-/g, '_')}.slice`;
-  writeFileSync(join(dir, 'cgroup'), `0::/kubepods.slice/${slice}/cri-containerd-${'e'.repeat(64)}.scope\n`);
-  writeFileSync(join(dir, 'status'), `Name:\tpython\nNSpid:\t${pid}\t${nsPid}\n`);
-  writeFileSync(join(dir, 'stat'), `${pid} (python) ${['S', ...Array(18).fill('0'), '900', '0'].join(' ')}\n`);
-}
 
 describe('compute feedback in DRA mode', () => {
   it("writes the reserved pod's host pids and its measured share into the claim's region", async () => {
@@ -38,7 +30,7 @@ describe('compute feedback in DRA mode', () => {
       expect((await h.kubelet.prepare('v1', [c.ref()])).claims[c.uid]?.error).toBe('');
       const [record] = h.agent.preparer.records();
       expect(record).toMatchObject({ podUid: POD, podName: 'trainer', container: 'train' });
-      fakeProcess(6101, 1);
+      writeFakeProcess(proc, { pid: 6101, podUid: POD, nsPid: 1 });
       truncateSync(record?.paths.regionPath as string, REGION_FILE_SIZE); // as libvcuda sizes it
       expect(h.agent.hostPids.publishOnce()).toBe(1);
       const map = readFileSync(record?.paths.regionPath as string).subarray(regionPidMap.offset);

@@ -25,6 +25,7 @@ import {
 } from '../../../node-agent/kubelet/dra-services.js';
 import { unixTarget } from '../../../node-agent/kubelet/grpc-services.js';
 import type { GpuSource } from '../../../node-agent/nvml/gpu-source.js';
+import type { UsageSink } from '../../../node-agent/usage.js';
 import { FakeGpuSource } from './fake-gpu-source.js';
 import { recordingLog } from './recording-log.js';
 
@@ -171,6 +172,8 @@ export async function startDraHarness(
     gpu?: () => GpuSource;
     config?: Record<string, unknown>;
     paths?: Record<string, unknown>;
+    /** Where the agent reports the prepared claims' usage (the control plane's route); absent: not reported. */
+    usageSink?: UsageSink;
   } = {},
 ): Promise<DraHarness> {
   const root = opts.root ?? mkdtempSync(join(tmpdir(), 'dra-'));
@@ -181,7 +184,15 @@ export async function startDraHarness(
   const api = opts.api ?? new MemoryResourceApi();
   const gpu = opts.gpu?.() ?? new FakeGpuSource({ cards: 2, memoryMiB: 81920 });
   const { log, lines } = recordingLog();
-  const agent = await startDraAgent({ config, gpu, claims: api, slices: api, log, nodeUid: 'node-1-uid' });
+  const agent = await startDraAgent({
+    config,
+    gpu,
+    claims: api,
+    slices: api,
+    log,
+    nodeUid: 'node-1-uid',
+    ...(opts.usageSink ? { usageSink: opts.usageSink } : {}),
+  });
   const kubelet = new DraKubeletClient(agent);
   const stop = async () => {
     kubelet.close();
