@@ -34,7 +34,8 @@ import {
 import type { NodeAgentConfig } from './config.js';
 import { type MemoryAdvertisePlan, planMemoryAdvertise, unitsOfCard } from './device-plugin/device-list.js';
 import { PluginRunner, type PluginSpec } from './device-plugin/plugin-runner.js';
-import { corePlugin, memoryPlugin } from './device-plugin/plugins.js';
+import type { PluginHandler } from './device-plugin/plugin-server.js';
+import { corePlugin, memoryPlugin, migPlugin } from './device-plugin/plugins.js';
 import { type AgentCheck, agentProblems, CardHealth, watchCardHealth } from './health.js';
 import { allocationDirsToRemove } from './housekeeping.js';
 import { buildInventory, InventoryPublisher, migForInventory, type NodePatcher } from './inventory.js';
@@ -42,6 +43,8 @@ import { preloadFileContent, type ResponseSettings } from './limits/allocate-res
 import { removeCdiSpec } from './limits/cdi-spec.js';
 import { listAllocationDirs, removeAllocationDir } from './limits/container-files.js';
 import { AgentMetrics } from './metrics.js';
+import { readCapMinors } from './mig/cap-minors.js';
+import { MigDevices } from './mig/mig-devices.js';
 import type { GpuSource } from './nvml/gpu-source.js';
 import { collectUsage, reportedUsage, type UsageSink } from './usage.js';
 
@@ -103,9 +106,10 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
   });
   log.info(`vcuda-memory via ${memoryPlan.via}: ${memoryPlan.reason}`);
   prepareHostFiles(config);
-  const allocator = await startAllocator(deps, names, health, nowMs);
-  const runner = await startPlugins(deps, { names, health, allocator, metrics, memoryPlan });
-  const publishInventory = inventoryPublisher(deps, { names, health, memoryPlan }, nowMs);
+  const mig = migDevicesOf(deps, health);
+  const allocator = await startAllocator(deps, names, health, mig, nowMs);
+  const runner = await startPlugins(deps, { names, health, mig, allocator, metrics, memoryPlan });
+  const publishInventory = inventoryPublisher(deps, { names, health, mig, memoryPlan }, nowMs);
   const housekeep = housekeeper(deps, allocator);
   const reportUsage = usageReporter(deps, () => allocator.records(), nowMs);
   let stopped = false;
@@ -182,11 +186,30 @@ export function responseSettingsOf(config: NodeAgentConfig): ResponseSettings {
   };
 }
 
+/**
+ * The whole MIG instances of the cards in MIG mode, read once now (their profiles decide which
+ * plugins serve), then again with every inventory publication.
+ */
+function migDevicesOf(deps: AgentDeps, health: CardHealth): MigDevices {
+  const { config, log } = deps;
+  const caps = readCapMinors(config.paths.procRoot);
+  const mig = new MigDevices(health, (index) => deps.gpu.migLayout?.(index) ?? null, caps.minorOf);
+  mig.readAll((card, err) =>
+    log.warn({ err, card }, `reading card ${card}'s MIG instances failed; it serves none until a read succeeds`),
+  );
+  const profiles = mig.profiles();
+  if (profiles.length > 0) {
+    log.info(`MIG: serving whole instances of ${profiles.join(', ')}; access node minors from the ${caps.source}`);
+  }
+  return mig;
+}
+
 /** The allocator, rebuilt from what the kubelet and the pods' annotations say runs already. */
 async function startAllocator(
   deps: AgentDeps,
   names: ResourceNames,
   health: CardHealth,
+  mig: MigDevices,
   nowMs: () => number,
 ): Promise<Allocator> {
   const { config, log } = deps;
@@ -202,6 +225,7 @@ async function startAllocator(
     events: deps.events,
     jwks: deps.jwks,
     cards: health,
+    mig,
     nowMs,
     log,
     ...(deps.retryDelayMs !== undefined ? { retryDelayMs: deps.retryDelayMs } : {}),
@@ -218,43 +242,59 @@ async function startAllocator(
 type PluginParts = {
   names: ResourceNames;
   health: CardHealth;
+  mig: MigDevices;
   allocator: Allocator;
   metrics: AgentMetrics;
   memoryPlan: MemoryAdvertisePlan;
 };
 
-/** The device plugins, registered with the kubelet; vcuda-memory only when a device list carries it. */
-async function startPlugins(deps: AgentDeps, parts: PluginParts): Promise<PluginRunner> {
-  const { config } = deps;
-  const { names, health, metrics } = parts;
-  const core = corePlugin(names, health, parts.allocator);
-  // The tie is decided at PreStartContainer now, so that is what the allocation metrics time.
-  const timedCore = {
-    ...core,
+/** A plugin whose ties the allocation metrics time: at PreStartContainer, where the tie is decided. */
+function timed(handler: PluginHandler, metrics: AgentMetrics): PluginHandler {
+  const observe = (start: number, result: string) =>
+    metrics.observeAllocate((performance.now() - start) / 1000, result);
+  return {
+    ...handler,
     // An Allocate no pod here could hold is refused at once: counted with the PreStart refusals.
     allocate: async (ids: string[]) => {
       const start = performance.now();
       try {
-        return await core.allocate(ids);
+        return await handler.allocate(ids);
       } catch (err) {
-        metrics.observeAllocate((performance.now() - start) / 1000, (err as { code?: string }).code ?? 'error');
+        observe(start, (err as { code?: string }).code ?? 'error');
         throw err;
       }
     },
     preStart: async (ids: string[]) => {
       const start = performance.now();
       try {
-        await core.preStart(ids);
-        metrics.observeAllocate((performance.now() - start) / 1000, 'ok');
+        await handler.preStart(ids);
+        observe(start, 'ok');
       } catch (err) {
-        metrics.observeAllocate((performance.now() - start) / 1000, (err as { code?: string }).code ?? 'error');
+        observe(start, (err as { code?: string }).code ?? 'error');
         throw err;
       }
     },
   };
-  const plugins: PluginSpec[] = [{ handler: timedCore, endpoint: 'vcuda-core.sock' }];
+}
+
+/**
+ * The device plugins, registered with the kubelet: vcuda-core, vcuda-memory only when a device
+ * list carries it, and one per MIG profile the node's instances have at start.
+ */
+async function startPlugins(deps: AgentDeps, parts: PluginParts): Promise<PluginRunner> {
+  const { config } = deps;
+  const { names, health, metrics } = parts;
+  const plugins: PluginSpec[] = [
+    { handler: timed(corePlugin(names, health, parts.allocator), metrics), endpoint: 'vcuda-core.sock' },
+  ];
   if (parts.memoryPlan.via === 'device-plugin') {
     plugins.push({ handler: memoryPlugin(names, health, config.memoryUnitMiB), endpoint: 'vcuda-memory.sock' });
+  }
+  for (const profile of parts.mig.profiles()) {
+    plugins.push({
+      handler: timed(migPlugin(names, profile, parts.mig, parts.allocator), metrics),
+      endpoint: `vcuda-mig-${profile.replace('+', '.')}.sock`,
+    });
   }
   const runner = new PluginRunner({
     pluginDir: config.kubelet.devicePluginDir,
@@ -275,15 +315,18 @@ export function nodeInventoryPublisher(
   deps: Pick<AgentDeps, 'config' | 'gpu' | 'log'> & { node: NodePatcher },
   health: CardHealth,
   nowMs: () => number,
+  /** Device-plugin mode: the instances it serves, kept current by the same reads. */
+  migDevices?: MigDevices,
 ): () => Promise<boolean> {
   const { config } = deps;
   const publisher = new InventoryPublisher(deps.node, config.heartbeatPeriodMs);
+  const readMig = (index: number) => (migDevices ? migDevices.read(index) : (deps.gpu.migLayout?.(index) ?? null));
   return async () => {
     const now = nowMs();
     const cards = health.list().map((c) => {
       const mig = migForInventory(
         c,
-        () => deps.gpu.migLayout?.(c.index) ?? null,
+        () => readMig(c.index),
         (err) => deps.log.warn({ err }, `reading card ${c.index}'s MIG layout failed; published as MIG-only`),
       );
       return mig ? { ...c, mig } : c;
@@ -302,12 +345,12 @@ export function nodeInventoryPublisher(
 /** The inventory, and with `node-status` the node's vcuda-memory capacity, when it changed. */
 function inventoryPublisher(
   deps: AgentDeps,
-  parts: { names: ResourceNames; health: CardHealth; memoryPlan: MemoryAdvertisePlan },
+  parts: { names: ResourceNames; health: CardHealth; mig: MigDevices; memoryPlan: MemoryAdvertisePlan },
   nowMs: () => number,
 ): () => Promise<boolean> {
   const { config } = deps;
   const { health } = parts;
-  const publishNodeInventory = nodeInventoryPublisher(deps, health, nowMs);
+  const publishNodeInventory = nodeInventoryPublisher(deps, health, nowMs, parts.mig);
   return async () => {
     const patched = await publishNodeInventory();
     if (patched && parts.memoryPlan.via === 'node-status') {
@@ -487,12 +530,15 @@ export function startCompute(
     return sampler;
   });
   const hostPids = createHostPidPublisher({
+    // Whole MIG instances have no region to publish into.
     targets: () =>
-      records().map((r) => ({
-        key: containerKey(r.podUid, r.container),
-        podUid: r.podUid,
-        regionPath: r.paths.regionPath,
-      })),
+      records()
+        .filter((r) => r.devices.length > 0)
+        .map((r) => ({
+          key: containerKey(r.podUid, r.container),
+          podUid: r.podUid,
+          regionPath: r.paths.regionPath,
+        })),
     proc: procSource(config.paths.procRoot),
     containerOfPid: (pid) => placement.containerOfPid(pid),
     nowMs: () => Date.now(), // libvcuda compares it with CLOCK_REALTIME

@@ -8,6 +8,10 @@
  * holds exactly these IDs, verifies that pod's signed assignment and writes the container's limit
  * file, region and CDI spec (its cards) into place. Any doubt refuses the container, naming the
  * pods. No node lock and no pending rule: identical pods start in parallel.
+ *
+ * Whole MIG instances (one plugin per profile, devices = the instances) take the same path: the
+ * device IDs the kubelet picked tie the container, and the signed grant decides which instances
+ * it gets; their CDI spec carries the instances' device nodes, and no limit file caps them.
  */
 import {
   AssignmentError,
@@ -15,6 +19,7 @@ import {
   type DeviceLimit,
   eventReasons,
   messageOf,
+  migResourceName,
   type ResourceNames,
   type VerifiedAssignment,
   vcudaAnnotations,
@@ -22,8 +27,8 @@ import {
 } from '../../contract/index.js';
 import type { AgentLog } from '../agent-log.js';
 import type { ContainerAllocateResponse, ListPodResourcesResponse } from '../kubelet/protocol.js';
-import { buildAllocateResponse, type ResponseSettings } from '../limits/allocate-response.js';
-import { removeCdiSpec, writeCdiSpec } from '../limits/cdi-spec.js';
+import { buildAllocateResponse, buildMigAllocateResponse, type ResponseSettings } from '../limits/allocate-response.js';
+import { removeCdiSpec, writeCdiSpec, writeMigCdiSpec } from '../limits/cdi-spec.js';
 import {
   allocationKey,
   type ContainerPaths,
@@ -35,6 +40,7 @@ import { AllocationError, type AllocationErrorCode } from './allocation-error.js
 import { cardOfCoreDevice } from './core-devices.js';
 import { deviceLimitOf, grantCore } from './grant-limits.js';
 import { type HolderResult, resolveHolder } from './holder.js';
+import { migHandover } from './mig-handover.js';
 import { SharedPodResources } from './pod-resources-ties.js';
 import type { GpuContainerView, PodView } from './pod-view.js';
 import { podKey } from './pod-view.js';
@@ -44,12 +50,13 @@ import type {
   ContainerRecord,
   EventRecorder,
   JwksSource,
+  MigDirectory,
   PodAnnotator,
   PodResourcesLister,
   PodSource,
 } from './ports.js';
 import { relearnContainers } from './relearn.js';
-import { steeringHint } from './steering.js';
+import { migSteeringHint, steeringHint } from './steering.js';
 
 export type AllocatorDeps = {
   nodeName: string;
@@ -64,11 +71,20 @@ export type AllocatorDeps = {
   events: EventRecorder;
   jwks: JwksSource;
   cards: CardDirectory;
+  /** The node's whole MIG instances; absent: the node serves none. */
+  mig?: MigDirectory;
   nowMs: () => number;
   log: Pick<AgentLog, 'info' | 'warn'>;
   /** Delay between retries of the allocated-at annotation (default: 1 s doubling). */
   retryDelayMs?: number;
 };
+
+/** Whether a container asks the devices of an Allocate, and that in words for refusals (`10 core`). */
+type Asks = { matches: (c: GpuContainerView) => boolean; words: string };
+
+function migAsks(profile: string, count: number): Asks['matches'] {
+  return (c) => c.mig?.profile === profile && c.mig.count === count;
+}
 
 /** An Allocate's time is kept this long for its PreStart (the assignment's expiry counts at Allocate). */
 const ALLOCATE_MEMORY_MS = 3_600_000;
@@ -118,6 +134,17 @@ export class Allocator {
     });
   }
 
+  /** For GetPreferredAllocation of a MIG profile: the instances every waiting container of this size wants. */
+  grantedMigDevices(profile: string, count: number): string[] {
+    return migSteeringHint({
+      profile,
+      count,
+      nodeName: this.d.nodeName,
+      pods: this.d.pods.pods(),
+      isStarted: (uid, c) => this.isStarted(uid, c),
+    });
+  }
+
   /** Answers with what does not depend on the pod; PreStartContainer fills the directory in. */
   async allocate(deviceIds: string[]): Promise<ContainerAllocateResponse> {
     const foreign = deviceIds.filter((id) => cardOfCoreDevice(id) === undefined);
@@ -127,7 +154,8 @@ export class Allocator {
         `Allocate names devices that are not vcuda-core: ${foreign.join(', ') || '(none)'}`,
       );
     }
-    await this.requireAssignedCandidate(deviceIds.length);
+    const core = deviceIds.length;
+    await this.requireAssignedCandidate({ matches: (c) => c.core === core, words: `${core} ${this.d.names.core}` });
     const paths = containerPaths(this.d.containersDir, allocationKey(deviceIds));
     // The kubelet hands these devices to a new container: whatever an earlier holder left goes.
     this.dropRecord(paths.key);
@@ -135,6 +163,27 @@ export class Allocator {
     resetAllocationDir(paths);
     this.allocatedAt.set(paths.key, this.d.nowMs());
     return buildAllocateResponse(paths, this.d.response);
+  }
+
+  /** Allocate for whole MIG instances of `profile`: the same checks; the answer mounts no libvcuda. */
+  async allocateMig(profile: string, deviceIds: string[]): Promise<ContainerAllocateResponse> {
+    const resource = migResourceName(this.d.names, profile);
+    const foreign = deviceIds.filter((id) => this.d.mig?.byUuid(id)?.profile !== profile);
+    if (foreign.length > 0 || deviceIds.length === 0) {
+      throw new AllocationError(
+        'foreign-devices',
+        `Allocate names devices that are not ${resource}: ${foreign.join(', ') || '(none)'}`,
+      );
+    }
+    const count = deviceIds.length;
+    await this.requireAssignedCandidate({ matches: migAsks(profile, count), words: `${count} ${resource}` });
+    const paths = containerPaths(this.d.containersDir, allocationKey(deviceIds));
+    this.dropRecord(paths.key);
+    removeCdiSpec(this.d.cdiSpecDir, paths.key);
+    // Nothing goes in it; it exists so housekeeping removes the spec with it once no container holds it.
+    resetAllocationDir(paths);
+    this.allocatedAt.set(paths.key, this.d.nowMs());
+    return buildMigAllocateResponse(paths, this.d.response);
   }
 
   /**
@@ -145,7 +194,7 @@ export class Allocator {
    * kube-scheduler no capacity, that the ledger does not know of. Which pod it is stays
    * PreStartContainer's question; this only asks whether any could be.
    */
-  private async requireAssignedCandidate(core: number): Promise<void> {
+  private async requireAssignedCandidate(asks: Asks): Promise<void> {
     let jwks: Awaited<ReturnType<JwksSource>>;
     try {
       jwks = await this.d.jwks();
@@ -159,7 +208,7 @@ export class Allocator {
       const pods: PodView[] = [];
       for (const pod of this.d.pods.pods()) {
         if (pod.nodeName !== this.d.nodeName || pod.isFinished) continue;
-        if (!pod.gpuContainers.some((c) => c.core === core)) continue;
+        if (!pod.gpuContainers.some(asks.matches)) continue;
         const token = pod.annotations[vcudaAnnotations.assignment];
         const verified =
           token !== undefined &&
@@ -185,10 +234,10 @@ export class Allocator {
     // One pod could be the holder: refuse with its own reason (and its Event), as PreStart would.
     if (found.pods.length === 1) await this.verify(found.pods[0] as PodView, nowMs);
     const message =
-      `no pod bound to node ${this.d.nodeName} asks ${core} ${this.d.names.core} with a verified assignment` +
+      `no pod bound to node ${this.d.nodeName} asks ${asks.words} with a verified assignment` +
       (found.pods.length > 0 ? ` (unverified: ${found.pods.map(podKey).join(', ')})` : '') +
       ': a GPU pod must be placed by vcuda (its spec.nodeName set by hand, or admission skipped, gives it no cards)';
-    this.d.log.warn({ core }, `Allocate refused: ${message}`);
+    this.d.log.warn({ asks: asks.words }, `Allocate refused: ${message}`);
     throw new AllocationError('no-assigned-pod', message);
   }
 
@@ -243,14 +292,15 @@ export class Allocator {
   }
 
   /** The holder of these devices by PodResources; a shared List first, a fresh one before refusing. */
-  private async holderOf(deviceIds: string[]): Promise<HolderResult> {
+  private async holderOf(resource: string, deviceIds: string[], asks: Asks): Promise<HolderResult> {
     const resolve = (listed: ListPodResourcesResponse) =>
       resolveHolder({
         listed,
-        resource: this.d.names.core,
+        resource,
         deviceIds,
         nodeName: this.d.nodeName,
         initContainersOf: (ns, name) => this.podNamed(ns, name)?.gpuContainers.filter((c) => c.isInit),
+        asks,
       });
     const first = resolve(await this.podResources.shared());
     if (first.ok) return first;
@@ -285,10 +335,17 @@ export class Allocator {
       .sort((a, b) => podKey(a).localeCompare(podKey(b)));
   }
 
-  /** Ties the devices to the container the kubelet recorded them for and writes its files. */
-  async preStart(deviceIds: string[]): Promise<void> {
-    const paths = containerPaths(this.d.containersDir, allocationKey(deviceIds));
-    const holder = await this.holderOf(deviceIds);
+  /**
+   * The container the kubelet recorded these devices for, its pod bound here; undefined when it is
+   * already tied to them (a container restart, or an app container whose devices its init container had).
+   */
+  private async holdingContainer(
+    resource: string,
+    deviceIds: string[],
+    asks: Asks,
+    paths: ContainerPaths,
+  ): Promise<{ pod: PodView; container: GpuContainerView; handedOver: boolean } | undefined> {
+    const holder = await this.holderOf(resource, deviceIds, asks);
     if (!holder.ok) return this.refuseUnresolved(holder);
     if (!this.podNamed(holder.namespace, holder.name)) await this.d.pods.refresh();
     const pod = this.podNamed(holder.namespace, holder.name);
@@ -297,17 +354,70 @@ export class Allocator {
       throw new AllocationError('no-holder', message);
     }
     const known = this.recordList.find((r) => r.paths.key === paths.key);
-    // A container restart (or an app container whose devices its init container had): files in place.
-    if (known && known.podUid === pod.uid && known.container === holder.container) return;
+    if (known && known.podUid === pod.uid && known.container === holder.container) return undefined;
     const container = pod.gpuContainers.find((c) => c.name === holder.container);
     if (!container) {
       return this.refuse(
         pod,
         'not-gpu-container',
-        `container ${holder.container} asks no vcuda-core but holds its devices`,
+        `container ${holder.container} asks no ${resource} but holds its devices`,
       );
     }
-    await this.tie(pod, container, deviceIds, paths, known !== undefined);
+    return { pod, container, handedOver: known !== undefined };
+  }
+
+  /** Ties the devices to the container the kubelet recorded them for and writes its files. */
+  async preStart(deviceIds: string[]): Promise<void> {
+    const paths = containerPaths(this.d.containersDir, allocationKey(deviceIds));
+    const core = deviceIds.length;
+    const asks = { matches: (c: GpuContainerView) => c.core === core, words: `${core} core` };
+    const held = await this.holdingContainer(this.d.names.core, deviceIds, asks, paths);
+    if (held) await this.tie(held.pod, held.container, deviceIds, paths, held.handedOver);
+  }
+
+  /**
+   * PreStartContainer for whole MIG instances of `profile`: ties the devices as for vcuda-core, then
+   * hands over the instances the signed grant names (which may not be the device IDs the kubelet
+   * picked: the grant decides), by their CDI spec: parents, access nodes, `MIG-` UUIDs.
+   */
+  async preStartMig(profile: string, deviceIds: string[]): Promise<void> {
+    const resource = migResourceName(this.d.names, profile);
+    const paths = containerPaths(this.d.containersDir, allocationKey(deviceIds));
+    const count = deviceIds.length;
+    const held = await this.holdingContainer(
+      resource,
+      deviceIds,
+      { matches: migAsks(profile, count), words: `${count} ${resource}` },
+      paths,
+    );
+    if (!held) return;
+    const { pod, container } = held;
+    if (container.mig?.profile !== profile || container.mig.count !== count) {
+      const asked = container.mig
+        ? `${container.mig.count} ${migResourceName(this.d.names, container.mig.profile)}`
+        : `${container.core} core`;
+      return this.refuse(
+        pod,
+        'grant-mismatch',
+        `container ${container.name} asks ${asked} but holds ${count} ${resource}`,
+      );
+    }
+    const assignment = await this.verify(pod, this.allocatedAt.get(paths.key) ?? this.d.nowMs());
+    const grant = assignment.containers.find((c) => c.name === container.name && c.isInit === container.isInit);
+    if (!grant) return this.refuse(pod, 'no-grant', `signed assignment has no grant for container ${container.name}`);
+    const handover = migHandover({ grant, profile, count, mig: this.d.mig, nodeName: this.d.nodeName });
+    if (!handover.ok) return this.refuse(pod, handover.code, handover.detail);
+    const devices = handover.devices;
+    writeMigCdiSpec(this.d.cdiSpecDir, paths.key, devices, this.d.response);
+    this.record(
+      pod,
+      container,
+      deviceIds,
+      paths,
+      [],
+      devices.map((d) => d.uuid),
+    );
+    await this.markIfAllTied(pod);
   }
 
   private async tie(
@@ -335,10 +445,29 @@ export class Allocator {
       );
     }
     const devices = this.deviceLimits(pod, grant);
-    const nowMs = this.d.nowMs();
-    writeContainerFiles({ paths, podUid: pod.uid, container: container.name, devices, nowMs, freshRegion: handedOver });
+    writeContainerFiles({
+      paths,
+      podUid: pod.uid,
+      container: container.name,
+      devices,
+      nowMs: this.d.nowMs(),
+      freshRegion: handedOver,
+    });
     const cards = grant.cards.map((g) => this.d.cards.cardByUuid(g.uuid) as CardRef);
     writeCdiSpec(this.d.cdiSpecDir, paths.key, cards, this.d.response);
+    this.record(pod, container, deviceIds, paths, devices);
+    await this.markIfAllTied(pod);
+  }
+
+  /** Keeps the tie of a container to its devices (replacing an earlier holder's). */
+  private record(
+    pod: PodView,
+    container: GpuContainerView,
+    deviceIds: string[],
+    paths: ContainerPaths,
+    devices: DeviceLimit[],
+    migDevices?: string[],
+  ): void {
     this.dropRecord(paths.key);
     this.allocatedAt.delete(paths.key);
     this.recordList.push({
@@ -349,18 +478,25 @@ export class Allocator {
       isInit: container.isInit,
       deviceIds: [...deviceIds],
       devices,
+      ...(migDevices ? { migDevices } : {}),
       paths,
-      allocatedAtMs: nowMs,
+      allocatedAtMs: this.d.nowMs(),
       confirmed: true,
     });
+  }
+
+  /** Marks the pod allocated once every app GPU container of it (cards and MIG instances) is tied. */
+  private async markIfAllTied(pod: PodView): Promise<void> {
     const appsDone = pod.gpuContainers.filter((c) => !c.isInit).every((c) => this.isStarted(pod.uid, c.name));
-    if (appsDone && !this.marked.has(pod.uid)) await this.markAllocated(pod, nowMs);
+    if (appsDone && !this.marked.has(pod.uid)) await this.markAllocated(pod, this.d.nowMs());
   }
 
   /** Tells the control plane (and `kubectl describe`) that the pod's GPU containers are tied. */
   private async markAllocated(pod: PodView, nowMs: number): Promise<void> {
     this.marked.add(pod.uid);
-    const cards = this.recordList.filter((r) => r.podUid === pod.uid).flatMap((r) => r.devices.map((d) => d.uuid));
+    const cards = this.recordList
+      .filter((r) => r.podUid === pod.uid)
+      .flatMap((r) => [...r.devices.map((d) => d.uuid), ...(r.migDevices ?? [])]);
     const annotations = { [vcudaAnnotations.allocatedAt]: new Date(nowMs).toISOString() };
     const write = () => this.d.annotator.annotatePod(pod.namespace, pod.name, annotations);
     try {

@@ -66,7 +66,13 @@ export function resolveHolder(input: {
   deviceIds: readonly string[];
   nodeName: string;
   initContainersOf: (namespace: string, name: string) => readonly GpuContainerView[] | undefined;
+  /** Whether a container asks exactly these devices, and that in words (`10 core`); default: vcuda-core. */
+  asks?: { matches: (c: GpuContainerView) => boolean; words: string };
 }): HolderResult {
+  const asks = input.asks ?? {
+    matches: (c: GpuContainerView) => c.core === input.deviceIds.length,
+    words: `${input.deviceIds.length} core`,
+  };
   const { exact, partial } = holdersOf(input.listed, input.resource, input.deviceIds);
   const ids = describeIds(input.deviceIds);
   const pods = [...new Map([...exact, ...partial].map((l) => [`${l.namespace}/${l.name}`, l])).values()];
@@ -93,14 +99,12 @@ export function resolveHolder(input: {
     );
   }
   // Device reuse: an app container of this pod holds some of the IDs; the holder is an init container.
-  const inits = (input.initContainersOf(pod.namespace, pod.name) ?? []).filter(
-    (c) => c.isInit && c.core === input.deviceIds.length,
-  );
+  const inits = (input.initContainersOf(pod.namespace, pod.name) ?? []).filter((c) => c.isInit && asks.matches(c));
   if (inits.length === 1) return { ok: true, namespace: pod.namespace, name: pod.name, container: inits[0]!.name };
   return refuse(
     'no-holder',
     `PreStartContainer on node ${input.nodeName}: devices [${ids}] are partly held by ${partial.map(who).join('; ')} ` +
-      `and no single GPU init container of ${pod.namespace}/${pod.name} asks ${input.deviceIds.length} core ` +
+      `and no single GPU init container of ${pod.namespace}/${pod.name} asks ${asks.words} ` +
       `(${inits.length} do); refusing to guess which container starts`,
   );
 }

@@ -1,17 +1,27 @@
 /**
  * The parts of a pod the allocation path reads, taken from the Kubernetes object once (pure).
  * GPU containers are listed in the order the kubelet allocates them: init containers, then
- * app containers, each in spec order, skipping those that ask no vcuda-core.
+ * app containers, each in spec order, skipping those that ask neither vcuda-core nor a MIG instance.
  */
 import {
   type ContainerGrant,
+  migProfileOfResource,
   parseWholeQuantity,
   peekAssignment,
   type ResourceNames,
   vcudaAnnotations,
 } from '../../contract/index.js';
 
-export type GpuContainerView = { name: string; isInit: boolean; core: number };
+/**
+ * A container asking vcuda-core (`core` devices), or whole MIG instances of one profile (`mig`,
+ * `core` 0): the two never meet in one container (the webhook refuses it).
+ */
+export type GpuContainerView = {
+  name: string;
+  isInit: boolean;
+  core: number;
+  mig?: { profile: string; count: number };
+};
 
 /** One pod as the agent reads it; shared by every reader of the watch cache, so never mutated. */
 export type PodView = {
@@ -57,6 +67,16 @@ export type PodObject = {
   } | null;
 };
 
+/** The whole MIG instances a container asks (its first MIG resource), or undefined. */
+function migOf(c: ContainerSpec, names: ResourceNames): GpuContainerView['mig'] {
+  for (const [key, raw] of Object.entries(c.resources?.limits ?? c.resources?.requests ?? {})) {
+    const profile = migProfileOfResource(names, key);
+    const q = profile === undefined ? undefined : parseWholeQuantity(raw);
+    if (profile !== undefined && q?.ok && q.value > 0) return { profile, count: q.value };
+  }
+  return undefined;
+}
+
 function coreOf(c: ContainerSpec, names: ResourceNames): number {
   const raw = c.resources?.limits?.[names.core] ?? c.resources?.requests?.[names.core];
   if (raw === undefined || raw === null) return 0;
@@ -73,7 +93,9 @@ export function toPodView(pod: PodObject, names: ResourceNames, previous?: PodVi
   ] as const) {
     for (const c of list) {
       const core = coreOf(c, names);
+      const mig = core > 0 ? undefined : migOf(c, names);
       if (core > 0) gpuContainers.push({ name: c.name, isInit, core });
+      else if (mig) gpuContainers.push({ name: c.name, isInit, core: 0, mig });
     }
   }
   const phase = pod.status?.phase ?? '';

@@ -36,6 +36,26 @@ export interface CardDirectory {
   cardByUuid(uuid: string): CardRef | undefined;
 }
 
+/** A whole MIG instance of this node, with its parent card (whose health is the instance's). */
+export type MigDeviceRef = {
+  /** `MIG-…`. */
+  uuid: string;
+  profile: string;
+  gpuInstanceId: number;
+  computeInstanceId: number;
+  placement: { start: number; size: number };
+  parent: CardRef;
+  /**
+   * Minors of its GPU instance's and compute instance's access nodes
+   * (`/dev/nvidia-caps/nvidia-cap<N>`); undefined when the driver lists none for them.
+   */
+  capMinors: readonly [number, number] | undefined;
+};
+
+export interface MigDirectory {
+  byUuid(uuid: string): MigDeviceRef | undefined;
+}
+
 /** One container this agent tied to its devices (at PreStart, or re-learned after a restart). */
 export type ContainerRecord = {
   podUid: string;
@@ -44,7 +64,10 @@ export type ContainerRecord = {
   container: string;
   isInit: boolean;
   deviceIds: string[];
+  /** Limit-file records, one per card; none for a container of whole MIG instances (never capped). */
   devices: DeviceLimit[];
+  /** The `MIG-` UUIDs of the whole instances the container was handed; absent for cards. */
+  migDevices?: readonly string[];
   paths: ContainerPaths;
   allocatedAtMs: number;
   confirmed: boolean;

@@ -33,3 +33,28 @@ export function steeringHint(input: {
   }
   return wanted.length === 1 ? hint : new Map();
 }
+
+/**
+ * The same hint for whole MIG instances of `profile`: the instances (MIG UUIDs) every waiting
+ * container asking `count` of them wants, when they all want the same ones; else none.
+ */
+export function migSteeringHint(input: {
+  profile: string;
+  count: number;
+  nodeName: string;
+  pods: readonly PodView[];
+  isStarted: (podUid: string, container: string) => boolean;
+}): string[] {
+  const wanted = new Set<string>();
+  let hint: string[] = [];
+  for (const pod of input.pods) {
+    if (pod.nodeName !== input.nodeName || pod.isFinished) continue;
+    for (const c of pod.gpuContainers) {
+      if (c.mig?.profile !== input.profile || c.mig.count !== input.count || input.isStarted(pod.uid, c.name)) continue;
+      const grant = pod.claimedGrants.find((g) => g.name === c.name && g.isInit === c.isInit);
+      hint = (grant?.cards ?? []).filter((g) => g.mig?.profile === input.profile).map((g) => g.uuid);
+      wanted.add([...hint].sort().join(','));
+    }
+  }
+  return wanted.size === 1 ? hint : [];
+}

@@ -3,7 +3,8 @@
  * `vcuda-core`: 100 devices per card, `c<card>-<nn>`, with the card's NUMA node.
  * `vcuda-memory`: one device per memory unit, `m<base36>`, no topology: every byte counts when a
  * node has a million units (README: unit policy).
- * A card in MIG mode has neither: it is never offered whole or as shares of the full card.
+ * A card in MIG mode has neither: it is never offered whole or as shares of the full card; its
+ * instances are, one plugin per profile, each instance one device named by its `MIG-` UUID.
  */
 import { ValidationError } from '../../contract/index.js';
 import { CORE_DEVICES_PER_CARD, coreDeviceId } from '../allocation/core-devices.js';
@@ -29,6 +30,20 @@ export function listCoreDevices(cards: readonly CardHealthView[]): Device[] {
     }
   }
   return out;
+}
+
+/** A whole MIG instance as its profile's plugin advertises it: its `MIG-` UUID, its parent's health and NUMA node. */
+export type MigDeviceView = { uuid: string; profile: string; healthy: boolean; numaNode: number | null };
+
+/** The devices of one MIG profile's plugin: its instances on this node. */
+export function listMigDevices(instances: readonly MigDeviceView[], profile: string): Device[] {
+  return instances
+    .filter((i) => i.profile === profile)
+    .map((i) => ({
+      ID: i.uuid,
+      health: i.healthy ? HEALTHY : UNHEALTHY,
+      topology: i.numaNode === null ? null : { nodes: [{ ID: i.numaNode }] },
+    }));
 }
 
 export function unitsOfCard(card: CardHealthView, memoryUnitMiB: number): number {

@@ -1,13 +1,20 @@
 /**
- * The two plugins' decisions: `vcuda-core` (100 devices per card, does the allocation work and
- * requires PreStartContainer) and `vcuda-memory` (one device per memory unit; counted by the
- * kubelet, nothing to hand the container: the limit comes from the signed assignment).
+ * The plugins' decisions: `vcuda-core` (100 devices per card, does the allocation work and
+ * requires PreStartContainer), `vcuda-memory` (one device per memory unit; counted by the
+ * kubelet, nothing to hand the container: the limit comes from the signed assignment), and one
+ * per MIG profile present (`mig-<profile>`, its instances).
  */
-import type { ResourceNames } from '../../contract/index.js';
+import { migResourceName, type ResourceNames } from '../../contract/index.js';
 import type { Allocator } from '../allocation/allocator.js';
 import { cardOfCoreDevice } from '../allocation/core-devices.js';
 import type { ContainerAllocateResponse, ContainerPreferredAllocationRequest } from '../kubelet/protocol.js';
-import { type CardHealthView, listCoreDevices, listMemoryDevices } from './device-list.js';
+import {
+  type CardHealthView,
+  listCoreDevices,
+  listMemoryDevices,
+  listMigDevices,
+  type MigDeviceView,
+} from './device-list.js';
 import type { PluginHandler } from './plugin-server.js';
 
 /** What the plugins need of the cards' health (the agent's `CardHealth`): each card now, and word of a change. */
@@ -72,6 +79,45 @@ export function corePlugin(names: ResourceNames, health: CardHealthFeed, allocat
     preferredAllocation: (r) => preferCoreDevices(r, allocator.grantedCoresPerCard(r.allocation_size)),
     allocate: (ids) => allocator.allocate(ids),
     preStart: (ids) => allocator.preStart(ids),
+  };
+}
+
+/** What the MIG plugins need of the node's instances (the agent's MigDevices, with parent health). */
+export interface MigDeviceFeed {
+  views(): MigDeviceView[];
+  subscribe(listener: () => void): () => void;
+}
+
+/** Required devices first, then the instances the waiting container was granted, then the rest in order. */
+export function preferMigDevices(request: ContainerPreferredAllocationRequest, granted: readonly string[]): string[] {
+  const available = new Set(request.available_deviceIDs);
+  const order = [
+    ...request.must_include_deviceIDs,
+    ...granted.filter((id) => available.has(id)),
+    ...[...request.available_deviceIDs].sort(),
+  ];
+  return [...new Set(order)].slice(0, request.allocation_size);
+}
+
+/**
+ * Whole MIG instances of one profile (`<domain>/mig-3g.40gb`): each instance a device, healthy while
+ * its parent card is. Allocate and PreStartContainer tie the container as vcuda-core's do; the
+ * signed grant decides which instances it gets.
+ */
+export function migPlugin(
+  names: ResourceNames,
+  profile: string,
+  mig: MigDeviceFeed,
+  allocator: Allocator,
+): PluginHandler {
+  return {
+    resourceName: migResourceName(names, profile),
+    options: { pre_start_required: true, get_preferred_allocation_available: true },
+    devices: () => listMigDevices(mig.views(), profile),
+    watchDevices: (listener) => mig.subscribe(listener),
+    preferredAllocation: (r) => preferMigDevices(r, allocator.grantedMigDevices(profile, r.allocation_size)),
+    allocate: (ids) => allocator.allocateMig(profile, ids),
+    preStart: (ids) => allocator.preStartMig(profile, ids),
   };
 }
 

@@ -25,14 +25,35 @@ export type ResponseSettings = {
 
 const CONTROL_NODES = ['nvidiactl', 'nvidia-uvm', 'nvidia-uvm-tools'];
 
-export function buildAllocateResponse(paths: ContainerPaths, s: ResponseSettings): ContainerAllocateResponse {
-  const node = (name: string): DeviceSpec => ({
+function controlNodes(s: ResponseSettings): DeviceSpec[] {
+  return CONTROL_NODES.map((name) => ({
     container_path: `/dev/${name}`,
     host_path: `${s.devDir}/${name}`,
     permissions: 'rw',
-  });
+  }));
+}
+
+function driverMounts(s: ResponseSettings): Mount[] {
+  return s.driverLibraries.map((l) => ({ container_path: l.containerPath, host_path: l.hostPath, read_only: true }));
+}
+
+/**
+ * Whole MIG instances are never capped: the control nodes, the driver libraries and the CDI device
+ * PreStartContainer fills in with the instances, and no libvcuda, preload or limit file.
+ */
+export function buildMigAllocateResponse(paths: ContainerPaths, s: ResponseSettings): ContainerAllocateResponse {
+  return {
+    envs: {},
+    mounts: driverMounts(s),
+    devices: controlNodes(s),
+    annotations: {},
+    cdi_devices: [{ name: cdiDeviceName(paths.key) }],
+  };
+}
+
+export function buildAllocateResponse(paths: ContainerPaths, s: ResponseSettings): ContainerAllocateResponse {
   const mounts: Mount[] = [
-    ...s.driverLibraries.map((l) => ({ container_path: l.containerPath, host_path: l.hostPath, read_only: true })),
+    ...driverMounts(s),
     { container_path: s.libvcudaContainerPath, host_path: s.libvcudaHostPath, read_only: true },
     { container_path: '/etc/ld.so.preload', host_path: s.preloadHostPath, read_only: true },
     { container_path: CONTAINER_CONFIG_DIR, host_path: paths.configDir, read_only: true },
@@ -41,7 +62,7 @@ export function buildAllocateResponse(paths: ContainerPaths, s: ResponseSettings
   return {
     envs: { VCUDA_CONFIG: CONTAINER_CONFIG_PATH },
     mounts,
-    devices: CONTROL_NODES.map(node),
+    devices: controlNodes(s),
     annotations: {},
     cdi_devices: [{ name: cdiDeviceName(paths.key) }],
   };

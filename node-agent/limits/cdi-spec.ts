@@ -1,8 +1,9 @@
 /**
- * The container's cards as a CDI device (Container Device Interface, spec 0.5.0). Allocate runs
- * before the agent knows the pod, so it names the CDI device `vcuda.io/allocation=<key>`;
- * PreStartContainer, once the pod is known and its assignment verified, writes the spec that
- * says what that device is: the device nodes of the granted cards and the visible-devices env.
+ * The container's cards (or whole MIG instances) as a CDI device (Container Device Interface, spec
+ * 0.5.0). Allocate runs before the agent knows the pod, so it names the CDI device
+ * `vcuda.io/allocation=<key>`; PreStartContainer, once the pod is known and its assignment
+ * verified, writes the spec that says what that device is: the device nodes of the granted cards
+ * (a MIG instance's parent and its two access nodes) and the visible-devices env.
  * The container runtime resolves CDI devices when it creates the container, after PreStart.
  * Without a spec (PreStart never ran, or refused) the runtime cannot resolve the device and does
  * not create the container.
@@ -24,9 +25,17 @@ export function cdiSpecPath(cdiSpecDir: string, key: string): string {
   return join(cdiSpecDir, `vcuda.io-allocation-${key}.json`);
 }
 
-/** The spec for one allocation (pure). */
-export function buildCdiSpec(key: string, cards: readonly CdiCard[], s: CdiSettings) {
-  const uuids = cards.map((c) => c.uuid).join(',');
+/**
+ * A whole MIG instance for the container: its `MIG-` UUID, its parent's device minor, and the
+ * minors of its GPU instance's and compute instance's access nodes (`/dev/nvidia-caps/nvidia-cap<N>`).
+ */
+export type CdiMigDevice = { uuid: string; parentMinor: number; capMinors: readonly number[] };
+
+/** What one allocation's CDI device gives: the visible devices (UUIDs) and device nodes under /dev. */
+type CdiEdits = { visible: readonly string[]; nodes: readonly string[] };
+
+function specOf(key: string, edits: CdiEdits, s: CdiSettings) {
+  const uuids = edits.visible.join(',');
   const env = s.setVisibleDevicesEnv ? [`NVIDIA_VISIBLE_DEVICES=${uuids}`, `CUDA_VISIBLE_DEVICES=${uuids}`] : [];
   return {
     cdiVersion: CDI_VERSION,
@@ -36,15 +45,30 @@ export function buildCdiSpec(key: string, cards: readonly CdiCard[], s: CdiSetti
         name: key,
         containerEdits: {
           env,
-          deviceNodes: cards.map((c) => ({
-            path: `/dev/nvidia${c.minorNumber}`,
-            hostPath: `${s.devDir}/nvidia${c.minorNumber}`,
+          deviceNodes: edits.nodes.map((node) => ({
+            path: `/dev/${node}`,
+            hostPath: `${s.devDir}/${node}`,
             permissions: 'rw',
           })),
         },
       },
     ],
   };
+}
+
+/** The spec for one allocation of cards (pure). */
+export function buildCdiSpec(key: string, cards: readonly CdiCard[], s: CdiSettings) {
+  return specOf(key, { visible: cards.map((c) => c.uuid), nodes: cards.map((c) => `nvidia${c.minorNumber}`) }, s);
+}
+
+/**
+ * The spec for one allocation of whole MIG instances (pure): each parent's `/dev/nvidiaN` once,
+ * each instance's two capability nodes, and the instances' `MIG-` UUIDs as the visible devices.
+ */
+export function buildMigCdiSpec(key: string, devices: readonly CdiMigDevice[], s: CdiSettings) {
+  const parents = [...new Set(devices.map((d) => d.parentMinor))].map((m) => `nvidia${m}`);
+  const caps = devices.flatMap((d) => d.capMinors.map((m) => `nvidia-caps/nvidia-cap${m}`));
+  return specOf(key, { visible: devices.map((d) => d.uuid), nodes: [...parents, ...caps] }, s);
 }
 
 /** Atomic: the runtime never reads half a spec. */
@@ -57,6 +81,15 @@ export function writeCdiSpecFile(path: string, spec: object): void {
 
 export function writeCdiSpec(cdiSpecDir: string, key: string, cards: readonly CdiCard[], s: CdiSettings): void {
   writeCdiSpecFile(cdiSpecPath(cdiSpecDir, key), buildCdiSpec(key, cards, s));
+}
+
+export function writeMigCdiSpec(
+  cdiSpecDir: string,
+  key: string,
+  devices: readonly CdiMigDevice[],
+  s: CdiSettings,
+): void {
+  writeCdiSpecFile(cdiSpecPath(cdiSpecDir, key), buildMigCdiSpec(key, devices, s));
 }
 
 export function removeCdiSpec(cdiSpecDir: string, key: string): void {

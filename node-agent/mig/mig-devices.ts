@@ -1,0 +1,136 @@
+/**
+ * The whole MIG instances this node serves: those of the cards that were in MIG mode when the
+ * agent started, as the GpuSource reads them (at start, then at every inventory publication),
+ * each with its parent card. The MIG device plugins advertise them and PreStartContainer hands
+ * them over. An instance is healthy while its parent card is; a card whose layout cannot be read
+ * serves none until it can (nothing is handed over in doubt).
+ */
+import type { CardRef, MigDeviceRef, MigDirectory } from '../allocation/ports.js';
+import type { MigDeviceView } from '../device-plugin/device-list.js';
+import type { CardMig, MigInstance } from '../nvml/gpu-source.js';
+import type { CapMinorOf } from './cap-minors.js';
+
+/** What this needs of the cards (the agent's CardHealth): each card now, and word of a health change. */
+export interface MigParents {
+  list(): readonly (CardRef & { migMode?: boolean; numaNode: number | null })[];
+  subscribe(listener: () => void): () => void;
+}
+
+export type MigDevice = MigDeviceRef & { numaNode: number | null };
+
+/** The instances' identity: a change of it is news for the device plugins. */
+function keyOf(instances: readonly MigInstance[]): string {
+  return instances.map((i) => `${i.uuid}:${i.profile}:${i.gpuInstanceId}:${i.computeInstanceId}`).join(',');
+}
+
+export class MigDevices implements MigDirectory {
+  private readonly byCard = new Map<number, readonly MigInstance[]>();
+  private readonly listeners = new Set<() => void>();
+
+  constructor(
+    private readonly cards: MigParents,
+    private readonly readLayout: (cardIndex: number) => CardMig | null,
+    /** The access nodes' minors (cap-minors.ts: the driver's file, or its layout). */
+    private readonly capMinorOf: CapMinorOf,
+  ) {
+    // A parent's health is its instances' health.
+    cards.subscribe(() => this.notify());
+  }
+
+  /**
+   * Reads card `cardIndex`'s MIG layout and keeps its instances (none unless the card was in MIG
+   * mode at start and still is); returns the layout, or rethrows the read's error after keeping none.
+   */
+  read(cardIndex: number): CardMig | null {
+    const card = this.cards.list().find((c) => c.index === cardIndex);
+    let layout: CardMig | null;
+    try {
+      layout = this.readLayout(cardIndex);
+    } catch (err) {
+      this.keep(cardIndex, []);
+      throw err;
+    }
+    this.keep(cardIndex, card?.migMode && layout?.mode === 'enabled' ? layout.instances : []);
+    return layout;
+  }
+
+  /** Reads every card that was in MIG mode at start; a failed read is reported and serves nothing. */
+  readAll(onError: (cardIndex: number, err: unknown) => void): void {
+    for (const card of this.cards.list()) {
+      if (!card.migMode) continue;
+      try {
+        this.read(card.index);
+      } catch (err) {
+        onError(card.index, err);
+      }
+    }
+  }
+
+  list(): MigDevice[] {
+    const out: MigDevice[] = [];
+    for (const card of this.cards.list()) {
+      for (const i of this.byCard.get(card.index) ?? []) out.push(this.deviceOf(i, card));
+    }
+    return out;
+  }
+
+  byUuid(uuid: string): MigDevice | undefined {
+    for (const card of this.cards.list()) {
+      const i = this.byCard.get(card.index)?.find((x) => x.uuid === uuid);
+      if (i) return this.deviceOf(i, card);
+    }
+    return undefined;
+  }
+
+  /** What the MIG device plugins advertise: each instance with its parent's health and NUMA node. */
+  views(): MigDeviceView[] {
+    return this.list().map((d) => ({
+      uuid: d.uuid,
+      profile: d.profile,
+      healthy: d.parent.healthy,
+      numaNode: d.numaNode,
+    }));
+  }
+
+  /** The profiles some instance of this node has, sorted. */
+  profiles(): string[] {
+    return [...new Set([...this.byCard.values()].flatMap((list) => list.map((i) => i.profile)))].sort();
+  }
+
+  subscribe(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private deviceOf(i: MigInstance, card: ReturnType<MigParents['list']>[number]): MigDevice {
+    const parent: CardRef = {
+      uuid: card.uuid,
+      index: card.index,
+      minorNumber: card.minorNumber,
+      healthy: card.healthy,
+      ...(card.healthReason ? { healthReason: card.healthReason } : {}),
+    };
+    const gi = this.capMinorOf(card.minorNumber, i.gpuInstanceId);
+    const ci = this.capMinorOf(card.minorNumber, i.gpuInstanceId, i.computeInstanceId);
+    return {
+      uuid: i.uuid,
+      profile: i.profile,
+      gpuInstanceId: i.gpuInstanceId,
+      computeInstanceId: i.computeInstanceId,
+      placement: i.placement,
+      parent,
+      capMinors: gi === undefined || ci === undefined ? undefined : [gi, ci],
+      numaNode: card.numaNode,
+    };
+  }
+
+  private keep(cardIndex: number, instances: readonly MigInstance[]): void {
+    const before = this.byCard.get(cardIndex) ?? [];
+    this.byCard.set(cardIndex, instances);
+    if (keyOf(before) !== keyOf(instances)) this.notify();
+  }
+
+  private notify(): void {
+    for (const l of this.listeners) l();
+  }
+}
