@@ -36,6 +36,8 @@ import { createUsageStore } from './usage.js';
 
 export type LedgerCard = { uuid: string; index: number; model: string; memoryMiB: number };
 export type ReserveItem = { container: string; cardUuid: string; core: number; memoryMiB: number };
+/** Who holds a reservation, as its refusals name the asker ("pod asks 30", "claim asks 30"). */
+export type HolderKind = 'pod' | 'claim';
 export type ReserveRequest = {
   cluster: string;
   podUid: string;
@@ -43,6 +45,8 @@ export type ReserveRequest = {
   pod: string;
   node: string;
   items: ReserveItem[];
+  /** Absent: a pod. A ResourceClaim's allocation (`podUid` its holder id, `pod` its name) is a `claim`. */
+  holderKind?: HolderKind;
 };
 export type LivePod = { uid: string; namespace: string; name: string };
 export type LedgerOptions = {
@@ -70,6 +74,7 @@ const reserveRequestSchema = z.object({
   namespace: name,
   pod: name,
   node: name,
+  holderKind: z.enum(['pod', 'claim']).optional(),
   items: z
     .array(
       z.object({
@@ -136,8 +141,9 @@ where cluster = $1 and pod_uid in (select jsonb_array_elements_text($2::jsonb)) 
 returning pod_uid`;
 
 // Admission's pre-check runs for every GPU pod the API server creates: one prepared statement
-// asking the reservation's own quota rule, read-only (vcuda_quota_precheck, migration 0013).
-const PRECHECK_SQL = 'select vcuda_quota_precheck($1, $2, $3::int, $4::int, $5) as r';
+// asking the reservation's own quota rule, read-only (vcuda_quota_precheck, migrations 0013 and
+// 0017: worded for the holder kind asking).
+const PRECHECK_SQL = 'select vcuda_quota_precheck($1, $2, $3::int, $4::int, $5, $6) as r';
 
 const parseJson = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T;
 
@@ -368,6 +374,8 @@ function quotaPrecheckOf(query: Query) {
     core: number;
     memoryMiB: number;
     gpuModel?: string;
+    /** Who would hold it (a pod when absent), as a refusal names the asker. */
+    holderKind?: HolderKind;
   }): Promise<{ ok: true } | { ok: false; message: string }> {
     // Without a model, only model-independent quotas can be judged.
     const [row] = await query<{ r: unknown }>(PRECHECK_SQL, [
@@ -376,6 +384,7 @@ function quotaPrecheckOf(query: Query) {
       q.core,
       q.memoryMiB,
       q.gpuModel ?? '',
+      q.holderKind ?? 'pod',
     ]);
     const violations = parseJson<Violation[]>(row?.r) ?? [];
     if (violations.length === 0) return { ok: true };

@@ -7,13 +7,22 @@ import { ADMIN_URL, postgresForTests } from '../test/support/db/test-databases.j
 import { closeDb, connectDb, rowsOf } from './connect.js';
 import { MIGRATIONS_FOLDER, migrate } from './migrate.js';
 
+type JournalEntry = { tag: string; when: number };
+const JOURNAL = (
+  JSON.parse(readFileSync(`${MIGRATIONS_FOLDER}/meta/_journal.json`, 'utf8')) as { entries: JournalEntry[] }
+).entries;
 /** Every migration the journal lists (each one added is counted without editing this file). */
-const ALL = (JSON.parse(readFileSync(`${MIGRATIONS_FOLDER}/meta/_journal.json`, 'utf8')) as { entries: unknown[] })
-  .entries.length;
+const ALL = JOURNAL.length;
 
 const reachable = await postgresForTests();
 
 describe('migrate', () => {
+  it('finds each migration later than the one before it, so a ledger migrated before applies the next', () => {
+    // migrate() applies what is newer than the last applied `when`: one dated earlier would be skipped.
+    const late = JOURNAL.filter((e, i) => i > 0 && e.when <= JOURNAL[i - 1]!.when).map((e) => e.tag);
+    expect(late).toEqual([]);
+  });
+
   it('creates every table on PGlite and is a no-op the second time', { timeout: 120_000 }, async () => {
     const db = await connectDb({});
     try {

@@ -2,7 +2,8 @@
  * Admission's quota pre-check and bind's reservation ask one rule (`vcuda_quota_refusals`,
  * migration 0013): for random quotas (the namespace's own, its team's, other namespaces', with
  * and without a GPU model, some already over their limit) and random pods on cards of a known
- * model, the pre-check must refuse exactly the pods the reservation refuses, in the same words.
+ * model, the pre-check must refuse exactly the pods the reservation refuses, in the same words,
+ * each naming who asks (a pod, or a ResourceClaim's allocation: migration 0017).
  */
 import { sql } from 'drizzle-orm';
 import fc from 'fast-check';
@@ -30,6 +31,8 @@ const scenario = fc.record({
   model: fc.constantFrom(...MODELS),
   core: fc.integer({ min: 1, max: 400 }),
   memoryMiB: fc.integer({ min: 0, max: 4_000 }),
+  // A pod's reservation, or a ResourceClaim's allocation charged by the claim hook.
+  holderKind: fc.constantFrom('pod' as const, 'claim' as const),
 });
 
 /** The pod's core spread over whole and partial cards of one model, its memory on the first. */
@@ -96,14 +99,14 @@ describe.each(await testDbKinds())('the quota pre-check and the reservation on %
           core: s.core,
           memoryMiB: s.memoryMiB,
           gpuModel: s.model,
+          holderKind: s.holderKind,
         });
         const items = itemsOf(s.core, s.memoryMiB);
-        const bind = await ledger
-          .reserve({ cluster: 'c1', podUid: `p${n}`, namespace: 'ml', pod: 'p', node: 'n1', items })
-          .then(
-            () => undefined,
-            (e: unknown) => e,
-          );
+        const request = { cluster: 'c1', podUid: `p${n}`, namespace: 'ml', pod: 'p', node: 'n1', items };
+        const bind = await ledger.reserve({ ...request, holderKind: s.holderKind }).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         if (pre.ok) {
           expect(bind).toBeUndefined();
           return;
@@ -112,6 +115,9 @@ describe.each(await testDbKinds())('the quota pre-check and the reservation on %
         expect(bind).toBeInstanceOf(VcudaError);
         expect((bind as VcudaError).code).toBe('quota-exceeded');
         expect(wordsAfter('reserve ml/p: ', (bind as VcudaError).message)).toBe(wordsAfter('ml: ', pre.message));
+        // Each refusal names who asks: the pod, or the claim.
+        expect(pre.message).toContain(`, ${s.holderKind} asks `);
+        expect(pre.message).not.toContain(`, ${s.holderKind === 'pod' ? 'claim' : 'pod'} asks `);
       }),
       { numRuns: kind === 'pglite' ? 80 : 50, seed: 25 },
     );

@@ -190,12 +190,12 @@ async function answerClaimText(
   return { review: denyResponse(request.uid, quota.message, { code: 403, reason: 'Forbidden' }), outcome: 'refused' };
 }
 
-/** Whose quota a review asks, and how it is named in messages and log lines. */
-type PrecheckTarget = { caller: AdmissionCaller; ref: PodRef & { label: string } };
+/** Whose quota a review asks, how it is named in messages and log lines, and what it is (a pod when absent). */
+type PrecheckTarget = { caller: AdmissionCaller; ref: PodRef & { label: string }; holderKind?: 'claim' };
 
 function claimTarget(request: ClaimAdmissionRequest, caller: AdmissionCaller): PrecheckTarget {
   const name = request.label.slice(request.label.indexOf('/') + 1);
-  return { caller, ref: { namespace: request.namespace, name, label: request.label } };
+  return { caller, ref: { namespace: request.namespace, name, label: request.label }, holderKind: 'claim' };
 }
 
 async function answerMutate(judge: Judge, review: Review): Promise<Answer> {
@@ -295,6 +295,7 @@ async function precheck({ deps, trace }: Judge, target: PrecheckTarget, usage: P
       namespace: pod.namespace,
       core: usage.core,
       memoryMiB: usage.memoryMiB,
+      ...(target.holderKind ? { holderKind: target.holderKind } : {}),
     });
     // A known answer (a cached "ok") needs no deadline: no timer, no race, per review.
     const result = 'then' in check ? await withDeadline(check, timeoutMs, 'quota pre-check') : check;

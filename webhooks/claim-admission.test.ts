@@ -98,7 +98,9 @@ describe('claim hooks on the reviews a 1.36 API server sends', () => {
     const { answer, asked } = build();
     const { json } = await answerOf(answer, 'mutate-claims', fixture('claim-mutate-create-from-template'));
     expect(json.response.allowed).toBe(true);
-    expect(asked).toEqual([{ cluster: 'lab', namespace: 'team-a', core: 50, memoryMiB: 16 * 1024 }]);
+    expect(asked).toEqual([
+      { cluster: 'lab', namespace: 'team-a', core: 50, memoryMiB: 16 * 1024, holderKind: 'claim' },
+    ]);
   });
 
   it('asks the ledger for a claim at the mutating hook only, never for a template', async () => {
@@ -107,7 +109,9 @@ describe('claim hooks on the reviews a 1.36 API server sends', () => {
     await answerOf(answer, 'mutate-claims', fixture('template-mutate-create-share'));
     expect(asked).toEqual([]);
     await answerOf(answer, 'mutate-claims', fixture('claim-mutate-create-share'));
-    expect(asked).toEqual([{ cluster: 'lab', namespace: 'team-a', core: 30, memoryMiB: 8 * 1024 }]);
+    expect(asked).toEqual([
+      { cluster: 'lab', namespace: 'team-a', core: 30, memoryMiB: 8 * 1024, holderKind: 'claim' },
+    ]);
   });
 
   it("refuses a claim over its namespace's quota with the ledger's words", async () => {

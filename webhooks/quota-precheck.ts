@@ -12,6 +12,8 @@ export type QuotaQuery = {
   core: number;
   memoryMiB: number;
   gpuModel?: string;
+  /** Who would hold it: a pod when absent; a claim's refusal says "claim asks". */
+  holderKind?: 'pod' | 'claim';
 };
 
 export type QuotaAnswer = { ok: true } | { ok: false; message: string };
@@ -174,7 +176,7 @@ export function cachedQuotaPrecheck(precheck: LedgerQuotaPrecheck, opts: CachedP
   }
 
   return (q) => {
-    const key = `${q.cluster}\u0000${q.namespace}\u0000${q.core}\u0000${q.memoryMiB}\u0000${q.gpuModel ?? ''}`;
+    const key = `${q.cluster}\u0000${q.namespace}\u0000${q.core}\u0000${q.memoryMiB}\u0000${q.gpuModel ?? ''}\u0000${q.holderKind ?? 'pod'}`;
     const at = now();
     const hit = entries.get(key);
     if (hit && at - hit.at < ttlMs) return hit.ok ?? hit.answer;

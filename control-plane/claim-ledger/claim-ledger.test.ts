@@ -57,7 +57,7 @@ describe.each(await testDbKinds())('DRA claims in the ledger on %s', (kind) => {
     await charge(unallocated(share('a', 30)), share('a', 30));
     const refused = charge(unallocated(share('b', 30, 'gpu-1')), share('b', 30, 'gpu-1'));
     await expect(refused).rejects.toThrow(
-      'reserve ml/claim-b: quota ml-50 (namespace c1/ml): core limit 50, in use 30, pod asks 30 (over by 10)',
+      'reserve ml/claim-b: quota ml-50 (namespace c1/ml): core limit 50, in use 30, claim asks 30 (over by 10)',
     );
     await expect(refused).rejects.toMatchObject({ code: 'quota-exceeded' });
     const quota = (await ledger.listQuotas()).find((q) => q.name === 'ml-50');
@@ -70,7 +70,10 @@ describe.each(await testDbKinds())('DRA claims in the ledger on %s', (kind) => {
 
   it('never overcommits a card: a claim that does not fit the card is refused, whatever the quota', async () => {
     await charge(undefined, share('a', 80));
-    await expect(charge(undefined, share('b', 30))).rejects.toMatchObject({ code: 'capacity-conflict' });
+    await expect(charge(undefined, share('b', 30))).rejects.toMatchObject({
+      code: 'capacity-conflict',
+      message: 'reserve ml/claim-b: card GPU-a has 20 core free, claim asks 30 (over by 10)',
+    });
     await charge(undefined, share('c', 20));
   });
 

@@ -43,6 +43,7 @@ export function createClaimLedger(opts: { ledger: ClaimLedgerStore; cluster: str
       pod: decision.claim.name,
       node: decision.node,
       items: await itemsOf(decision),
+      holderKind: 'claim' as const,
     };
     // Held already: a charge whose write was then refused or timed out (the scheduler allocates
     // afresh on its retry, maybe elsewhere). Charge what this allocation consumes, not that one.

@@ -127,7 +127,7 @@ describe.skipIf(skipReason !== undefined)('one quota on what claims consume, on 
       return [['pod-a', 'pod-b'][bound] as string, { name: ['pod-a', 'pod-b'][other] as string, refusal }] as const;
     });
     expect(loser.refusal).toContain(
-      'quota ml-50 (namespace c1/ml): core limit 50, in use 30, pod asks 30 (over by 10)',
+      'quota ml-50 (namespace c1/ml): core limit 50, in use 30, claim asks 30 (over by 10)',
     );
     expect(await held()).toEqual(await allocatedHolders());
     expect(await held()).toHaveLength(1);

@@ -227,7 +227,7 @@ describe.skipIf(skipReason !== undefined)('one team quota on claims across two r
 
     // Every pod left out is refused by the team quota, in the ledger's words (a pod whose last try
     // met the killed hook says so until kube-scheduler's next try).
-    const quotaRefusal = /quota team-100 \(team ml-team\): core limit 100, in use 90, pod asks 30 \(over by 20\)/;
+    const quotaRefusal = /quota team-100 \(team ml-team\): core limit 100, in use 90, claim asks 30 \(over by 20\)/;
     const refusals = await waitFor('every pod left out refused by the team quota', async () => {
       const found = await refusalsNow();
       return found.length === 2 * PER_CLUSTER - 3 && found.every((r) => quotaRefusal.test(r)) ? found : undefined;
