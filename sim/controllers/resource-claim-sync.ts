@@ -7,7 +7,9 @@
  *   template's labels, annotations and spec; the pod's `status.resourceClaimStatuses` names it;
  * - a claim's `reservedFor` loses pods that are gone, replaced or done (terminal phase, or deleted
  *   before being scheduled); with no consumer left its allocation is cleared in the same status
- *   update, then the scheduler's delete-protection finalizer is removed;
+ *   update, then the scheduler's delete-protection finalizer is removed; a deleted claim nobody
+ *   uses is released the same way; an unallocated claim that keeps the finalizer (a PreBind whose
+ *   status write was refused) keeps it, as upstream's does;
  * - a claim made for a pod is deleted once unreserved and its pod is done or gone.
  */
 import { KubeApiError, type KubeObj } from '../kube-client.js';
@@ -137,21 +139,22 @@ async function stillConsumes(ctx: SyncContext, namespace: string, r: Consumer): 
   return !!pod && pod.metadata.uid === r.uid && !isPodDone(pod);
 }
 
+const finalizersOf = (claim: KubeObj) => (claim.metadata['finalizers'] as string[] | undefined) ?? [];
+
 async function writeClaim(ctx: SyncContext, claim: KubeObj, sub: '' | '/status', body: KubeObj): Promise<KubeObj> {
   const written = await ctx.client.request('PUT', `${objectPath('resourceclaims', claim)}${sub}`, body);
-  if (
-    written.metadata.deletionTimestamp &&
-    ((written.metadata['finalizers'] as string[] | undefined) ?? []).length === 0
-  )
+  if (written.metadata.deletionTimestamp && finalizersOf(written).length === 0)
     ctx.cache.forget('resourceclaims', claim);
   else ctx.cache.store('resourceclaims', written);
   return written;
 }
 
 /**
- * One claim: consumers that are gone dropped (the allocation cleared with the last one) and the
- * finalizer removed once unallocated; a deleted, unused claim released; a made claim whose pod is
- * done or gone deleted.
+ * One claim, as `syncClaim` upstream: consumers that are gone dropped (the allocation cleared with
+ * the last one) and then the finalizer removed once unallocated; a deleted, unused claim released;
+ * a made claim whose pod is done or gone deleted. The finalizer of a claim nobody stopped using is
+ * left alone: the scheduler adds it in PreBind before it writes the allocation, and an unallocated
+ * claim keeps it when that write is refused (taking it away there would race the scheduler's write).
  */
 export async function syncClaim(ctx: SyncContext, claim: KubeObj): Promise<void> {
   const ns = claim.metadata.namespace ?? 'default';
@@ -159,16 +162,18 @@ export async function syncClaim(ctx: SyncContext, claim: KubeObj): Promise<void>
   const reserved = status.reservedFor ?? [];
   const valid: Consumer[] = [];
   for (const r of reserved) if (await stillConsumes(ctx, ns, r)) valid.push(r);
-  const finalizers = (claim.metadata['finalizers'] as string[] | undefined) ?? [];
+  const hasFinalizer = finalizersOf(claim).includes(CLAIM_FINALIZER);
+  const lostConsumers = valid.length < reserved.length;
+  const released = !lostConsumers && hasFinalizer && !!claim.metadata.deletionTimestamp && valid.length === 0;
   let current = claim;
-  if (valid.length < reserved.length || (claim.metadata.deletionTimestamp && valid.length === 0 && status.allocation)) {
+  if (lostConsumers || (released && status.allocation)) {
     const next = { ...status, ...(valid.length ? { reservedFor: valid } : { reservedFor: undefined }) };
-    if (valid.length === 0 && finalizers.includes(CLAIM_FINALIZER)) delete next.allocation;
+    if (valid.length === 0 && hasFinalizer) delete next.allocation;
     current = await writeClaim(ctx, claim, '/status', { ...claim, status: next });
   }
   const nowAllocated = (current['status'] as { allocation?: unknown } | undefined)?.allocation;
-  if (finalizers.includes(CLAIM_FINALIZER) && !nowAllocated && valid.length === 0) {
-    const rest = finalizers.filter((f) => f !== CLAIM_FINALIZER);
+  if ((lostConsumers || released) && finalizersOf(current).includes(CLAIM_FINALIZER) && !nowAllocated) {
+    const rest = finalizersOf(current).filter((f) => f !== CLAIM_FINALIZER);
     current = await writeClaim(ctx, current, '', { ...current, metadata: { ...current.metadata, finalizers: rest } });
   }
   if (valid.length === 0) await deleteIfPodDone(ctx, current);

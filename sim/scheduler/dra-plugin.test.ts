@@ -1,5 +1,7 @@
+import http from 'node:http';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type SimApiServer, startApiServer } from '../apiserver/api-server.js';
+import { type SimControllerManager, startControllerManager } from '../controllers/controller-manager.js';
 import { KubeClient, type KubeObj, podPath, type WatchEvent } from '../kube-client.js';
 import { CLAIM_FINALIZER } from './dra-objects.js';
 import { parseSchedulerConfig } from './scheduler-config.js';
@@ -54,6 +56,64 @@ function record(client: KubeClient, path: string): { events: WatchEvent[]; stop:
 }
 
 const rv = (o: KubeObj) => Number(o.metadata.resourceVersion);
+
+type StatusReview = { name: string; allocated: boolean };
+type Verdict = { allowed: true } | { allowed: false; message: string };
+
+/**
+ * A validating webhook on `resourceclaims/status` (plain HTTP, which the simulated API server
+ * allows), registered as `status.test.vcuda.io`: `decide` answers each review, and may take its time.
+ */
+async function statusHook(client: KubeClient, decide: (review: StatusReview) => Promise<Verdict>) {
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', async () => {
+      const { request } = JSON.parse(body);
+      const object = request.object as KubeObj;
+      const allocated = !!(object['status'] as { allocation?: unknown } | undefined)?.allocation;
+      const verdict = await decide({ name: object.metadata.name, allocated });
+      const response = verdict.allowed
+        ? { uid: request.uid, allowed: true }
+        : { uid: request.uid, allowed: false, status: { code: 403, message: verdict.message } };
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  await client.create('/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', {
+    metadata: { name: 'status-test' },
+    webhooks: [
+      {
+        name: 'status.test.vcuda.io',
+        clientConfig: { url: `http://127.0.0.1:${port}/` },
+        rules: [
+          {
+            operations: ['UPDATE'],
+            apiGroups: ['resource.k8s.io'],
+            apiVersions: ['v1'],
+            resources: ['resourceclaims/status'],
+          },
+        ],
+        failurePolicy: 'Fail',
+        sideEffects: 'None',
+        admissionReviewVersions: ['v1'],
+      },
+    ],
+  });
+  return {
+    close: () => {
+      // The API server keeps its connection to the hook alive; close would wait for it.
+      server.closeAllConnections();
+      return new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+const podScheduled = async (client: KubeClient, name: string) =>
+  ((await client.get(podPath('default', name)))['status'] as { conditions?: Record<string, unknown>[] })
+    .conditions?.[0];
 
 describe('DynamicResources in the simulated scheduler', () => {
   let api: SimApiServer;
@@ -121,6 +181,65 @@ describe('DynamicResources in the simulated scheduler', () => {
         { timeout: 10_000 },
       )
       .toEqual(['Unschedulable', 'node-a']);
+  });
+
+  it('fails PreBind in kube-scheduler 1.36 words when the status write is refused; the claim keeps its finalizer', async () => {
+    await setUp(client);
+    // The resourceclaim controller runs too: it must not take the finalizer of a claim nobody stopped using.
+    const controllers: SimControllerManager = startControllerManager({ client, dynamicResources: true });
+    // A slow refusal, as the ledger's: the controller has time to act between the two writes.
+    const hook = await statusHook(client, async ({ name, allocated }) => {
+      await new Promise((r) => setTimeout(r, 200));
+      return name === 'refused' && allocated ? { allowed: false, message: 'no room' } : { allowed: true };
+    });
+    try {
+      await claimAndPod(client, 'refused', '30');
+      const words =
+        'running PreBind plugin "DynamicResources": add allocation and reservation to claim default/refused: ' +
+        'admission webhook "status.test.vcuda.io" denied the request: no room';
+      await expect
+        .poll(() => podScheduled(client, 'refused'), { timeout: 10_000 })
+        .toMatchObject({ type: 'PodScheduled', status: 'False', reason: 'SchedulerError', message: words });
+      const events = (await client.list('/api/v1/namespaces/default/events')).items;
+      expect(events.map((e) => [e['reason'], e['message']])).toEqual([['FailedScheduling', words]]);
+      // As on kube-apiserver 1.36: the finalizer added before the refused write stays, nothing else is written.
+      const claim = await client.get(`${CLAIMS}/refused`);
+      expect(claim.metadata['finalizers']).toEqual([CLAIM_FINALIZER]);
+      expect((claim['status'] as { allocation?: unknown } | undefined)?.allocation).toBeUndefined();
+      await new Promise((r) => setTimeout(r, 1000));
+      expect((await client.get(`${CLAIMS}/refused`)).metadata['finalizers']).toEqual([CLAIM_FINALIZER]);
+    } finally {
+      await hook.close();
+      await controllers.close();
+    }
+  });
+
+  it('reads a claim written meanwhile again and retries its status write, as kube-scheduler does on a conflict', async () => {
+    await setUp(client);
+    let raced = false;
+    // The first status write waits while someone else labels the claim: the API server answers it 409.
+    const hook = await statusHook(client, async ({ name }) => {
+      if (name === 'raced' && !raced) {
+        raced = true;
+        await client.mergePatch(`${CLAIMS}/raced`, { metadata: { labels: { touched: 'meanwhile' } } });
+      }
+      return { allowed: true };
+    });
+    try {
+      await claimAndPod(client, 'raced', '30');
+      await expect
+        .poll(async () => (await client.get(podPath('default', 'raced')))['spec'], { timeout: 10_000 })
+        .toMatchObject({ nodeName: 'node-a' });
+      expect(raced).toBe(true);
+      const claim = await client.get(`${CLAIMS}/raced`);
+      expect(claim.metadata.labels).toEqual({ touched: 'meanwhile' });
+      expect((claim['status'] as { reservedFor: { name: string }[] }).reservedFor.map((r) => r.name)).toEqual([
+        'raced',
+      ]);
+      expect((await client.list('/api/v1/namespaces/default/events')).items).toEqual([]);
+    } finally {
+      await hook.close();
+    }
   });
 
   it('leaves a pod unschedulable with the reason when its class uses CEL it cannot evaluate', async () => {

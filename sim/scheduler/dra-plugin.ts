@@ -3,10 +3,11 @@
  * feed `DraCache`, PreFilter (the pod's claims exist, made for it), Filter (this node can allocate
  * every claim not allocated yet, with `dra-allocator.ts`; an allocated claim's node selector holds),
  * and PreBind (the delete-protection finalizer, then allocation and `reservedFor` in one status
- * update per claim, before the pod is bound), in the order and with the words kube-scheduler 1.36 uses.
+ * update per claim, before the pod is bound; a conflict read again and retried, any other refusal
+ * failing the binding cycle), in the order and with the words kube-scheduler 1.36 uses.
  */
 import { randomUUID } from 'node:crypto';
-import type { KubeClient, KubeObj } from '../kube-client.js';
+import { KubeApiError, type KubeClient, type KubeObj } from '../kube-client.js';
 import { allocateClaim } from './dra-allocator.js';
 import { claimKey, type DraCache } from './dra-cache.js';
 import { type AllocationResult, CLAIM_FINALIZER, type ClaimAllocation, type ResourceClaim } from './dra-objects.js';
@@ -139,10 +140,99 @@ export function allocateOnNode(
   return { ok: true, allocations };
 }
 
+/** client-go's `retry.DefaultRetry`: what kube-scheduler's PreBind allows a claim write that conflicts. */
+const CONFLICT_RETRY = { steps: 5, delayMs: 10, jitter: 0.1 };
+
+const claimRef = (c: ResourceClaim) => `${c.metadata.namespace ?? 'default'}/${c.metadata.name}`;
+const isConflict = (e: unknown) =>
+  e instanceof ClaimWriteError && e.cause instanceof KubeApiError && e.cause.code === 409;
+
+/** A PreBind step that failed, in kube-scheduler's words, keeping the API server's answer as its cause. */
+class ClaimWriteError extends Error {
+  constructor(what: string, cause?: unknown) {
+    super(cause === undefined ? what : `${what}: ${(cause as Error).message}`, { cause });
+  }
+}
+
+/** `call`, failing with kube-scheduler's words for that step. */
+function worded<T>(what: string, call: Promise<T>): Promise<T> {
+  return call.catch((e: unknown) => {
+    throw new ClaimWriteError(what, e);
+  });
+}
+
+/** `retry.RetryOnConflict`: `attempt` again (after ~10 ms) while it fails with a conflict, 5 tries in all. */
+async function retryOnConflict<T>(attempt: () => Promise<T>): Promise<T> {
+  for (let step = 1; ; step++) {
+    try {
+      return await attempt();
+    } catch (e) {
+      if (step >= CONFLICT_RETRY.steps || !isConflict(e)) throw e;
+      const jitter = 1 + Math.random() * CONFLICT_RETRY.jitter;
+      await new Promise((r) => setTimeout(r, CONFLICT_RETRY.delayMs * jitter));
+    }
+  }
+}
+
 /**
- * PreBind for each claim: the finalizer first (an update of the claim), then allocation and
- * `reservedFor` in one status update, as kube-scheduler writes them; a claim allocated before only
- * gains the pod in `reservedFor`. A conflict fails the bind; the scheduler tries the pod again.
+ * `bindClaim`: the finalizer first (an update of the claim), then allocation and `reservedFor` in
+ * one status update; a claim allocated before only gains the pod in `reservedFor`. The first try
+ * writes over the claim as the scheduling cycle saw it; a conflict (someone wrote the claim since)
+ * reads it again and tries again, as kube-scheduler does. Any other refusal fails the PreBind.
+ */
+async function bindClaim(
+  client: KubeClient,
+  claim: ResourceClaim,
+  planned: ClaimAllocation | undefined,
+  pod: KubeObj,
+): Promise<void> {
+  let current = claim;
+  let refresh = false;
+  await retryOnConflict(async () => {
+    if (refresh) {
+      const read = client.request<ResourceClaim>('GET', claimPath(claim));
+      current = await worded(`get updated claim ${claimRef(claim)} after conflict`, read);
+    }
+    refresh = true;
+    if (current.metadata.deletionTimestamp)
+      throw new ClaimWriteError(`claim ${claimRef(current)} got deleted in the meantime`);
+    let status = current.status ?? {};
+    if (planned) {
+      if (status.allocation)
+        throw new ClaimWriteError(`claim ${claimRef(current)} got allocated elsewhere in the meantime`);
+      const finalizers = current.metadata.finalizers ?? [];
+      if (!finalizers.includes(CLAIM_FINALIZER)) {
+        const withFinalizer = {
+          ...current,
+          metadata: { ...current.metadata, finalizers: [...finalizers, CLAIM_FINALIZER] },
+        };
+        const write = client.request<ResourceClaim>('PUT', claimPath(claim), withFinalizer);
+        current = await worded(`add finalizer to claim ${claimRef(claim)}`, write);
+        status = current.status ?? {};
+      }
+      status = { ...status, allocation: planned };
+    }
+    const consumer = { resource: 'pods', name: pod.metadata.name, uid: String(pod.metadata.uid) };
+    status = { ...status, reservedFor: [...(status.reservedFor ?? []), consumer] };
+    const what = planned ? 'add allocation and reservation to claim' : 'add reservation to claim';
+    await worded(
+      `${what} ${claimRef(claim)}`,
+      client.request('PUT', `${claimPath(claim)}/status`, { ...current, status }),
+    );
+  });
+}
+
+/** A failed PreBind, worded as kube-scheduler's framework reports it (the pod's condition and its Event). */
+export class PreBindFailure extends Error {
+  constructor(cause: Error) {
+    super(`running PreBind plugin "DynamicResources": ${cause.message}`, { cause });
+  }
+}
+
+/**
+ * PreBind: each claim not yet reserved for the pod bound to it (`bindClaim`), in the pod's order.
+ * A failure fails the pod's binding cycle with kube-scheduler's words
+ * (`running PreBind plugin "DynamicResources": …`); the scheduler tries the pod again after its backoff.
  */
 export async function writeClaims(
   client: KubeClient,
@@ -151,24 +241,12 @@ export async function writeClaims(
   pod: KubeObj,
 ): Promise<void> {
   for (const claim of claims) {
+    if ((claim.status?.reservedFor ?? []).some((r) => r.uid === pod.metadata.uid)) continue;
     const planned = allocations.get(claimKey(claim.metadata.namespace, claim.metadata.name));
-    let current = claim;
-    const finalizers = current.metadata.finalizers ?? [];
-    if (planned && !finalizers.includes(CLAIM_FINALIZER)) {
-      const withFinalizer = {
-        ...current,
-        metadata: { ...current.metadata, finalizers: [...finalizers, CLAIM_FINALIZER] },
-      };
-      current = await client.request<ResourceClaim>('PUT', claimPath(claim), withFinalizer);
+    try {
+      await bindClaim(client, claim, planned, pod);
+    } catch (e) {
+      throw new PreBindFailure(e as Error);
     }
-    const reservedFor = current.status?.reservedFor ?? [];
-    if (!planned && reservedFor.some((r) => r.uid === pod.metadata.uid)) continue;
-    const consumer = { resource: 'pods', name: pod.metadata.name, uid: String(pod.metadata.uid) };
-    const status = {
-      ...current.status,
-      ...(planned ? { allocation: planned } : {}),
-      reservedFor: [...reservedFor, consumer],
-    };
-    await client.request('PUT', `${claimPath(claim)}/status`, { ...current, status });
   }
 }

@@ -18,7 +18,7 @@ import { randomBytes } from 'node:crypto';
 import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
 import { DraCache } from './dra-cache.js';
 import type { ClaimAllocation, ResourceClaim } from './dra-objects.js';
-import { allocateOnNode, hasClaims, podClaims, watchDra, writeClaims } from './dra-plugin.js';
+import { allocateOnNode, hasClaims, PreBindFailure, podClaims, watchDra, writeClaims } from './dra-plugin.js';
 import { callBind, callFilter, callPrioritize, isInterested } from './extender-client.js';
 import { ExtenderTransport } from './extender-transport.js';
 import { filterNode, type SchedNode, type SchedPod, summarizeFailures } from './node-filters.js';
@@ -226,8 +226,8 @@ async function pickNode(ctx: LoopContext, pod: SchedPod, feasible: SchedNode[]):
 }
 
 /**
- * 5. Bind in the background, as kube-scheduler's binding cycle does: the pod is assumed on its
- * node meanwhile, so the next cycles count it; a failed bind un-assumes it and retries.
+ * 5. PreBind (the pod's claims) and bind in the background, as kube-scheduler's binding cycle does:
+ * the pod is assumed on its node meanwhile, so the next cycles count it; a failure un-assumes it and retries.
  */
 function bindInBackground(
   ctx: LoopContext,
@@ -259,7 +259,9 @@ function bindInBackground(
       ctx.cache.forget(pod);
       for (const key of allocations.keys()) ctx.dra?.forget(key);
       ctx.stats.errors++;
-      await recordFailure(ctx, pod, `binding rejected: ${e.message}`, 'error');
+      // kube-scheduler words a failed PreBind by its plugin, a failed bind as rejected.
+      const message = e instanceof PreBindFailure ? e.message : `binding rejected: ${e.message}`;
+      await recordFailure(ctx, pod, message, 'error');
     },
   );
   ctx.bindings.add(binding);
