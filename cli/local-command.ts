@@ -47,7 +47,7 @@ export function registerLocalCommand(program: Command): void {
     .option('--node-processes', 'run each node (kubelet + node agent) in a process of its own, as on a real cluster')
     .option(
       '--dra',
-      'a 1.36 cluster with vcuda as a DRA driver (= --kubernetes-version 1.36, with the DeviceClass): node agents publish ResourceSlices, pods get shares through ResourceClaims (no demo workload unless --workload)',
+      'a 1.36 cluster with vcuda as a DRA driver (= --kubernetes-version 1.36, with the DeviceClass): node agents publish ResourceSlices, pods get shares through ResourceClaims (pods asking vcuda-core are given claims), the ledger charges claims against quotas (no demo workload unless --workload)',
     )
     .action(async (flags: LocalFlags) => {
       // Imported here so other commands do not load the whole simulator.

@@ -101,7 +101,7 @@ async function prepareClusterAndWorkload(
 ): Promise<{ cluster: ClusterSpec; spec: WorkloadSpec | undefined }> {
   const fromFile = flags.cluster ? await loadClusterSpec(flags.cluster) : DEFAULT_CLUSTER;
   const base = settings.memoryUnitMiB === undefined ? fromFile : { ...fromFile, memoryUnitMiB: settings.memoryUnitMiB };
-  // A 1.36 cluster's nodes offer cards through claims only: the demo's pods, which ask extended resources, would wait.
+  // The demo shows the extender's placement; a 1.36 cluster (cards through claims) starts empty unless a trace is named.
   const dra = settings.kubernetesVersion === '1.36';
   if (flags.workload === 'none' || (dra && !flags.workload)) return { cluster: base, spec: undefined };
   if (flags.workload) return { cluster: base, spec: await loadWorkloadSpec(flags.workload) };
@@ -156,6 +156,8 @@ function printWhereEverythingIs(lc: LocalCluster, flags: LocalFlags, settings: S
   if (settings.kubernetesVersion === '1.36') {
     out('  DRA          kubectl get resourceslices; a claim asks a share of a card as');
     out('               {deviceClassName: gpu.vcuda.io, capacity: {requests: {cores: "30", memory: 8Gi}}}');
+    out(`               a pod asking ${settings.domain.core} / ${settings.domain.memory} is given such a claim;`);
+    out('               the ledger charges each allocation against the quotas');
   }
   if (!hasWorkloadBinary) out('  note: native fake driver not built; containers idle instead of running cuda-workload');
 }

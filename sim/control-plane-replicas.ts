@@ -34,6 +34,11 @@ export type ReplicaSettings = {
   bindFaults?: (replica: number) => BindFaults | undefined;
   /** The token the API server presents to the webhooks, in a file as a Secret would mount it. */
   webhookCallerTokenFile?: string;
+  /**
+   * A DRA cluster, as the DRA overlay configures the control plane: the claim hooks (admission and
+   * the ledger's charge) registered, and pods written for vcuda turned into claims.
+   */
+  dra?: boolean;
 };
 
 export type ControlPlaneReplicas = {
@@ -106,6 +111,7 @@ async function startReplica(settings: ReplicaSettings, i: number): Promise<Runni
       webhook: {
         schedulerName: 'vcuda-scheduler',
         ...(settings.webhookCallerTokenFile ? { callers: { tokenFile: settings.webhookCallerTokenFile } } : {}),
+        ...(settings.dra ? { claims: { register: true }, dra: { convertPods: true } } : {}),
       },
       dashboard: { idleForMinutes: settings.idleForMinutes },
       ...(settings.heartbeatStaleSeconds ? { heartbeatStaleSeconds: settings.heartbeatStaleSeconds } : {}),

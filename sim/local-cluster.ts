@@ -210,6 +210,7 @@ async function startLedgerAndReplicas(
     logger,
     ...(opts.bindFaults ? { bindFaults: opts.bindFaults } : {}),
     webhookCallerTokenFile: join(workDir, WEBHOOK_CALLER_TOKEN_FILE),
+    dra: servesDra(opts.kubernetesVersion),
   });
   return { dbReady, replicas, replicaCount };
 }

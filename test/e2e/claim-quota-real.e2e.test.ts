@@ -126,9 +126,29 @@ describe.skipIf(skipReason !== undefined)('one quota on what claims consume, on 
       if (bound < 0 || !refusal.includes('quota ml-50')) return undefined;
       return [['pod-a', 'pod-b'][bound] as string, { name: ['pod-a', 'pod-b'][other] as string, refusal }] as const;
     });
-    expect(loser.refusal).toContain(
-      'quota ml-50 (namespace c1/ml): core limit 50, in use 30, claim asks 30 (over by 10)',
-    );
+    // kube-scheduler's words for a failed PreBind, on the pod's condition and its FailedScheduling
+    // Event (dra-local-quota.e2e.test.ts holds the simulator to the same).
+    const claim = loser.name.slice('pod-'.length);
+    const words =
+      `running PreBind plugin "DynamicResources": add allocation and reservation to claim ml/${claim}: ` +
+      `admission webhook "charge.resourceclaims.vcuda.io" denied the request: reserve ml/${claim}: ` +
+      'quota ml-50 (namespace c1/ml): core limit 50, in use 30, claim asks 30 (over by 10)';
+    expect(loser.refusal).toBe(words);
+    type Event = { reason: string; message: string; involvedObject: { name: string } };
+    const events = (await getJson<{ items: Event[] }>(['get', 'events', '-n', 'ml'])).items;
+    expect(events.filter((e) => e.involvedObject.name === loser.name && e.reason === 'FailedScheduling')).toEqual([
+      expect.objectContaining({ message: words }),
+    ]);
+    // The claim keeps the finalizer kube-scheduler added before the refused write, unallocated.
+    const refused = await getJson<Claim & { metadata: { finalizers?: string[] } }>([
+      'get',
+      'resourceclaim',
+      claim,
+      '-n',
+      'ml',
+    ]);
+    expect(refused.metadata.finalizers).toEqual(['resource.kubernetes.io/delete-protection']);
+    expect(refused.status?.allocation).toBeUndefined();
     expect(await held()).toEqual(await allocatedHolders());
     expect(await held()).toHaveLength(1);
 

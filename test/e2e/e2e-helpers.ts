@@ -103,10 +103,12 @@ export async function admissionReviews(url: string, hook: 'mutate' | 'validate')
 /** The checkout's root. */
 const checkoutRoot = join(WORKLOAD_DIR, '..', '..', '..');
 
-/** `vcuda` with `args`, its stdout collected as it comes. */
-export function runVcuda(args: string[]) {
-  // Each run its own ledger directory: the default one is shared by every run of the machine.
-  const dataDir = join(mkdtempSync(join(tmpdir(), 'vcuda-local-data-')), 'ledger');
+/**
+ * `vcuda` with `args`, its stdout collected as it comes. `vcuda local` keeps its ledger in
+ * `dataDir` (one made for this run unless given: the default one is shared by every run of the machine).
+ */
+export function runVcuda(args: string[], opts: { dataDir?: string } = {}) {
+  const dataDir = opts.dataDir ?? join(mkdtempSync(join(tmpdir(), 'vcuda-local-data-')), 'ledger');
   const child = spawn(process.execPath, [join(checkoutRoot, 'bin', 'vcuda.js'), ...args, '--data-dir', dataDir], {
     cwd: checkoutRoot,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -116,4 +118,26 @@ export function runVcuda(args: string[]) {
   child.stderr.on('data', () => {});
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return { child, output: () => out, exited };
+}
+
+/** `vcuda` with `args` to its end: its exit code and output. */
+export function vcudaSync(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [join(checkoutRoot, 'bin', 'vcuda.js'), ...args], {
+    cwd: checkoutRoot,
+    encoding: 'utf8',
+  });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+export const hasKubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
+
+/** Stock kubectl against `kubeconfig`; `input` goes to its stdin. Throws with kubectl's stderr when it fails. */
+export function kubectl(kubeconfig: string, args: string[], input?: string): string {
+  const r = spawnSync('kubectl', args, {
+    env: { ...process.env, KUBECONFIG: kubeconfig },
+    encoding: 'utf8',
+    ...(input === undefined ? {} : { input }),
+  });
+  if (r.status !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
 }

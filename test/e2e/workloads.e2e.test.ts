@@ -4,20 +4,13 @@
  * `kubectl get events --sort-by=.lastTimestamp` lists the controllers' events.
  * Skipped without kubectl.
  */
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runVcuda } from './e2e-helpers.js';
+import { hasKubectl, kubectl as kubectlWith, runVcuda } from './e2e-helpers.js';
 
-const hasKubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
-
-function kubectl(kubeconfig: string, ...args: string[]): string {
-  const r = spawnSync('kubectl', args, { env: { ...process.env, KUBECONFIG: kubeconfig }, encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
+const kubectl = (kubeconfig: string, ...args: string[]) => kubectlWith(kubeconfig, args);
 
 /** Pods of `app` that are Running, by kubectl's own reading. */
 function runningPods(kubeconfig: string, app: string): number {
