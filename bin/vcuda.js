@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The `vcuda` command. It runs the compiled JavaScript in dist/: what the npm package and the image
 // ship, and what a checkout builds on `npm ci` (the prepare script) or `npm run build`. Where the
-// TypeScript sources sit beside it (a checkout) and are newer than that build, or
+// TypeScript sources sit beside it (a checkout) and are not what that build compiled, or
 // VCUDA_FROM_SOURCES=1, it runs them through tsx instead, so an edit is never hidden behind a
 // stale build; tsx, a development dependency, is never loaded elsewhere.
 import { existsSync } from 'node:fs';

@@ -42,7 +42,9 @@ const RUNTIME_ASSETS = [
   'package.json',
 ];
 
-const startedMs = Date.now();
+// The sources as the compiler is about to read them: a file changed during the build makes it stale.
+const { include } = JSON.parse(readFileSync(tsconfig, 'utf8'));
+const stamp = stampFor(root, include, Date.now());
 rmSync(out, { recursive: true, force: true });
 execFileSync(process.execPath, [tsc, '-p', tsconfig, '--outDir', out], { stdio: 'inherit' });
 for (const asset of RUNTIME_ASSETS) {
@@ -50,5 +52,4 @@ for (const asset of RUNTIME_ASSETS) {
   cpSync(join(root, asset), join(out, asset), { recursive: true });
 }
 // Last, so a failed build leaves no stamp and counts as stale.
-const { include } = JSON.parse(readFileSync(tsconfig, 'utf8'));
-writeFileSync(join(out, STAMP), `${JSON.stringify(stampFor(include, startedMs))}\n`);
+writeFileSync(join(out, STAMP), `${JSON.stringify(stamp)}\n`);
