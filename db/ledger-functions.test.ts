@@ -233,6 +233,52 @@ const reserveOp = (pod: Pod & { items: ScenarioPod['items'] }) => ({
 });
 const releaseOp = (pod: Pod) => ({ op: 'release', cluster: 'c1', podUid: pod.uid, at: AT, onlyState: null });
 
+type ScenarioOp = { pod: Pod; op: { op: string }; unknown: Violation[] };
+
+/**
+ * Two of every three pods as charges (migration 0018): their cards named by index on their node
+ * (a card of another node, or unknown, is an index the node lacks) and, every other one, memory
+ * null, which is the card's whole memory (1,000 MiB), as the specification is told.
+ */
+function mixedOps(cards: readonly CardCapacity[], pods: ReturnType<typeof podsOf>): ScenarioOp[] {
+  return pods.map((pod, i) => {
+    if (i % 3 === 2) return { pod, op: reserveOp(pod), unknown: [] };
+    const wholeMemory = i % 2 === 0;
+    const items = pod.items.map((it) => ({ ...it, memoryMiB: wholeMemory ? 1_000 : it.memoryMiB }));
+    const indexOf = (uuid: string) => (CARDS.includes(uuid) ? CARDS.indexOf(uuid) : 9);
+    const unknown = items
+      .filter((it) => cards.find((c) => c.uuid === it.cardUuid)?.node !== pod.node)
+      .map((it) => ({
+        code: 'not-found' as const,
+        message: `no card of index ${indexOf(it.cardUuid)} on node c1/${pod.node} is known to the ledger`,
+      }));
+    const op = {
+      ...reserveOp(pod),
+      op: 'charge',
+      items: items.map((it) => ({
+        container: it.container,
+        cardIndex: indexOf(it.cardUuid),
+        core: it.core,
+        memoryMiB: wholeMemory ? null : it.memoryMiB,
+      })),
+    };
+    return { pod: { ...pod, demand: sumDemandByCard(items) }, op, unknown };
+  });
+}
+
+/** The specification of a mixed batch: a charge naming an index its node lacks is refused alone. */
+function specifyMixed(
+  state: ReturnType<typeof startingState>,
+  releases: Pod[],
+  ops: readonly ScenarioOp[],
+): Map<string, Outcome> {
+  const known = ops.filter((o) => o.unknown.length === 0).map((o) => o.pod);
+  const spec = specify(state.cardRows, state.quotaRows, releases, known);
+  const out = new Map<string, Outcome>([...spec.released, ...spec.reserved]);
+  for (const o of ops) if (o.unknown.length > 0) out.set(o.pod.uid, { violations: o.unknown });
+  return out;
+}
+
 describe.each(await testDbKinds())(
   'vcuda_ledger_apply batches agree with test/support/db/ledger-spec.ts on %s',
   (kind) => {
@@ -247,6 +293,14 @@ describe.each(await testDbKinds())(
     async function apply(ops: unknown[]): Promise<Outcome[]> {
       const [row] = rowsOf<{ r: unknown }>(
         await t.db.execute(sql`select vcuda_ledger_apply(${JSON.stringify(ops)}::jsonb) as r`),
+      );
+      return (typeof row?.r === 'string' ? JSON.parse(row.r) : row?.r) as Outcome[];
+    }
+
+    /** The same batch through the function that also takes charges (migration 0018). */
+    async function applyCharges(ops: unknown[]): Promise<Outcome[]> {
+      const [row] = rowsOf<{ r: unknown }>(
+        await t.db.execute(sql`select vcuda_ledger_apply_charges(${JSON.stringify(ops)}::jsonb, null) as r`),
       );
       return (typeof row?.r === 'string' ? JSON.parse(row.r) : row?.r) as Outcome[];
     }
@@ -309,5 +363,48 @@ describe.each(await testDbKinds())(
         { numRuns: kind === 'pglite' ? 60 : 40, seed: 7 },
       );
     }, 120_000);
+
+    it('decides a charge as the reservation it names, beside reservations and releases, and binds it', async () => {
+      let n = 0;
+      await fc.assert(
+        fc.asyncProperty(batchScenario, async (s) => {
+          n += 1;
+          const state = startingState(s);
+          await seed(state);
+          const first = mixedOps(state.cardRows, podsOf(s.first, `a${n}`));
+          const firstSpec = specifyMixed(state, [], first);
+          expect(await applyCharges(first.map((m) => m.op))).toEqual(first.map((m) => firstSpec.get(m.pod.uid)));
+          const accepted = first.filter((m) => 'reused' in (firstSpec.get(m.pod.uid) as Outcome));
+          expect(await liveStates()).toEqual(
+            accepted.map((m) => `${m.pod.uid} ${m.op.op === 'charge' ? 'bound' : 'reserved'}`).sort(),
+          );
+
+          // Releases of some of them (a refused one releases nothing) beside new charges and reservations.
+          const releasing = [...new Set(s.releases.map((r) => first[r % first.length] as (typeof first)[number]))];
+          const second = mixedOps(state.cardRows, podsOf(s.second, `b${n}`));
+          const held = releasing.filter((m) => accepted.includes(m)).map((m) => m.pod);
+          const secondSpec = specifyMixed(state, held, second);
+          const ops = second.map((m) => ({ uid: m.pod.uid, op: m.op as unknown }));
+          releasing.forEach((m, i) => {
+            ops.splice(Math.min(2 * i, ops.length), 0, { uid: m.pod.uid, op: releaseOp(m.pod) });
+          });
+          expect(await applyCharges(ops.map((o) => o.op))).toEqual(
+            ops.map((o) => secondSpec.get(o.uid) ?? { released: 0 }),
+          );
+          await expectTotals(state);
+        }),
+        { numRuns: kind === 'pglite' ? 60 : 40, seed: 11 },
+      );
+    }, 120_000);
+
+    /** Every live holder with the state of its rows, as `uid state`, sorted. */
+    async function liveStates(): Promise<string[]> {
+      const rows = rowsOf<{ s: string }>(
+        await t.db.execute(
+          sql`select distinct pod_uid || ' ' || state as s from allocations where state <> 'released' order by 1`,
+        ),
+      );
+      return rows.map((r) => r.s);
+    }
   },
 );

@@ -48,6 +48,9 @@ export type ReserveRequest = {
   /** Absent: a pod. A ResourceClaim's allocation (`podUid` its holder id, `pod` its name) is a `claim`. */
   holderKind?: HolderKind;
 };
+/** A card named by its index on the request's node; `memoryMiB: null`: the card's whole memory. */
+export type ChargeItem = { container: string; cardIndex: number; core: number; memoryMiB: number | null };
+export type ChargeRequest = Omit<ReserveRequest, 'items'> & { items: ChargeItem[] };
 export type LivePod = { uid: string; namespace: string; name: string };
 export type LedgerOptions = {
   clock: () => Date;
@@ -68,27 +71,37 @@ export type LedgerOptions = {
 export const DEFAULT_GROUP_COMMIT = { maxBatch: 64, maxInFlight: 1 } as const;
 
 const name = z.string().min(1).max(253);
-const reserveRequestSchema = z.object({
-  cluster: name,
-  podUid: name,
-  namespace: name,
-  pod: name,
-  node: name,
-  holderKind: z.enum(['pod', 'claim']).optional(),
-  items: z
-    .array(
-      z.object({
-        container: name,
-        cardUuid: name,
-        core: z.number().int().min(1).max(100),
-        memoryMiB: z.number().int().min(0),
+const core = z.number().int().min(1).max(100);
+const memoryMiB = z.number().int().min(0);
+
+/** A holder's request: who holds, where, and at least one item, each container naming a card once. */
+function holdRequestSchema<Item extends z.ZodType<{ container: string }>>(
+  item: Item,
+  cardOf: (item: z.infer<Item>) => string,
+) {
+  return z.object({
+    cluster: name,
+    podUid: name,
+    namespace: name,
+    pod: name,
+    node: name,
+    holderKind: z.enum(['pod', 'claim']).optional(),
+    items: z
+      .array(item)
+      .min(1)
+      .refine((items) => new Set(items.map((i) => `${i.container}\u0000${cardOf(i)}`)).size === items.length, {
+        message: 'a container may name each card once',
       }),
-    )
-    .min(1)
-    .refine((items) => new Set(items.map((i) => `${i.container}\u0000${i.cardUuid}`)).size === items.length, {
-      message: 'a container may name each card once',
-    }),
-});
+  });
+}
+const reserveRequestSchema = holdRequestSchema(
+  z.object({ container: name, cardUuid: name, core, memoryMiB }),
+  (i) => i.cardUuid,
+);
+const chargeRequestSchema = holdRequestSchema(
+  z.object({ container: name, cardIndex: z.number().int().min(0), core, memoryMiB: memoryMiB.nullable() }),
+  (i) => String(i.cardIndex),
+);
 
 const cardSchema = z.object({
   uuid: name,
@@ -119,14 +132,17 @@ function throwViolations(what: string, violations: readonly Violation[]): void {
 
 /** A reservation's verdict from `vcuda_ledger_apply`: a JSON object, parsed by postgres.js and PGlite alike. */
 type ReserveVerdict = { reused: boolean } | { violations: Violation[] };
-/** One operation of `vcuda_ledger_apply` (migration 0012). */
+/** One operation of `vcuda_ledger_apply` (migration 0012), or a charge (migration 0018). */
 type ReserveOp = { op: 'reserve'; at: string } & ReserveRequest;
+type ChargeOp = { op: 'charge'; at: string } & ChargeRequest;
 type ReleaseOp = { op: 'release'; cluster: string; podUid: string; at: string; onlyState: string | null };
-type LedgerOp = ReserveOp | ReleaseOp;
+type LedgerOp = ReserveOp | ChargeOp | ReleaseOp;
 type LedgerOpResult = ReserveVerdict | { released: number };
 
 // In the name of the replica making it (migration 0014: the holds it inserts name their owner).
 const APPLY_SQL = 'select vcuda_ledger_apply_as($1::jsonb, $2::text) as r';
+// A batch with a charge: the same, with each charge's cards found by index and its rows bound (0018).
+const APPLY_CHARGES_SQL = 'select vcuda_ledger_apply_charges($1::jsonb, $2::text) as r';
 const UPSERT_NODE_SQL = 'select vcuda_upsert_node($1, $2, $3::jsonb, $4::timestamptz)';
 
 // One prepared statement each, like reserve: the query builder cost more client CPU than the call.
@@ -176,7 +192,8 @@ function queryOf(db: VcudaDb): Query {
 function submitterOf(query: Query, opts: LedgerOptions): (op: LedgerOp) => Promise<LedgerOpResult> {
   const replica = opts.replica ?? null;
   async function applyBatch(ops: readonly LedgerOp[]): Promise<LedgerOpResult[]> {
-    const rows = await query<{ r: unknown }>(APPLY_SQL, [JSON.stringify(ops), replica]);
+    const text = ops.some((op) => op.op === 'charge') ? APPLY_CHARGES_SQL : APPLY_SQL;
+    const rows = await query<{ r: unknown }>(text, [JSON.stringify(ops), replica]);
     const results = parseJson<LedgerOpResult[] | null>(rows[0]?.r);
     if (!Array.isArray(results)) throw new Error(`vcuda_ledger_apply answered ${JSON.stringify(results)}`);
     return results;
@@ -190,7 +207,7 @@ function submitterOf(query: Query, opts: LedgerOptions): (op: LedgerOp) => Promi
       return result;
     } catch (err) {
       // The same pod raced itself (two replicas binding it): the other one holds it.
-      if (op.op === 'reserve' && pgErrorCode(err) === UNIQUE_VIOLATION) return { reused: true };
+      if (op.op !== 'release' && pgErrorCode(err) === UNIQUE_VIOLATION) return { reused: true };
       throw err;
     }
   }
@@ -204,6 +221,17 @@ function submitterOf(query: Query, opts: LedgerOptions): (op: LedgerOp) => Promi
     runOne,
     runBatch: applyBatch,
   });
+}
+
+/** A reservation's (or charge's) verdict: `{ reused }`, or its violations thrown in the ledger's words. */
+function reservedOrThrow(req: { namespace: string; pod: string }, verdict: LedgerOpResult): { reused: boolean } {
+  const what = `reserve ${req.namespace}/${req.pod}`;
+  if ('violations' in verdict) {
+    throwViolations(what, verdict.violations);
+    throw new VcudaError('capacity-conflict', `${what}: refused`);
+  }
+  if (!('reused' in verdict)) throw new Error(`${what}: the ledger answered ${JSON.stringify(verdict)}`);
+  return { reused: verdict.reused };
 }
 
 /** Releases every live row of one pod (only while still `reserved`, if asked); returns how many rows. */
@@ -234,14 +262,18 @@ function reservationsOf(query: Query, submit: (op: LedgerOp) => Promise<LedgerOp
     /** All-or-nothing for every item of the pod; idempotent by (cluster, podUid). */
     async reserve(request: ReserveRequest): Promise<{ reused: boolean }> {
       const req = parse(reserveRequestSchema, request, 'reservation');
-      const what = `reserve ${req.namespace}/${req.pod}`;
-      const verdict = await submit({ op: 'reserve', ...req, at: clock().toISOString() });
-      if ('violations' in verdict) {
-        throwViolations(what, verdict.violations);
-        throw new VcudaError('capacity-conflict', `${what}: refused`);
-      }
-      if (!('reused' in verdict)) throw new Error(`${what}: the ledger answered ${JSON.stringify(verdict)}`);
-      return { reused: verdict.reused };
+      return reservedOrThrow(req, await submit({ op: 'reserve', ...req, at: clock().toISOString() }));
+    },
+
+    /**
+     * A reservation bound at once, its cards named by index on the node: a DRA allocation, which
+     * is the grant itself. One call and one commit (`vcuda_ledger_apply_charges`, migration 0018)
+     * where `reserve` then `confirm` take two; decided, refused and worded as `reserve`, and
+     * idempotent the same way (`reused`: the holder was held already, nothing was written).
+     */
+    async charge(request: ChargeRequest): Promise<{ reused: boolean }> {
+      const req = parse(chargeRequestSchema, request, 'charge');
+      return reservedOrThrow(req, await submit({ op: 'charge', ...req, at: clock().toISOString() }));
     },
 
     /** reserved -> bound, once the Binding succeeded. Fails when the reservation expired. */
@@ -318,9 +350,6 @@ function reconcilerOf(db: VcudaDb, releasePod: ReleasePod) {
   };
 }
 
-// Whole MIG instances are cards of their node too (under their parent's index); claims name cards only.
-const NODE_CARDS_SQL = `select uuid, index, memory_mib as "memoryMiB" from cards
-where cluster = $1 and node = $2 and is_present and uuid not like 'MIG-%' order by index`;
 const CLAIM_HOLDERS_SQL = `select distinct pod_uid as "holder", reserved_at as "reservedAt" from allocations
 where cluster = $1 and state <> 'released' and starts_with(pod_uid, $2)`;
 
@@ -341,8 +370,8 @@ export type ClaimShareRow = {
 };
 
 /**
- * What the ledger of DRA claims reads besides reserve/confirm/release: cards by index, live claim
- * holders, and the shares of given claims (whose usage a node agent may report).
+ * What the ledger of DRA claims reads besides charge/release: live claim holders, and the shares
+ * of given claims (whose usage a node agent may report).
  */
 function claimSupportOf(query: Query) {
   return {
@@ -350,10 +379,6 @@ function claimSupportOf(query: Query) {
     async claimShares(cluster: string, holders: readonly string[]): Promise<ClaimShareRow[]> {
       if (holders.length === 0) return [];
       return query<ClaimShareRow>(CLAIM_SHARES_SQL, [cluster, JSON.stringify(holders), DRA_CLAIM_HOLDER_PREFIX]);
-    },
-    /** The cards the ledger knows on one node (present ones), by NVML index. */
-    async nodeCards(cluster: string, node: string): Promise<{ uuid: string; index: number; memoryMiB: number }[]> {
-      return query(NODE_CARDS_SQL, [cluster, node]);
     },
     /** Every claim holder with live rows in a cluster, and when it reserved. */
     async liveClaimHolders(cluster: string): Promise<{ holder: string; reservedAt: Date }[]> {

@@ -5,8 +5,10 @@
  * crash left (a charge whose write never landed, an allocation charged nowhere) without touching
  * pods' holds, while the pods' reconcile leaves claims alone.
  */
+import { sql } from 'drizzle-orm';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { claimHolderId, type DraClaim, MIB as MiB } from '../../contract/index.js';
+import { rowsOf } from '../../db/connect.js';
 import { createLedger, type Ledger } from '../../db/ledger.js';
 import { createTestDatabase, type TestDatabase, testDbKinds } from '../../test/support/db/test-databases.js';
 import { ClaimBuilder } from '../../test/support/node-agent/dra-claim.js';
@@ -43,6 +45,17 @@ describe.each(await testDbKinds())('DRA claims in the ledger on %s', (kind) => {
   });
   afterEach(async () => {
     await t?.drop();
+  });
+
+  it('charges an allocation bound at once, in one ledger call, on the card the allocation names', async () => {
+    await charge(unallocated(share('a', 30, 'gpu-1')), share('a', 30, 'gpu-1'));
+    const rows = sql`select card_uuid, core, memory_mib, state, bound_at = reserved_at as bound_at_once
+      from allocations where pod_uid = ${claimHolderId('a')}`;
+    expect(rowsOf(await t.db.execute(rows))).toEqual([
+      { card_uuid: 'GPU-b', core: 30, memory_mib: 4096, state: 'bound', bound_at_once: true },
+    ]);
+    // Bound, not reserved: the holds nobody confirmed (a dead replica's) never include it.
+    expect(await ledger.liveHolds(CLUSTER, new Date(0))).toMatchObject([{ pod: 'claim-a', isBound: true }]);
   });
 
   it('charges within the namespace quota and refuses past it, naming the quota; a release lets the next in', async () => {
@@ -85,9 +98,25 @@ describe.each(await testDbKinds())('DRA claims in the ledger on %s', (kind) => {
       },
     };
     await charge(undefined, whole);
+    const cardB = sql`select core_used, memory_used_mib from cards where uuid = 'GPU-b'`;
+    expect(rowsOf(await t.db.execute(cardB))).toEqual([{ core_used: 100, memory_used_mib: 81_920 }]);
     await expect(charge(undefined, share('x', 1, 'gpu-1', 1))).rejects.toMatchObject({ code: 'capacity-conflict' });
-    await expect(charge(undefined, share('y', 10, 'gpu-7'))).rejects.toThrow(
-      /card gpu-7 of node node-1 is not in the ledger/,
+    const unknown = charge(undefined, share('y', 10, 'gpu-7'));
+    await expect(unknown).rejects.toThrow(
+      'reserve ml/claim-y: no card of index 7 on node c1/node-1 is known to the ledger',
+    );
+    await expect(unknown).rejects.toMatchObject({ code: 'not-found' });
+    expect(await ledger.liveClaimHolders(CLUSTER)).toHaveLength(1);
+  });
+
+  it("names a card by its index, never a whole MIG instance registered under the card's index", async () => {
+    // The card stopped being reported; an instance of it still is, under its index.
+    await ledger.upsertNode(CLUSTER, 'node-1', [
+      { uuid: 'GPU-b', index: 1, model: 'H100', memoryMiB: 81_920 },
+      { uuid: 'MIG-a-1', index: 0, model: 'H100 MIG 3g.40gb', memoryMiB: 40_960 },
+    ]);
+    await expect(charge(undefined, share('a', 30, 'gpu-0'))).rejects.toThrow(
+      'reserve ml/claim-a: card GPU-a is no longer reported by node-1',
     );
   });
 

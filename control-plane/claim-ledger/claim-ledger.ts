@@ -6,10 +6,10 @@
  * write one, so nothing a user writes is ever charged or released here.
  */
 import { claimHolderId, type DraClaim, messageOf, VcudaError } from '../../contract/index.js';
-import type { Ledger, ReserveItem } from '../../db/ledger.js';
+import type { ChargeRequest, Ledger } from '../../db/ledger.js';
 import { type ClaimChargeDecision, decideClaimCharge } from './claim-charge.js';
 
-type ClaimLedgerStore = Pick<Ledger, 'reserve' | 'confirm' | 'release' | 'nodeCards' | 'liveClaimHolders'>;
+type ClaimLedgerStore = Pick<Ledger, 'charge' | 'release' | 'liveClaimHolders'>;
 
 export type ClaimLedger = ReturnType<typeof createClaimLedger>;
 
@@ -18,41 +18,32 @@ type Charge = Extract<ClaimChargeDecision, { kind: 'charge' }>;
 export function createClaimLedger(opts: { ledger: ClaimLedgerStore; cluster: string; driver: string }) {
   const { ledger, cluster } = opts;
 
-  async function itemsOf(charge: Charge): Promise<ReserveItem[]> {
-    const cards = new Map((await ledger.nodeCards(cluster, charge.node)).map((c) => [c.index, c]));
-    return charge.shares.map((share) => {
-      const card = cards.get(share.cardIndex);
-      if (!card) {
-        throw new VcudaError(
-          'not-found',
-          `resourceclaim ${charge.claim.namespace}/${charge.claim.name}: card gpu-${share.cardIndex} of node ${charge.node} is not in the ledger`,
-        );
-      }
-      const memoryMiB = share.memoryMiB === 'card' ? card.memoryMiB : share.memoryMiB;
-      return { container: share.key, cardUuid: card.uuid, core: share.core, memoryMiB };
-    });
-  }
-
-  /** Charges an allocation; throws the ledger's refusal (quota, capacity) with its own words. */
+  /**
+   * Charges an allocation; throws the ledger's refusal (quota, capacity, a card it does not know)
+   * with its own words. One ledger call: the rows go in bound (the allocation is the grant
+   * itself, nothing is left to confirm), the cards named by index as the allocation names them.
+   */
   async function charge(decision: Charge): Promise<void> {
-    const holder = claimHolderId(decision.claim.uid);
-    const request = {
+    const request: ChargeRequest = {
       cluster,
-      podUid: holder,
+      podUid: claimHolderId(decision.claim.uid),
       namespace: decision.claim.namespace,
       pod: decision.claim.name,
       node: decision.node,
-      items: await itemsOf(decision),
-      holderKind: 'claim' as const,
+      items: decision.shares.map((share) => ({
+        container: share.key,
+        cardIndex: share.cardIndex,
+        core: share.core,
+        memoryMiB: share.memoryMiB === 'card' ? null : share.memoryMiB,
+      })),
+      holderKind: 'claim',
     };
     // Held already: a charge whose write was then refused or timed out (the scheduler allocates
     // afresh on its retry, maybe elsewhere). Charge what this allocation consumes, not that one.
-    if ((await ledger.reserve(request)).reused) {
-      await ledger.release(cluster, holder);
-      await ledger.reserve(request);
+    if ((await ledger.charge(request)).reused) {
+      await ledger.release(cluster, request.podUid);
+      await ledger.charge(request);
     }
-    // The allocation is the grant itself: nothing is left to confirm later.
-    await ledger.confirm(cluster, holder);
   }
 
   /** Applies what one admitted write of a claim means for the ledger. */
