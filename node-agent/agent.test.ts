@@ -45,7 +45,7 @@ describe('node agent', () => {
       override listCards(): GpuCard[] {
         return super.listCards().map((c) => ({ ...c, migMode: c.index === 0 }));
       }
-      migLayout(cardIndex: number): CardMig | null {
+      override migLayout(cardIndex: number): CardMig | null {
         return cardIndex === 0 ? layout : { mode: 'disabled', profiles: [], instances: [] };
       }
     }

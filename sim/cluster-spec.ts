@@ -10,11 +10,16 @@ import { z } from 'zod';
 import {
   type CardInventory,
   type CardLink,
+  type FieldError,
+  fieldError,
   fieldErrorsFromZod,
   type NodeInventory,
   parseManifestText,
   ValidationError,
 } from '../contract/index.js';
+
+/** A static MIG instance of the cluster description: `3g.40gb`, or `3g.40gb@4` at memory slice 4. */
+const MIG_INSTANCE_PATTERN = /^[0-9]+g\.[0-9]+gb(\+[a-z]+)?(@[0-7])?$/;
 
 const nodeGroupSchema = z.object({
   /** Node names are `<namePrefix>-<i>` (from 0), or exactly `name` when count is 1. */
@@ -45,6 +50,23 @@ const nodeGroupSchema = z.object({
     .default([]),
   cpu: z.string().default('64'),
   memory: z.string().default('512Gi'),
+  /**
+   * Cards in MIG mode and the whole instances each node of the group starts with (static MIG, as
+   * `nvidia-smi mig -cgi … -C` makes them): each a profile name, created in list order at its first
+   * free legal placement, or `profile@start` at that placement. The fake driver has MIG on H100
+   * 80GB (76000–86000 MiB) and H200 141GB (130000–150000 MiB) cards only.
+   */
+  mig: z
+    .array(
+      z.object({
+        card: z.number().int().min(0).max(15),
+        instances: z
+          .array(z.string().regex(MIG_INSTANCE_PATTERN, 'a MIG profile such as 3g.40gb, or 3g.40gb@4 to place it'))
+          .max(7)
+          .default([]),
+      }),
+    )
+    .default([]),
 });
 
 export const clusterSpecSchema = z.object({
@@ -66,6 +88,8 @@ export const DEFAULT_CLUSTER: ClusterSpec = clusterSpecSchema.parse({ nodes: [{ 
 export function parseClusterSpec(doc: unknown, source = 'cluster'): ClusterSpec {
   const parsed = clusterSpecSchema.safeParse(doc);
   if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), source);
+  const migErrors = parsed.data.nodes.flatMap((g, i) => migProblems(g, `nodes[${i}].mig`));
+  if (migErrors.length > 0) throw new ValidationError(migErrors, source);
   const names = expandNodes(parsed.data).map((n) => n.name);
   const dup = names.find((n, i) => names.indexOf(n) !== i);
   if (dup)
@@ -74,6 +98,25 @@ export function parseClusterSpec(doc: unknown, source = 'cluster'): ClusterSpec 
       source,
     );
   return parsed.data;
+}
+
+/** Each MIG card of a group must be one of its cards, named once. */
+function migProblems(g: NodeGroup, path: string): FieldError[] {
+  const seen = new Set<number>();
+  return g.mig.flatMap((m, j) => {
+    const where = `${path}[${j}].card`;
+    if (m.card >= g.cards)
+      return [fieldError(where, 'mig-card', `card ${m.card} is not one of the group's ${g.cards} cards`)];
+    if (seen.has(m.card)) return [fieldError(where, 'mig-card', `card ${m.card} is listed twice`)];
+    seen.add(m.card);
+    return [];
+  });
+}
+
+/** A static MIG instance of the description: its profile, and its placement's start when given. */
+export function parseMigInstance(text: string): { profile: string; start?: number } {
+  const [profile = '', at] = text.split('@');
+  return at === undefined ? { profile } : { profile, start: Number(at) };
 }
 
 export async function loadClusterSpec(path: string): Promise<ClusterSpec> {

@@ -13,7 +13,6 @@ import {
   vcudaAnnotations,
 } from '../../contract/index.js';
 import { type CardHold, type CardUse, type PendingAssignment, parseTimeMs } from './holds/index.js';
-import { migCoreEquivalent } from './mig-fit.js';
 
 export type CardSnapshot = Readonly<{
   uuid: string;
@@ -55,6 +54,11 @@ export type MigInstanceSnapshot = Readonly<{
   usedCore: number;
   usedMemoryMiB: number;
 }>;
+
+/** A held instance counts toward its node's use as the share of its card's 8 memory slices it spans. */
+export function migCoreEquivalent(size: number): number {
+  return Math.round((100 * size) / 8);
+}
 
 export type NodeSnapshot = Readonly<{
   name: string;

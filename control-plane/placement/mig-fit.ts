@@ -112,8 +112,3 @@ export function placeMigContainer(
     mig: { parent: i.parentUuid, profile: i.profile, start: i.start, size: i.size },
   }));
 }
-
-/** A held instance counts toward its node's use as the share of its card's 8 memory slices it spans. */
-export function migCoreEquivalent(size: number): number {
-  return Math.round((100 * size) / 8);
-}

@@ -3,9 +3,8 @@
  * node left fullest, spread the emptiest; a pod with multi-card containers also weighs how well
  * its chosen cards are linked, so an NVLinked set beats a fuller node that would split across sockets.
  */
-import type { NodeSnapshot } from './cluster-snapshot.js';
+import { migCoreEquivalent, type NodeSnapshot } from './cluster-snapshot.js';
 import type { NodePlacement } from './fit.js';
-import { migCoreEquivalent } from './mig-fit.js';
 import type { PlacementPolicy } from './placement-request.js';
 
 export const MAX_EXTENDER_SCORE = 10;

@@ -9,6 +9,7 @@
 
 import { GpuEventQueue } from '../../node-agent/nvml/event-queue.js';
 import type {
+  CardMig,
   GpuCard,
   GpuEvent,
   GpuLink,
@@ -20,8 +21,9 @@ import type {
 } from '../../node-agent/nvml/gpu-source.js';
 import type { SimNode } from '../cluster-spec.js';
 
-/** The NVML reads a simulated node takes from its fake driver. */
-export type NodeDriverReadings = Pick<GpuSource, 'memoryUsage' | 'processUtilization' | 'utilizationRates' | 'close'>;
+/** The NVML reads a simulated node takes from its fake driver (its MIG layouts where it has them). */
+export type NodeDriverReadings = Pick<GpuSource, 'memoryUsage' | 'processUtilization' | 'utilizationRates' | 'close'> &
+  Partial<Pick<GpuSource, 'migLayout'>>;
 
 const MIB = 1024 * 1024;
 
@@ -53,15 +55,20 @@ export class SimGpuSource implements GpuSource {
    * listed, so there is nothing to reconcile memory charges against.
    */
   static ofNode(node: SimNode, driver?: NodeDriverReadings): SimGpuSource {
-    const cards = node.cards.map((c) => ({
-      index: c.index,
-      uuid: c.uuid,
-      model: c.model,
-      memoryTotalBytes: c.memoryMiB * MIB,
-      pciBusId: c.pciBusId,
-      minorNumber: c.index,
-      numaNode: c.numaNode,
-    }));
+    const cards = node.cards.map((c) => {
+      // MIG mode as the node's fake driver has it when the agent starts (absent: no MIG).
+      const mig = driver?.migLayout?.(c.index);
+      return {
+        index: c.index,
+        uuid: c.uuid,
+        model: c.model,
+        memoryTotalBytes: c.memoryMiB * MIB,
+        pciBusId: c.pciBusId,
+        minorNumber: c.index,
+        numaNode: c.numaNode,
+        ...(mig ? { migMode: mig.mode === 'enabled' } : {}),
+      };
+    });
     const link = (a: number, b: number): GpuLink => {
       const l = node.links[a]?.[b];
       if (!l) throw new RangeError(`no link ${a}-${b} on ${node.name}`);
@@ -103,6 +110,10 @@ export class SimGpuSource implements GpuSource {
   utilizationRates(cardIndex: number): UtilizationRates {
     if (this.driver) return this.driver.utilizationRates(cardIndex);
     return this.rates.get(cardIndex) ?? { gpuPercent: 0, memoryPercent: 0 };
+  }
+
+  migLayout(cardIndex: number): CardMig | null {
+    return this.driver?.migLayout?.(cardIndex) ?? null;
   }
 
   runningProcesses(cardIndex: number): RunningProcess[] | null {

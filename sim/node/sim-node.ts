@@ -20,6 +20,7 @@ import { nodeSeedOf, type SimNode } from '../cluster-spec.js';
 import type { KubeClient } from '../kube-client.js';
 import { kubeConfigFor } from '../kubeconfig.js';
 import { type SimKubelet, startKubelet } from '../kubelet/sim-kubelet.js';
+import { createStaticMigInstances } from './node-mig.js';
 import { openNodeNvml } from './node-nvml.js';
 import { SimGpuSource } from './sim-gpu-source.js';
 
@@ -78,6 +79,8 @@ export function nodeDriverEnv(node: SimNode, root: string): Record<string, strin
   // The fake driver needs at least one device; a card-less node's containers see none anyway.
   if (node.cards.length > 0) env['FAKEGPU_DEVICES'] = node.cards.map((c) => c.memoryMiB).join(',');
   if (node.cards[0]) env['FAKEGPU_NAME'] = node.cards[0].model;
+  // Cards in MIG mode from the node's first moment (the state file is made with them so).
+  if (node.group.mig.length > 0) env['FAKEGPU_MIG'] = node.group.mig.map((m) => m.card).join(',');
   return env;
 }
 
@@ -97,6 +100,8 @@ function usageSink(controlPlaneUrl: string, token: string | undefined): UsageBac
 export async function startSimNode(opts: SimNodeOptions): Promise<RunningSimNode> {
   const { node, root } = opts;
   mkdirSync(root, { recursive: true });
+  // Before any agent: its MIG plugins serve the profiles present when it starts.
+  createStaticMigInstances(node, root, opts.nativeBuildDir, nodeDriverEnv(node, root));
   const kubelet = await startNodeKubelet(opts);
   let gpu = SimGpuSource.ofNode(node);
   let wired: WiredAgent | undefined;

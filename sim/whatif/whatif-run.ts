@@ -7,6 +7,7 @@
  * (their controllers' replacements are not in the trace). Pure: same inputs, same report.
  */
 import {
+  fieldError,
   isPartlyUsed,
   type QuantityPolicy,
   type SmallestAsk,
@@ -99,6 +100,12 @@ function choosePlacement(nodes: Map<string, NodeSnapshot>, req: PlacementRequest
 }
 
 export function runWhatIf(cluster: ClusterSpec, trace: readonly TraceEntry[], opts: WhatIfOptions): WhatIfReport {
+  // Its nodes are the description's cards whole; MIG instances exist only once a fake driver made them.
+  const mig = cluster.nodes.findIndex((g) => g.mig.length > 0);
+  if (mig >= 0) {
+    const detail = 'what-if planning does not model MIG instances yet; describe those cards without mig';
+    throw new ValidationError([fieldError(`nodes[${mig}].mig`, 'whatif-no-mig', detail)], 'cluster');
+  }
   const replay = new TraceReplay(cluster, opts, trace.length);
   for (const entry of trace) {
     replay.departBy(entry.arriveAtSeconds);

@@ -20,6 +20,7 @@ export const twoNodeCluster: ClusterSpec = {
       taints: [],
       cpu: '64',
       memory: '512Gi',
+      mig: [],
     },
   ],
   // research may hold half a card: share-30 fits, too-big (30 more) does not.

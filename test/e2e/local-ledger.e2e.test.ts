@@ -31,6 +31,7 @@ const cluster: ClusterSpec = {
       taints: [],
       cpu: '64',
       memory: '512Gi',
+      mig: [],
     },
   ],
   quotas: { research: { core: 50, memoryMiB: 40960 } },

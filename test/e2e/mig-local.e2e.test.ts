@@ -1,0 +1,166 @@
+/**
+ * Whole MIG instances through `vcuda local --cluster sim/examples/mig-cluster.yaml`, as a user
+ * drives it: `kubectl describe node` shows the `nvidia.com/mig-*` capacities the node agent's
+ * plugins advertise; a pod asking `nvidia.com/mig-3g.40gb: 1` runs on an instance named by its MIG
+ * UUID in its signed assignment (its CUDA program sees the instance's 40448 MiB); two more such pods
+ * leave exactly one pending, since the cluster's only two 3g.40gb instances are then held; and a pod
+ * asking `nvidia.com/mig-1g.20gb: 1` lands on the instance at a legal placement of that profile.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import {
+  type Assignment,
+  type CardInventory,
+  nodeInventorySchema,
+  peekAssignment,
+  vcudaAnnotations,
+  verifyAssignment,
+} from '../../contract/index.js';
+import { KubeClient, type KubeObj, podPath } from '../../sim/kube-client.js';
+import { buildWorkloads, hasKubectl, kubectl, phaseOf, runVcuda } from './e2e-helpers.js';
+
+const NS = 'mig';
+const NODE = 'h100-mig';
+const EXAMPLE = join(import.meta.dirname, '..', '..', 'sim', 'examples', 'mig-cluster.yaml');
+
+function migPod(name: string, profile: string, command: string[]) {
+  const limits = { [`nvidia.com/mig-${profile}`]: '1' };
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name },
+    spec: { containers: [{ name: 'main', image: 'vcuda-sim/workload:1', command, resources: { limits } }] },
+  };
+}
+
+describe('vcuda local --cluster sim/examples/mig-cluster.yaml', () => {
+  it('advertises MIG capacities and places whole instances: one per pod, the third 3g.40gb pending', async () => {
+    const canRunCuda = buildWorkloads();
+    // The CUDA program holds its allocation while the pod runs, and prints what its device offers.
+    const command = canRunCuda ? ['cuda-workload', '--alloc-mib', '1024', '--hold-seconds', '600'] : ['sleep', '600'];
+    const { child, output, exited } = runVcuda(['local', '--port', '0', '--workload', 'none', '--cluster', EXAMPLE]);
+    try {
+      await expect.poll(() => /ready in/.test(output()), { timeout: 90_000, interval: 250 }).toBe(true);
+      const kubeconfigPath = /kubeconfig\s+(\/\S+kubeconfig)/.exec(output())![1]!;
+      const kubeconfig = parse(readFileSync(kubeconfigPath, 'utf8'));
+      const client = new KubeClient(kubeconfig.clusters[0].cluster.server, {
+        token: kubeconfig.users[0].user.token,
+        caPem: Buffer.from(kubeconfig.clusters[0].cluster['certificate-authority-data'], 'base64').toString(),
+      });
+
+      // 1. The node's capacities, as kubectl describes them once the MIG plugins registered.
+      const capacities = async () => {
+        const status = (await client.get(`/api/v1/nodes/${NODE}`))['status'] as { capacity?: Record<string, string> };
+        return Object.entries(status.capacity ?? {}).filter(([k]) => k.startsWith('nvidia.com/mig-'));
+      };
+      await expect.poll(capacities, { timeout: 30_000 }).toEqual([
+        ['nvidia.com/mig-1g.10gb', '1'],
+        ['nvidia.com/mig-1g.20gb', '1'],
+        ['nvidia.com/mig-2g.20gb', '1'],
+        ['nvidia.com/mig-3g.40gb', '2'],
+      ]);
+      if (hasKubectl) {
+        const described = kubectl(kubeconfigPath, ['describe', 'node', NODE]);
+        expect(described).toMatch(/Capacity:[\s\S]*nvidia\.com\/mig-3g\.40gb:\s+2\n/);
+        expect(described).toMatch(/Allocatable:[\s\S]*nvidia\.com\/mig-1g\.20gb:\s+1\n/);
+      }
+      const node = await client.get(`/api/v1/nodes/${NODE}`);
+      const inventory = nodeInventorySchema.parse(
+        JSON.parse(
+          (node['metadata'] as { annotations: Record<string, string> }).annotations[vcudaAnnotations.inventory]!,
+        ),
+      );
+      const instancesOf = (profile: string) =>
+        inventory.cards.flatMap((c) =>
+          (c.mig?.instances ?? []).filter((i) => i.profile === profile).map((i) => ({ c, i })),
+        );
+
+      await client.create('/api/v1/namespaces', { metadata: { name: NS } });
+      const jwks = JSON.parse(
+        ((await client.get('/api/v1/namespaces/vcuda-system/configmaps/vcuda-jwks'))['data'] as Record<string, string>)[
+          'jwks.json'
+        ]!,
+      );
+      /** The pod's assignment, verified against the control plane's published keys. */
+      const verified = async (name: string): Promise<Assignment> => {
+        const pod = await client.get(podPath(NS, name));
+        const meta = pod['metadata'] as { uid: string; annotations: Record<string, string> };
+        const token = meta.annotations[vcudaAnnotations.assignment]!;
+        return verifyAssignment(token, jwks, {
+          podUid: meta.uid,
+          node: NODE,
+          nowSeconds: Math.floor(Date.now() / 1000),
+        });
+      };
+
+      // 2. One 3g.40gb pod runs on an instance its signed assignment names by MIG UUID.
+      await client.create(podPath(NS), migPod('train-0', '3g.40gb', command));
+      await expect.poll(() => phaseOf(client, NS, 'train-0'), { timeout: 30_000 }).toBe('Running');
+      const first = (await verified('train-0')).containers[0]!.cards;
+      expect(first).toHaveLength(1);
+      expect(first[0]!.uuid).toMatch(/^MIG-/);
+      expect(instancesOf('3g.40gb').map(({ i }) => i.uuid)).toContain(first[0]!.uuid);
+      expect(first[0]!.mig?.profile).toBe('3g.40gb');
+      if (canRunCuda) {
+        await expect
+          .poll(async () => (await client.getText(`${podPath(NS, 'train-0')}/log?container=main`)).text, {
+            timeout: 15_000,
+          })
+          .toContain('total_mib=40448');
+      }
+
+      // 3. Two more: the last 3g.40gb instance goes to one of them, the other waits.
+      await client.create(podPath(NS), migPod('train-1', '3g.40gb', command));
+      await client.create(podPath(NS), migPod('train-2', '3g.40gb', command));
+      const phases = async () => [await phaseOf(client, NS, 'train-1'), await phaseOf(client, NS, 'train-2')].sort();
+      await expect.poll(phases, { timeout: 30_000 }).toEqual(['Pending', 'Running']);
+      const waiting = (await phaseOf(client, NS, 'train-1')) === 'Pending' ? 'train-1' : 'train-2';
+      const running = waiting === 'train-1' ? 'train-2' : 'train-1';
+      const why = async () =>
+        (
+          (await client.get(podPath(NS, waiting)))['status'] as {
+            conditions?: { type: string; status: string; message?: string }[];
+          }
+        ).conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False')?.message ?? '';
+      // kube-scheduler's own count of the node's free instances refuses it before the extender is asked.
+      await expect
+        .poll(why, { timeout: 15_000 })
+        .toBe('0/2 nodes are available: 2 Insufficient nvidia.com/mig-3g.40gb.');
+      const second = (await verified(running)).containers[0]!.cards[0]!;
+      expect(second.uuid).not.toBe(first[0]!.uuid);
+      expect(
+        instancesOf('3g.40gb')
+          .map(({ i }) => i.uuid)
+          .sort(),
+      ).toEqual([first[0]!.uuid, second.uuid].sort());
+      // Still exactly one waiting a while later: nothing gave the held instances out again.
+      await new Promise((r) => setTimeout(r, 3000));
+      expect(await phases()).toEqual(['Pending', 'Running']);
+      expect(((await client.get(podPath(NS, waiting)))['spec'] as { nodeName?: string }).nodeName).toBeUndefined();
+
+      // 4. A 1g.20gb pod lands on the instance at a legal placement of its profile.
+      await client.create(podPath(NS), migPod('small', '1g.20gb', command));
+      await expect.poll(() => phaseOf(client, NS, 'small'), { timeout: 30_000 }).toBe('Running');
+      const small = (await verified('small')).containers[0]!.cards[0]!;
+      const only = instancesOf('1g.20gb');
+      expect(only).toHaveLength(1);
+      const { c, i } = only[0] as { c: CardInventory; i: { uuid: string } };
+      const profile = c.mig?.profiles.find((p) => p.profile === '1g.20gb');
+      expect(small.uuid).toBe(i.uuid);
+      expect(small.mig?.parent).toBe(c.uuid);
+      expect(profile?.placements).toContain(small.mig?.start);
+      expect(small.mig?.size).toBe(profile?.memorySlices);
+      // What the pod carries is the contract's reading of the same token.
+      const pod = (await client.get(podPath(NS, 'small'))) as KubeObj;
+      const token = (pod['metadata'] as { annotations: Record<string, string> }).annotations[
+        vcudaAnnotations.assignment
+      ]!;
+      expect(peekAssignment(token)?.containers[0]?.cards[0]).toEqual(small);
+    } finally {
+      child.kill('SIGINT');
+    }
+    expect(await exited).toBe(0);
+  }, 240_000);
+});
