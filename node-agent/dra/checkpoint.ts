@@ -4,10 +4,10 @@
  * are written atomically (temp file, fsync, rename), those of one event-loop turn together, before
  * the kubelet hears of them; the file is validated when read back.
  */
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { fieldErrorsFromZod, ValidationError } from '../../contract/index.js';
+import { writeFileDurably } from '../durable-file.js';
 
 const CHECKPOINT_MAX_BYTES = 64 * 1024 * 1024;
 
@@ -125,16 +125,7 @@ export class ClaimCheckpoint {
   }
 
   private save(): void {
-    mkdirSync(dirname(this.path), { recursive: true });
-    const tmp = `${this.path}.tmp`;
-    const fd = openSync(tmp, 'w', 0o600);
-    try {
-      writeSync(fd, JSON.stringify({ version: 1, claims: this.list() }));
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(tmp, this.path);
+    writeFileDurably(this.path, JSON.stringify({ version: 1, claims: this.list() }));
     this.writes++;
   }
 }

@@ -32,6 +32,7 @@ import {
   NVML_SUCCESS,
 } from './nvml-codes.js';
 import { NvmlMig } from './nvml-mig.js';
+import { NvmlMigControl } from './nvml-mig-control.js';
 import {
   PROCESSES_UTILIZATION_INFO_TYPE,
   processUtilizationSupported,
@@ -199,6 +200,7 @@ function cString(buf: Uint8Array): string {
 export class NvmlGpuSource implements GpuSource {
   private readonly nv: Bindings;
   private readonly mig: NvmlMig;
+  private readonly libraryPath: string;
   private readonly handles: unknown[] = [];
   private readonly cards: GpuCard[] = [];
   private eventSet: unknown;
@@ -217,6 +219,7 @@ export class NvmlGpuSource implements GpuSource {
       ? readConcurrentManagedAccess(opts.cudaLibraryPath)
       : new Map<string, boolean>();
     this.nv = bind(opts.libraryPath);
+    this.libraryPath = opts.libraryPath;
     this.mig = new NvmlMig(opts.libraryPath, (call, rc) => this.check(call, rc));
     this.check('nvmlInit_v2', this.nv.init());
     const count = [0];
@@ -348,6 +351,28 @@ export class NvmlGpuSource implements GpuSource {
 
   migLayout(cardIndex: number): CardMig | null {
     return this.mig.layout(this.handle(cardIndex));
+  }
+
+  /** Whether the card is in MIG mode now (undefined: it has no MIG). */
+  migMode(cardIndex: number): boolean | undefined {
+    return this.mig.mode(this.handle(cardIndex));
+  }
+
+  /** The `MIG-` UUID of the MIG device a GPU instance's compute instance makes; undefined when none. */
+  migDeviceUuid(cardIndex: number, gpuInstanceId: number, computeInstanceId: number): string | undefined {
+    return this.migLayout(cardIndex)?.instances.find(
+      (i) => i.gpuInstanceId === gpuInstanceId && i.computeInstanceId === computeInstanceId,
+    )?.uuid;
+  }
+
+  /** Creating and destroying instances (dynamic MIG); undefined when the library has no MIG exports. */
+  migControl(): NvmlMigControl | undefined {
+    return NvmlMigControl.bind(
+      this.libraryPath,
+      (i) => this.handle(i),
+      (i) => this.migLayout(i)?.profiles ?? [],
+      (call, rc) => this.check(call, rc),
+    );
   }
 
   utilizationRates(cardIndex: number): UtilizationRates {
