@@ -327,3 +327,68 @@ describe('groupCapacity with the live node view', () => {
     expect(clusters[0]?.nodes.find((n) => n.name === 'n1')?.cards[0]).not.toHaveProperty('memoryBurst');
   });
 });
+
+describe('groupCapacity for a card in MIG mode', () => {
+  const row = (uuid: string, index: number, model: string, memoryMiB: number) => ({
+    uuid,
+    cluster: 'c',
+    node: 'n1',
+    index,
+    model,
+    memoryMiB,
+    isPresent: true,
+  });
+  const instance = (uuid: string, start: number) => ({
+    uuid,
+    index: 0,
+    model: 'H100 MIG 3g.40gb',
+    memoryMiB: 40448,
+    healthy: true,
+    mig: { parent: 'GPU-0', profile: '3g.40gb', start, size: 4 },
+  });
+  const live = [
+    {
+      cluster: 'c',
+      node: 'n1',
+      cards: [
+        { uuid: 'GPU-0', index: 0, model: 'H100', memoryMiB: 81559, healthy: true, migMode: true },
+        instance('MIG-b', 4),
+        instance('MIG-a', 0),
+        { uuid: 'GPU-1', index: 1, model: 'H100', memoryMiB: 81559, healthy: true },
+      ],
+    },
+  ];
+
+  it('draws it as its instances, by placement, each with its holders, the ledger rows of instances under it', () => {
+    const held = {
+      cluster: 'c',
+      podUid: 'u1',
+      namespace: 'ml',
+      pod: 'train',
+      container: 'main',
+      cardUuid: 'MIG-b',
+      core: 100,
+      memoryMiB: 40448,
+      state: 'bound',
+      reservedAt: new Date('2026-01-01T00:00:00Z'),
+    };
+    const ledger = [
+      row('GPU-0', 0, 'H100', 81559),
+      row('MIG-b', 0, 'H100 MIG 3g.40gb', 40448),
+      row('GPU-1', 1, 'H100', 81559),
+    ];
+    const [node] = groupCapacity(ledger, [held], live)[0]?.nodes ?? [];
+    expect(
+      node?.cards.map((c) => [c.uuid, c.instances?.map((i) => [i.uuid, i.mig?.start, i.allocations.length])]),
+    ).toEqual([
+      [
+        'GPU-0',
+        [
+          ['MIG-a', 0, 0],
+          ['MIG-b', 4, 1],
+        ],
+      ],
+      ['GPU-1', undefined],
+    ]);
+  });
+});

@@ -37,7 +37,18 @@ export type ReportRunner = {
 export type LiveNodeCards = {
   cluster: string;
   node: string;
-  cards: { uuid: string; index: number; model: string; memoryMiB: number; healthy: boolean; memoryBurst?: boolean }[];
+  cards: {
+    uuid: string;
+    index: number;
+    model: string;
+    memoryMiB: number;
+    healthy: boolean;
+    memoryBurst?: boolean;
+    /** A card in MIG mode (served only as its instances). */
+    migMode?: boolean;
+    /** A whole MIG instance: its parent, profile and placement. */
+    mig?: NonNullable<CardState['mig']>;
+  }[];
   /** Whether the node's agent still reports (its heartbeat within the control plane's limit). */
   agent?: NodeAgentHealth;
 };
@@ -70,6 +81,8 @@ type CardRow = {
   isPresent: boolean;
   healthy?: boolean;
   memoryBurst?: boolean;
+  migMode?: boolean;
+  mig?: NonNullable<CardState['mig']>;
 };
 
 const str = (v: ReportRow[string] | undefined) => (v === null || v === undefined ? '' : String(v));
@@ -99,7 +112,14 @@ export function groupCapacity(
   }
   const cardRows: CardRow[] = ledgerCards.map((c) => {
     const l = live.get(c.uuid);
-    return l ? { ...c, healthy: l.healthy, ...(l.memoryBurst === undefined ? {} : { memoryBurst: l.memoryBurst }) } : c;
+    if (!l) return c;
+    return {
+      ...c,
+      healthy: l.healthy,
+      ...(l.memoryBurst === undefined ? {} : { memoryBurst: l.memoryBurst }),
+      ...(l.migMode ? { migMode: true } : {}),
+      ...(l.mig ? { mig: l.mig } : {}),
+    };
   });
   const known = new Set(ledgerCards.map((c) => c.uuid));
   for (const l of live.values()) if (!known.has(l.uuid)) cardRows.push(l);
@@ -134,6 +154,8 @@ export function groupCapacity(
       memoryMiB: c.memoryMiB,
       ...(!c.isPresent ? { healthy: false } : c.healthy !== undefined ? { healthy: c.healthy } : {}),
       ...(c.memoryBurst === undefined ? {} : { memoryBurst: c.memoryBurst }),
+      ...(c.migMode ? { instances: [] } : {}),
+      ...(c.mig ? { mig: c.mig } : {}),
       allocations: held,
     });
     nodes.set(c.node, list);
@@ -144,9 +166,27 @@ export function groupCapacity(
     name,
     nodes: [...nodes].map(([node, nodeCards]) => {
       const agent = agents.get(`${name}/${node}`);
-      return { name: node, cards: nodeCards, ...(agent ? { agent } : {}) };
+      return { name: node, cards: nestInstances(nodeCards), ...(agent ? { agent } : {}) };
     }),
   }));
+}
+
+/**
+ * A MIG card drawn as its instances: each instance the ledger holds as a card of its own goes
+ * under its parent, by placement; one whose parent the node no longer reports stays a card.
+ */
+function nestInstances(cards: CardState[]): CardState[] {
+  const byUuid = new Map(cards.map((c) => [c.uuid, c]));
+  const out: CardState[] = [];
+  for (const c of cards) {
+    const parent = c.mig && byUuid.get(c.mig.parent);
+    if (!parent) {
+      out.push(c);
+      continue;
+    }
+    parent.instances = [...(parent.instances ?? []), c].sort((a, b) => (a.mig?.start ?? 0) - (b.mig?.start ?? 0));
+  }
+  return out;
 }
 
 /**

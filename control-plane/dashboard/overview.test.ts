@@ -81,6 +81,40 @@ describe('viewCard', () => {
   });
 });
 
+describe('viewCard of a card in MIG mode', () => {
+  const instance = (uuid: string, profile: string, start: number, size: number, allocations: CardAllocation[]) => ({
+    uuid,
+    index: 0,
+    model: `H100 MIG ${profile}`,
+    memoryMiB: 40448,
+    allocations,
+    mig: { parent: 'GPU-0', profile, start, size },
+  });
+
+  it('draws its instances with their holders, and counts a held one as the part of the card it spans', () => {
+    const v = viewCard({
+      uuid: 'GPU-0',
+      index: 0,
+      model: 'H100',
+      memoryMiB: 81559,
+      allocations: [],
+      instances: [
+        instance('MIG-a', '3g.40gb', 0, 4, [alloc('train', 100, 40448)]),
+        instance('MIG-b', '3g.40gb', 4, 4, []),
+      ],
+    });
+    expect(v).toMatchObject({ coreUsed: 50, memoryUsedMiB: 40448, isOvercommitted: false, pods: [] });
+    expect(v.instances?.map((i) => [i.uuid, i.start, i.size, i.pods.map((p) => p.pod)])).toEqual([
+      ['MIG-a', 0, 4, ['train']],
+      ['MIG-b', 4, 4, []],
+    ]);
+    // It is never a free card, and offers no core to shares.
+    const node = viewNode({ name: 'n', cards: [{ ...card(0, []), instances: [] }, card(1, [])] });
+    expect(node.totals.freeCards).toBe(1);
+    expect(node.freeCore).toBe(100);
+  });
+});
+
 describe('viewNode fragmentation', () => {
   it('is 0 when all free compute is on one card', () => {
     const n = viewNode({ name: 'n', cards: [card(0, [alloc('a', 100, 100)]), card(1, [])] });

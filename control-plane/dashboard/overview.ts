@@ -4,6 +4,7 @@
  * the page shows is tested here and the browser code only draws.
  */
 import { isClaimHolder, strandedOnCard } from '../../contract/index.js';
+import { migCoreEquivalent } from '../placement/cluster-snapshot.js';
 import type {
   CardState,
   ClusterState,
@@ -49,6 +50,21 @@ export type CardView = {
   memoryPct: number;
   /** Never expected (the ledger forbids it); shown in red when a source reports it. */
   isOvercommitted: boolean;
+  pods: PodOnCard[];
+  /**
+   * A card in MIG mode, drawn as its instances by placement; its core and memory used are those of
+   * its held instances (an instance counts the part of the card it spans). Absent: not in MIG mode.
+   */
+  instances?: MigInstanceView[];
+};
+
+/** A whole MIG instance of a card: where it sits on the 8 memory slices, and who holds it. */
+export type MigInstanceView = {
+  uuid: string;
+  profile: string;
+  start: number;
+  size: number;
+  memoryMiB: number;
   pods: PodOnCard[];
 };
 
@@ -174,7 +190,20 @@ function groupPods(card: CardState): PodOnCard[] {
   return [...byPod.values()].sort((a, b) => b.core - a.core || name(a).localeCompare(name(b)));
 }
 
+function viewInstance(i: CardState): MigInstanceView {
+  const mig = i.mig ?? { profile: '', start: 0, size: 0 };
+  return {
+    uuid: i.uuid,
+    profile: mig.profile,
+    start: mig.start,
+    size: mig.size,
+    memoryMiB: i.memoryMiB,
+    pods: groupPods(i),
+  };
+}
+
 export function viewCard(card: CardState): CardView {
+  if (card.instances) return viewMigCard(card, card.instances);
   const coreUsed = card.allocations.reduce((s, a) => s + a.core, 0);
   const memoryUsedMiB = card.allocations.reduce((s, a) => s + a.memoryMiB, 0);
   return {
@@ -193,10 +222,34 @@ export function viewCard(card: CardState): CardView {
   };
 }
 
+/** A card in MIG mode: nothing of it is held but through its instances. */
+function viewMigCard(card: CardState, instances: readonly CardState[]): CardView {
+  const held = instances.filter((i) => i.allocations.length > 0);
+  const coreUsed = held.reduce((s, i) => s + migCoreEquivalent(i.mig?.size ?? 0), 0);
+  const memoryUsedMiB = held.reduce((s, i) => s + i.allocations.reduce((m, a) => Math.max(m, a.memoryMiB), 0), 0);
+  const views = instances.map(viewInstance);
+  return {
+    uuid: card.uuid,
+    index: card.index,
+    model: card.model,
+    memoryMiB: card.memoryMiB,
+    healthy: card.healthy ?? null,
+    memoryBurst: card.memoryBurst ?? null,
+    coreUsed,
+    memoryUsedMiB,
+    corePct: percent(coreUsed, 100),
+    memoryPct: percent(memoryUsedMiB, card.memoryMiB),
+    isOvercommitted: views.some((v) => v.pods.length > 1),
+    pods: [],
+    instances: views,
+  };
+}
+
 function sumTotals(cards: readonly CardView[]): Totals {
   return {
     cards: cards.length,
-    freeCards: cards.filter((c) => c.coreUsed === 0 && c.memoryUsedMiB === 0).length,
+    // A card in MIG mode is never free whole: its free instances are drawn on it.
+    freeCards: cards.filter((c) => !c.instances && c.coreUsed === 0 && c.memoryUsedMiB === 0).length,
     coreUsed: cards.reduce((s, c) => s + c.coreUsed, 0),
     coreCapacity: 100 * cards.length,
     memoryUsedMiB: cards.reduce((s, c) => s + c.memoryUsedMiB, 0),
@@ -217,6 +270,8 @@ export function viewNode(node: NodeState, opts: OverviewOptions = defaultOvervie
   let partlyFreeCore = 0;
   const smallest = { core: 1, memoryMiB: opts.strandedBelowMiB };
   for (const c of cards) {
+    // A card in MIG mode offers no core to shares: only its free instances, drawn on the card.
+    if (c.instances) continue;
     const free = Math.max(0, 100 - c.coreUsed);
     const stranded = strandedOnCard(c, smallest).core;
     if (stranded > 0) {

@@ -32,6 +32,7 @@ import type { LedgerNodes } from '../extender/ledger-nodes.js';
 import type { Nudger } from '../extender/nudger.js';
 import type { PodWriteBatcher } from '../extender/pod-write-batcher.js';
 import { EXTENDER_COMPONENT, extenderRoutes } from '../extender/routes.js';
+import { MIG_ONLY_REASON } from '../placement/cluster-snapshot.js';
 import { createAssignmentSigner, type KeySet } from '../signing-keys.js';
 import { type WebhookCallers, webhookCallers } from '../webhook-callers.js';
 import type { ClusterView } from './cluster.js';
@@ -265,10 +266,25 @@ function liveNodes({ config, clock }: StartContext, cluster: ClusterView) {
   return [...cluster.state.snapshot().nodes.values()].map((n) => ({
     cluster: config.clusterName,
     node: n.name,
-    cards: n.cards.map(({ uuid, index, model, memoryMiB, healthy, memoryBurst }) => ({
-      ...{ uuid, index, model, memoryMiB, healthy },
-      ...(memoryBurst === undefined ? {} : { memoryBurst }),
-    })),
+    cards: [
+      ...n.cards.map(({ uuid, index, model, memoryMiB, healthy, healthReason, memoryBurst }) => {
+        // A card in MIG mode is not offered whole: its own health is what the reason hides.
+        const migMode = healthReason === MIG_ONLY_REASON;
+        return {
+          ...{ uuid, index, model, memoryMiB, healthy: healthy || migMode },
+          ...(memoryBurst === undefined ? {} : { memoryBurst }),
+          ...(migMode ? { migMode } : {}),
+        };
+      }),
+      ...n.migInstances.map((m) => ({
+        uuid: m.uuid,
+        index: m.parentIndex,
+        model: `${m.model} MIG ${m.profile}`,
+        memoryMiB: m.memoryMiB,
+        healthy: m.healthy,
+        mig: { parent: m.parentUuid, profile: m.profile, start: m.start, size: m.size },
+      })),
+    ],
     agent: {
       reporting: n.heartbeatMs > 0 && nowMs - n.heartbeatMs <= limitMs,
       lastHeartbeat: n.heartbeatMs > 0 ? new Date(n.heartbeatMs).toISOString() : null,

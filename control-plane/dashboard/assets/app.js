@@ -89,6 +89,35 @@ function burstBadge(burst) {
   );
 }
 
+// A card in MIG mode, drawn as its instances on the card's 8 memory slices: where each sits, its
+// profile, and the pod holding it (or free).
+function renderMigInstances(c) {
+  return el(
+    'div',
+    { class: 'mig-slices', 'data-testid': 'mig-instances' },
+    c.instances.map((i) => {
+      const holder = i.pods[0];
+      const block = el(
+        'div',
+        {
+          class: holder ? `mig-instance held ${holder.state}` : 'mig-instance',
+          'data-testid': 'mig-instance',
+          'data-uuid': i.uuid,
+          'data-profile': i.profile,
+          'data-start': i.start,
+          'data-size': i.size,
+          'data-held': holder ? 'true' : 'false',
+          title: `${i.profile} on memory slices ${i.start}-${i.start + i.size - 1}, ${fmt(i.memoryMiB)} MiB · ${i.uuid}`,
+        },
+        el('span', { class: 'mig-profile' }, i.profile),
+        el('span', { class: 'mig-holder' }, holder ? `${holder.namespace}/${holder.pod}` : 'free'),
+      );
+      block.style.gridColumn = `${i.start + 1} / span ${i.size}`;
+      return block;
+    }),
+  );
+}
+
 function renderCard(cluster, node, c) {
   const cls = ['card', c.isOvercommitted ? 'over' : '', c.healthy === false ? 'unhealthy' : ''].join(' ').trim();
   return el(
@@ -105,7 +134,7 @@ function renderCard(cluster, node, c) {
     el(
       'div',
       { class: 'card-title' },
-      el('span', {}, `#${c.index} ${c.model}`),
+      el('span', {}, `#${c.index} ${c.model}${c.instances ? ' · MIG' : ''}`),
       c.pods.some((p) => p.burst)
         ? el('span', { class: 'stage burst', 'data-testid': 'card-bursting' }, 'bursting')
         : null,
@@ -123,6 +152,33 @@ function renderCard(cluster, node, c) {
         : null,
     ),
     el('div', { class: 'uuid', title: c.uuid }, c.uuid),
+    c.instances ? renderCardMig(c) : renderCardShares(c),
+  );
+}
+
+function renderCardMig(c) {
+  if (c.instances.length === 0) return el('p', { class: 'empty' }, 'in MIG mode, no instances: nothing to offer');
+  const slices = (i) => (i.size === 1 ? `slice ${i.start}` : `slices ${i.start}-${i.start + i.size - 1}`);
+  return [
+    el('div', { class: 'bar-label' }, `MIG instances on the card's 8 memory slices (${c.instances.length})`),
+    renderMigInstances(c),
+    el(
+      'ul',
+      { class: 'pods' },
+      c.instances.map((i) =>
+        el(
+          'li',
+          { class: i.pods[0]?.state, title: i.uuid },
+          el('span', { class: 'pod-name' }, i.pods[0] ? `${i.pods[0].namespace}/${i.pods[0].pod}` : 'free'),
+          el('span', {}, `${i.profile} · ${slices(i)} · ${fmt(i.memoryMiB)} MiB`),
+        ),
+      ),
+    ),
+  ];
+}
+
+function renderCardShares(c) {
+  return [
     el('div', { class: 'bar-label' }, 'core promised (granted shares; measured use is in Reports)'),
     bar('core', c.corePct, `${c.coreUsed} / 100 core`, 'core-bar'),
     el('div', { class: 'bar-label' }, 'memory promised'),
@@ -152,7 +208,7 @@ function renderCard(cluster, node, c) {
             ),
           ),
         ),
-  );
+  ];
 }
 
 // A DRA ResourceClaim's shares (kube-scheduler allocated them, the ledger charged them) are no pod:
