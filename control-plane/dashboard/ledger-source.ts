@@ -88,24 +88,21 @@ type CardRow = {
 const str = (v: ReportRow[string] | undefined) => (v === null || v === undefined ? '' : String(v));
 const num = (v: ReportRow[string] | undefined) => (v === null || v === undefined ? 0 : Number(v));
 
-/** Groups card rows and their live allocations into clusters → nodes → cards. */
-export function groupCapacity(
-  ledgerCards: CardRow[],
-  allocationRows: {
-    cluster: string;
-    podUid: string;
-    namespace: string;
-    pod: string;
-    container: string;
-    cardUuid: string;
-    core: number;
-    memoryMiB: number;
-    state: string;
-    reservedAt: Date;
-  }[],
-  liveNodes: readonly LiveNodeCards[] = [],
-): ClusterState[] {
-  // The live view adds cards the ledger has not seen yet and says which are healthy.
+type AllocationRow = {
+  cluster: string;
+  podUid: string;
+  namespace: string;
+  pod: string;
+  container: string;
+  cardUuid: string;
+  core: number;
+  memoryMiB: number;
+  state: string;
+  reservedAt: Date;
+};
+
+/** The ledger's cards with the live view's word on health, plus live cards the ledger has not seen yet; sorted. */
+function withLiveCards(ledgerCards: CardRow[], liveNodes: readonly LiveNodeCards[]): CardRow[] {
   const live = new Map<string, CardRow>();
   for (const n of liveNodes) {
     for (const c of n.cards) live.set(c.uuid, { ...c, cluster: n.cluster, node: n.node, isPresent: true });
@@ -124,6 +121,11 @@ export function groupCapacity(
   const known = new Set(ledgerCards.map((c) => c.uuid));
   for (const l of live.values()) if (!known.has(l.uuid)) cardRows.push(l);
   cardRows.sort((a, b) => a.cluster.localeCompare(b.cluster) || a.node.localeCompare(b.node) || a.index - b.index);
+  return cardRows;
+}
+
+/** Live allocations per card, as the dashboard shows them. */
+function allocationsByCard(allocationRows: readonly AllocationRow[]): Map<string, CardState['allocations']> {
   const byCard = new Map<string, CardState['allocations']>();
   for (const a of allocationRows) {
     const list = byCard.get(a.cardUuid) ?? [];
@@ -140,6 +142,17 @@ export function groupCapacity(
     });
     byCard.set(a.cardUuid, list);
   }
+  return byCard;
+}
+
+/** Groups card rows and their live allocations into clusters → nodes → cards. */
+export function groupCapacity(
+  ledgerCards: CardRow[],
+  allocationRows: AllocationRow[],
+  liveNodes: readonly LiveNodeCards[] = [],
+): ClusterState[] {
+  const cardRows = withLiveCards(ledgerCards, liveNodes);
+  const byCard = allocationsByCard(allocationRows);
   const clusters = new Map<string, Map<string, CardState[]>>();
   for (const c of cardRows) {
     // A card the node no longer reports still matters while pods hold it.

@@ -12,8 +12,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { MigControl } from '../nvml/gpu-source.js';
 import { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
-import { DynamicMig, type DynamicMigStep, dynamicMigSteps, type MigControl } from './dynamic-mig.js';
+import { DynamicMig, type DynamicMigStep, dynamicMigSteps } from './dynamic-mig.js';
 import { type MigPlacement, placementKey } from './dynamic-mig-checkpoint.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');

@@ -15,27 +15,10 @@
  * driver #1452). A card is switched into MIG mode only when it holds nothing.
  */
 import { VcudaError } from '../../contract/index.js';
+import type { GpuInstanceState, MigControl } from '../nvml/gpu-source.js';
 import { type MigIntent, MigIntentCheckpoint, type MigPlacement, placementKey } from './dynamic-mig-checkpoint.js';
 
 /** A GPU instance as NVML lists it, with its compute instances. */
-export type GpuInstanceState = Readonly<{
-  gpuInstanceId: number;
-  profileId: number;
-  start: number;
-  size: number;
-  computeInstanceIds: readonly number[];
-}>;
-
-/** What dynamic MIG needs from NVML (nvml/nvml-mig-control.ts; a card by its index). */
-export interface MigControl {
-  setMigMode(card: number, on: boolean): void;
-  gpuInstances(card: number): GpuInstanceState[];
-  createGpuInstance(card: number, profileId: number, start: number, size: number): number;
-  createComputeInstance(card: number, gpuInstanceId: number): number;
-  destroyComputeInstance(card: number, gpuInstanceId: number, computeInstanceId: number): void;
-  destroyGpuInstance(card: number, gpuInstanceId: number): void;
-}
-
 /** What else it reads about a card: its MIG mode, whether anything holds it, a MIG device's UUID. */
 export interface MigCardView {
   migMode(card: number): boolean | undefined;

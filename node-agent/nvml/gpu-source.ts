@@ -115,3 +115,21 @@ export function pcieLevelOf(nvmlLevel: number): PcieLevel {
   if (nvmlLevel <= 40) return 'node';
   return 'system';
 }
+
+export type GpuInstanceState = Readonly<{
+  gpuInstanceId: number;
+  profileId: number;
+  start: number;
+  size: number;
+  computeInstanceIds: readonly number[];
+}>;
+
+/** What dynamic MIG (mig/dynamic-mig.ts) needs from NVML (nvml-mig-control.ts; a card by its index). */
+export interface MigControl {
+  setMigMode(card: number, on: boolean): void;
+  gpuInstances(card: number): GpuInstanceState[];
+  createGpuInstance(card: number, profileId: number, start: number, size: number): number;
+  createComputeInstance(card: number, gpuInstanceId: number): number;
+  destroyComputeInstance(card: number, gpuInstanceId: number, computeInstanceId: number): void;
+  destroyGpuInstance(card: number, gpuInstanceId: number): void;
+}

@@ -8,7 +8,7 @@
  * nvmlComputeInstanceInfo_t (device @0, gpuInstance @8, id @16, profileId @20, placement @24).
  */
 import koffi from 'koffi';
-import type { GpuInstanceState, MigControl } from '../mig/dynamic-mig.js';
+import type { GpuInstanceState, MigControl } from './gpu-source.js';
 import { type NvmlFn as Fn, NVML_ERROR_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED } from './nvml-codes.js';
 
 type Check = (call: string, rc: number) => void;

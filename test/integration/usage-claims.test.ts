@@ -20,8 +20,7 @@ import { createLedger, type Ledger } from '../../db/ledger.js';
 import { runReport } from '../../db/reports.js';
 import { createUsageStore } from '../../db/usage.js';
 import type { LedgerHolder } from '../../node-agent/allocation/ports.js';
-import { HttpUsageSink, type UsageSample } from '../../node-agent/usage.js';
-import { shareSamples } from '../../node-agent/usage-shares.js';
+import { HttpUsageSink, shareSamples, type UsageSample } from '../../node-agent/usage.js';
 import { createTestDatabase, type TestDatabase, testDbKinds } from '../support/db/test-databases.js';
 import { type ClaimBuilder, claim, GiB } from '../support/node-agent/dra-claim.js';
 

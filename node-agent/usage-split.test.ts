@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { LedgerHolder } from './allocation/ports.js';
 import type { UsageSample } from './usage.js';
-import { shareSamples, splitByWeights } from './usage-shares.js';
+import { shareSamples, splitByWeights } from './usage.js';
 
 const MiB = 2 ** 20;
 
