@@ -6,6 +6,7 @@
 import * as jose from 'jose';
 import { z } from 'zod';
 import { VcudaError } from './errors.js';
+import { migPlacementKey } from './mig-placement.js';
 import { MIG_PROFILE_PATTERN, MIG_PROFILE_RULE } from './mig-resources.js';
 
 export const ASSIGNMENT_VERSION = 1;
@@ -27,7 +28,8 @@ export const cardGrantSchema = z
     /**
      * A whole MIG instance: `uuid` is its `MIG-` UUID, `core` 100 and `memoryBytes` the instance's
      * memory; the parent card and where on its 8 memory slices the instance sits ride along. Absent:
-     * a card (whole or a share of it).
+     * a card (whole or a share of it). `dynamic`: the instance does not exist yet, the node agent
+     * creates it at this placement, and `uuid` is the placement's key (`migPlacementKey`).
      */
     mig: z
       .object({
@@ -35,11 +37,15 @@ export const cardGrantSchema = z
         profile: z.string().regex(MIG_PROFILE_PATTERN, MIG_PROFILE_RULE),
         start: z.number().int().min(0).max(7),
         size: z.number().int().min(1).max(8),
+        dynamic: z.literal(true).optional(),
       })
       .optional(),
   })
-  .refine((g) => !g.mig || (g.core === 100 && g.uuid.startsWith('MIG-')), {
+  .refine((g) => !g.mig || g.mig.dynamic || (g.core === 100 && g.uuid.startsWith('MIG-')), {
     message: 'a MIG instance is granted whole (core 100), by its MIG- UUID',
+  })
+  .refine((g) => !g.mig?.dynamic || (g.core === 100 && g.uuid === migPlacementKey(g.mig)), {
+    message: 'a dynamic MIG instance is granted whole (core 100), by its placement <parent>/<profile>@<start>',
   });
 
 export const containerGrantSchema = z.object({

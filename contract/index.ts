@@ -8,6 +8,7 @@ export * from './inventory.js';
 export * from './limit-config.js';
 export * from './listener-limits.js';
 export * from './manifest-text.js';
+export * from './mig-placement.js';
 export * from './mig-resources.js';
 export * from './names.js';
 export * from './pod-request.js';

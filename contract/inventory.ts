@@ -53,10 +53,14 @@ export const migInstanceSchema = z
 
 /**
  * MIG on a card. `enabled`: the card is served only as its MIG instances, never whole and never as
- * shares of the full card. Absent: the card has no MIG.
+ * shares of the full card. Absent: the card has no MIG. `dynamic`: the node agent creates and
+ * destroys instances on it for the placements the control plane grants (it may still be in
+ * `disabled` mode while it holds nothing); its instances are never offered as free static ones,
+ * and it too is never offered whole or as shares.
  */
 export const cardMigSchema = z.object({
   mode: z.enum(['enabled', 'disabled']),
+  dynamic: z.boolean().optional(),
   profiles: z.array(migProfileSchema).max(32),
   instances: z.array(migInstanceSchema).max(16),
 });
@@ -104,10 +108,16 @@ export type CardLink = z.infer<typeof cardLinkSchema>;
 export type CardInventory = z.infer<typeof cardSchema>;
 export type NodeInventory = z.infer<typeof nodeInventorySchema>;
 export type CardMigInventory = z.infer<typeof cardMigSchema>;
+export type MigProfileInventory = z.infer<typeof migProfileSchema>;
 
-/** Whether the card must not be offered whole or as shares: it is in MIG mode. */
+/** Whether the card must not be offered whole or as shares: it is in MIG mode, or kept for dynamic MIG. */
 export function servedAsMigOnly(card: Pick<CardInventory, 'mig'>): boolean {
-  return card.mig?.mode === 'enabled';
+  return card.mig?.mode === 'enabled' || card.mig?.dynamic === true;
+}
+
+/** Whether the node agent creates this card's instances on demand (dynamic MIG). */
+export function isDynamicMigCard(card: Pick<CardInventory, 'mig'>): boolean {
+  return card.mig?.dynamic === true;
 }
 
 /** Link quality for choosing multi-card sets: higher is better. NVLink beats any PCIe path. */

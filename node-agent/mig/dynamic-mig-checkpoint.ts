@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { fieldErrorsFromZod, ValidationError } from '../../contract/index.js';
+import { fieldErrorsFromZod, migPlacementKey, ValidationError } from '../../contract/index.js';
 import { writeFileDurably } from '../durable-file.js';
 
 const placementSchema = z.object({
@@ -34,9 +34,9 @@ const fileSchema = z.object({ version: z.literal(1), entries: z.array(entrySchem
 export type MigPlacement = z.infer<typeof placementSchema>;
 export type MigIntent = z.infer<typeof entrySchema>;
 
-/** What the checkpoint keys a placement by: card, profile and start, as the signed grant names it. */
+/** What the checkpoint keys a placement by: card, profile and start, as the signed grant names it (contract's migPlacementKey). */
 export function placementKey(p: Pick<MigPlacement, 'cardUuid' | 'profile' | 'start'>): string {
-  return `${p.cardUuid}/${p.profile}@${p.start}`;
+  return migPlacementKey({ parent: p.cardUuid, profile: p.profile, start: p.start });
 }
 
 export class MigIntentCheckpoint {

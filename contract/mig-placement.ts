@@ -1,0 +1,51 @@
+/**
+ * Dynamic MIG's shared names: a placement (card, profile, first memory slice) is what the control
+ * plane grants and what the node agent creates and checkpoints, so both sides key it by one
+ * definition. The ledger counts a dynamic-MIG card as its 8 memory slices, each a ledger card of
+ * its own, so two grants that overlap on one slice meet the ledger's per-card rule.
+ */
+
+/** Memory slices of a MIG-capable card (H100, H200): the axis every placement sits on. */
+export const MIG_MEMORY_SLICES = 8;
+
+/** A placement's key, `<parent GPU UUID>/<profile>@<start>`: the dynamic grant's `uuid` and the node's checkpoint key. */
+export function migPlacementKey(p: Readonly<{ parent: string; profile: string; start: number }>): string {
+  return `${p.parent}/${p.profile}@${p.start}`;
+}
+
+/** The ledger card standing for memory slice `slice` of a dynamic-MIG card. */
+export function migSliceCardUuid(parent: string, slice: number): string {
+  return `${parent}/mig-slice-${slice}`;
+}
+
+/** The memory slices `[start, start + size)` of a placement, as ledger card UUIDs. */
+export function migSliceCardsOf(p: Readonly<{ parent: string; start: number; size: number }>): string[] {
+  return Array.from({ length: p.size }, (_, k) => migSliceCardUuid(p.parent, p.start + k));
+}
+
+const SLICE_CARD = /^(.+)\/mig-slice-([0-7])$/;
+
+/** The parent and slice of a slice card UUID; undefined for any other card. */
+export function parseMigSliceCard(uuid: string): { parent: string; slice: number } | undefined {
+  const m = SLICE_CARD.exec(uuid);
+  return m ? { parent: m[1] as string, slice: Number(m[2]) } : undefined;
+}
+
+/** A grant as the ledger counts it: a card UUID (or a dynamic placement), its core and memory. */
+export type GrantUse = Readonly<{
+  uuid: string;
+  core: number;
+  memoryMiB: number;
+  mig?: Readonly<{ parent: string; start: number; size: number; dynamic?: true }> | undefined;
+}>;
+
+/**
+ * The ledger cards a grant holds: its own card, or for a dynamic MIG placement every memory slice
+ * it covers, each whole (core 100) with its share of the instance's memory. Bind, the cluster
+ * view and the ledger reconcile all count a grant through this, so they agree row for row.
+ */
+export function ledgerUseOfGrant(g: GrantUse): { uuid: string; core: number; memoryMiB: number }[] {
+  if (!g.mig?.dynamic) return [{ uuid: g.uuid, core: g.core, memoryMiB: g.memoryMiB }];
+  const perSlice = Math.ceil(g.memoryMiB / g.mig.size);
+  return migSliceCardsOf(g.mig).map((uuid) => ({ uuid, core: 100, memoryMiB: perSlice }));
+}
