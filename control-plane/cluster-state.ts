@@ -76,10 +76,11 @@ function isStale(stored: PodWithStatus | undefined, next: PodWithStatus): boolea
   return a !== undefined && b !== undefined && b < a;
 }
 
-/** Healthy cards and whole MIG instances on healthy cards: more of them is capacity freed. */
+/** Healthy cards, whole MIG instances and dynamic-MIG cards: more of them is capacity freed. */
 function healthyCount(inv: NodeInventoryRead | undefined): number {
   if (!inv || inv.inventoryError) return -1;
-  return inv.cards.filter((c) => c.healthy).length + inv.migInstances.filter((m) => m.healthy).length;
+  const dynamic = inv.dynamicMig.filter((d) => d.healthy).length;
+  return inv.cards.filter((c) => c.healthy).length + inv.migInstances.filter((m) => m.healthy).length + dynamic;
 }
 
 export class ClusterState {

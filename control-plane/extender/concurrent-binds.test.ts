@@ -4,10 +4,19 @@
  * refuse every overcommit, and what each bound pod carries must be exactly what the ledger holds.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MIB, peekAssignment, vcudaAnnotations } from '../../contract/index.js';
+import { MIB, migSliceCardsOf, peekAssignment, vcudaAnnotations } from '../../contract/index.js';
 import type { VcudaDb } from '../../db/connect.js';
 import { allocations } from '../../db/schema.js';
-import { gpuNode, gpuPod, h100MigCard, migPod, migUuid, testState } from '../../test/support/control-plane/builders.js';
+import {
+  gpuNode,
+  gpuPod,
+  H100_MIG_PROFILES,
+  h100DynamicMigCard,
+  h100MigCard,
+  migPod,
+  migUuid,
+  testState,
+} from '../../test/support/control-plane/builders.js';
 import {
   type ExtenderHarness,
   post,
@@ -143,6 +152,71 @@ describe.each(await testDbKinds())('concurrent binds on %s', (kind) => {
         [migUuid(0, 0), 100, 40448],
         [migUuid(0, 4), 100, 40448],
       ]);
+    } finally {
+      for (const r of replicas) await r.close();
+      await api.close();
+    }
+  });
+
+  it('never gives two pods overlapping dynamic MIG placements, whatever the interleaving', async () => {
+    const api: FakeKubeApi = await startFakeKubeApi();
+    const node = gpuNode({ name: 'n4', cards: [h100DynamicMigCard(0), h100DynamicMigCard(1)] });
+    api.putNode(node);
+    const profiles = ['3g.40gb', '3g.40gb', '3g.40gb', '2g.20gb', '2g.20gb', '1g.10gb', '1g.10gb', '4g.40gb'];
+    const pods = profiles.map((profile, i) => migPod(`dyn-${i}`, [{ profile }]));
+    for (const p of pods) api.putPod(p);
+    const replicas: ExtenderHarness[] = [];
+    try {
+      await startReplicas(replicas, api, node, 'dyn');
+      // Every replica binds every pod at once: each plans on its own view, the ledger arbitrates.
+      await Promise.all(
+        replicas.flatMap((ext) =>
+          pods.map((p) =>
+            post(ext.app, '/bind', {
+              PodName: p.metadata?.name,
+              PodNamespace: 'default',
+              PodUID: p.metadata?.uid,
+              Node: 'n4',
+            }),
+          ),
+        ),
+      );
+      for (const r of replicas) await r.confirmed();
+      const uids = new Set(pods.map((p) => p.metadata?.uid));
+      const live = (await tdb.db.select().from(allocations)).filter(
+        (r) => r.state !== 'released' && uids.has(r.podUid),
+      );
+      const grants = [...api.pods.values()].flatMap((p) => {
+        const pod = p as PodWithStatus & { spec: { nodeName?: string } };
+        const a = peekAssignment(pod.metadata?.annotations?.[vcudaAnnotations.assignment] ?? '');
+        return (a?.containers.flatMap((c) => c.cards) ?? []).map((g) => ({ uid: pod.metadata?.uid, g }));
+      });
+      expect(grants.length).toBeGreaterThanOrEqual(4);
+      const compute = new Map<string, number>();
+      for (const [i, { g }] of grants.entries()) {
+        const mig = g.mig;
+        expect(mig?.dynamic).toBe(true);
+        const shape = H100_MIG_PROFILES.find((p) => p.profile === mig?.profile);
+        // A legal placement, not overlapping any other pod's, and the card's compute not overspent.
+        expect(shape?.placements).toContain(mig?.start);
+        for (const { g: other } of grants.slice(i + 1)) {
+          const o = other.mig;
+          const disjoint =
+            o?.parent !== mig?.parent ||
+            (o?.start ?? 0) >= (mig?.start ?? 0) + (mig?.size ?? 0) ||
+            (mig?.start ?? 0) >= (o?.start ?? 0) + (o?.size ?? 0);
+          expect(disjoint).toBe(true);
+        }
+        compute.set(mig?.parent ?? '', (compute.get(mig?.parent ?? '') ?? 0) + (shape?.computeSlices ?? 0));
+      }
+      for (const used of compute.values()) expect(used).toBeLessThanOrEqual(7);
+      // The ledger holds exactly the slices each bound pod's grant covers, each slice once.
+      for (const { uid, g } of grants) {
+        const rows = live.filter((r) => r.podUid === uid).map((r) => r.cardUuid);
+        expect(rows.sort()).toEqual(migSliceCardsOf(g.mig as NonNullable<typeof g.mig>).sort());
+      }
+      expect(new Set(live.map((r) => r.cardUuid)).size).toBe(live.length);
+      expect(live.every((r) => r.core === 100)).toBe(true);
     } finally {
       for (const r of replicas) await r.close();
       await api.close();

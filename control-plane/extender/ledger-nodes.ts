@@ -5,7 +5,9 @@
  * plane registers every watched node in the background (at start and on each housekeeping tick),
  * binds only wait for a registration already under way, and concurrent binds to one node share it.
  */
+import { MIG_MEMORY_SLICES } from '../../contract/index.js';
 import type { NodeSnapshot } from '../placement/cluster-snapshot.js';
+import { sliceLedgerCardsOf } from '../placement/dynamic-mig-cards.js';
 
 type LedgerCard = { uuid: string; index: number; model: string; memoryMiB: number };
 
@@ -70,12 +72,16 @@ export class LedgerNodes {
   }
 }
 
+type LedgerView = Pick<NodeSnapshot, 'cards' | 'migInstances' | 'dynamicMig'>;
+
 /**
  * What the ledger counts on a node: its cards, and each whole MIG instance as a card of its own
  * (under its parent's index, its memory the instance's), so a pod holding an instance is a
  * holder of all of it and the ledger's per-card rule (core at most 100) gives it to one pod only.
+ * A dynamic-MIG card adds its 8 memory slices the same way (dynamic-mig-cards.ts): a grant holds
+ * each slice it covers whole, so overlapping placements meet the same rule.
  */
-export function ledgerCardsOf(node: Pick<NodeSnapshot, 'cards' | 'migInstances'>): LedgerCard[] {
+export function ledgerCardsOf(node: LedgerView): LedgerCard[] {
   return [
     ...node.cards.map((c) => ({ uuid: c.uuid, index: c.index, model: c.model, memoryMiB: c.memoryMiB })),
     ...node.migInstances.map((m) => ({
@@ -84,6 +90,7 @@ export function ledgerCardsOf(node: Pick<NodeSnapshot, 'cards' | 'migInstances'>
       model: `${m.model} MIG ${m.profile}`,
       memoryMiB: m.memoryMiB,
     })),
+    ...node.dynamicMig.flatMap(sliceLedgerCardsOf),
   ];
 }
 
@@ -92,15 +99,15 @@ function isSameCard(a: LedgerCard, b: LedgerCard): boolean {
 }
 
 /** Whether the node's cards and instances are the ones registered (same fields, in order). */
-function isSameCardList(known: readonly LedgerCard[], node: Pick<NodeSnapshot, 'cards' | 'migInstances'>): boolean {
-  const { cards, migInstances } = node;
-  if (known.length !== cards.length + migInstances.length) return false;
+function isSameCardList(known: readonly LedgerCard[], node: LedgerView): boolean {
+  const { cards, migInstances, dynamicMig } = node;
+  if (known.length !== cards.length + migInstances.length + dynamicMig.length * MIG_MEMORY_SLICES) return false;
   for (let i = 0; i < cards.length; i++) {
     const b = cards[i] as NodeSnapshot['cards'][number];
     if (!isSameCard(known[i] as LedgerCard, b)) return false;
   }
   // Few nodes have instances: these are built only for them.
-  if (migInstances.length === 0) return true;
-  const instances = ledgerCardsOf({ cards: [], migInstances });
+  if (migInstances.length === 0 && dynamicMig.length === 0) return true;
+  const instances = ledgerCardsOf({ cards: [], migInstances, dynamicMig });
   return instances.every((m, i) => isSameCard(known[cards.length + i] as LedgerCard, m));
 }

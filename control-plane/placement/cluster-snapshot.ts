@@ -7,11 +7,20 @@
 import {
   type CardInventory,
   type CardLink,
+  isDynamicMigCard,
+  MIG_MEMORY_SLICES,
+  migSliceCardsOf,
   nodeInventorySchema,
   type PodLike,
   servedAsMigOnly,
   vcudaAnnotations,
 } from '../../contract/index.js';
+import {
+  type DynamicMigCardRead,
+  type DynamicMigCardSnapshot,
+  readDynamicMigCard,
+  withTakenSpans,
+} from './dynamic-mig-cards.js';
 import { type CardHold, type CardUse, type PendingAssignment, parseTimeMs } from './holds/index.js';
 
 export type CardSnapshot = Readonly<{
@@ -65,6 +74,8 @@ export type NodeSnapshot = Readonly<{
   cards: readonly CardSnapshot[];
   /** The whole MIG instances of its cards in MIG mode, by parent index and placement. */
   migInstances: readonly MigInstanceSnapshot[];
+  /** Its dynamic-MIG cards, with the spans taken on each (dynamic-mig-cards.ts). */
+  dynamicMig: readonly DynamicMigCardSnapshot[];
   /** links[i][j] between cards[i] and cards[j]. */
   links: readonly (readonly CardLink[])[];
   /** Latest heartbeat (ms since epoch); 0 when none was ever seen. */
@@ -118,6 +129,7 @@ export type NodeInventoryRead = Readonly<{
   name: string;
   cards: readonly Omit<CardSnapshot, 'usedCore' | 'usedMemoryMiB'>[];
   migInstances: readonly Omit<MigInstanceSnapshot, 'usedCore' | 'usedMemoryMiB'>[];
+  dynamicMig: readonly DynamicMigCardRead[];
   links: readonly (readonly CardLink[])[];
   heartbeatMs: number;
   /** MiB per vcuda-memory unit on this node (0 when unknown). */
@@ -137,6 +149,7 @@ export function readNodeInventory(node: NodeLike): NodeInventoryRead {
     name,
     cards: [],
     migInstances: [],
+    dynamicMig: [],
     links: [],
     heartbeatMs: heartbeatAnnotationMs,
     memoryUnitMiB: 0,
@@ -172,17 +185,21 @@ export function readNodeInventory(node: NodeLike): NodeInventoryRead {
       ...(c.memoryBurst === undefined ? {} : { memoryBurst: c.memoryBurst }),
     })),
     migInstances: migInstancesOf(inv.cards),
+    dynamicMig: inv.cards.flatMap((c) => readDynamicMigCard(c) ?? []),
     links: inv.links,
     heartbeatMs: Math.max(heartbeatAnnotationMs, parseTimeMs(inv.heartbeat)),
     memoryUnitMiB: inv.memoryUnitMiB,
   };
 }
 
-/** The instances of the cards in MIG mode, in card order, then by placement. */
+/**
+ * The instances of the cards in MIG mode, in card order, then by placement. A dynamic-MIG card's
+ * instances are not among them: each was made for one grant and is never free for another.
+ */
 function migInstancesOf(cards: readonly CardInventory[]): NodeInventoryRead['migInstances'] {
   const out: Omit<MigInstanceSnapshot, 'usedCore' | 'usedMemoryMiB'>[] = [];
   for (const c of cards) {
-    if (!servedAsMigOnly(c)) continue;
+    if (!servedAsMigOnly(c) || isDynamicMigCard(c)) continue;
     const instances = [...(c.mig?.instances ?? [])].sort((a, b) => a.placement.start - b.placement.start);
     for (const i of instances) {
       out.push({
@@ -258,10 +275,20 @@ export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<Card
     }
     return { ...m, usedCore: u?.core ?? 0, usedMemoryMiB: u?.memoryMiB ?? 0 };
   });
+  const dynamicMig = inv.dynamicMig.map((d) => {
+    const card = withTakenSpans(d, (slice) => used.has(slice));
+    // Like a held instance: the part of the card its held slices span.
+    totals.usedCore += migCoreEquivalent(card.heldSlices);
+    for (const slice of migSliceCardsOf({ parent: d.uuid, start: 0, size: MIG_MEMORY_SLICES })) {
+      totals.usedMemoryMiB += used.get(slice)?.memoryMiB ?? 0;
+    }
+    return card;
+  });
   return {
     name: inv.name,
     cards,
     migInstances,
+    dynamicMig,
     links: inv.links,
     heartbeatMs: inv.heartbeatMs,
     memoryUnitMiB: inv.memoryUnitMiB,

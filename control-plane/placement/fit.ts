@@ -5,8 +5,9 @@
  * at a time before the app containers, so they may reuse what the pod already holds on a card).
  * A refusal says, in words a person understands, why this node cannot take the pod.
  */
-import type { ComputeMode, ContainerGpuRequest } from '../../contract/index.js';
+import { type ComputeMode, type ContainerGpuRequest, ledgerUseOfGrant } from '../../contract/index.js';
 import type { CardSnapshot, NodeSnapshot } from './cluster-snapshot.js';
+import { type DynamicMigTaken, placeDynamicMigContainer } from './dynamic-mig-fit.js';
 import { type MigTaken, placeMigContainer } from './mig-fit.js';
 import type { CardConstraints, PlacementPolicy, PlacementRequest } from './placement-request.js';
 import { type Refusal, type RefusalReason, shareShortfall, tooFewWholeCards } from './refusals.js';
@@ -18,8 +19,11 @@ export type CardPlan = {
   uuid: string;
   core: number;
   memoryMiB: number;
-  /** A whole MIG instance (`uuid` is its MIG- UUID): its parent card, profile and placement. */
-  mig?: { parent: string; profile: string; start: number; size: number };
+  /**
+   * A whole MIG instance (`uuid` is its MIG- UUID): its parent card, profile and placement.
+   * `dynamic`: one the node agent makes at this placement (`uuid` is the placement's key).
+   */
+  mig?: { parent: string; profile: string; start: number; size: number; dynamic?: true };
 };
 export type ContainerPlan = {
   name: string;
@@ -242,10 +246,11 @@ function placeOn(node: NodeSnapshot, pool: readonly number[], req: PlacementRequ
   const several = req.containers.length > 1;
   const order = several ? orderContainers(req.containers) : req.containers;
   const migTaken: MigTaken = new Map();
+  const dynamicTaken: DynamicMigTaken = new Map();
   for (const c of order) {
     const placed =
       c.mig !== undefined
-        ? placeMigContainer(node.migInstances, c, req.policy, req.constraints, migTaken)
+        ? placeMigInstances(node, req, c, migTaken, dynamicTaken)
         : c.cards > 1 || c.corePerCard === 100
           ? placeWhole(node, pool, w, c)
           : placeShare(cards, pool, w, c, req.policy);
@@ -267,9 +272,12 @@ function placeOn(node: NodeSnapshot, pool: readonly number[], req: PlacementRequ
     cardUse.set((cards[i] as CardSnapshot).uuid, { core: w.podCore[i] as number, memoryMiB: w.podMem[i] as number });
     freeCoreAfter += w.freeCore[i] as number;
   }
-  // A MIG instance is held whole, whichever containers of the pod use it.
+  // A MIG instance is held whole, whichever containers of the pod use it; a dynamic one as its slices.
   for (const plan of plans) {
-    for (const g of plan ?? []) if (g.mig) cardUse.set(g.uuid, { core: 100, memoryMiB: g.memoryMiB });
+    for (const g of plan ?? []) {
+      if (!g.mig) continue;
+      for (const u of ledgerUseOfGrant(g)) cardUse.set(u.uuid, { core: u.core, memoryMiB: u.memoryMiB });
+    }
   }
   const containers: ContainerPlan[] = [];
   for (let k = 0; k < req.containers.length; k++) {
@@ -277,6 +285,30 @@ function placeOn(node: NodeSnapshot, pool: readonly number[], req: PlacementRequ
     containers.push({ name: c.name, isInit: c.isInit, cards: plans[k] ?? [], coreLimit: c.coreLimit, mode: c.mode });
   }
   return { ok: true, placement: { node: node.name, containers, cardUse, linkQuality, freeCoreAfter } };
+}
+
+/**
+ * A container's whole MIG instances: free static ones first (nothing to create), else placements
+ * on the dynamic-MIG cards, the pod's containers not placed yet weighed as pending requests.
+ */
+function placeMigInstances(
+  node: NodeSnapshot,
+  req: PlacementRequest,
+  c: ContainerGpuRequest,
+  migTaken: MigTaken,
+  dynamicTaken: DynamicMigTaken,
+): ReturnType<typeof placeMigContainer> {
+  const fromStatic = placeMigContainer(node.migInstances, c, req.policy, req.constraints, migTaken);
+  if (!('reason' in fromStatic) || node.dynamicMig.length === 0) return fromStatic;
+  const at = req.containers.indexOf(c);
+  const pending = req.containers.flatMap((o, k) =>
+    k > at && o.mig !== undefined ? Array.from({ length: o.cards }, () => o.mig as string) : [],
+  );
+  const fromDynamic = placeDynamicMigContainer(node.dynamicMig, c, req.constraints, dynamicTaken, pending);
+  if (!('reason' in fromDynamic)) return fromDynamic;
+  return node.migInstances.length === 0
+    ? fromDynamic
+    : { reason: fromDynamic.reason, message: `${fromStatic.message}; ${fromDynamic.message}` };
 }
 
 /** Whether placement `a` suits the pod's policy better than `b`. */

@@ -15,7 +15,8 @@ export type MigPlan = {
   uuid: string;
   core: 100;
   memoryMiB: number;
-  mig: { parent: string; profile: string; start: number; size: number };
+  /** `dynamic`: made on demand at this placement (dynamic-mig-fit.ts); `uuid` is the placement's key. */
+  mig: { parent: string; profile: string; start: number; size: number; dynamic?: true };
 };
 
 /** Instances this pod already holds in the attempt, and which kind of container took each first. */

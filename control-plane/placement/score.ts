@@ -3,6 +3,7 @@
  * node left fullest, spread the emptiest; a pod with multi-card containers also weighs how well
  * its chosen cards are linked, so an NVLinked set beats a fuller node that would split across sockets.
  */
+import { parseMigSliceCard } from '../../contract/index.js';
 import { migCoreEquivalent, type NodeSnapshot } from './cluster-snapshot.js';
 import type { NodePlacement } from './fit.js';
 import type { PlacementPolicy } from './placement-request.js';
@@ -16,7 +17,7 @@ export function utilizationAfter(node: NodeSnapshot, placement: NodePlacement): 
   for (const [uuid, add] of placement.cardUse) {
     // A MIG instance adds the part of its card it spans, as the snapshot's totals count it.
     const instance = uuid.startsWith('MIG-') ? node.migInstances.find((i) => i.uuid === uuid) : undefined;
-    addCore += instance ? migCoreEquivalent(instance.size) : add.core;
+    addCore += instance || parseMigSliceCard(uuid) ? migCoreEquivalent(instance?.size ?? 1) : add.core;
     addMemoryMiB += add.memoryMiB;
   }
   return utilizationWith(node, addCore, addMemoryMiB);

@@ -3,7 +3,14 @@
  * once the token's signature verified and the assignment matches the pod (assignment-check.ts),
  * and until the pod finishes. Until the node agent marks the pod allocated its hold is pending.
  */
-import { type Assignment, MIB, type PodLike, type QuantityPolicy, vcudaAnnotations } from '../../../contract/index.js';
+import {
+  type Assignment,
+  ledgerUseOfGrant,
+  MIB,
+  type PodLike,
+  type QuantityPolicy,
+  vcudaAnnotations,
+} from '../../../contract/index.js';
 import {
   type AssignmentJudgement,
   assignmentTokenOf,
@@ -43,7 +50,8 @@ export function pendingCoreAmountsOf(assignment: Assignment): number[] {
 export function holdOfAssignment(assignment: Assignment, podAnnotations: Record<string, string>): CardHold {
   const containers = assignment.containers.map((c) => ({
     isInit: c.isInit,
-    cards: c.cards.map((g) => ({ uuid: g.uuid, core: g.core, memoryMiB: Math.ceil(g.memoryBytes / MIB) })),
+    // A dynamic MIG grant holds the slice cards it covers (contract's ledgerUseOfGrant).
+    cards: c.cards.flatMap((g) => ledgerUseOfGrant({ ...g, memoryMiB: Math.ceil(g.memoryBytes / MIB) })),
   }));
   const hold: CardHold = { kind: 'pod-assignment', node: assignment.node, cardUse: podCardUse(containers) };
   if (podAnnotations[vcudaAnnotations.allocatedAt]) return hold;

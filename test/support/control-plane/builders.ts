@@ -358,6 +358,12 @@ export function h100MigCard(cardTag: number, instances: [string, number][], extr
   };
 }
 
+/** An H100 80GB kept for dynamic MIG: the node agent cuts it on demand; `instances` exist already. */
+export function h100DynamicMigCard(cardTag: number, instances: [string, number][] = []): CardSpec {
+  const card = h100MigCard(cardTag, instances);
+  return { ...card, mig: { ...(card.mig as CardMigInventory), dynamic: true } };
+}
+
 export type MigContainerSpec = { name?: string; profile: string; count?: number; init?: boolean };
 
 /** A pod asking whole MIG instances per container (`<domain>/mig-<profile>`). */
@@ -384,7 +390,15 @@ export function migPod(
 export function migAssignedPod(
   name: string,
   node: string,
-  instances: { uuid: string; parent: string; profile: string; start: number; size: number; memoryMiB: number }[],
+  instances: {
+    uuid: string;
+    parent: string;
+    profile: string;
+    start: number;
+    size: number;
+    memoryMiB: number;
+    dynamic?: true;
+  }[],
 ): PodWithStatus {
   const uid = `uid-${name}`;
   const profile = instances[0]?.profile ?? '1g.10gb';
@@ -401,7 +415,13 @@ export function migAssignedPod(
           uuid: i.uuid,
           core: 100,
           memoryBytes: i.memoryMiB * MIB,
-          mig: { parent: i.parent, profile: i.profile, start: i.start, size: i.size },
+          mig: {
+            parent: i.parent,
+            profile: i.profile,
+            start: i.start,
+            size: i.size,
+            ...(i.dynamic ? { dynamic: i.dynamic } : {}),
+          },
         })),
         coreLimit: 100,
         mode: 'hard',
