@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "config.h"
 #include "init.h"
@@ -32,6 +33,12 @@ static int lookup_index(CUdevice dev) {
   char text[48];
   vc_format_uuid((const unsigned char *)uuid.bytes, text);
   int index = vc_config_find_uuid(text);
+  if (index < 0) {
+    /* A MIG device: CUDA gives its UUID's bytes without saying so; the limit file names it MIG-…
+     * (NVML's and the container runtime's spelling). */
+    memcpy(text, "MIG-", 4);
+    index = vc_config_find_uuid(text);
+  }
   if (index < 0) {
     static int once;
     VC_LOG_ONCE(once, VC_LOG_ERROR, "device %d (%s) is not in the limit file; its memory is refused", dev, text);

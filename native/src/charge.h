@@ -12,7 +12,7 @@
 /* Formats a 16-byte UUID as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (out: 48 bytes). */
 void vc_format_uuid(const unsigned char bytes[16], char out[48]);
 
-/* The limit-file record of CUDA device `dev`, matched by UUID; -1 when the device is not in the
+/* The limit-file record of CUDA device `dev`, matched by UUID (`GPU-…`, else `MIG-…`: a MIG device); -1 when the device is not in the
  * file or the library is not initialised (callers then refuse: fail closed). */
 int vc_device_index(CUdevice dev);
 

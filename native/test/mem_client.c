@@ -152,6 +152,35 @@ static void views(void) {
   CHECK(cuMemFree_v2(p) == CUDA_SUCCESS, "free");
 }
 
+/* Inside a container given a share of a MIG instance: CUDA's device 0 is the MIG device, NVML's
+ * device 0 its parent card; the MIG device's handle shows the limit, the parent (not in the limit
+ * file) shows nothing, and allocations stop at the limit byte-exactly. */
+static void migviews(void) {
+  uint64_t L = limit_bytes();
+  size_t total = 0, free_b = 0;
+  CHECK(cuDeviceTotalMem_v2(&total, 0) == CUDA_SUCCESS && total == L, "cuDeviceTotalMem_v2 = limit (%zu)", total);
+  CUdeviceptr p, q;
+  CHECK(cuMemAlloc_v2(&p, L - MiB) == CUDA_SUCCESS, "alloc all but 1 MiB");
+  CHECK(cuMemGetInfo_v2(&free_b, &total) == CUDA_SUCCESS && total == L && free_b == MiB,
+        "cuMemGetInfo_v2 = (%zu, %zu)", free_b, total);
+  CHECK(cuMemAlloc_v2(&q, MiB + 1) == CUDA_ERROR_OUT_OF_MEMORY, "one byte past the limit is refused");
+  CHECK(cuMemAlloc_v2(&q, MiB) == CUDA_SUCCESS, "the limit itself fits");
+  CHECK(nvmlInit_v2() == NVML_SUCCESS, "nvmlInit");
+  nvmlDevice_t parent, mig;
+  char uuid[96] = "";
+  CHECK(nvmlDeviceGetHandleByIndex_v2(0, &parent) == NVML_SUCCESS, "parent handle");
+  CHECK(nvmlDeviceGetMigDeviceHandleByIndex(parent, 0, &mig) == NVML_SUCCESS, "MIG device handle");
+  CHECK(nvmlDeviceGetUUID(mig, uuid, sizeof uuid) == NVML_SUCCESS && strcmp(uuid, getenv("TEST_MIG_UUID")) == 0,
+        "the MIG handle is the instance: %s", uuid);
+  nvmlMemory_t m1;
+  CHECK(nvmlDeviceGetMemoryInfo(mig, &m1) == NVML_SUCCESS && m1.total == L && m1.used == L && m1.free == 0,
+        "nvml v1 on the MIG handle (%llu/%llu)", m1.used, m1.total);
+  nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+  CHECK(nvmlDeviceGetMemoryInfo_v2(mig, &m2) == NVML_SUCCESS && m2.total == L && m2.used == L, "nvml v2 agrees");
+  CHECK(nvmlDeviceGetMemoryInfo(parent, &m1) == NVML_SUCCESS && m1.total == 0, "the parent card shows no memory");
+  CHECK(cuMemFree_v2(q) == CUDA_SUCCESS && cuMemFree_v2(p) == CUDA_SUCCESS, "free");
+}
+
 static void getproc(void) {
   void *fn = NULL;
   CUdriverProcAddressQueryResult st;
@@ -271,6 +300,7 @@ int main(int argc, char **argv) {
   if (check_failures) return 1;
   if (strcmp(argv[1], "paths") == 0) paths();
   else if (strcmp(argv[1], "views") == 0) views();
+  else if (strcmp(argv[1], "migviews") == 0) migviews();
   else if (strcmp(argv[1], "getproc") == 0) getproc();
   else if (strcmp(argv[1], "trace") == 0 && argc == 3) trace(argv[2]);
   else if (strcmp(argv[1], "grab") == 0) grab();
