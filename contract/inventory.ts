@@ -48,6 +48,11 @@ export const migInstanceSchema = z
     placement: z.object({ start: slice, size: z.number().int().min(1).max(8) }),
     memoryMiB: z.number().int().positive(),
     sms: count,
+    /**
+     * Served as `vcuda-core`/`vcuda-memory` shares (core 100 = its compute, its memory the
+     * instance's), like a small card, and never as a whole `mig-<profile>` instance.
+     */
+    shared: z.boolean().optional(),
   })
   .refine((i) => i.placement.start + i.placement.size <= 8, { message: 'placement past the 8 memory slices' });
 

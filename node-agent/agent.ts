@@ -13,6 +13,7 @@ import type { AgentLog } from './agent-log.js';
 import { Allocator } from './allocation/allocator.js';
 import type { PodView } from './allocation/pod-view.js';
 import type {
+  CardDirectory,
   ContainerRecord,
   EventRecorder,
   JwksSource,
@@ -45,6 +46,8 @@ import { listAllocationDirs, removeAllocationDir } from './limits/container-file
 import { AgentMetrics } from './metrics.js';
 import { readCapMinors } from './mig/cap-minors.js';
 import { MigDevices } from './mig/mig-devices.js';
+import { ShareTargets } from './mig/share-targets.js';
+import { isSharedInstance } from './mig/shared-instances.js';
 import type { GpuSource } from './nvml/gpu-source.js';
 import { collectUsage, reportedUsage, type UsageSink } from './usage.js';
 
@@ -99,17 +102,19 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
   const names = resourceNames(config.resourceDomain);
   const health = new CardHealth(deps.gpu.listCards(), config.ignoredXids);
   const metrics = new AgentMetrics();
-  const memoryPlan = planMemoryAdvertise(health.views(), {
+  const mig = migDevicesOf(deps, health);
+  // Cards and shared MIG instances: what vcuda-core and vcuda-memory serve.
+  const shareTargets = new ShareTargets(health, mig);
+  const memoryPlan = planMemoryAdvertise(shareTargets.views(), {
     memoryUnitMiB: config.memoryUnitMiB,
     mode: config.memoryAdvertise,
     budgetBytes: config.listAndWatchBudgetBytes,
   });
   log.info(`vcuda-memory via ${memoryPlan.via}: ${memoryPlan.reason}`);
   prepareHostFiles(config);
-  const mig = migDevicesOf(deps, health);
-  const allocator = await startAllocator(deps, names, health, mig, nowMs);
-  const runner = await startPlugins(deps, { names, health, mig, allocator, metrics, memoryPlan });
-  const publishInventory = inventoryPublisher(deps, { names, health, mig, memoryPlan }, nowMs);
+  const allocator = await startAllocator(deps, names, shareTargets, mig, nowMs);
+  const runner = await startPlugins(deps, { names, shareTargets, mig, allocator, metrics, memoryPlan });
+  const publishInventory = inventoryPublisher(deps, { names, health, shareTargets, mig, memoryPlan }, nowMs);
   const housekeep = housekeeper(deps, allocator);
   const reportUsage = usageReporter(deps, () => allocator.records(), nowMs);
   let stopped = false;
@@ -136,7 +141,7 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
   const stopLoops = await startLoops(deps, { publishInventory, housekeep, reportUsage });
   const compute = startCompute(
     deps,
-    { health, records: () => allocator.records(), pods: () => deps.pods.pods(), metrics },
+    { health, cards: shareTargets, records: () => allocator.records(), pods: () => deps.pods.pods(), metrics },
     nowMs,
   );
   return {
@@ -193,7 +198,13 @@ export function responseSettingsOf(config: NodeAgentConfig): ResponseSettings {
 function migDevicesOf(deps: AgentDeps, health: CardHealth): MigDevices {
   const { config, log } = deps;
   const caps = readCapMinors(config.paths.procRoot);
-  const mig = new MigDevices(health, (index) => deps.gpu.migLayout?.(index) ?? null, caps.minorOf);
+  const rules = config.mig.shared;
+  const mig = new MigDevices(
+    health,
+    (index) => deps.gpu.migLayout?.(index) ?? null,
+    caps.minorOf,
+    (instance) => isSharedInstance(rules, instance),
+  );
   mig.readAll((card, err) =>
     log.warn({ err, card }, `reading card ${card}'s MIG instances failed; it serves none until a read succeeds`),
   );
@@ -201,6 +212,8 @@ function migDevicesOf(deps: AgentDeps, health: CardHealth): MigDevices {
   if (profiles.length > 0) {
     log.info(`MIG: serving whole instances of ${profiles.join(', ')}; access node minors from the ${caps.source}`);
   }
+  const shared = mig.shareViews();
+  if (shared.length > 0) log.info(`MIG: serving ${shared.length} shared instance(s) as vcuda-core/vcuda-memory shares`);
   return mig;
 }
 
@@ -208,7 +221,7 @@ function migDevicesOf(deps: AgentDeps, health: CardHealth): MigDevices {
 async function startAllocator(
   deps: AgentDeps,
   names: ResourceNames,
-  health: CardHealth,
+  cards: ShareTargets,
   mig: MigDevices,
   nowMs: () => number,
 ): Promise<Allocator> {
@@ -224,7 +237,7 @@ async function startAllocator(
     annotator: deps.annotator,
     events: deps.events,
     jwks: deps.jwks,
-    cards: health,
+    cards,
     mig,
     nowMs,
     log,
@@ -241,7 +254,7 @@ async function startAllocator(
 
 type PluginParts = {
   names: ResourceNames;
-  health: CardHealth;
+  shareTargets: ShareTargets;
   mig: MigDevices;
   allocator: Allocator;
   metrics: AgentMetrics;
@@ -283,12 +296,12 @@ function timed(handler: PluginHandler, metrics: AgentMetrics): PluginHandler {
  */
 async function startPlugins(deps: AgentDeps, parts: PluginParts): Promise<PluginRunner> {
   const { config } = deps;
-  const { names, health, metrics } = parts;
+  const { names, shareTargets, metrics } = parts;
   const plugins: PluginSpec[] = [
-    { handler: timed(corePlugin(names, health, parts.allocator), metrics), endpoint: 'vcuda-core.sock' },
+    { handler: timed(corePlugin(names, shareTargets, parts.allocator), metrics), endpoint: 'vcuda-core.sock' },
   ];
   if (parts.memoryPlan.via === 'device-plugin') {
-    plugins.push({ handler: memoryPlugin(names, health, config.memoryUnitMiB), endpoint: 'vcuda-memory.sock' });
+    plugins.push({ handler: memoryPlugin(names, shareTargets, config.memoryUnitMiB), endpoint: 'vcuda-memory.sock' });
   }
   for (const profile of parts.mig.profiles()) {
     plugins.push({
@@ -329,7 +342,9 @@ export function nodeInventoryPublisher(
         () => readMig(c.index),
         (err) => deps.log.warn({ err }, `reading card ${c.index}'s MIG layout failed; published as MIG-only`),
       );
-      return mig ? { ...c, mig } : c;
+      if (!mig) return c;
+      const shared = mig.instances.filter((i) => migDevices?.isSharedInstance(c.index, i)).map((i) => i.uuid);
+      return { ...c, mig, ...(shared.length > 0 ? { sharedMigInstances: shared } : {}) };
     });
     const inv = buildInventory({
       nodeName: config.nodeName,
@@ -345,7 +360,13 @@ export function nodeInventoryPublisher(
 /** The inventory, and with `node-status` the node's vcuda-memory capacity, when it changed. */
 function inventoryPublisher(
   deps: AgentDeps,
-  parts: { names: ResourceNames; health: CardHealth; mig: MigDevices; memoryPlan: MemoryAdvertisePlan },
+  parts: {
+    names: ResourceNames;
+    health: CardHealth;
+    shareTargets: ShareTargets;
+    mig: MigDevices;
+    memoryPlan: MemoryAdvertisePlan;
+  },
   nowMs: () => number,
 ): () => Promise<boolean> {
   const { config } = deps;
@@ -354,8 +375,8 @@ function inventoryPublisher(
   return async () => {
     const patched = await publishNodeInventory();
     if (patched && parts.memoryPlan.via === 'node-status') {
-      // Healthy cards only: a sick card's memory must not be schedulable.
-      const units = health
+      // Healthy cards (and shared instances) only: a sick card's memory must not be schedulable.
+      const units = parts.shareTargets
         .views()
         .filter((c) => c.healthy)
         .reduce((s, c) => s + unitsOfCard(c, config.memoryUnitMiB), 0);
@@ -486,6 +507,8 @@ export function startCompute(
   deps: Pick<AgentDeps, 'config' | 'gpu' | 'log' | 'runLoops'>,
   parts: {
     health: CardHealth;
+    /** Where a share's card is looked up (device-plugin mode: cards and shared MIG instances); default the cards. */
+    cards?: CardDirectory;
     /** The containers holding shares (device-plugin mode: the allocator's; DRA mode: one per prepared claim). */
     records: () => readonly ContainerRecord[];
     pods: () => readonly PodView[];
@@ -495,13 +518,11 @@ export function startCompute(
 ): Compute {
   const { config, log } = deps;
   const { health, records } = parts;
-  const placement = placementOf(
-    records,
-    parts.pods,
-    (uuid) => health.cardByUuid(uuid)?.index,
-    procCgroupReader(config.paths.procRoot),
-  );
-  const cardIndexOf = (uuid: string) => health.cardByUuid(uuid)?.index;
+  const cards = parts.cards ?? health;
+  // A share of a MIG instance is measured on its parent card's sampler (in-process: MIG has no
+  // per-process utilization in NVML).
+  const cardIndexOf = (uuid: string) => cards.cardByUuid(uuid)?.index;
+  const placement = placementOf(records, parts.pods, cardIndexOf, procCgroupReader(config.paths.procRoot));
   const driftMonitors: MemoryDriftMonitor[] = [];
   const samplers = health.list().map((card) => {
     const drift = createMemoryDriftMonitor({

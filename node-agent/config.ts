@@ -10,6 +10,8 @@ import {
   DEFAULT_DRA_DRIVER,
   DEFAULT_RESOURCE_DOMAIN,
   fieldErrorsFromZod,
+  MIG_PROFILE_PATTERN,
+  MIG_PROFILE_RULE,
   resourceDomainProblem,
   ValidationError,
 } from '../contract/index.js';
@@ -46,6 +48,32 @@ export const configSchema = z.object({
       pluginsDir: z.string().default('/var/lib/kubelet/plugins'),
       /** A card whose health failed: tainted in the slice (NoSchedule) or left out of it. */
       unhealthyCards: z.enum(['taint', 'withdraw']).default('taint'),
+    })
+    .prefault({}),
+  mig: z
+    .object({
+      /**
+       * MIG instances served as `vcuda-core`/`vcuda-memory` shares (core 100 = the instance's compute,
+       * its memory the instance's) instead of whole as `mig-<profile>`. An instance is shared when it
+       * matches every field of some entry: `{ profile: 3g.40gb }`, `{ card: 0, start: 4 }`,
+       * `{ uuid: MIG-… }`. See node-agent/README.md, "Shares inside a MIG instance".
+       */
+      shared: z
+        .array(
+          z
+            .object({
+              profile: z.string().regex(MIG_PROFILE_PATTERN, MIG_PROFILE_RULE).optional(),
+              card: z.number().int().min(0).optional(),
+              start: z.number().int().min(0).max(7).optional(),
+              uuid: z
+                .string()
+                .regex(/^MIG-[0-9a-fA-F-]+$/, 'a MIG device UUID such as MIG-1a2b3c4d-...')
+                .optional(),
+            })
+            .strict()
+            .refine((e) => Object.keys(e).length > 0, 'names at least one of profile, card, start, uuid'),
+        )
+        .default([]),
     })
     .prefault({}),
   /** Size of one vcuda-memory unit in MiB; must match the webhook's and the extender's. */

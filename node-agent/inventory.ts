@@ -20,6 +20,8 @@ export type InventoryCard = {
   migMode?: boolean;
   /** The MIG layout read for this publication (absent: no MIG). */
   mig?: CardMig;
+  /** `MIG-` UUIDs of its instances served as shares (the agent's `mig.shared`), not whole. */
+  sharedMigInstances?: readonly string[];
 };
 
 /**
@@ -40,6 +42,11 @@ export function migForInventory(
   }
   if (card.migMode && mig?.mode !== 'enabled') return { mode: 'enabled', profiles: [], instances: [] };
   return mig ?? undefined;
+}
+
+function migWithShared(mig: CardMig, shared: readonly string[]): CardMig {
+  if (shared.length === 0) return mig;
+  return { ...mig, instances: mig.instances.map((i) => (shared.includes(i.uuid) ? { ...i, shared: true } : i)) };
 }
 
 export function buildInventory(input: {
@@ -67,7 +74,7 @@ export function buildInventory(input: {
       healthy: c.healthy,
       ...(c.healthReason ? { healthReason: c.healthReason } : {}),
       ...(c.concurrentManagedAccess === undefined ? {} : { memoryBurst: c.concurrentManagedAccess }),
-      ...(c.mig ? { mig: c.mig } : {}),
+      ...(c.mig ? { mig: migWithShared(c.mig, c.sharedMigInstances ?? []) } : {}),
     })),
     links,
     heartbeat: input.now.toISOString(),

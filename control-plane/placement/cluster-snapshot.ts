@@ -33,6 +33,11 @@ export type CardSnapshot = Readonly<{
   healthReason?: string | undefined;
   /** Whether libvcuda serves memory bursts on it (the inventory's memoryBurst); undefined: not said. */
   memoryBurst?: boolean | undefined;
+  /**
+   * A shared MIG instance (its `MIG-` UUID is `uuid`, `index` its parent's): it serves shares like
+   * a small card (core 100 = its compute, its memory the instance's), never whole. Absent: a card.
+   */
+  sharedMig?: Readonly<{ parentUuid: string; profile: string }> | undefined;
   /** Hundredths of the card already promised to pods. */
   usedCore: number;
   usedMemoryMiB: number;
@@ -87,8 +92,8 @@ export type NodeSnapshot = Readonly<{
   pending: readonly PendingAssignment[];
   /**
    * Over healthy cards: the most core and memory free on any one card, how many are entirely
-   * free, and the memory every one of them has (0 when they differ), so most nodes are decided
-   * without walking their cards.
+   * free (a shared MIG instance never counts: it serves shares only), and the memory every one of
+   * them has (0 when they differ), so most nodes are decided without walking their cards.
    */
   free: Readonly<{
     healthyCards: number;
@@ -172,18 +177,21 @@ export function readNodeInventory(node: NodeLike): NodeInventoryRead {
   const inv = parsed.data;
   return {
     name,
-    cards: inv.cards.map((c) => ({
-      uuid: c.uuid,
-      index: c.index,
-      model: c.model,
-      memoryMiB: c.memoryMiB,
-      numaNode: c.numaNode,
-      // A card in MIG mode is served only as its MIG instances: never whole, never as shares.
-      healthy: c.healthy && !servedAsMigOnly(c),
-      ...(c.healthReason ? { healthReason: c.healthReason } : {}),
-      ...(c.healthy && servedAsMigOnly(c) ? { healthReason: MIG_ONLY_REASON } : {}),
-      ...(c.memoryBurst === undefined ? {} : { memoryBurst: c.memoryBurst }),
-    })),
+    cards: [
+      ...inv.cards.map((c) => ({
+        uuid: c.uuid,
+        index: c.index,
+        model: c.model,
+        memoryMiB: c.memoryMiB,
+        numaNode: c.numaNode,
+        // A card in MIG mode is served only as its MIG instances: never whole, never as shares.
+        healthy: c.healthy && !servedAsMigOnly(c),
+        ...(c.healthReason ? { healthReason: c.healthReason } : {}),
+        ...(c.healthy && servedAsMigOnly(c) ? { healthReason: MIG_ONLY_REASON } : {}),
+        ...(c.memoryBurst === undefined ? {} : { memoryBurst: c.memoryBurst }),
+      })),
+      ...sharedMigCardsOf(inv.cards),
+    ],
     migInstances: migInstancesOf(inv.cards),
     dynamicMig: inv.cards.flatMap((c) => readDynamicMigCard(c) ?? []),
     links: inv.links,
@@ -193,14 +201,41 @@ export function readNodeInventory(node: NodeLike): NodeInventoryRead {
 }
 
 /**
- * The instances of the cards in MIG mode, in card order, then by placement. A dynamic-MIG card's
- * instances are not among them: each was made for one grant and is never free for another.
+ * The shared instances of the cards in MIG mode, as cards after the node's own (so `links`, which
+ * is indexed by the inventory's cards, never reaches them: they are never placed whole).
+ */
+function sharedMigCardsOf(cards: readonly CardInventory[]): NodeInventoryRead['cards'] {
+  return cards.flatMap((c) =>
+    servedAsMigOnly(c) && !isDynamicMigCard(c)
+      ? (c.mig?.instances ?? [])
+          .filter((i) => i.shared)
+          .sort((a, b) => a.placement.start - b.placement.start)
+          .map((i) => ({
+            uuid: i.uuid,
+            index: c.index,
+            model: `${c.model} MIG ${i.profile}`,
+            memoryMiB: i.memoryMiB,
+            numaNode: c.numaNode,
+            healthy: c.healthy,
+            ...(c.healthReason ? { healthReason: c.healthReason } : {}),
+            sharedMig: { parentUuid: c.uuid, profile: i.profile },
+          }))
+      : [],
+  );
+}
+
+/**
+ * The whole (not shared) instances of the cards in MIG mode, in card order, then by placement. A
+ * dynamic-MIG card's instances are not among them: each was made for one grant and is never free
+ * for another.
  */
 function migInstancesOf(cards: readonly CardInventory[]): NodeInventoryRead['migInstances'] {
   const out: Omit<MigInstanceSnapshot, 'usedCore' | 'usedMemoryMiB'>[] = [];
   for (const c of cards) {
     if (!servedAsMigOnly(c) || isDynamicMigCard(c)) continue;
-    const instances = [...(c.mig?.instances ?? [])].sort((a, b) => a.placement.start - b.placement.start);
+    const instances = [...(c.mig?.instances ?? [])]
+      .filter((i) => !i.shared)
+      .sort((a, b) => a.placement.start - b.placement.start);
     for (const i of instances) {
       out.push({
         uuid: i.uuid,
@@ -247,6 +282,7 @@ export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<Card
       healthy: c.healthy,
       healthReason: c.healthReason,
       memoryBurst: c.memoryBurst,
+      ...(c.sharedMig ? { sharedMig: c.sharedMig } : {}),
       usedCore: u?.core ?? 0,
       usedMemoryMiB: u?.memoryMiB ?? 0,
     };
@@ -259,7 +295,7 @@ export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<Card
       free.healthyCards += 1;
       free.maxCore = Math.max(free.maxCore, 100 - card.usedCore);
       free.maxMemoryMiB = Math.max(free.maxMemoryMiB, card.memoryMiB - card.usedMemoryMiB);
-      if (card.usedCore === 0 && card.usedMemoryMiB === 0) free.wholeCards += 1;
+      if (card.usedCore === 0 && card.usedMemoryMiB === 0 && !card.sharedMig) free.wholeCards += 1;
       if (free.uniformMemoryMiB === -1) free.uniformMemoryMiB = card.memoryMiB;
       else if (free.uniformMemoryMiB !== card.memoryMiB) free.uniformMemoryMiB = 0;
     }

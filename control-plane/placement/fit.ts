@@ -196,7 +196,8 @@ function placeWhole(
     const card = cards[i] as CardSnapshot;
     const core = (w.freeCore[i] as number) + (req.isInit ? (w.podCore[i] as number) : 0);
     const mem = (w.freeMem[i] as number) + (req.isInit ? (w.podMem[i] as number) : 0);
-    return core === 100 && mem === card.memoryMiB && (req.memoryMiBPerCard ?? 0) <= card.memoryMiB;
+    // A shared MIG instance serves shares only.
+    return !card.sharedMig && core === 100 && mem === card.memoryMiB && (req.memoryMiBPerCard ?? 0) <= card.memoryMiB;
   };
   const free = pool.filter(isFree);
   if (req.isInit) free.sort((a, b) => (w.podCore[b] as number) - (w.podCore[a] as number));

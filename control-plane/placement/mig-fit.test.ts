@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { peekAssignment } from '../../contract/index.js';
 import {
+  assignedPod,
   buildNodeSnapshot,
   type CardSpec,
   cardUuid,
@@ -195,5 +196,52 @@ describe('a MIG grant held against the pod it names', () => {
     });
     const asksCard = { ...pod, spec: gpuPod('a', [{ name: 'm0', core: 100 }]).spec } as PodWithStatus;
     expect(verdict(asksCard)).toMatchObject({ kind: 'refused', reason: 'spec-mismatch' });
+  });
+});
+
+describe('fitPod: shares inside a shared MIG instance', () => {
+  /** Card 0: a whole 3g.40gb at 0 and a shared one at 4; nothing else on the node. */
+  const sharedLayout = (): CardSpec[] => {
+    const card = h100MigCard(0, [
+      ['3g.40gb', 0],
+      ['3g.40gb', 4],
+    ]);
+    const instances = card.mig?.instances.map((i) => (i.placement.start === 4 ? { ...i, shared: true } : i)) ?? [];
+    return [{ ...card, mig: { ...(card.mig as NonNullable<CardSpec['mig']>), instances } }];
+  };
+  const shared = migUuid(0, 4);
+  const share = (name: string, pods: PodWithStatus[] = [], core = 50, memoryMiB = 4096) =>
+    fitPod(
+      readPlacementRequest(gpuPod(name, [{ core, memoryMiB }]), policy, 'binpack'),
+      node(pods, sharedLayout()),
+      ctx,
+    );
+  const heldShare = (name: string) =>
+    assignedPod(name, 'n1', [{ core: 50, memoryMiB: 4096, cards: [0], uuids: [shared] }]);
+
+  it('places a share on the shared instance like on a card: core 100 is the instance, memory its own', () => {
+    const r = share('a');
+    expect(r.ok && r.placement.containers[0]?.cards).toEqual([{ uuid: shared, core: 50, memoryMiB: 4096 }]);
+    expect(r.ok && [...r.placement.cardUse]).toEqual([[shared, { core: 50, memoryMiB: 4096 }]]);
+    const snapshot = node([], sharedLayout());
+    expect(snapshot.cards.find((c) => c.uuid === shared)).toMatchObject({
+      memoryMiB: 40448,
+      sharedMig: { parentUuid: cardUuid('n1', 0), profile: '3g.40gb' },
+    });
+  });
+
+  it('fits two 50-core shares, refuses a third, and refuses memory past the instance', () => {
+    expect(share('b', [heldShare('a')]).ok).toBe(true);
+    expect(share('c', [heldShare('a'), heldShare('b')]).ok).toBe(false);
+    expect(share('d', [], 10, 40449).ok).toBe(false);
+  });
+
+  it('never offers the shared instance whole: not as a whole card, not as a mig-3g.40gb instance', () => {
+    expect(share('w', [], 100, 1).ok).toBe(false);
+    const whole = placeMig([{ profile: '3g.40gb' }], [], sharedLayout());
+    expect(whole.ok && whole.placement.containers[0]?.cards[0]?.uuid).toBe(migUuid(0, 0));
+    expect(placeMig([{ profile: '3g.40gb' }], [held('x', 0, 0)], sharedLayout())).toMatchObject({
+      refusal: { message: 'needs 1 free MIG 3g.40gb instance; 0 of 1 free' },
+    });
   });
 });

@@ -37,7 +37,7 @@ import {
   writeContainerFiles,
 } from '../limits/container-files.js';
 import { AllocationError, type AllocationErrorCode } from './allocation-error.js';
-import { cardOfCoreDevice } from './core-devices.js';
+import { coreGroupOfDevice } from './core-devices.js';
 import { deviceLimitOf, grantCore } from './grant-limits.js';
 import { type HolderResult, resolveHolder } from './holder.js';
 import { migHandover } from './mig-handover.js';
@@ -123,14 +123,17 @@ export class Allocator {
     return this.recordList.some((r) => r.podUid === podUid && r.container === container);
   }
 
-  /** For GetPreferredAllocation: the cards (index → core) every waiting container of this size wants. */
-  grantedCoresPerCard(coreDevices: number): Map<number, number> {
+  /** For GetPreferredAllocation: the cards (core group → core) every waiting container of this size wants. */
+  grantedCoresPerCard(coreDevices: number): Map<string, number> {
     return steeringHint({
       coreDevices,
       nodeName: this.d.nodeName,
       pods: this.d.pods.pods(),
       isStarted: (uid, c) => this.isStarted(uid, c),
-      cardIndex: (uuid) => this.d.cards.cardByUuid(uuid)?.index,
+      coreGroup: (uuid) => {
+        const card = this.d.cards.cardByUuid(uuid);
+        return card && (card.migShare?.coreGroup ?? String(card.index));
+      },
     });
   }
 
@@ -147,7 +150,7 @@ export class Allocator {
 
   /** Answers with what does not depend on the pod; PreStartContainer fills the directory in. */
   async allocate(deviceIds: string[]): Promise<ContainerAllocateResponse> {
-    const foreign = deviceIds.filter((id) => cardOfCoreDevice(id) === undefined);
+    const foreign = deviceIds.filter((id) => coreGroupOfDevice(id) === undefined);
     if (foreign.length > 0 || deviceIds.length === 0) {
       throw new AllocationError(
         'foreign-devices',
@@ -286,6 +289,9 @@ export class Allocator {
         return this.refuse(pod, 'unknown-card', `assignment names card ${g.uuid}, not on node ${this.d.nodeName}`);
       if (!card.healthy) {
         return this.refuse(pod, 'unhealthy-card', `card ${g.uuid} is unhealthy (${card.healthReason ?? 'unknown'})`);
+      }
+      if (card.migShare && !card.migShare.capMinors) {
+        return this.refuse(pod, 'unknown-card', `the driver lists no access nodes for shared MIG instance ${g.uuid}`);
       }
       return deviceLimitOf(g, grant, card.index);
     });
@@ -453,7 +459,10 @@ export class Allocator {
       nowMs: this.d.nowMs(),
       freshRegion: handedOver,
     });
-    const cards = grant.cards.map((g) => this.d.cards.cardByUuid(g.uuid) as CardRef);
+    const cards = grant.cards.map((g) => {
+      const card = this.d.cards.cardByUuid(g.uuid) as CardRef;
+      return { uuid: card.uuid, minorNumber: card.minorNumber, capMinors: card.migShare?.capMinors };
+    });
     writeCdiSpec(this.d.cdiSpecDir, paths.key, cards, this.d.response);
     this.record(pod, container, deviceIds, paths, devices);
     await this.markIfAllTied(pod);

@@ -30,7 +30,19 @@ export interface EventRecorder {
 
 export type JwksSource = () => Promise<JSONWebKeySet>;
 
-export type CardRef = { uuid: string; index: number; minorNumber: number; healthy: boolean; healthReason?: string };
+export type CardRef = {
+  uuid: string;
+  index: number;
+  minorNumber: number;
+  healthy: boolean;
+  healthReason?: string;
+  /**
+   * A shared MIG instance (`uuid` its `MIG-…`, `index` and `minorNumber` its parent's): its core
+   * group (`<parent>g<gpuInstanceId>`) and the minors of its GPU and compute instance's access
+   * nodes (undefined when the driver lists none). Absent for a card.
+   */
+  migShare?: { coreGroup: string; capMinors: readonly [number, number] | undefined };
+};
 
 export interface CardDirectory {
   cardByUuid(uuid: string): CardRef | undefined;

@@ -39,12 +39,12 @@ const hint = (pods: PodView[], started: string[] = []) =>
     nodeName: 'n1',
     pods,
     isStarted: (uid) => started.includes(uid),
-    cardIndex: (uuid) => Number(uuid.slice(-1)),
+    coreGroup: (uuid) => uuid.slice(-1),
   });
 
 describe('steeringHint', () => {
   it('steers to the cards every waiting container of the size wants', () => {
-    expect([...hint([pod('a', 'GPU-1'), pod('b', 'GPU-1')])]).toEqual([[1, 30]]);
+    expect([...hint([pod('a', 'GPU-1'), pod('b', 'GPU-1')])]).toEqual([['1', 30]]);
   });
 
   it('gives no hint when waiting containers want different cards', () => {
@@ -52,7 +52,7 @@ describe('steeringHint', () => {
   });
 
   it('ignores containers already started', () => {
-    expect([...hint([pod('a', 'GPU-1'), pod('b', 'GPU-2')], ['uid-a'])]).toEqual([[2, 30]]);
+    expect([...hint([pod('a', 'GPU-1'), pod('b', 'GPU-2')], ['uid-a'])]).toEqual([['2', 30]]);
   });
 });
 

@@ -1,5 +1,5 @@
 /**
- * GetPreferredAllocation's hint (pure): the cards (index → core) of the GPU containers on this
+ * GetPreferredAllocation's hint (pure): the cards (core group → core) of the GPU containers on this
  * node that still wait for devices of this size, when they all want the same cards. Several
  * waiting containers that want different cards give no hint: the kubelet does not say which pod it
  * is choosing for. Only cosmetic for safety, since the signed grant decides the cards; it makes
@@ -12,21 +12,21 @@ export function steeringHint(input: {
   nodeName: string;
   pods: readonly PodView[];
   isStarted: (podUid: string, container: string) => boolean;
-  cardIndex: (uuid: string) => number | undefined;
-}): Map<number, number> {
+  coreGroup: (uuid: string) => string | undefined;
+}): Map<string, number> {
   const wanted: string[] = [];
-  let hint = new Map<number, number>();
+  let hint = new Map<string, number>();
   for (const pod of input.pods) {
     if (pod.nodeName !== input.nodeName || pod.isFinished) continue;
     for (const c of pod.gpuContainers) {
       if (c.core !== input.coreDevices || input.isStarted(pod.uid, c.name)) continue;
       const grant = pod.claimedGrants.find((g) => g.name === c.name && g.isInit === c.isInit);
-      const perCard = new Map<number, number>();
+      const perCard = new Map<string, number>();
       for (const g of grant?.cards ?? []) {
-        const index = input.cardIndex(g.uuid);
-        if (index !== undefined) perCard.set(index, g.core);
+        const group = input.coreGroup(g.uuid);
+        if (group !== undefined) perCard.set(group, g.core);
       }
-      const key = [...perCard.entries()].sort((a, b) => a[0] - b[0]).join(';');
+      const key = [...perCard.entries()].sort((a, b) => a[0].localeCompare(b[0])).join(';');
       if (!wanted.includes(key)) wanted.push(key);
       hint = perCard;
     }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cardOfCoreDevice } from '../allocation/core-devices.js';
+import { coreGroupOfDevice } from '../allocation/core-devices.js';
 import { encodedListAndWatchBytes } from '../kubelet/grpc-services.js';
 import {
   type CardHealthView,
@@ -20,8 +20,19 @@ describe('device lists', () => {
     const list = listCoreDevices(cards(3, 1000));
     expect(list).toHaveLength(300);
     expect(new Set(list.map((d) => d.ID)).size).toBe(300);
-    expect(list.map((d) => cardOfCoreDevice(d.ID))).toEqual([...Array(300).keys()].map((i) => Math.floor(i / 100)));
-    expect(cardOfCoreDevice('m1z')).toBeUndefined();
+    expect(list.map((d) => coreGroupOfDevice(d.ID))).toEqual(
+      [...Array(300).keys()].map((i) => String(Math.floor(i / 100))),
+    );
+    expect(coreGroupOfDevice('m1z')).toBeUndefined();
+  });
+
+  it('core: a shared MIG instance is a core group of its own, named by parent and GPU instance', () => {
+    const shared: CardHealthView = { index: 0, coreGroup: '0g2', memoryMiB: 40448, numaNode: 0, healthy: true };
+    const list = listCoreDevices([{ ...(cards(1, 10)[0] as CardHealthView), migMode: true }, shared]);
+    expect(list).toHaveLength(100);
+    expect(list[0]?.ID).toBe('c0g2-00');
+    expect(new Set(list.map((d) => coreGroupOfDevice(d.ID)))).toEqual(new Set(['0g2']));
+    expect(listMemoryDevices([shared], 4096)).toHaveLength(9);
   });
 
   it('memory: one device per unit, unique IDs, health per card', () => {
@@ -33,7 +44,7 @@ describe('device lists', () => {
   it('a card in MIG mode has no core and no memory device: never offered whole or as shares', () => {
     const list = [...cards(2, 10)];
     list[0] = { ...(list[0] as CardHealthView), migMode: true };
-    expect(listCoreDevices(list).map((d) => cardOfCoreDevice(d.ID))).toEqual(Array(100).fill(1));
+    expect(listCoreDevices(list).map((d) => coreGroupOfDevice(d.ID))).toEqual(Array(100).fill('1'));
     expect(listMemoryDevices(list, 5)).toHaveLength(2);
     expect(planMemoryAdvertise(list, { memoryUnitMiB: 5, mode: 'auto', budgetBytes: KUBELET_BUDGET }).units).toBe(2);
   });
@@ -105,8 +116,8 @@ describe('preferred allocation', () => {
   it("takes the granted cards' devices first when the pending container is known", () => {
     const available = ['c0-00', 'c0-01', 'c1-00', 'c1-01', 'c1-02', 'c2-00'];
     const granted = new Map([
-      [0, 1],
-      [2, 1],
+      ['0', 1],
+      ['2', 1],
     ]);
     expect(
       preferCoreDevices({ available_deviceIDs: available, must_include_deviceIDs: [], allocation_size: 2 }, granted),

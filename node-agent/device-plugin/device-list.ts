@@ -17,6 +17,8 @@ export type CardHealthView = {
   healthy: boolean;
   /** In MIG mode: served only as its MIG instances, so no core or memory device of the whole card. */
   migMode?: boolean;
+  /** A shared MIG instance's core group (`<parent>g<gpuInstanceId>`); absent for a card (its index). */
+  coreGroup?: string;
 };
 
 export function listCoreDevices(cards: readonly CardHealthView[]): Device[] {
@@ -26,7 +28,7 @@ export function listCoreDevices(cards: readonly CardHealthView[]): Device[] {
     const health = card.healthy ? HEALTHY : UNHEALTHY;
     const topology = card.numaNode === null ? null : { nodes: [{ ID: card.numaNode }] };
     for (let slot = 0; slot < CORE_DEVICES_PER_CARD; slot++) {
-      out.push({ ID: coreDeviceId(card.index, slot), health, topology });
+      out.push({ ID: coreDeviceId(card.coreGroup ?? card.index, slot), health, topology });
     }
   }
   return out;

@@ -6,7 +6,7 @@
  */
 import { migResourceName, type ResourceNames } from '../../contract/index.js';
 import type { Allocator } from '../allocation/allocator.js';
-import { cardOfCoreDevice } from '../allocation/core-devices.js';
+import { coreGroupOfDevice } from '../allocation/core-devices.js';
 import type { ContainerAllocateResponse, ContainerPreferredAllocationRequest } from '../kubelet/protocol.js';
 import {
   type CardHealthView,
@@ -33,18 +33,18 @@ const EMPTY_RESPONSE: ContainerAllocateResponse = {
 
 /**
  * Prefers the devices already required, then devices of the cards the pending container was
- * granted (`perCard`: card index → core), then fills from the card with the most free slots.
+ * granted (`perCard`: core group → core), then fills from the card with the most free slots.
  * Only cosmetic for safety (the grant decides the cards), but it makes PodResources and
  * `kubectl describe node` show the cards a container really uses.
  */
 export function preferCoreDevices(
   request: ContainerPreferredAllocationRequest,
-  perCard: ReadonlyMap<number, number> = new Map(),
+  perCard: ReadonlyMap<string, number> = new Map(),
 ): string[] {
   const chosen = [...request.must_include_deviceIDs];
   const picked = new Set(chosen);
   for (const [card, count] of perCard) {
-    const ids = request.available_deviceIDs.filter((id) => cardOfCoreDevice(id) === card && !picked.has(id)).sort();
+    const ids = request.available_deviceIDs.filter((id) => coreGroupOfDevice(id) === card && !picked.has(id)).sort();
     for (const id of ids.slice(0, count)) {
       if (chosen.length >= request.allocation_size) break;
       chosen.push(id);
@@ -52,15 +52,17 @@ export function preferCoreDevices(
     }
   }
   const taken = new Set(chosen);
-  const byCard = new Map<number, string[]>();
+  const byCard = new Map<string, string[]>();
   for (const id of request.available_deviceIDs) {
     if (taken.has(id)) continue;
-    const card = cardOfCoreDevice(id) ?? -1;
+    const card = coreGroupOfDevice(id) ?? '';
     const list = byCard.get(card) ?? [];
     list.push(id);
     byCard.set(card, list);
   }
-  const cards = [...byCard.entries()].sort((a, b) => b[1].length - a[1].length || a[0] - b[0]);
+  const cards = [...byCard.entries()].sort(
+    (a, b) => b[1].length - a[1].length || a[0].localeCompare(b[0], 'en', { numeric: true }),
+  );
   for (const [, ids] of cards) {
     for (const id of ids.sort()) {
       if (chosen.length >= request.allocation_size) return chosen;

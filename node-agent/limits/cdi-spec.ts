@@ -14,7 +14,8 @@ import { dirname, join } from 'node:path';
 export const CDI_KIND = 'vcuda.io/allocation';
 export const CDI_VERSION = '0.5.0';
 
-export type CdiCard = { uuid: string; minorNumber: number };
+/** A card, or a shared MIG instance: its `MIG-` UUID, its parent's minor and its access nodes' minors. */
+export type CdiCard = { uuid: string; minorNumber: number; capMinors?: readonly number[] | undefined };
 export type CdiSettings = { devDir: string; setVisibleDevicesEnv: boolean };
 
 export function cdiDeviceName(key: string): string {
@@ -56,9 +57,11 @@ function specOf(key: string, edits: CdiEdits, s: CdiSettings) {
   };
 }
 
-/** The spec for one allocation of cards (pure). */
+/** The spec for one allocation of cards or shared MIG instances (pure): each parent node once, then the access nodes. */
 export function buildCdiSpec(key: string, cards: readonly CdiCard[], s: CdiSettings) {
-  return specOf(key, { visible: cards.map((c) => c.uuid), nodes: cards.map((c) => `nvidia${c.minorNumber}`) }, s);
+  const parents = [...new Set(cards.map((c) => `nvidia${c.minorNumber}`))];
+  const caps = cards.flatMap((c) => (c.capMinors ?? []).map((m) => `nvidia-caps/nvidia-cap${m}`));
+  return specOf(key, { visible: cards.map((c) => c.uuid), nodes: [...parents, ...caps] }, s);
 }
 
 /**
@@ -66,9 +69,11 @@ export function buildCdiSpec(key: string, cards: readonly CdiCard[], s: CdiSetti
  * each instance's two capability nodes, and the instances' `MIG-` UUIDs as the visible devices.
  */
 export function buildMigCdiSpec(key: string, devices: readonly CdiMigDevice[], s: CdiSettings) {
-  const parents = [...new Set(devices.map((d) => d.parentMinor))].map((m) => `nvidia${m}`);
-  const caps = devices.flatMap((d) => d.capMinors.map((m) => `nvidia-caps/nvidia-cap${m}`));
-  return specOf(key, { visible: devices.map((d) => d.uuid), nodes: [...parents, ...caps] }, s);
+  return buildCdiSpec(
+    key,
+    devices.map((d) => ({ uuid: d.uuid, minorNumber: d.parentMinor, capMinors: d.capMinors })),
+    s,
+  );
 }
 
 /** Atomic: the runtime never reads half a spec. */

@@ -4,11 +4,16 @@
  * each with its parent card. The MIG device plugins advertise them and PreStartContainer hands
  * them over. An instance is healthy while its parent card is; a card whose layout cannot be read
  * serves none until it can (nothing is handed over in doubt).
+ *
+ * Instances the configuration shares (shared-instances.ts) are not whole instances here: they are
+ * share targets, served through `vcuda-core`/`vcuda-memory` like small cards (`shareViews`,
+ * `shareCardByUuid`), their own core devices named `c<parent>g<gpuInstanceId>-<nn>`.
  */
 import type { CardRef, MigDeviceRef, MigDirectory } from '../allocation/ports.js';
-import type { MigDeviceView } from '../device-plugin/device-list.js';
+import type { CardHealthView, MigDeviceView } from '../device-plugin/device-list.js';
 import type { CardMig, MigInstance } from '../nvml/gpu-source.js';
 import type { CapMinorOf } from './cap-minors.js';
+import type { InstanceIdentity } from './shared-instances.js';
 
 /** What this needs of the cards (the agent's CardHealth): each card now, and word of a health change. */
 export interface MigParents {
@@ -16,11 +21,16 @@ export interface MigParents {
   subscribe(listener: () => void): () => void;
 }
 
-export type MigDevice = MigDeviceRef & { numaNode: number | null };
+export type MigDevice = MigDeviceRef & { numaNode: number | null; memoryMiB: number; isShared: boolean };
 
 /** The instances' identity: a change of it is news for the device plugins. */
 function keyOf(instances: readonly MigInstance[]): string {
   return instances.map((i) => `${i.uuid}:${i.profile}:${i.gpuInstanceId}:${i.computeInstanceId}`).join(',');
+}
+
+/** A shared instance's core group: its core devices are `c<parent>g<gpuInstanceId>-<nn>`. */
+function shareCoreGroup(d: MigDevice): string {
+  return `${d.parent.index}g${d.gpuInstanceId}`;
 }
 
 export class MigDevices implements MigDirectory {
@@ -32,6 +42,8 @@ export class MigDevices implements MigDirectory {
     private readonly readLayout: (cardIndex: number) => CardMig | null,
     /** The access nodes' minors (cap-minors.ts: the driver's file, or its layout). */
     private readonly capMinorOf: CapMinorOf,
+    /** Whether an instance is served as shares (the configuration's `mig.shared`). */
+    private readonly isShared: (i: InstanceIdentity) => boolean = () => false,
   ) {
     // A parent's health is its instances' health.
     cards.subscribe(() => this.notify());
@@ -66,20 +78,55 @@ export class MigDevices implements MigDirectory {
     }
   }
 
+  /** The whole instances (not shared), each with its parent. */
   list(): MigDevice[] {
+    return this.all().filter((d) => !d.isShared);
+  }
+
+  /** A whole instance by its MIG UUID; a shared one is not (it is handed over as shares). */
+  byUuid(uuid: string): MigDevice | undefined {
+    return this.list().find((d) => d.uuid === uuid);
+  }
+
+  /** The shared instances as the core and memory plugins count cards: one core group each. */
+  shareViews(): CardHealthView[] {
+    return this.all()
+      .filter((d) => d.isShared)
+      .map((d) => ({
+        index: d.parent.index,
+        coreGroup: shareCoreGroup(d),
+        memoryMiB: d.memoryMiB,
+        numaNode: d.numaNode,
+        healthy: d.parent.healthy,
+      }));
+  }
+
+  /** A shared instance as the card a share's grant names (`MIG-…`), healthy while its parent is. */
+  shareCardByUuid(uuid: string): CardRef | undefined {
+    const d = this.all().find((x) => x.isShared && x.uuid === uuid);
+    if (!d) return undefined;
+    const { healthReason } = d.parent;
+    return {
+      uuid: d.uuid,
+      index: d.parent.index,
+      minorNumber: d.parent.minorNumber,
+      healthy: d.parent.healthy,
+      ...(healthReason ? { healthReason } : {}),
+      migShare: { coreGroup: shareCoreGroup(d), capMinors: d.capMinors },
+    };
+  }
+
+  /** Whether an instance of card `cardIndex` is shared (for the inventory). */
+  isSharedInstance(cardIndex: number, i: MigInstance): boolean {
+    return this.isShared({ uuid: i.uuid, profile: i.profile, cardIndex, start: i.placement.start });
+  }
+
+  private all(): MigDevice[] {
     const out: MigDevice[] = [];
     for (const card of this.cards.list()) {
       for (const i of this.byCard.get(card.index) ?? []) out.push(this.deviceOf(i, card));
     }
     return out;
-  }
-
-  byUuid(uuid: string): MigDevice | undefined {
-    for (const card of this.cards.list()) {
-      const i = this.byCard.get(card.index)?.find((x) => x.uuid === uuid);
-      if (i) return this.deviceOf(i, card);
-    }
-    return undefined;
   }
 
   /** What the MIG device plugins advertise: each instance with its parent's health and NUMA node. */
@@ -92,9 +139,9 @@ export class MigDevices implements MigDirectory {
     }));
   }
 
-  /** The profiles some instance of this node has, sorted. */
+  /** The profiles some whole instance of this node has, sorted. */
   profiles(): string[] {
-    return [...new Set([...this.byCard.values()].flatMap((list) => list.map((i) => i.profile)))].sort();
+    return [...new Set(this.list().map((d) => d.profile))].sort();
   }
 
   subscribe(listener: () => void): () => void {
@@ -121,6 +168,8 @@ export class MigDevices implements MigDirectory {
       parent,
       capMinors: gi === undefined || ci === undefined ? undefined : [gi, ci],
       numaNode: card.numaNode,
+      memoryMiB: i.memoryMiB,
+      isShared: this.isShared({ uuid: i.uuid, profile: i.profile, cardIndex: card.index, start: i.placement.start }),
     };
   }
 

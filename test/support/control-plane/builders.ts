@@ -178,6 +178,8 @@ export type Grant = {
   init?: boolean;
   /** vcuda-memory-limit: the burst ceiling per card, above memoryMiB. */
   memoryLimitMiB?: number;
+  /** The cards' UUIDs when not the node's cards by index (a shared MIG instance's `MIG-…`). */
+  uuids?: string[];
 };
 
 /** The spec of a pod asking what `grants` give: per container, core per card times cards, memory per card. */
@@ -207,8 +209,8 @@ export function assignmentFor(
     containers: grants.map((g, i) => ({
       name: g.name ?? `c${i}`,
       isInit: g.init ?? false,
-      cards: g.cards.map((idx) => ({
-        uuid: cardUuid(node, idx),
+      cards: g.cards.map((idx, j) => ({
+        uuid: g.uuids?.[j] ?? cardUuid(node, idx),
         core: g.core,
         memoryBytes: g.memoryMiB * MIB,
         ...(g.memoryLimitMiB ? { memoryLimitBytes: g.memoryLimitMiB * MIB } : {}),

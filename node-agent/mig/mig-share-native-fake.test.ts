@@ -1,0 +1,149 @@
+/**
+ * Shares inside a MIG instance on native/'s fake NVML (when `make -C native` has built it): an
+ * instance the configuration shares is served through vcuda-core/vcuda-memory like a small card
+ * (100 core devices `c<parent>g<gi>-<nn>`, its memory in units), not as a whole mig-<profile>
+ * instance, and marked shared in the inventory; a share pod whose grant names it gets a limit file
+ * naming the instance by its MIG UUID, libvcuda, and a CDI spec with the parent's device node, the
+ * instance's two access nodes and NVIDIA_VISIBLE_DEVICES=MIG-…. Its compute is measured in-process.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  type Assignment,
+  decodeLimitConfig,
+  MIB,
+  migResourceName,
+  nodeInventorySchema,
+  signAssignment,
+  vcudaAnnotations,
+} from '../../contract/index.js';
+import { type Harness, NODE, startHarness } from '../../test/support/node-agent/agent-harness.js';
+import { coreGroupOfDevice } from '../allocation/core-devices.js';
+import type { PodObject } from '../allocation/pod-view.js';
+import { chooseComputeSensor } from '../card-sampling/compute-sensor.js';
+import { cdiSpecPath } from '../limits/cdi-spec.js';
+import { allocationKey, containerPaths } from '../limits/container-files.js';
+import { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
+import { layoutCapMinor } from './cap-minors.js';
+
+const native = join(dirname(fileURLToPath(import.meta.url)), '../../native/build/fake');
+const lib = join(native, 'libnvidia-ml.so.1');
+const ctl = join(native, 'fakegpu-ctl');
+const tmp = mkdtempSync(join(tmpdir(), 'vcuda-mig-share-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** One H100 80GB in MIG mode with two 3g.40gb: the one at slice 4 is shared. */
+const env = { FAKEGPU_DEVICES: '1x81559', FAKEGPU_MIG: '0', FAKEGPU_STATE: join(tmp, 'state') };
+const fakeCtl = (...args: string[]) =>
+  execFileSync(ctl, args, { env: { ...process.env, ...env }, stdio: 'pipe' })
+    .toString()
+    .trim();
+
+/** A share pod (vcuda-core 50, vcuda-memory 4096) whose signed grant names `uuid`, bound to the node. */
+async function bindSharePod(h: Harness, name: string, uuid: string) {
+  const uid = `uid-${name}`;
+  const assignment: Assignment = {
+    v: 1,
+    pod: { uid, namespace: 'default', name },
+    node: NODE,
+    cluster: 'test',
+    containers: [
+      {
+        name: 'main',
+        isInit: false,
+        cards: [{ uuid, core: 50, memoryBytes: 4096 * MIB }],
+        coreLimit: 50,
+        mode: 'hard',
+      },
+    ],
+  };
+  const token = await signAssignment(assignment, h.key, {
+    nowSeconds: Math.floor(h.nowMs.value / 1000),
+    ttlSeconds: 300,
+  });
+  const limits = { [h.names.core]: '50', [h.names.memory]: '4096' };
+  const pod: PodObject = {
+    metadata: {
+      name,
+      namespace: 'default',
+      uid,
+      annotations: {
+        [vcudaAnnotations.assignment]: token,
+        [vcudaAnnotations.assignedNode]: NODE,
+        [vcudaAnnotations.assignedAt]: new Date(h.nowMs.value).toISOString(),
+      },
+    },
+    spec: { nodeName: NODE, containers: [{ name: 'main', resources: { limits, requests: limits } }] },
+    status: { phase: 'Pending' },
+  };
+  h.cluster.put(pod);
+  const requests = { [h.names.core]: 50, [h.names.memory]: 4096 };
+  return { namespace: 'default', name, containers: [{ name: 'main', isInit: false, requests }] };
+}
+
+describe.skipIf(!existsSync(lib) || !existsSync(ctl))('shares inside a MIG instance on the native fake NVML', () => {
+  it('serves the shared instance as vcuda-core/vcuda-memory and hands a share of it over with its limit', async () => {
+    Object.assign(process.env, env);
+    const whole = fakeCtl('mig-create', '0', '9', '0').split(' ')[1] as string;
+    const shared = fakeCtl('mig-create', '0', '9', '4').split(' ')[1] as string;
+    let source: NvmlGpuSource | undefined;
+    const h = await startHarness({
+      config: { mig: { shared: [{ profile: '3g.40gb', start: 4 }] } },
+      gpuSource: () => {
+        source = new NvmlGpuSource({ libraryPath: lib, sysfsRoot: tmp });
+        return source;
+      },
+    });
+    try {
+      const { kubelet, names } = h;
+      const three = migResourceName(names, '3g.40gb');
+      await kubelet.waitFor(() => kubelet.devices(names.core).length === 100, 'core devices of the shared instance');
+      // The shared instance (GPU instance 2) is a core group of its own; the other stays whole.
+      expect(new Set(kubelet.devices(names.core).map((d) => coreGroupOfDevice(d.ID)))).toEqual(new Set(['0g2']));
+      expect(h.agent.memoryPlan.units).toBe(40448);
+      await kubelet.waitFor(
+        () => kubelet.devices(names.memory).length === 40448,
+        'memory devices of the shared instance',
+      );
+      expect(kubelet.devices(three).map((d) => d.ID)).toEqual([whole]);
+      await h.agent.publishInventory();
+      const inventory = nodeInventorySchema.parse(
+        JSON.parse(h.cluster.nodeAnnotations.get(NODE)?.[vcudaAnnotations.inventory] ?? '{}'),
+      );
+      const instances = inventory.cards[0]?.mig?.instances ?? [];
+      expect(instances.map((i) => [i.uuid, i.shared ?? false])).toEqual([
+        [whole, false],
+        [shared, true],
+      ]);
+
+      const admitted = await kubelet.admitPod(await bindSharePod(h, 'tenant-a', shared));
+      expect(admitted[0]?.responses[names.core]?.envs).toEqual({ VCUDA_CONFIG: '/etc/vcuda/vcuda.conf' });
+      const ids = kubelet.podDevices.get('default/tenant-a')?.get('main')?.get(names.core) ?? [];
+      const key = allocationKey(ids);
+      const limit = decodeLimitConfig(readFileSync(containerPaths(h.config.paths.containersDir, key).configPath));
+      expect(limit.devices.map((d) => [d.uuid, d.memoryLimitBytes, d.coreLimit])).toEqual([[shared, 4096 * MIB, 50]]);
+      const edits = JSON.parse(readFileSync(cdiSpecPath(h.config.paths.cdiSpecDir, key), 'utf8')).devices[0]
+        .containerEdits;
+      expect(edits.env).toEqual([`NVIDIA_VISIBLE_DEVICES=${shared}`, `CUDA_VISIBLE_DEVICES=${shared}`]);
+      expect(edits.deviceNodes.map((n: { path: string }) => n.path)).toEqual([
+        '/dev/nvidia0',
+        `/dev/nvidia-caps/nvidia-cap${layoutCapMinor(0, 2)}`,
+        `/dev/nvidia-caps/nvidia-cap${layoutCapMinor(0, 2, 0)}`,
+      ]);
+      // The share is measured on its parent's sampler, in-process: NVML has no per-process utilization on MIG.
+      expect(chooseComputeSensor(source as NvmlGpuSource, 0)).toBe('in-process');
+
+      // A share grant naming the whole instance is refused: it is not a card here.
+      await expect(kubelet.admitPod(await bindSharePod(h, 'forged', whole))).rejects.toThrow(
+        `assignment names card ${whole}, not on node ${NODE}`,
+      );
+    } finally {
+      await h.close();
+      for (const k of Object.keys(env)) delete process.env[k];
+    }
+  });
+});
