@@ -20,7 +20,7 @@ describe('cluster description: static MIG instances', () => {
     const spec = parseClusterSpec({
       nodes: [{ ...group, mig: [{ card: 1, instances: ['3g.40gb', '1g.10gb+me@6'] }] }],
     });
-    expect(spec.nodes[0]?.mig).toEqual([{ card: 1, instances: ['3g.40gb', '1g.10gb+me@6'] }]);
+    expect(spec.nodes[0]?.mig).toEqual([{ card: 1, instances: ['3g.40gb', '1g.10gb+me@6'], shared: false }]);
     expect(parseMigInstance('1g.10gb+me@6')).toEqual({ profile: '1g.10gb+me', start: 6 });
     expect(parseMigInstance('3g.40gb')).toEqual({ profile: '3g.40gb' });
     expect(parseClusterSpec({ nodes: [group] }).nodes[0]?.mig).toEqual([]);

@@ -64,6 +64,8 @@ const nodeGroupSchema = z.object({
           .array(z.string().regex(MIG_INSTANCE_PATTERN, 'a MIG profile such as 3g.40gb, or 3g.40gb@4 to place it'))
           .max(7)
           .default([]),
+        /** Serve the card's instances as vcuda-core/vcuda-memory shares (the node agent's `mig.shared`), not whole. */
+        shared: z.boolean().default(false),
       }),
     )
     .default([]),

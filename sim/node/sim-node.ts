@@ -214,6 +214,7 @@ function agentConfig(opts: SimNodeOptions, kubelet: SimKubelet): NodeAgentConfig
       },
       ...(opts.usage ? { controlPlaneUrl: opts.usage.controlPlaneUrl } : {}),
       ...(opts.usage?.periodMs ? { usagePeriodMs: opts.usage.periodMs } : {}),
+      mig: { shared: node.group.mig.filter((m) => m.shared).map((m) => ({ card: m.card })) },
       heartbeatPeriodMs: opts.heartbeatPeriodMs ?? 10_000,
       inventoryCheckMs: 2_000,
       ...(opts.agentMode === 'dra'

@@ -3,8 +3,11 @@
  * drives it: `kubectl describe node` shows the `nvidia.com/mig-*` capacities the node agent's
  * plugins advertise; a pod asking `nvidia.com/mig-3g.40gb: 1` runs on an instance named by its MIG
  * UUID in its signed assignment (its CUDA program sees the instance's 40448 MiB); two more such pods
- * leave exactly one pending, since the cluster's only two 3g.40gb instances are then held; and a pod
- * asking `nvidia.com/mig-1g.20gb: 1` lands on the instance at a legal placement of that profile.
+ * leave exactly one pending, since the cluster's only two 3g.40gb instances are then held; a pod
+ * asking `nvidia.com/mig-1g.20gb: 1` lands on the instance at a legal placement of that profile; and
+ * two share pods (`vcuda-core: 50`, `vcuda-memory: 4096`) run inside node h100-shared's shared
+ * 3g.40gb instance, each granted the instance by its MIG UUID, each CUDA program seeing 4096 MiB and
+ * stopping at it.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -23,6 +26,7 @@ import { buildWorkloads, hasKubectl, kubectl, phaseOf, runVcuda } from './e2e-he
 
 const NS = 'mig';
 const NODE = 'h100-mig';
+const SHARED_NODE = 'h100-shared';
 const EXAMPLE = join(import.meta.dirname, '..', '..', 'sim', 'examples', 'mig-cluster.yaml');
 
 function migPod(name: string, profile: string, command: string[]) {
@@ -32,6 +36,21 @@ function migPod(name: string, profile: string, command: string[]) {
     kind: 'Pod',
     metadata: { name },
     spec: { containers: [{ name: 'main', image: 'vcuda-sim/workload:1', command, resources: { limits } }] },
+  };
+}
+
+/** A share pod pinned to the node with the shared instance (no other share target is there). */
+function sharePod(name: string, command: string[]) {
+  const limits = { 'nvidia.com/vcuda-core': '50', 'nvidia.com/vcuda-memory': '4096' };
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name },
+    spec: {
+      nodeSelector: { 'kubernetes.io/hostname': SHARED_NODE },
+      restartPolicy: 'Never',
+      containers: [{ name: 'main', image: 'vcuda-sim/workload:1', command, resources: { limits } }],
+    },
   };
 }
 
@@ -84,13 +103,13 @@ describe('vcuda local --cluster sim/examples/mig-cluster.yaml', () => {
         ]!,
       );
       /** The pod's assignment, verified against the control plane's published keys. */
-      const verified = async (name: string): Promise<Assignment> => {
+      const verified = async (name: string, node = NODE): Promise<Assignment> => {
         const pod = await client.get(podPath(NS, name));
         const meta = pod['metadata'] as { uid: string; annotations: Record<string, string> };
         const token = meta.annotations[vcudaAnnotations.assignment]!;
         return verifyAssignment(token, jwks, {
           podUid: meta.uid,
-          node: NODE,
+          node,
           nowSeconds: Math.floor(Date.now() / 1000),
         });
       };
@@ -127,7 +146,7 @@ describe('vcuda local --cluster sim/examples/mig-cluster.yaml', () => {
       // kube-scheduler's own count of the node's free instances refuses it before the extender is asked.
       await expect
         .poll(why, { timeout: 15_000 })
-        .toBe('0/2 nodes are available: 2 Insufficient nvidia.com/mig-3g.40gb.');
+        .toBe('0/3 nodes are available: 3 Insufficient nvidia.com/mig-3g.40gb.');
       const second = (await verified(running)).containers[0]!.cards[0]!;
       expect(second.uuid).not.toBe(first[0]!.uuid);
       expect(
@@ -158,6 +177,32 @@ describe('vcuda local --cluster sim/examples/mig-cluster.yaml', () => {
         vcudaAnnotations.assignment
       ]!;
       expect(peekAssignment(token)?.containers[0]?.cards[0]).toEqual(small);
+
+      // 5. Two share pods inside the shared 3g.40gb: each granted half of it by its MIG UUID, each
+      // program seeing its 4096 MiB and stopped there by libvcuda.
+      const sharedNode = nodeInventorySchema.parse(
+        JSON.parse(
+          ((await client.get(`/api/v1/nodes/${SHARED_NODE}`))['metadata'] as { annotations: Record<string, string> })
+            .annotations[vcudaAnnotations.inventory]!,
+        ),
+      );
+      const sharedInstance = sharedNode.cards[0]?.mig?.instances.find((i) => i.shared);
+      expect(sharedInstance).toMatchObject({ profile: '3g.40gb', placement: { start: 4, size: 4 }, shared: true });
+      const greedy = canRunCuda
+        ? ['cuda-workload', '--alloc-mib', '6000', '--chunk-mib', '512', '--hold-seconds', '600']
+        : ['sleep', '600'];
+      for (const name of ['share-a', 'share-b']) await client.create(podPath(NS), sharePod(name, greedy));
+      for (const name of ['share-a', 'share-b']) {
+        await expect.poll(() => phaseOf(client, NS, name), { timeout: 30_000 }).not.toBe('Pending');
+        const grant = (await verified(name, SHARED_NODE)).containers[0]!.cards;
+        expect(grant).toEqual([{ uuid: sharedInstance!.uuid, core: 50, memoryBytes: 4096 * 2 ** 20 }]);
+        if (canRunCuda) {
+          const log = async () => (await client.getText(`${podPath(NS, name)}/log?container=main`)).text;
+          await expect.poll(log, { timeout: 15_000 }).toContain('result=out-of-memory');
+          expect(await log()).toContain('total_mib=4096');
+          expect(Number(/allocated_mib=(\d+)/.exec(await log())?.[1])).toBeLessThanOrEqual(4096);
+        }
+      }
     } finally {
       child.kill('SIGINT');
     }
