@@ -109,7 +109,7 @@ describe.each(await testDbKinds())('DRA claims in the ledger on %s', (kind) => {
     expect(await ledger.liveClaimHolders(CLUSTER)).toHaveLength(1);
   });
 
-  it("names a card by its index, never a whole MIG instance registered under the card's index", async () => {
+  it("names a card by its index, never a MIG instance or slice registered under the card's index", async () => {
     // The card stopped being reported; an instance of it still is, under its index.
     await ledger.upsertNode(CLUSTER, 'node-1', [
       { uuid: 'GPU-b', index: 1, model: 'H100', memoryMiB: 81_920 },
@@ -118,6 +118,15 @@ describe.each(await testDbKinds())('DRA claims in the ledger on %s', (kind) => {
     await expect(charge(undefined, share('a', 30, 'gpu-0'))).rejects.toThrow(
       'reserve ml/claim-a: card GPU-a is no longer reported by node-1',
     );
+    // Reported again beside its instance and its dynamic-MIG memory slices, all under index 0.
+    await ledger.upsertNode(CLUSTER, 'node-1', [
+      { uuid: 'GPU-a', index: 0, model: 'H100', memoryMiB: 81_920 },
+      { uuid: 'MIG-a-1', index: 0, model: 'H100 MIG 3g.40gb', memoryMiB: 40_960 },
+      { uuid: 'GPU-a/mig-slice-0', index: 0, model: 'H100 slice', memoryMiB: 10_240 },
+    ]);
+    await charge(undefined, share('a', 30, 'gpu-0'));
+    const held = sql`select card_uuid from allocations where pod_uid = ${claimHolderId('a')}`;
+    expect(rowsOf(await t.db.execute(held))).toEqual([{ card_uuid: 'GPU-a' }]);
   });
 
   it('charges afresh when a claim already held is allocated again (a refused or lost write before)', async () => {
