@@ -31,6 +31,64 @@ export function parseMigSliceCard(uuid: string): { parent: string; slice: number
   return m ? { parent: m[1] as string, slice: Number(m[2]) } : undefined;
 }
 
+/** What the offer rule reads of a GPU-instance profile (the inventory's, or the node's NVML). */
+export type MigProfileShapeOf = Readonly<{
+  profile: string;
+  computeSlices: number;
+  memorySlices: number;
+  maxInstances: number;
+  placements: readonly number[];
+}>;
+
+/** How many placements of one profile fit side by side on an empty card (equal sizes: the earliest that fits). */
+export function mostSideBySide(p: Pick<MigProfileShapeOf, 'placements' | 'memorySlices'>): number {
+  let end = 0;
+  let n = 0;
+  for (const s of [...p.placements].sort((a, b) => a - b)) {
+    if (s >= end && s + p.memorySlices <= MIG_MEMORY_SLICES) {
+      n += 1;
+      end = s + p.memorySlices;
+    }
+  }
+  return n;
+}
+
+/** The most compute any set of non-overlapping placements of `profiles` takes. */
+export function mostComputeSideBySide(profiles: readonly MigProfileShapeOf[]): number {
+  const best: number[] = new Array(MIG_MEMORY_SLICES + 1).fill(0);
+  for (let s = MIG_MEMORY_SLICES - 1; s >= 0; s--) {
+    let b = best[s + 1] as number;
+    for (const p of profiles) {
+      if (p.placements.includes(s) && s + p.memorySlices <= MIG_MEMORY_SLICES) {
+        b = Math.max(b, p.computeSlices + (best[s + p.memorySlices] as number));
+      }
+    }
+    best[s] = b;
+  }
+  return best[0] as number;
+}
+
+/**
+ * The profiles a dynamic-MIG card is offered in, or why none: the ledger counts only memory
+ * slices, so a profile is offered only when its instance count follows from them (1g.10gb+me, one
+ * per card over 7 placements, is not), and no profile when non-overlapping placements could
+ * overspend the card's compute slices (the largest profile's). The extender places by it and the
+ * node agent's device plugins count by it, so both offer the same profiles.
+ */
+export function dynamicMigOffer<P extends MigProfileShapeOf>(
+  profiles: readonly P[],
+): { offered: P[] } | { refusal: string } {
+  const offered = profiles.filter((p) => p.maxInstances >= mostSideBySide(p));
+  const computeSlices = profiles.reduce((m, p) => Math.max(m, p.computeSlices), 0);
+  const most = mostComputeSideBySide(offered);
+  if (most > computeSlices) {
+    return {
+      refusal: `dynamic MIG: placements that do not overlap could take ${most} of its ${computeSlices} compute slices`,
+    };
+  }
+  return { offered };
+}
+
 /** A grant as the ledger counts it: a card UUID (or a dynamic placement), its core and memory. */
 export type GrantUse = Readonly<{
   uuid: string;

@@ -15,6 +15,7 @@
  */
 import {
   type CardInventory,
+  dynamicMigOffer,
   isDynamicMigCard,
   MIG_MEMORY_SLICES,
   type MigProfileInventory,
@@ -45,34 +46,6 @@ export type DynamicMigCardRead = Readonly<{
 /** With the spans taken now: instances, and the slices ledger holds keep. */
 export type DynamicMigCardSnapshot = DynamicMigCardRead & Readonly<{ taken: readonly MigSpan[]; heldSlices: number }>;
 
-/** How many placements of one profile fit side by side (equal sizes: take the earliest that fits). */
-function mostSideBySide(p: MigProfileShape): number {
-  let end = 0;
-  let n = 0;
-  for (const s of [...p.placements].sort((a, b) => a - b)) {
-    if (s >= end && s + p.memorySlices <= MIG_MEMORY_SLICES) {
-      n += 1;
-      end = s + p.memorySlices;
-    }
-  }
-  return n;
-}
-
-/** The most compute any set of non-overlapping placements of `profiles` takes. */
-export function mostComputeSideBySide(profiles: readonly MigProfileShape[]): number {
-  const best: number[] = new Array(MIG_MEMORY_SLICES + 1).fill(0);
-  for (let s = MIG_MEMORY_SLICES - 1; s >= 0; s--) {
-    let b = best[s + 1] as number;
-    for (const p of profiles) {
-      if (p.placements.includes(s) && s + p.memorySlices <= MIG_MEMORY_SLICES) {
-        b = Math.max(b, p.computeSlices + (best[s + p.memorySlices] as number));
-      }
-    }
-    best[s] = b;
-  }
-  return best[0] as number;
-}
-
 /**
  * The profiles the ledger's slice cards can arbitrate on a card, or why none: those whose instance
  * count follows from the slices, and none at all when non-overlapping placements could overspend
@@ -81,16 +54,10 @@ export function mostComputeSideBySide(profiles: readonly MigProfileShape[]): num
 export function offeredProfiles(
   profiles: readonly MigProfileInventory[],
 ): { profiles: DynamicMigProfile[] } | { refusal: string } {
-  const offered = profiles.filter((p) => p.maxInstances >= mostSideBySide(p));
-  const computeSlices = profiles.reduce((m, p) => Math.max(m, p.computeSlices), 0);
-  const most = mostComputeSideBySide(offered);
-  if (most > computeSlices) {
-    return {
-      refusal: `dynamic MIG: placements that do not overlap could take ${most} of its ${computeSlices} compute slices`,
-    };
-  }
+  const offer = dynamicMigOffer(profiles);
+  if ('refusal' in offer) return offer;
   return {
-    profiles: offered.map((p) => ({
+    profiles: offer.offered.map((p) => ({
       profile: p.profile,
       computeSlices: p.computeSlices,
       memorySlices: p.memorySlices,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ledgerUseOfGrant, migPlacementKey, migSliceCardUuid } from '../../contract/index.js';
+import { ledgerUseOfGrant, migPlacementKey, migSliceCardUuid, mostComputeSideBySide } from '../../contract/index.js';
 import {
   buildNodeSnapshot,
   type CardSpec,
@@ -15,7 +15,7 @@ import {
   policy,
 } from '../../test/support/control-plane/builders.js';
 import type { PodWithStatus } from './cluster-snapshot.js';
-import { mostComputeSideBySide, offeredProfiles, withTakenSpans } from './dynamic-mig-cards.js';
+import { offeredProfiles, withTakenSpans } from './dynamic-mig-cards.js';
 import { type CardPlan, type FitContext, fitPod } from './fit.js';
 import { readPlacementRequest } from './placement-request.js';
 
