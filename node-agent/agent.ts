@@ -45,10 +45,12 @@ import { removeCdiSpec } from './limits/cdi-spec.js';
 import { listAllocationDirs, removeAllocationDir } from './limits/container-files.js';
 import { AgentMetrics } from './metrics.js';
 import { readCapMinors } from './mig/cap-minors.js';
+import { DynamicMig, type DynamicMigDeps } from './mig/dynamic-mig.js';
+import { DynamicMigGrants } from './mig/dynamic-mig-grants.js';
 import { MigDevices } from './mig/mig-devices.js';
 import { ShareTargets } from './mig/share-targets.js';
 import { isSharedInstance } from './mig/shared-instances.js';
-import type { GpuSource } from './nvml/gpu-source.js';
+import type { GpuCard, GpuSource } from './nvml/gpu-source.js';
 import { collectUsage, reportedUsage, type UsageSink } from './usage.js';
 
 /** Node-level extended resources, for vcuda-memory beyond what a device list can carry. */
@@ -72,6 +74,8 @@ export type AgentDeps = {
   retryDelayMs?: number;
   /** Periodic loops (inventory, housekeeping, usage); tests drive them by hand. Default true. */
   runLoops?: boolean;
+  /** Called at every step of making or destroying a dynamic MIG instance; tests crash the agent there. */
+  dynamicMigFaults?: DynamicMigDeps['faults'];
 };
 
 export type NodeAgent = {
@@ -100,7 +104,8 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
   const { config, log } = deps;
   const nowMs = deps.nowMs ?? Date.now;
   const names = resourceNames(config.resourceDomain);
-  const health = new CardHealth(deps.gpu.listCards(), config.ignoredXids);
+  const gpuCards = deps.gpu.listCards();
+  const health = new CardHealth(gpuCards, config.ignoredXids, dynamicMigCardsOf(deps, gpuCards));
   const metrics = new AgentMetrics();
   const mig = migDevicesOf(deps, health);
   // Cards and shared MIG instances: what vcuda-core and vcuda-memory serve.
@@ -112,10 +117,12 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
   });
   log.info(`vcuda-memory via ${memoryPlan.via}: ${memoryPlan.reason}`);
   prepareHostFiles(config);
-  const allocator = await startAllocator(deps, names, shareTargets, mig, nowMs);
+  const dynamicMig = dynamicMigOf(deps, health, mig);
+  const allocator = await startAllocator(deps, names, shareTargets, { mig, dynamicMig }, nowMs);
+  if (dynamicMig) await reconcileDynamicMig(deps, dynamicMig, 'at start');
   const runner = await startPlugins(deps, { names, shareTargets, mig, allocator, metrics, memoryPlan });
   const publishInventory = inventoryPublisher(deps, { names, health, shareTargets, mig, memoryPlan }, nowMs);
-  const housekeep = housekeeper(deps, allocator);
+  const housekeep = housekeeper(deps, allocator, dynamicMig);
   const reportUsage = usageReporter(deps, () => allocator.records(), nowMs);
   let stopped = false;
   const healthWatch = startHealthWatch(deps, health, publishInventory);
@@ -217,12 +224,85 @@ function migDevicesOf(deps: AgentDeps, health: CardHealth): MigDevices {
   return mig;
 }
 
+/**
+ * The cards kept for dynamic MIG (config `mig.dynamicCards`): those named that have MIG. A card
+ * named without MIG (or not on this node) is logged and stays an ordinary card: one DaemonSet
+ * config serves nodes of several kinds.
+ */
+function dynamicMigCardsOf(deps: AgentDeps, cards: readonly GpuCard[]): Set<number> {
+  const wanted = deps.config.mig.dynamicCards;
+  const out = new Set<number>();
+  for (const index of wanted === 'all' ? cards.map((c) => c.index) : wanted) {
+    const card = cards.find((c) => c.index === index);
+    if (card?.migMode !== undefined) out.add(index);
+    else if (wanted !== 'all') {
+      deps.log.warn(
+        `mig.dynamicCards: card ${index} ${card ? 'has no MIG' : 'is not on this node'}; not kept for dynamic MIG`,
+      );
+    }
+  }
+  if (out.size > 0) deps.log.info(`dynamic MIG on card(s) ${[...out].join(', ')}`);
+  return out;
+}
+
+/**
+ * Dynamic MIG on the kept cards, through NVML's create and destroy; undefined when no card is kept
+ * (or the library cannot create instances: the cards then serve nothing, said once).
+ */
+function dynamicMigOf(deps: AgentDeps, health: CardHealth, devices: MigDevices): DynamicMigGrants | undefined {
+  const kept = health.list().filter((c) => c.migDynamic);
+  if (kept.length === 0) return undefined;
+  const control = deps.gpu.migControl?.();
+  if (!control) {
+    deps.log.warn('dynamic MIG: the NVML library cannot create MIG instances; the kept cards serve nothing');
+    return undefined;
+  }
+  const layout = (card: number) => deps.gpu.migLayout?.(card) ?? null;
+  const mig = new DynamicMig({
+    control,
+    cards: {
+      migMode: (card) => {
+        const mode = layout(card)?.mode;
+        return mode === undefined ? undefined : mode === 'enabled';
+      },
+      // A kept card is never granted whole or as shares: it holds work only if something runs on it.
+      isCardIdle: (card) => deps.gpu.runningProcesses(card)?.length === 0,
+      deviceUuid: (card, gi, ci) =>
+        layout(card)?.instances.find((i) => i.gpuInstanceId === gi && i.computeInstanceId === ci)?.uuid,
+    },
+    checkpointPath: deps.config.mig.checkpointPath,
+    ...(deps.dynamicMigFaults ? { faults: deps.dynamicMigFaults } : {}),
+  });
+  return new DynamicMigGrants({
+    mig,
+    cards: health,
+    reread: (card) => devices.read(card),
+    nodeName: deps.config.nodeName,
+  });
+}
+
+/** Gives back the dynamic instances of pods that ended; a failed pod list gives back nothing. */
+async function reconcileDynamicMig(deps: AgentDeps, dynamicMig: DynamicMigGrants, when: string): Promise<void> {
+  try {
+    await deps.pods.refresh();
+    const live = new Set(
+      deps.pods
+        .pods()
+        .filter((p) => !p.isFinished)
+        .map((p) => p.uid),
+    );
+    dynamicMig.reconcile((uid) => live.has(uid));
+  } catch (err) {
+    deps.log.warn({ err }, `dynamic MIG: reconciling ${when} failed; instances kept until the next housekeeping`);
+  }
+}
+
 /** The allocator, rebuilt from what the kubelet and the pods' annotations say runs already. */
 async function startAllocator(
   deps: AgentDeps,
   names: ResourceNames,
   cards: ShareTargets,
-  mig: MigDevices,
+  mig: { mig: MigDevices; dynamicMig: DynamicMigGrants | undefined },
   nowMs: () => number,
 ): Promise<Allocator> {
   const { config, log } = deps;
@@ -238,7 +318,8 @@ async function startAllocator(
     events: deps.events,
     jwks: deps.jwks,
     cards,
-    mig,
+    mig: mig.mig,
+    ...(mig.dynamicMig ? { dynamicMig: mig.dynamicMig } : {}),
     nowMs,
     log,
     ...(deps.retryDelayMs !== undefined ? { retryDelayMs: deps.retryDelayMs } : {}),
@@ -387,7 +468,11 @@ function inventoryPublisher(
 }
 
 /** Forgets ended pods and removes the allocation files no container holds any more. */
-function housekeeper(deps: AgentDeps, allocator: Allocator): () => Promise<string[]> {
+function housekeeper(
+  deps: AgentDeps,
+  allocator: Allocator,
+  dynamicMig: DynamicMigGrants | undefined,
+): () => Promise<string[]> {
   const { config, log } = deps;
   return async () => {
     await deps.pods.refresh();
@@ -398,6 +483,13 @@ function housekeeper(deps: AgentDeps, allocator: Allocator): () => Promise<strin
         .map((p) => p.uid),
     );
     allocator.forgetPods((uid) => !live.has(uid));
+    if (dynamicMig) {
+      try {
+        dynamicMig.reconcile((uid) => live.has(uid));
+      } catch (err) {
+        log.warn({ err }, 'housekeeping: giving back dynamic MIG instances failed; retried next time');
+      }
+    }
     const removed = allocationDirsToRemove(
       listAllocationDirs(config.paths.containersDir),
       allocator.liveKeys(),

@@ -48,6 +48,18 @@ describe('node agent config', () => {
     expect(paths).toEqual(['memoryAdvertise', 'memoryUnitMiB', 'nodeName']);
   });
 
+  it('keeps cards for dynamic MIG by index or all, and names a bad entry', () => {
+    expect(parseConfig({ env: { NODE_NAME: 'n' } }).mig).toMatchObject({
+      dynamicCards: [],
+      checkpointPath: '/run/vcuda/dynamic-mig.json',
+    });
+    expect(parseConfig({ env: { NODE_NAME: 'n', VCUDA_MIG_DYNAMIC_CARDS: '0, 2' } }).mig.dynamicCards).toEqual([0, 2]);
+    expect(parseConfig({ env: { NODE_NAME: 'n', VCUDA_MIG_DYNAMIC_CARDS: 'all' } }).mig.dynamicCards).toBe('all');
+    expect(() => parseConfig({ env: { NODE_NAME: 'n', VCUDA_MIG_DYNAMIC_CARDS: '0,gpu1' } })).toThrow(
+      'mig.dynamicCards: must be "all" or a list of card indices (integers, 0 or more)',
+    );
+  });
+
   it('refuses a resource domain Kubernetes would refuse, naming the field, before anything starts', () => {
     expect(() => parseConfig({ env: { NODE_NAME: 'n', VCUDA_RESOURCE_DOMAIN: 'kubernetes.io' } })).toThrow(
       'resourceDomain: resource domain "kubernetes.io" is reserved',

@@ -74,6 +74,22 @@ export const configSchema = z.object({
             .refine((e) => Object.keys(e).length > 0, 'names at least one of profile, card, start, uuid'),
         )
         .default([]),
+      /**
+       * Cards kept for dynamic MIG (by NVML index, or `all` MIG-capable cards): the agent creates
+       * and destroys their instances for the placements the control plane grants, publishes them
+       * as `mig.dynamic` and never offers them whole or as shares. A card out of MIG mode is
+       * switched into it only when it holds nothing.
+       */
+      dynamicCards: z
+        .union([z.literal('all'), z.array(z.number().int().min(0)).max(64)], {
+          error: 'must be "all" or a list of card indices (integers, 0 or more)',
+        })
+        .default([]),
+      /**
+       * Dynamic MIG's checkpoint (what it creates, before each step). Under `/run`: MIG instances
+       * do not outlive a reboot, and neither may the record of them.
+       */
+      checkpointPath: z.string().min(1).default('/run/vcuda/dynamic-mig.json'),
     })
     .prefault({}),
   /** Size of one vcuda-memory unit in MiB; must match the webhook's and the extender's. */
@@ -163,6 +179,12 @@ const ENV_KEYS: Record<string, (v: string) => Record<string, unknown>> = {
   VCUDA_CONTROL_PLANE_URL: (v) => ({ controlPlaneUrl: v }),
   VCUDA_JWKS_PATH: (v) => ({ paths: { jwksPath: v } }),
   VCUDA_LOG_LEVEL: (v) => ({ logLevel: v }),
+  /** `all`, or card indices `0,2`: each entry left as written, so zod names a bad one. */
+  VCUDA_MIG_DYNAMIC_CARDS: (v) => ({
+    mig: {
+      dynamicCards: v.trim() === 'all' ? 'all' : v.split(',').map((x) => (/^\s*\d+\s*$/.test(x) ? Number(x) : x)),
+    },
+  }),
 };
 
 function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {

@@ -17,7 +17,8 @@ export function healthReasonOf(event: GpuEvent): string {
   return event.kind === 'lost' ? 'GPU is lost' : `Xid ${event.xid}`;
 }
 
-type CardState = GpuCard & { healthy: boolean; healthReason?: string };
+/** `migDynamic`: kept for dynamic MIG (config `mig.dynamicCards`): served only as instances made on demand. */
+type CardState = GpuCard & { healthy: boolean; healthReason?: string; migDynamic?: boolean };
 
 export class CardHealth implements CardDirectory {
   private readonly cards: CardState[];
@@ -26,8 +27,14 @@ export class CardHealth implements CardDirectory {
   constructor(
     cards: readonly GpuCard[],
     private readonly ignoredXids: readonly number[],
+    /** Indices of the cards kept for dynamic MIG. */
+    dynamicMigCards: ReadonlySet<number> = new Set(),
   ) {
-    this.cards = cards.map((c) => ({ ...c, healthy: true }));
+    this.cards = cards.map((c) => ({
+      ...c,
+      healthy: true,
+      ...(dynamicMigCards.has(c.index) ? { migDynamic: true } : {}),
+    }));
   }
 
   list(): readonly CardState[] {
@@ -40,15 +47,21 @@ export class CardHealth implements CardDirectory {
       memoryMiB: Math.floor(c.memoryTotalBytes / (1024 * 1024)),
       numaNode: c.numaNode,
       healthy: c.healthy,
-      ...(c.migMode ? { migMode: true } : {}),
+      ...(c.migMode || c.migDynamic ? { migMode: true } : {}),
     }));
   }
 
-  /** A card in MIG mode is refused like an unhealthy one: nothing may be allocated on it whole. */
+  /**
+   * A card in MIG mode, or kept for dynamic MIG, is refused like an unhealthy one: nothing may be
+   * allocated on it whole.
+   */
   cardByUuid(uuid: string): CardRef | undefined {
     const card = this.cards.find((c) => c.uuid === uuid);
-    if (!card?.migMode || !card.healthy) return card;
-    return { ...card, healthy: false, healthReason: 'in MIG mode: served only as MIG instances' };
+    if (!card?.healthy || !(card.migMode || card.migDynamic)) return card;
+    const healthReason = card.migDynamic
+      ? 'kept for dynamic MIG: served only as MIG instances'
+      : 'in MIG mode: served only as MIG instances';
+    return { ...card, healthy: false, healthReason };
   }
 
   subscribe(listener: () => void): () => void {

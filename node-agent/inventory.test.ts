@@ -98,6 +98,26 @@ describe('inventory: MIG', () => {
       ),
     ).toBeUndefined();
   });
+
+  it('publishes a card kept for dynamic MIG as dynamic in either mode, with no profile when unreadable', () => {
+    const off = { mode: 'disabled' as const, profiles: layout.profiles, instances: [] };
+    expect(
+      migForInventory(
+        { migMode: false, migDynamic: true },
+        () => off,
+        () => {},
+      ),
+    ).toEqual({ ...off, dynamic: true });
+    expect(
+      migForInventory(
+        { migMode: false, migDynamic: true },
+        () => {
+          throw new Error('nvml gone');
+        },
+        () => {},
+      ),
+    ).toEqual({ mode: 'enabled', profiles: [], instances: [], dynamic: true });
+  });
 });
 
 describe('inventory', () => {

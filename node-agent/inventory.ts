@@ -18,8 +18,10 @@ export type InventoryCard = {
   concurrentManagedAccess?: boolean;
   /** MIG mode when the agent started (absent: no MIG). */
   migMode?: boolean;
+  /** Kept for dynamic MIG: its inventory says `mig.dynamic`. */
+  migDynamic?: boolean;
   /** The MIG layout read for this publication (absent: no MIG). */
-  mig?: CardMig;
+  mig?: CardMig & { dynamic?: boolean };
   /** `MIG-` UUIDs of its instances served as shares (the agent's `mig.shared`), not whole. */
   sharedMigInstances?: readonly string[];
 };
@@ -27,24 +29,27 @@ export type InventoryCard = {
 /**
  * A card's MIG layout for the inventory, read through `read`. A card that was in MIG mode at start
  * stays `enabled` when the read fails or says otherwise: its devices were never offered whole, so
- * the extender must not offer it whole either (a mode switch needs the agent restarted).
+ * the extender must not offer it whole either (a mode switch needs the agent restarted). A card
+ * kept for dynamic MIG says `dynamic` in either mode (the agent switches it into MIG mode with its
+ * first instance); when its layout cannot be read it offers no profile.
  */
 export function migForInventory(
-  card: Pick<InventoryCard, 'migMode'>,
+  card: Pick<InventoryCard, 'migMode' | 'migDynamic'>,
   read: () => CardMig | null,
   onError: (err: unknown) => void,
-): CardMig | undefined {
+): InventoryCard['mig'] {
   let mig: CardMig | null = null;
   try {
     mig = read();
   } catch (err) {
     onError(err);
   }
+  if (card.migDynamic) return { ...(mig ?? { mode: 'enabled', profiles: [], instances: [] }), dynamic: true };
   if (card.migMode && mig?.mode !== 'enabled') return { mode: 'enabled', profiles: [], instances: [] };
   return mig ?? undefined;
 }
 
-function migWithShared(mig: CardMig, shared: readonly string[]): CardMig {
+function migWithShared<M extends CardMig>(mig: M, shared: readonly string[]): M {
   if (shared.length === 0) return mig;
   return { ...mig, instances: mig.instances.map((i) => (shared.includes(i.uuid) ? { ...i, shared: true } : i)) };
 }

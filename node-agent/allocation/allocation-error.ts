@@ -19,6 +19,7 @@ export type AllocationErrorCode =
   | 'unhealthy-card'
   | 'foreign-devices'
   | 'no-assigned-pod'
-  | 'not-allocated';
+  | 'not-allocated'
+  | 'mig-not-made';
 
 export class AllocationError extends VcudaError<AllocationErrorCode> {}

@@ -48,6 +48,7 @@ import type {
   CardDirectory,
   CardRef,
   ContainerRecord,
+  DynamicMigMaker,
   EventRecorder,
   JwksSource,
   MigDirectory,
@@ -73,6 +74,8 @@ export type AllocatorDeps = {
   cards: CardDirectory;
   /** The node's whole MIG instances; absent: the node serves none. */
   mig?: MigDirectory;
+  /** Makes the instances of dynamic MIG grants; absent: the node keeps no card for dynamic MIG. */
+  dynamicMig?: DynamicMigMaker;
   nowMs: () => number;
   log: Pick<AgentLog, 'info' | 'warn'>;
   /** Delay between retries of the allocated-at annotation (default: 1 s doubling). */
@@ -171,7 +174,7 @@ export class Allocator {
   /** Allocate for whole MIG instances of `profile`: the same checks; the answer mounts no libvcuda. */
   async allocateMig(profile: string, deviceIds: string[]): Promise<ContainerAllocateResponse> {
     const resource = migResourceName(this.d.names, profile);
-    const foreign = deviceIds.filter((id) => this.d.mig?.byUuid(id)?.profile !== profile);
+    const foreign = deviceIds.filter((id) => !this.d.mig?.isDeviceOf(id, profile));
     if (foreign.length > 0 || deviceIds.length === 0) {
       throw new AllocationError(
         'foreign-devices',
@@ -411,7 +414,8 @@ export class Allocator {
     const assignment = await this.verify(pod, this.allocatedAt.get(paths.key) ?? this.d.nowMs());
     const grant = assignment.containers.find((c) => c.name === container.name && c.isInit === container.isInit);
     if (!grant) return this.refuse(pod, 'no-grant', `signed assignment has no grant for container ${container.name}`);
-    const handover = migHandover({ grant, profile, count, mig: this.d.mig, nodeName: this.d.nodeName });
+    const made = this.makeDynamicInstances(pod, grant);
+    const handover = migHandover({ grant: made, profile, count, mig: this.d.mig, nodeName: this.d.nodeName });
     if (!handover.ok) return this.refuse(pod, handover.code, handover.detail);
     const devices = handover.devices;
     writeMigCdiSpec(this.d.cdiSpecDir, paths.key, devices, this.d.response);
@@ -424,6 +428,32 @@ export class Allocator {
       devices.map((d) => d.uuid),
     );
     await this.markIfAllTied(pod);
+  }
+
+  /**
+   * The grant with each dynamic placement turned into the instance made (or adopted) for it, so
+   * the handover checks and hands over a real `MIG-` UUID; refuses naming the placement when the
+   * instance cannot be made (the kubelet calls PreStart again after its backoff).
+   */
+  private makeDynamicInstances(pod: PodView, grant: ContainerGrant): ContainerGrant {
+    if (!grant.cards.some((g) => g.mig?.dynamic)) return grant;
+    const maker = this.d.dynamicMig;
+    const cards = grant.cards.map((g) => {
+      if (!g.mig?.dynamic) return g;
+      if (!maker) {
+        return this.refuse(
+          pod,
+          'unknown-card',
+          `assignment names dynamic MIG ${g.uuid}; node ${this.d.nodeName} keeps no card for dynamic MIG`,
+        );
+      }
+      try {
+        return { ...g, uuid: maker.ensure(g, pod.uid) };
+      } catch (err) {
+        return this.refuse(pod, 'mig-not-made', `MIG instance ${g.uuid} not made: ${messageOf(err)}`, err);
+      }
+    });
+    return { ...grant, cards };
   }
 
   private async tie(
@@ -543,6 +573,7 @@ export class Allocator {
       ...this.d,
       listPodResources: () => this.podResources.fresh(),
       isKnown: (key) => this.recordList.some((r) => r.paths.key === key),
+      ...(this.d.dynamicMig ? { migUuidOf: (key: string) => this.d.dynamicMig?.uuidOf(key) } : {}),
     });
     for (const record of learned) {
       this.recordList.push(record);

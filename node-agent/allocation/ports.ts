@@ -4,7 +4,7 @@
  * compute and housekeeping read `ContainerRecord`s. They import this file, never the allocator.
  */
 import type { JSONWebKeySet } from 'jose';
-import type { DeviceLimit, EventReason } from '../../contract/index.js';
+import type { CardGrant, DeviceLimit, EventReason } from '../../contract/index.js';
 import type { ListPodResourcesResponse } from '../kubelet/protocol.js';
 import type { ContainerPaths } from '../limits/container-files.js';
 import type { PodView } from './pod-view.js';
@@ -66,6 +66,19 @@ export type MigDeviceRef = {
 
 export interface MigDirectory {
   byUuid(uuid: string): MigDeviceRef | undefined;
+  /** Whether `id` is a device the plugin of `profile` advertises (an instance, or one of a dynamic card's). */
+  isDeviceOf(id: string, profile: string): boolean;
+}
+
+/**
+ * Dynamic MIG as PreStartContainer needs it (mig/dynamic-mig-grants.ts): the instance a dynamic
+ * grant's placement names, made or adopted for the pod that holds the grant.
+ */
+export interface DynamicMigMaker {
+  /** The `MIG-` UUID of the instance at the grant's placement, made for `podUid` if needed; throws saying why not. */
+  ensure(grant: CardGrant, podUid: string): string;
+  /** The `MIG-` UUID made for a placement key, if it is ready (re-learning after a restart). */
+  uuidOf(placementKey: string): string | undefined;
 }
 
 /** One container this agent tied to its devices (at PreStart, or re-learned after a restart). */

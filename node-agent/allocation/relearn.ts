@@ -47,6 +47,8 @@ type RelearnDeps = {
   log: Pick<AgentLog, 'warn'>;
   listPodResources: () => Promise<ListPodResourcesResponse>;
   isKnown: (key: string) => boolean;
+  /** The `MIG-` UUID made for a dynamic grant's placement key (absent: no dynamic MIG here). */
+  migUuidOf?: (placementKey: string) => string | undefined;
 };
 
 /**
@@ -70,7 +72,7 @@ function relearnMig(
     isInit: grant.isInit,
     deviceIds: [...deviceIds],
     devices: [],
-    migDevices: grant.cards.map((g) => g.uuid),
+    migDevices: grant.cards.map((g) => (g.mig?.dynamic ? (d.migUuidOf?.(g.uuid) ?? g.uuid) : g.uuid)),
     paths,
     allocatedAtMs: d.nowMs(),
     confirmed: true,

@@ -10,9 +10,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Assignment, MIB, migResourceName, signAssignment, vcudaAnnotations } from '../../contract/index.js';
+import { MIB, migResourceName, vcudaAnnotations } from '../../contract/index.js';
 import { type Harness, NODE, startHarness } from '../../test/support/node-agent/agent-harness.js';
-import type { PodObject } from '../allocation/pod-view.js';
+import { bindMigGrantPod } from '../../test/support/node-agent/mig-pod.js';
 import { HEALTHY, UNHEALTHY } from '../kubelet/protocol.js';
 import { cdiSpecPath } from '../limits/cdi-spec.js';
 import { allocationKey } from '../limits/container-files.js';
@@ -34,62 +34,26 @@ const fakeCtl = (...args: string[]) =>
 
 /** A pod asking `count` instances of `profile` in container `main`, its grant naming `uuids`, bound to the node. */
 async function bindMigPod(h: Harness, name: string, profile: string, uuids: string[], count = uuids.length) {
-  const resource = migResourceName(h.names, profile);
-  const uid = `uid-${name}`;
   const instances = new Map(
     h.agent.health
       .list()
       .flatMap((c) => (nvml().migLayout(c.index)?.instances ?? []).map((i) => [i.uuid, { i, c }] as const)),
   );
-  const assignment: Assignment = {
-    v: 1,
-    pod: { uid, namespace: 'default', name },
-    node: NODE,
-    cluster: 'test',
-    containers: [
-      {
-        name: 'main',
-        isInit: false,
-        cards: uuids.map((uuid) => {
-          const found = instances.get(uuid);
-          return {
-            uuid,
-            core: 100,
-            memoryBytes: (found?.i.memoryMiB ?? 1) * MIB,
-            mig: {
-              parent: found?.c.uuid ?? 'GPU-unknown',
-              profile: found?.i.profile ?? profile,
-              start: found?.i.placement.start ?? 0,
-              size: found?.i.placement.size ?? 1,
-            },
-          };
-        }),
-        coreLimit: 100,
-        mode: 'hard',
+  const cards = uuids.map((uuid) => {
+    const found = instances.get(uuid);
+    return {
+      uuid,
+      core: 100,
+      memoryBytes: (found?.i.memoryMiB ?? 1) * MIB,
+      mig: {
+        parent: found?.c.uuid ?? 'GPU-unknown',
+        profile: found?.i.profile ?? profile,
+        start: found?.i.placement.start ?? 0,
+        size: found?.i.placement.size ?? 1,
       },
-    ],
-  };
-  const token = await signAssignment(assignment, h.key, {
-    nowSeconds: Math.floor(h.nowMs.value / 1000),
-    ttlSeconds: 300,
+    };
   });
-  const limits = { [resource]: String(count) };
-  const pod: PodObject = {
-    metadata: {
-      name,
-      namespace: 'default',
-      uid,
-      annotations: {
-        [vcudaAnnotations.assignment]: token,
-        [vcudaAnnotations.assignedNode]: NODE,
-        [vcudaAnnotations.assignedAt]: new Date(h.nowMs.value).toISOString(),
-      },
-    },
-    spec: { nodeName: NODE, containers: [{ name: 'main', resources: { limits, requests: limits } }] },
-    status: { phase: 'Pending' },
-  };
-  h.cluster.put(pod);
-  return { namespace: 'default', name, containers: [{ name: 'main', isInit: false, requests: { [resource]: count } }] };
+  return bindMigGrantPod(h, name, profile, cards, count);
 }
 
 let source: NvmlGpuSource | undefined;

@@ -8,24 +8,39 @@
  * Instances the configuration shares (shared-instances.ts) are not whole instances here: they are
  * share targets, served through `vcuda-core`/`vcuda-memory` like small cards (`shareViews`,
  * `shareCardByUuid`), their own core devices named `c<parent>g<gpuInstanceId>-<nn>`.
+ *
+ * A card kept for dynamic MIG advertises no instance (its instances are made for grants, and none
+ * is shared): it advertises, per profile offered on it (contract's dynamicMigOffer), as many
+ * devices as that profile has instances side by side on the empty card (`dyn<card>-<profile>-<k>`).
+ * The kubelet only counts them; the ledger arbitrates the placements and the grant names the one
+ * to make.
  */
+import { dynamicMigOffer, mostSideBySide } from '../../contract/index.js';
 import type { CardRef, MigDeviceRef, MigDirectory } from '../allocation/ports.js';
 import type { CardHealthView, MigDeviceView } from '../device-plugin/device-list.js';
-import type { CardMig, MigInstance } from '../nvml/gpu-source.js';
+import type { CardMig, MigInstance, MigProfile } from '../nvml/gpu-source.js';
 import type { CapMinorOf } from './cap-minors.js';
 import type { InstanceIdentity } from './shared-instances.js';
 
 /** What this needs of the cards (the agent's CardHealth): each card now, and word of a health change. */
 export interface MigParents {
-  list(): readonly (CardRef & { migMode?: boolean; numaNode: number | null })[];
+  list(): readonly (CardRef & { migMode?: boolean; migDynamic?: boolean; numaNode: number | null })[];
   subscribe(listener: () => void): () => void;
 }
 
 export type MigDevice = MigDeviceRef & { numaNode: number | null; memoryMiB: number; isShared: boolean };
 
-/** The instances' identity: a change of it is news for the device plugins. */
-function keyOf(instances: readonly MigInstance[]): string {
-  return instances.map((i) => `${i.uuid}:${i.profile}:${i.gpuInstanceId}:${i.computeInstanceId}`).join(',');
+/** A device of a dynamic card's profile: one of the instances that could be made on it. */
+export function dynamicMigDeviceId(cardIndex: number, profile: string, k: number): string {
+  return `dyn${cardIndex}-${profile}-${k}`;
+}
+
+const DYNAMIC_DEVICE = /^dyn(\d+)-(.+)-(\d+)$/;
+
+/** The instances' identity and the profiles offered: a change of either is news for the device plugins. */
+function keyOf(instances: readonly MigInstance[], offered: readonly MigProfile[]): string {
+  const ids = instances.map((i) => `${i.uuid}:${i.profile}:${i.gpuInstanceId}:${i.computeInstanceId}`);
+  return `${ids.join(',')}|${offered.map((p) => p.profile).join(',')}`;
 }
 
 /** A shared instance's core group: its core devices are `c<parent>g<gpuInstanceId>-<nn>`. */
@@ -35,6 +50,8 @@ function shareCoreGroup(d: MigDevice): string {
 
 export class MigDevices implements MigDirectory {
   private readonly byCard = new Map<number, readonly MigInstance[]>();
+  /** The profiles offered on each dynamic card, as its layout was last read. */
+  private readonly dynamicProfiles = new Map<number, readonly MigProfile[]>();
   private readonly listeners = new Set<() => void>();
 
   constructor(
@@ -51,7 +68,8 @@ export class MigDevices implements MigDirectory {
 
   /**
    * Reads card `cardIndex`'s MIG layout and keeps its instances (none unless the card was in MIG
-   * mode at start and still is); returns the layout, or rethrows the read's error after keeping none.
+   * mode at start and still is, or is kept for dynamic MIG and in MIG mode now) and, for a dynamic
+   * card, the profiles it offers; returns the layout, or rethrows the read's error after keeping none.
    */
   read(cardIndex: number): CardMig | null {
     const card = this.cards.list().find((c) => c.index === cardIndex);
@@ -59,17 +77,19 @@ export class MigDevices implements MigDirectory {
     try {
       layout = this.readLayout(cardIndex);
     } catch (err) {
-      this.keep(cardIndex, []);
+      this.keep(cardIndex, [], []);
       throw err;
     }
-    this.keep(cardIndex, card?.migMode && layout?.mode === 'enabled' ? layout.instances : []);
+    const served = (card?.migMode || card?.migDynamic) && layout?.mode === 'enabled';
+    const offer = card?.migDynamic && layout ? dynamicMigOffer(layout.profiles) : undefined;
+    this.keep(cardIndex, served && layout ? layout.instances : [], offer && 'offered' in offer ? offer.offered : []);
     return layout;
   }
 
-  /** Reads every card that was in MIG mode at start; a failed read is reported and serves nothing. */
+  /** Reads every card in MIG mode at start or kept for dynamic MIG; a failed read is reported and serves nothing. */
   readAll(onError: (cardIndex: number, err: unknown) => void): void {
     for (const card of this.cards.list()) {
-      if (!card.migMode) continue;
+      if (!card.migMode && !card.migDynamic) continue;
       try {
         this.read(card.index);
       } catch (err) {
@@ -129,19 +149,44 @@ export class MigDevices implements MigDirectory {
     return out;
   }
 
-  /** What the MIG device plugins advertise: each instance with its parent's health and NUMA node. */
+  /**
+   * What the MIG device plugins advertise, each with its parent's health and NUMA node: the whole
+   * instances of the static cards, and the devices of the dynamic cards' profiles.
+   */
   views(): MigDeviceView[] {
-    return this.list().map((d) => ({
-      uuid: d.uuid,
-      profile: d.profile,
-      healthy: d.parent.healthy,
-      numaNode: d.numaNode,
-    }));
+    const out: MigDeviceView[] = this.list()
+      .filter((d) => !this.isDynamicCard(d.parent.index))
+      .map((d) => ({ uuid: d.uuid, profile: d.profile, healthy: d.parent.healthy, numaNode: d.numaNode }));
+    for (const card of this.cards.list()) {
+      for (const p of this.dynamicProfiles.get(card.index) ?? []) {
+        for (let k = 0; k < mostSideBySide(p); k++) {
+          const uuid = dynamicMigDeviceId(card.index, p.profile, k);
+          out.push({ uuid, profile: p.profile, healthy: card.healthy, numaNode: card.numaNode });
+        }
+      }
+    }
+    return out;
   }
 
-  /** The profiles some whole instance of this node has, sorted. */
+  /** Whether `id` is one of the devices advertised for `profile` (a whole instance, or a dynamic card's device). */
+  isDeviceOf(id: string, profile: string): boolean {
+    const m = DYNAMIC_DEVICE.exec(id);
+    if (!m) {
+      const d = this.byUuid(id);
+      return d?.profile === profile && !this.isDynamicCard(d.parent.index);
+    }
+    const [, card, of, k] = m;
+    const p = this.dynamicProfiles.get(Number(card))?.find((x) => x.profile === of);
+    return of === profile && p !== undefined && Number(k) < mostSideBySide(p);
+  }
+
+  /** The profiles advertised (some whole static instance has it, or a dynamic card offers it), sorted. */
   profiles(): string[] {
-    return [...new Set(this.list().map((d) => d.profile))].sort();
+    return [...new Set(this.views().map((v) => v.profile))].sort();
+  }
+
+  private isDynamicCard(cardIndex: number): boolean {
+    return this.cards.list().find((c) => c.index === cardIndex)?.migDynamic === true;
   }
 
   subscribe(listener: () => void): () => void {
@@ -169,14 +214,17 @@ export class MigDevices implements MigDirectory {
       capMinors: gi === undefined || ci === undefined ? undefined : [gi, ci],
       numaNode: card.numaNode,
       memoryMiB: i.memoryMiB,
-      isShared: this.isShared({ uuid: i.uuid, profile: i.profile, cardIndex: card.index, start: i.placement.start }),
+      isShared:
+        !card.migDynamic &&
+        this.isShared({ uuid: i.uuid, profile: i.profile, cardIndex: card.index, start: i.placement.start }),
     };
   }
 
-  private keep(cardIndex: number, instances: readonly MigInstance[]): void {
-    const before = this.byCard.get(cardIndex) ?? [];
+  private keep(cardIndex: number, instances: readonly MigInstance[], offered: readonly MigProfile[]): void {
+    const before = keyOf(this.byCard.get(cardIndex) ?? [], this.dynamicProfiles.get(cardIndex) ?? []);
     this.byCard.set(cardIndex, instances);
-    if (keyOf(before) !== keyOf(instances)) this.notify();
+    this.dynamicProfiles.set(cardIndex, offered);
+    if (before !== keyOf(instances, offered)) this.notify();
   }
 
   private notify(): void {

@@ -103,6 +103,8 @@ export interface GpuSource {
   runningProcesses(cardIndex: number): RunningProcess[] | null;
   /** The card's MIG layout now; null when it has no MIG. Absent: the source knows nothing of MIG. */
   migLayout?(cardIndex: number): CardMig | null;
+  /** Creating and destroying MIG instances (dynamic MIG); absent or undefined: the source cannot. */
+  migControl?(): MigControl | undefined;
   close(): void;
 }
 

@@ -17,7 +17,7 @@ import {
   signAssignment,
   vcudaAnnotations,
 } from '../../../contract/index.js';
-import { type NodeAgent, startNodeAgent } from '../../../node-agent/agent.js';
+import { type AgentDeps, type NodeAgent, startNodeAgent } from '../../../node-agent/agent.js';
 import type { JwksSource } from '../../../node-agent/allocation/ports.js';
 import { type NodeAgentConfig, parseConfig } from '../../../node-agent/config.js';
 import type { GpuSource } from '../../../node-agent/nvml/gpu-source.js';
@@ -60,6 +60,8 @@ export async function startHarness(
     gpuSource?: () => GpuSource;
     /** The verification keys the agent reads (default: the harness's signing key). */
     jwks?: JwksSource;
+    /** Asked at every agent start: the dynamic MIG step hook of that agent (tests crash it there). */
+    dynamicMigFaults?: () => AgentDeps['dynamicMigFaults'];
   } = {},
 ): Promise<Harness> {
   const root = mkdtempSync(join(tmpdir(), 'vcuda-agent-'));
@@ -98,7 +100,7 @@ export async function startHarness(
   const { log, lines: warnings } = recordingLog();
   const { PodResourcesClient } = await import('../../../node-agent/kubelet/pod-resources-client.js');
   const podResources = new PodResourcesClient(kubelet.podResourcesSocket);
-  const makeAgent = (source: GpuSource) =>
+  const makeAgent = (source: GpuSource, faults = opts.dynamicMigFaults?.()) =>
     startNodeAgent({
       config,
       gpu: source,
@@ -112,6 +114,7 @@ export async function startHarness(
       log,
       runLoops: false,
       retryDelayMs: 10,
+      ...(faults ? { dynamicMigFaults: faults } : {}),
     });
   const machine = opts.machine ?? { cards: 2, memoryMiB: 4096 };
   let agent = await makeAgent(opts.gpuSource?.() ?? gpu);

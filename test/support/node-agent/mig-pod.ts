@@ -1,0 +1,58 @@
+/**
+ * A pod asking whole MIG instances, as the extender leaves it bound: container `main` asks `count`
+ * instances of `profile` and its signed grant names `cards` (static instances by `MIG-` UUID, or
+ * dynamic placements by their key). Stored in the harness's cluster; returns the kubelet's view.
+ */
+import {
+  type Assignment,
+  type CardGrant,
+  migResourceName,
+  signAssignment,
+  vcudaAnnotations,
+} from '../../../contract/index.js';
+import type { PodObject } from '../../../node-agent/allocation/pod-view.js';
+import type { KubeletPod } from '../../../sim/kubelet/device-manager.js';
+import { type Harness, NODE } from './agent-harness.js';
+
+export async function bindMigGrantPod(
+  h: Harness,
+  name: string,
+  profile: string,
+  cards: CardGrant[],
+  count = cards.length,
+): Promise<KubeletPod> {
+  const resource = migResourceName(h.names, profile);
+  const uid = `uid-${name}`;
+  const assignment: Assignment = {
+    v: 1,
+    pod: { uid, namespace: 'default', name },
+    node: NODE,
+    cluster: 'test',
+    containers: [{ name: 'main', isInit: false, cards, coreLimit: 100, mode: 'hard' }],
+  };
+  const token = await signAssignment(assignment, h.key, {
+    nowSeconds: Math.floor(h.nowMs.value / 1000),
+    ttlSeconds: 300,
+  });
+  const limits = { [resource]: String(count) };
+  const pod: PodObject = {
+    metadata: {
+      name,
+      namespace: 'default',
+      uid,
+      annotations: {
+        [vcudaAnnotations.assignment]: token,
+        [vcudaAnnotations.assignedNode]: NODE,
+        [vcudaAnnotations.assignedAt]: new Date(h.nowMs.value).toISOString(),
+      },
+    },
+    spec: { nodeName: NODE, containers: [{ name: 'main', resources: { limits, requests: limits } }] },
+    status: { phase: 'Pending' },
+  };
+  h.cluster.put(pod);
+  return {
+    namespace: 'default',
+    name,
+    containers: [{ name: 'main', isInit: false, requests: { [resource]: count } }],
+  };
+}
