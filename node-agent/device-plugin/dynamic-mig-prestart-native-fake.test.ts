@@ -14,14 +14,14 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   type CardGrant,
-  MIB,
   migPlacementKey,
   migResourceName,
   nodeInventorySchema,
   vcudaAnnotations,
 } from '../../contract/index.js';
 import { type Harness, NODE, startHarness } from '../../test/support/node-agent/agent-harness.js';
-import { bindMigGrantPod } from '../../test/support/node-agent/mig-pod.js';
+import { bindMigGrantPod, dynamicMigGrant } from '../../test/support/node-agent/mig-pod.js';
+import { runTsxProcess } from '../../test/support/process.js';
 import { cdiSpecPath } from '../limits/cdi-spec.js';
 import { allocationKey } from '../limits/container-files.js';
 import { type DynamicMigStep, dynamicMigSteps } from '../mig/dynamic-mig.js';
@@ -34,6 +34,8 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 /** Three H100 80GB: card 0 in MIG mode, cards 1 and 2 out of it; 0 and 1 kept for dynamic MIG. */
 const env = { FAKEGPU_DEVICES: '3x81559', FAKEGPU_MIG: '0', FAKEGPU_STATE: join(tmp, 'state') };
+
+const PROCESS_DEADLINE_MS = 60_000;
 
 class Crash extends Error {}
 
@@ -59,18 +61,7 @@ async function harness(crashAt?: DynamicMigStep): Promise<Harness> {
   });
 }
 
-/** The dynamic grant of `profile` at `start` on card `card`, as the extender signs it. */
-function dynamicGrant(card: number, profile: string, start: number): CardGrant {
-  const layout = nvml().migLayout(card);
-  const p = layout?.profiles.find((x) => x.profile === profile);
-  const parent = nvml().listCards()[card]?.uuid as string;
-  return {
-    uuid: migPlacementKey({ parent, profile, start }),
-    core: 100,
-    memoryBytes: (p?.memoryMiB ?? 0) * MIB,
-    mig: { parent, profile, start, size: p?.memorySlices ?? 0, dynamic: true },
-  };
-}
+const dynamicGrant = (card: number, profile: string, start: number) => dynamicMigGrant(nvml(), card, profile, start);
 
 /** Every GPU instance on the node: card, profile, start, compute instances. */
 function instancesOnNode() {
@@ -204,5 +195,37 @@ describe.skipIf(!existsSync(lib))('dynamic MIG at PreStartContainer on the nativ
         await h.close();
       }
     },
+  );
+  it.each(['after-gi-create', 'after-ci-create'] as const)(
+    'agent process SIGKILLed at %s inside PreStart: the next one hands over the one instance, the last destroys it',
+    async (killAt) => {
+      const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
+      const settings = {
+        lib,
+        sysfsRoot: tmp,
+        checkpointPath: join(tmp, `cp-${runs++}.json`),
+        card: 0,
+        profile: '2g.20gb',
+        start: 2,
+      };
+      const run = (more: object) =>
+        runTsxProcess(
+          'test/support/node-agent/dynamic-mig-agent-process.ts',
+          { ...settings, ...more },
+          { cwd: root, env: { ...env, TMPDIR: tmp }, deadlineMs: PROCESS_DEADLINE_MS },
+        );
+      const killed = await run({ op: 'admit', killAt });
+      expect(killed.signal, killed.err).toBe('SIGKILL');
+      const again = await run({ op: 'admit' });
+      source = new NvmlGpuSource({ libraryPath: lib, sysfsRoot: tmp });
+      const made = nvml().migLayout(0)?.instances ?? [];
+      expect(made).toMatchObject([{ profile: '2g.20gb', placement: { start: 2, size: 2 } }]);
+      expect(again.out, again.err).toBe(`ready ${made[0]?.uuid}\n`);
+      const gone = await run({ op: 'gone' });
+      expect(gone.out, gone.err).toBe('released\n');
+      expect(instancesOnNode()).toEqual([]);
+      nvml().close();
+    },
+    3 * PROCESS_DEADLINE_MS,
   );
 });

@@ -6,12 +6,12 @@
  * write before it is synchronous and durable) cover every step; a real SIGKILL of an agent
  * process covers the creating and the destroying half once each.
  */
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runTsxProcess } from '../../test/support/process.js';
 import type { MigControl } from '../nvml/gpu-source.js';
 import { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
 import { DynamicMig, type DynamicMigStep, dynamicMigSteps } from './dynamic-mig.js';
@@ -176,28 +176,10 @@ describe.skipIf(!existsSync(lib))('dynamic MIG on the native fake NVML', () => {
 
   describe('an agent process killed with SIGKILL', () => {
     const run = (settings: object) =>
-      new Promise<{ signal: NodeJS.Signals | null; out: string; err: string }>((resolve, reject) => {
-        const child = spawn(
-          process.execPath,
-          ['--import', 'tsx', 'test/support/node-agent/dynamic-mig-process.ts', JSON.stringify(settings)],
-          { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
-        );
-        let out = '';
-        let err = '';
-        child.stdout.on('data', (d) => {
-          out += d;
-        });
-        child.stderr.on('data', (d) => {
-          err += d;
-        });
-        const timer = setTimeout(() => {
-          child.kill('SIGKILL');
-          reject(new Error(`agent process still running after ${PROCESS_DEADLINE_MS} ms`));
-        }, PROCESS_DEADLINE_MS);
-        child.once('exit', (_code, signal) => {
-          clearTimeout(timer);
-          resolve({ signal, out, err });
-        });
+      runTsxProcess('test/support/node-agent/dynamic-mig-process.ts', settings, {
+        cwd: root,
+        env,
+        deadlineMs: PROCESS_DEADLINE_MS,
       });
 
     it.each([

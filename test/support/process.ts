@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 
 /** Test support: whether a process still exists (signal 0 probes without touching it). */
@@ -44,4 +45,38 @@ export function descendantsOf(pid: number, stats: readonly ProcStat[] = procStat
   };
   walk(pid);
   return found;
+}
+
+/**
+ * Test support: runs `tsx <script> '<settings JSON>'` from `cwd` with `env` added, to its end or a
+ * kill (its signal then says which); a process still running after `deadlineMs` is killed and fails.
+ */
+export function runTsxProcess(
+  script: string,
+  settings: object,
+  opts: { cwd: string; env: Record<string, string>; deadlineMs: number },
+): Promise<{ signal: NodeJS.Signals | null; out: string; err: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', script, JSON.stringify(settings)], {
+      cwd: opts.cwd,
+      env: { ...process.env, ...opts.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    child.stderr.on('data', (d) => {
+      err += d;
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${script} still running after ${opts.deadlineMs} ms`));
+    }, opts.deadlineMs);
+    child.once('exit', (_code, signal) => {
+      clearTimeout(timer);
+      resolve({ signal, out, err });
+    });
+  });
 }

@@ -6,11 +6,14 @@
 import {
   type Assignment,
   type CardGrant,
+  MIB,
+  migPlacementKey,
   migResourceName,
   signAssignment,
   vcudaAnnotations,
 } from '../../../contract/index.js';
 import type { PodObject } from '../../../node-agent/allocation/pod-view.js';
+import type { GpuSource } from '../../../node-agent/nvml/gpu-source.js';
 import type { KubeletPod } from '../../../sim/kubelet/device-manager.js';
 import { type Harness, NODE } from './agent-harness.js';
 
@@ -54,5 +57,22 @@ export async function bindMigGrantPod(
     namespace: 'default',
     name,
     containers: [{ name: 'main', isInit: false, requests: { [resource]: count } }],
+  };
+}
+
+/** The dynamic grant of `profile` at `start` on card `card`, as the extender signs it (its size and memory from NVML's table). */
+export function dynamicMigGrant(
+  gpu: Pick<GpuSource, 'listCards' | 'migLayout'>,
+  card: number,
+  profile: string,
+  start: number,
+): CardGrant {
+  const p = gpu.migLayout?.(card)?.profiles.find((x) => x.profile === profile);
+  const parent = gpu.listCards()[card]?.uuid as string;
+  return {
+    uuid: migPlacementKey({ parent, profile, start }),
+    core: 100,
+    memoryBytes: (p?.memoryMiB ?? 0) * MIB,
+    mig: { parent, profile, start, size: p?.memorySlices ?? 0, dynamic: true },
   };
 }
