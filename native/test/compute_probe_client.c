@@ -1,8 +1,9 @@
 /* Ground truth for the compute tests and benchmark: reads the fake driver's own busy-time
  * accounting (fake_state.h, the per-period buckets every process's kernels are credited to) and
- * prints each completed period of device 0 as one line, for SECONDS:
+ * prints each completed period of the first device it sees (FAKEGPU_VISIBLE_DEVICES, as the
+ * tenants do: a card, or a MIG device named by its MIG- UUID) as one line, for SECONDS:
  *
- *   uuid GPU-… sms N sample_ns N          (first line)
+ *   uuid GPU-…|MIG-… sms N sample_ns N   (first line)
  *   period P card BUSY_NS PID:NS PID:NS…  (one per completed period)
  *
  * It never calls the CUDA API, so it does not take part in time-slicing. */
@@ -22,10 +23,15 @@ int main(int argc, char **argv) {
   double seconds = strtod(argv[1], NULL);
   struct fg_state *st = fg_state();
   if (!st) return 2;
+  int node = fg_node(0); /* state index: a card's node index, or a MIG device's */
+  if (node < 0) {
+    fprintf(stderr, "compute_probe_client: no visible device\n");
+    return 2;
+  }
   char uuid[48];
-  fg_device_uuid_text(0, uuid);
+  fg_dev_uuid_text(node, uuid);
   uint64_t sample_ns = st->sample_ns;
-  printf("uuid %s sms %u sample_ns %llu\n", uuid, st->sms, (unsigned long long)sample_ns);
+  printf("uuid %s sms %u sample_ns %llu\n", uuid, fg_dev_sms(node), (unsigned long long)sample_ns);
   fflush(stdout);
 
   uint64_t start = fg_now_ns();
@@ -36,7 +42,7 @@ int main(int argc, char **argv) {
     nanosleep(&nap, NULL);
     uint64_t current = fg_now_ns() / sample_ns;
     for (; next_period < current; next_period++) {
-      struct fg_device *dev = &st->devices[0];
+      struct fg_device *dev = &st->devices[node];
       struct fg_bucket *b = &dev->buckets[next_period % FG_BUCKETS];
       fg_lock();
       printf("period %llu card %llu", (unsigned long long)next_period,

@@ -1,12 +1,19 @@
 /**
- * What the compute benchmarks share: scenarios on the fake GPU (fake-card.ts) and the figures
- * taken from each, MAE of the achieved share over 1 s windows after a 2 s warm-up and achieved
- * share over limit (and over request where a soft tenant must keep it).
+ * What the compute benchmarks share: scenarios on the fake GPU (fake-card.ts), on a whole card or
+ * in a MIG instance, and the figures taken from each, MAE of the achieved share over 1 s windows
+ * after a 2 s warm-up and achieved share over limit (and over request where a soft tenant must
+ * keep it).
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { runScenario, type ScenarioSpec, type TenantSpec, windowMeans } from '../compute/fake-card.js';
+import {
+  type MigInstanceSpec,
+  runScenario,
+  type ScenarioSpec,
+  type TenantSpec,
+  windowMeans,
+} from '../compute/fake-card.js';
 import { atLeast, atMost, type BenchContext, type Figure } from './harness.js';
 
 export const SECONDS = 6;
@@ -15,7 +22,7 @@ const WINDOW_MS = 1000;
 
 export type Scenario = {
   label: string;
-  spec: Omit<ScenarioSpec, 'sms' | 'seconds'>;
+  spec: Omit<ScenarioSpec, 'sms' | 'seconds' | 'mig'>;
   /** Target share (percent) per tenant. */
   targets: Record<string, number>;
   /** Tenants alone on the card whose achieved/limit must reach 0.96. */
@@ -23,6 +30,29 @@ export type Scenario = {
   /** Tenants that must keep their request under contention. */
   keepsRequest?: string[];
 };
+
+/** Where a scenario's tenants run. */
+export type BenchDevice = {
+  /** In figure names: `16 SMs`, `MIG 3g.40gb (60 SMs)`. */
+  label: string;
+  /** SMs the tenants see (kernel lengths in the scenarios follow them). */
+  sms: number;
+  /** The card, and the MIG instance on it if any. */
+  placement: Pick<ScenarioSpec, 'sms' | 'mig'>;
+};
+
+/** The fake H100 80GB's SMs (the card a MIG instance is made on). */
+const H100_SMS = 132;
+
+export const wholeCard = (sms: number): BenchDevice => ({ label: `${sms} SMs`, sms, placement: { sms } });
+
+/** A shared MIG instance of GPU-instance profile `mig.profileId` (`profile` and `sms` as the
+ * profile table has them, native/README.md "MIG") on the fake H100 80GB in MIG mode. */
+export const migInstance = (profile: string, sms: number, mig: MigInstanceSpec): BenchDevice => ({
+  label: `MIG ${profile} (${sms} SMs)`,
+  sms,
+  placement: { sms: H100_SMS, mig },
+});
 
 export const hard = (name: string, pct: number, path: string, grid: number): TenantSpec => ({
   name,
@@ -84,6 +114,7 @@ export function buildNative(root: string, log: (line: string) => void): void {
     'build/libvcuda.so',
     'build/fake/libcuda.so.1',
     'build/fake/libnvidia-ml.so.1',
+    'build/fake/fakegpu-ctl',
     'build/test/compute_client',
     'build/test/compute_probe_client',
   ];
@@ -96,10 +127,15 @@ export function buildNative(root: string, log: (line: string) => void): void {
   log('WARNING: make -C native failed; measuring with the binaries of the last successful build');
 }
 
-/** Runs one scenario on a card of `sms` SMs and returns its figures, named `label · N SMs`. */
-export async function measureScenario(ctx: BenchContext, s: Scenario, sms: number, suffix = ''): Promise<Figure[]> {
-  const scenario = `${s.label} · ${sms} SMs${suffix}`;
-  const result = await runScenario(ctx.root, { ...s.spec, sms, seconds: SECONDS });
+/** Runs one scenario on `device` and returns its figures, named `label · device`. */
+export async function measureScenario(
+  ctx: BenchContext,
+  s: Scenario,
+  device: BenchDevice,
+  suffix = '',
+): Promise<Figure[]> {
+  const scenario = `${s.label} · ${device.label}${suffix}`;
+  const result = await runScenario(ctx.root, { ...s.spec, ...device.placement, seconds: SECONDS });
   const figures: Figure[] = [];
   const errors: number[] = [];
   const notes: string[] = [];

@@ -5,7 +5,7 @@
  * Every scenario runs on a 16-SM and a 132-SM card: the same grids give kernels 8x longer on the
  * small card, and the law must not care.
  */
-import { buildNative, computeScenarios, measureScenario } from './compute-scenarios.js';
+import { buildNative, computeScenarios, measureScenario, wholeCard } from './compute-scenarios.js';
 import type { Benchmark, Figure } from './harness.js';
 
 const bench: Benchmark = {
@@ -16,7 +16,7 @@ const bench: Benchmark = {
     buildNative(ctx.root, ctx.log);
     const figures: Figure[] = [];
     for (const sms of [16, 132]) {
-      for (const s of computeScenarios(sms)) figures.push(...(await measureScenario(ctx, s, sms)));
+      for (const s of computeScenarios(sms)) figures.push(...(await measureScenario(ctx, s, wholeCard(sms))));
     }
     return figures;
   },

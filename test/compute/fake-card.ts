@@ -2,10 +2,10 @@
  * Runs compute scenarios on the fake GPU, end to end: tenant processes (native/test/compute_client)
  * under the LD_PRELOAD of libvcuda.so with their own limit files, the node agent's card sampler
  * feeding their regions through the fake NVML, and the fake driver's own busy-time accounting
- * (native/test/compute_probe_client) as ground truth. Shared by the regression test and the
- * benchmark.
+ * (native/test/compute_probe_client) as ground truth. The tenants share the whole fake card, or a
+ * MIG instance of it (the card in MIG mode). Shared by the regression tests and the benchmarks.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,7 +24,13 @@ export type TenantSpec = {
   grid: number;
 };
 
+/** A shared MIG instance the tenants run in, on the fake H100 80GB (FAKEGPU_DEVICES 1x81559) in MIG
+ * mode: a GPU instance of this profile (`nvidia-smi mig -lgip` ID: 9 = 3g.40gb with 60 SMs, 19 =
+ * 1g.10gb with 16) and its whole compute instance. */
+export type MigInstanceSpec = { profileId: number };
+
 export type ScenarioSpec = {
+  /** SMs of the card (a MIG instance has its profile's). */
   sms: number;
   seconds: number;
   tenants: TenantSpec[];
@@ -36,6 +42,12 @@ export type ScenarioSpec = {
   /** What feeds the limiters: NVML's per-process utilization (default), or libvcuda's in-process
    * sensor with the fake NVML answering NOT_SUPPORTED for per-process utilization, as on MIG. */
   sensor?: 'nvml' | 'in-process';
+  /** Run in a MIG instance instead of on the whole card: the tenants and the ground truth are given
+   * it by its `MIG-` UUID (FAKEGPU_VISIBLE_DEVICES, what the node agent's CDI spec gives a
+   * container as NVIDIA_VISIBLE_DEVICES), the limit files name that UUID, and the sampler watches
+   * the parent card, which has no per-process utilization in MIG mode: the in-process sensor is the
+   * only source, chosen as the node agent chooses it (`sensor` is not needed). */
+  mig?: MigInstanceSpec;
   /** Live limit changes: at `atMs` after the tenants start. */
   changes?: { atMs: number; tenant: string; change: DeviceLimitChange }[];
 };
@@ -68,10 +80,22 @@ function firstLine(child: ChildProcess): Promise<string> {
   });
 }
 
+/** Creates the MIG instance in a fresh fake state (the card in MIG mode from creation) and returns
+ * its `MIG-` UUID. */
+function createMigInstance(build: string, env: NodeJS.ProcessEnv, mig: MigInstanceSpec): string {
+  const out = execFileSync(join(build, 'fake/fakegpu-ctl'), ['mig-create', '0', String(mig.profileId)], {
+    env: { ...env, FAKEGPU_MIG: '0' },
+    encoding: 'utf8',
+  });
+  const uuid = /MIG-\S+/.exec(out)?.[0];
+  if (!uuid) throw new Error(`fakegpu-ctl mig-create 0 ${mig.profileId} printed no MIG- UUID: ${out.trim()}`);
+  return uuid;
+}
+
 export async function runScenario(root: string, spec: ScenarioSpec): Promise<ScenarioResult> {
   const build = join(root, 'native/build');
   const dir = mkdtempSync(join(tmpdir(), 'vcuda-compute-'));
-  const env = {
+  const baseEnv = {
     PATH: process.env['PATH'] ?? '/usr/bin:/bin',
     FAKEGPU_STATE: join(dir, 'fakegpu.state'),
     FAKEGPU_DEVICES: '1x81559',
@@ -84,12 +108,19 @@ export async function runScenario(root: string, spec: ScenarioSpec): Promise<Sce
     FAKEGPU_NVML_DELAY_MS: '100',
     FAKEGPU_NVML_STAMP: spec.nvmlStamp ?? 'end',
     FAKEGPU_KERNEL_US: String(spec.waveUs ?? 10),
-    FAKEGPU_NVML_PROCESS_UTIL: spec.sensor === 'in-process' ? '0' : '1',
+    // On a MIG card NVML itself has none: nothing is switched off there.
+    FAKEGPU_NVML_PROCESS_UTIL: spec.sensor === 'in-process' && !spec.mig ? '0' : '1',
     LD_LIBRARY_PATH: join(build, 'fake'),
   };
+  const expectedSensor = spec.mig ? 'in-process' : (spec.sensor ?? 'nvml');
   const children: ChildProcess[] = [];
   try {
-    // Ground truth first: it creates the fake state and names the card.
+    // What the tenants and the ground truth see: the whole card, or only the MIG instance; the
+    // sampler (the node agent) sees the node.
+    const env = spec.mig
+      ? { ...baseEnv, FAKEGPU_VISIBLE_DEVICES: createMigInstance(build, baseEnv, spec.mig) }
+      : baseEnv;
+    // Ground truth first: it creates the fake state (on a card) and names the device.
     const probe = spawn(join(build, 'test/compute_probe_client'), [String(spec.seconds + PROBE_SLACK_S + 2)], {
       env,
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -152,11 +183,12 @@ export async function runScenario(root: string, spec: ScenarioSpec): Promise<Sce
           containers: containers.map(({ key, regionPath, deviceIndex }) => ({ key, regionPath, deviceIndex })),
         }),
       ],
-      { cwd: root, env, stdio: ['pipe', 'pipe', 'inherit'] },
+      { cwd: root, env: baseEnv, stdio: ['pipe', 'pipe', 'inherit'] },
     );
     children.push(sampler);
     const ready = await firstLine(sampler);
-    if (ready !== `ready ${spec.sensor ?? 'nvml'}`) throw new Error(`sampler did not start as asked: ${ready}`);
+    if (ready !== `ready ${expectedSensor}`)
+      throw new Error(`sampler said "${ready}", expected "ready ${expectedSensor}"`);
 
     const tenants = spec.tenants.map((t, i) => {
       const child = spawn(join(build, 'test/compute_client'), [t.path, String(t.grid), String(spec.seconds)], {

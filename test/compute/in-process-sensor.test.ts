@@ -7,6 +7,7 @@
  * short of it), over 3 s rather than 1.5: a process that got no CPU for a while folds its completed
  * samples in late, so on a loaded machine (load 14-15 on 2 cores) a starved second cost this sensor
  * more than NVML's (one 1.5 s mean in four fell 7-8 points short, where the NVML test's did not).
+ * The last case runs in a shared MIG instance, where nothing is switched off: NVML has none there.
  */
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -54,5 +55,22 @@ describe('compute limits with the in-process sensor (no per-process utilization 
     // see most of the card and hold themselves far below their limits.
     expectNear(meanShare(result, 'a', 2000, 5000), 30, 'hard 30 beside hard 70');
     expectNear(meanShare(result, 'b', 2000, 5000), 70, 'hard 70 beside hard 30');
+  }, 60_000);
+
+  it('splits a shared MIG instance between two hard tenants given it by its MIG- UUID', async () => {
+    // A 3g.40gb (60 SMs) on the H100 in MIG mode: the sampler finds no per-process utilization on
+    // the card by itself (the ready line is checked), the limit files name the instance, and the
+    // ground truth is the instance's own accounting, not the card's.
+    const result = await runScenario(root, {
+      sms: 132,
+      seconds: 5,
+      mig: { profileId: 9 },
+      tenants: [
+        { name: 'a', request: 30, limit: 30, path: 'storm', grid: 264 },
+        { name: 'b', request: 70, limit: 70, path: 'storm', grid: 528 },
+      ],
+    });
+    expectNear(meanShare(result, 'a', 2000, 5000), 30, 'hard 30 beside hard 70 in a 3g.40gb');
+    expectNear(meanShare(result, 'b', 2000, 5000), 70, 'hard 70 beside hard 30 in a 3g.40gb');
   }, 60_000);
 });
