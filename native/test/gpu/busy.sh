@@ -19,9 +19,6 @@ nvcc -O2 -o "$WORK/busy" native/test/gpu/busy.cu 2>"$WORK/nvcc.log" || { cat "$W
 UUID=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ')
 source native/test/gpu/lib.sh
 
-# counter REGION: busy ns and samples of device block 0 (+32, +40).
-counter() { python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(4096+48); print(*struct.unpack_from("<QQ", d, 4096+32))' "$1"; }
-
 # start NAME PCT: a container at a hard PCT % with the tenant running under libvcuda.
 start() {
   write_limits "$WORK/$1.conf" "$WORK/$1.region" 4096 "$2" "$2"
@@ -32,7 +29,7 @@ start() {
 # report NAME: launches x kernel length against the region's counter.
 report() {
   read -r _ launches _ kernel_ms _ <"$WORK/$1.out" || { echo "$1: no output: $(tail -n 2 "$WORK/$1.err")"; return; }
-  read -r busy samples < <(counter "$WORK/$1.region")
+  read -r busy samples < <(region_busy "$WORK/$1.region")
   python3 -c 'import sys; n,k,b,s=int(sys.argv[2]),float(sys.argv[3]),int(sys.argv[4]),int(sys.argv[5]); ran=n*k; print(f"{sys.argv[1]:<22} {n:>7} launches of {k:.3f} ms: ran {ran:8.1f} ms, sensor {b/1e6:8.1f} ms ({b/1e6/ran:.3f}, {s} samples)")' \
     "$1" "$launches" "$kernel_ms" "$busy" "$samples"
 }

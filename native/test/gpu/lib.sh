@@ -1,5 +1,5 @@
 # Shared by the GPU scripts (sourced, not run): the container limit file and the card sampler.
-# Needs UUID (GPU 0's) and WORK set by the caller.
+# Needs UUID (the device the limit files name: GPU 0's, or a MIG instance's) and WORK set by the caller.
 
 # write_limits FILE REGION MEMORY_MIB CORE_REQUEST CORE_LIMIT [BURST_MIB]: the limit file of
 # contract/limit-config.ts for one card (CRC32 over the file with seq and crc zeroed); compute
@@ -51,5 +51,8 @@ stop_sampler() {
   kill "$SAMPLER_PID" 2>/dev/null
   wait "$SAMPLER_PID" 2>/dev/null
 }
+# region_busy REGION: the in-process sensor's busy ns and samples in device block 0 (+32, +40;
+# contract/region-layout.ts).
+region_busy() { python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(4096+48); print(*struct.unpack_from("<QQ", d, 4096+32))' "$1"; }
 # container_json KEY REGION: one entry of CONTAINERS_JSON (GPU 0).
 container_json() { printf '{"key":"%s","regionPath":"%s","deviceIndex":0}' "$1" "$2"; }
