@@ -113,6 +113,32 @@ describe('viewCard of a card in MIG mode', () => {
     expect(node.totals.freeCards).toBe(1);
     expect(node.freeCore).toBe(100);
   });
+
+  it('counts a shared instance as part of its card: its shares in proportion to the part it spans', () => {
+    const shared = (allocations: CardAllocation[]) => ({
+      ...instance('MIG-s', '3g.40gb', 4, 4, allocations),
+      mig: { parent: 'GPU-0', profile: '3g.40gb', start: 4, size: 4, isShared: true },
+    });
+    const mig = (allocations: CardAllocation[]) => ({
+      ...{ uuid: 'GPU-0', index: 0, model: 'H100', memoryMiB: 81559, allocations: [] },
+      instances: [instance('MIG-a', '3g.40gb', 0, 4, []), shared(allocations)],
+    });
+    const v = viewCard(mig([alloc('a', 30, 4096), alloc('b', 20, 4096)]));
+    // Half the instance's core on half the card: a quarter of it.
+    expect(v).toMatchObject({ coreUsed: 25, memoryUsedMiB: 8192, isOvercommitted: false });
+    expect(v.instances?.[1]).toMatchObject({
+      isShared: true,
+      coreUsed: 50,
+      memoryUsedMiB: 8192,
+      isOvercommitted: false,
+    });
+    expect(v.instances?.[1]?.pods.map((p) => p.pod)).toEqual(['a', 'b']);
+    expect(viewCard(mig([alloc('a', 60, 4096), alloc('b', 50, 4096)])).isOvercommitted).toBe(true);
+    expect(viewCard(mig([alloc('a', 10, 40000), alloc('b', 10, 4096)])).isOvercommitted).toBe(true);
+    // One card of the node, its capacity once.
+    const node = viewNode({ name: 'n', cards: [mig([alloc('a', 100, 40448)])] });
+    expect(node.totals).toMatchObject({ cards: 1, coreUsed: 50, coreCapacity: 100, memoryCapacityMiB: 81559 });
+  });
 });
 
 describe('viewNode fragmentation', () => {

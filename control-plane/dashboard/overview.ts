@@ -58,13 +58,20 @@ export type CardView = {
   instances?: MigInstanceView[];
 };
 
-/** A whole MIG instance of a card: where it sits on the 8 memory slices, and who holds it. */
+/** A MIG instance of a card: where it sits on the 8 memory slices, and who holds it. */
 export type MigInstanceView = {
   uuid: string;
   profile: string;
   start: number;
   size: number;
   memoryMiB: number;
+  /** Serves vcuda-core/vcuda-memory shares (core 100 = the instance): several pods may hold it. */
+  isShared: boolean;
+  /** Summed over its holders (a whole instance's one holder asks core 100). */
+  coreUsed: number;
+  memoryUsedMiB: number;
+  /** A whole instance with two holders, a shared one past its core or memory: never expected. */
+  isOvercommitted: boolean;
   pods: PodOnCard[];
 };
 
@@ -192,14 +199,33 @@ function groupPods(card: CardState): PodOnCard[] {
 
 function viewInstance(i: CardState): MigInstanceView {
   const mig = i.mig ?? { profile: '', start: 0, size: 0 };
+  const pods = groupPods(i);
+  const isShared = i.mig?.isShared === true;
+  const coreUsed = pods.reduce((s, p) => s + p.core, 0);
+  const memoryUsedMiB = pods.reduce((s, p) => s + p.memoryMiB, 0);
   return {
     uuid: i.uuid,
     profile: mig.profile,
     start: mig.start,
     size: mig.size,
     memoryMiB: i.memoryMiB,
-    pods: groupPods(i),
+    isShared,
+    coreUsed,
+    memoryUsedMiB,
+    isOvercommitted: isShared ? coreUsed > 100 || memoryUsedMiB > i.memoryMiB : pods.length > 1,
+    pods,
   };
+}
+
+/**
+ * What an instance uses of its card: a held whole instance the part of the card it spans, and its
+ * holder's memory; a shared one that part in proportion to the core its shares hold, and their memory.
+ */
+function cardUseOf(v: MigInstanceView): { core: number; memoryMiB: number } {
+  const span = migCoreEquivalent(v.size);
+  if (v.isShared) return { core: Math.round((span * Math.min(100, v.coreUsed)) / 100), memoryMiB: v.memoryUsedMiB };
+  if (v.pods.length === 0) return { core: 0, memoryMiB: 0 };
+  return { core: span, memoryMiB: Math.max(...v.pods.map((p) => p.memoryMiB)) };
 }
 
 export function viewCard(card: CardState): CardView {
@@ -222,12 +248,11 @@ export function viewCard(card: CardState): CardView {
   };
 }
 
-/** A card in MIG mode: nothing of it is held but through its instances. */
+/** A card in MIG mode: nothing of it is held but through its instances, whole or shared. */
 function viewMigCard(card: CardState, instances: readonly CardState[]): CardView {
-  const held = instances.filter((i) => i.allocations.length > 0);
-  const coreUsed = held.reduce((s, i) => s + migCoreEquivalent(i.mig?.size ?? 0), 0);
-  const memoryUsedMiB = held.reduce((s, i) => s + i.allocations.reduce((m, a) => Math.max(m, a.memoryMiB), 0), 0);
   const views = instances.map(viewInstance);
+  const coreUsed = views.reduce((s, v) => s + cardUseOf(v).core, 0);
+  const memoryUsedMiB = views.reduce((s, v) => s + cardUseOf(v).memoryMiB, 0);
   return {
     uuid: card.uuid,
     index: card.index,
@@ -239,7 +264,7 @@ function viewMigCard(card: CardState, instances: readonly CardState[]): CardView
     memoryUsedMiB,
     corePct: percent(coreUsed, 100),
     memoryPct: percent(memoryUsedMiB, card.memoryMiB),
-    isOvercommitted: views.some((v) => v.pods.length > 1),
+    isOvercommitted: views.some((v) => v.isOvercommitted),
     pods: [],
     instances: views,
   };

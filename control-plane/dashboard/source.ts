@@ -42,8 +42,11 @@ export type CardState = {
    */
   memoryBurst?: boolean;
   allocations: CardAllocation[];
-  /** A whole MIG instance (`uuid` is its MIG- UUID): its parent card, profile and placement on the 8 memory slices. */
-  mig?: { parent: string; profile: string; start: number; size: number };
+  /**
+   * A MIG instance (`uuid` is its MIG- UUID): its parent card, profile and placement on the 8 memory
+   * slices. `isShared`: it serves vcuda-core/vcuda-memory shares (several holders), not whole.
+   */
+  mig?: { parent: string; profile: string; start: number; size: number; isShared?: boolean };
   /** A card in MIG mode: its instances, by placement (each a CardState with `mig`); absent: not in MIG mode. */
   instances?: CardState[];
 };

@@ -35,9 +35,10 @@ export type CardSnapshot = Readonly<{
   memoryBurst?: boolean | undefined;
   /**
    * A shared MIG instance (its `MIG-` UUID is `uuid`, `index` its parent's): it serves shares like
-   * a small card (core 100 = its compute, its memory the instance's), never whole. Absent: a card.
+   * a small card (core 100 = its compute, its memory the instance's), never whole; `start` and
+   * `size` are its placement on the parent's 8 memory slices. Absent: a card.
    */
-  sharedMig?: Readonly<{ parentUuid: string; profile: string }> | undefined;
+  sharedMig?: Readonly<{ parentUuid: string; profile: string; start: number; size: number }> | undefined;
   /** Hundredths of the card already promised to pods. */
   usedCore: number;
   usedMemoryMiB: number;
@@ -218,7 +219,7 @@ function sharedMigCardsOf(cards: readonly CardInventory[]): NodeInventoryRead['c
             numaNode: c.numaNode,
             healthy: c.healthy,
             ...(c.healthReason ? { healthReason: c.healthReason } : {}),
-            sharedMig: { parentUuid: c.uuid, profile: i.profile },
+            sharedMig: { parentUuid: c.uuid, profile: i.profile, ...i.placement },
           }))
       : [],
   );

@@ -226,7 +226,7 @@ describe('fitPod: shares inside a shared MIG instance', () => {
     const snapshot = node([], sharedLayout());
     expect(snapshot.cards.find((c) => c.uuid === shared)).toMatchObject({
       memoryMiB: 40448,
-      sharedMig: { parentUuid: cardUuid('n1', 0), profile: '3g.40gb' },
+      sharedMig: { parentUuid: cardUuid('n1', 0), profile: '3g.40gb', start: 4, size: 4 },
     });
   });
 

@@ -267,13 +267,22 @@ function liveNodes({ config, clock }: StartContext, cluster: ClusterView) {
     cluster: config.clusterName,
     node: n.name,
     cards: [
-      ...n.cards.map(({ uuid, index, model, memoryMiB, healthy, healthReason, memoryBurst }) => {
+      ...n.cards.map(({ uuid, index, model, memoryMiB, healthy, healthReason, memoryBurst, sharedMig }) => {
         // A card in MIG mode is not offered whole: its own health is what the reason hides.
         const migMode = healthReason === MIG_ONLY_REASON;
         return {
           ...{ uuid, index, model, memoryMiB, healthy: healthy || migMode },
           ...(memoryBurst === undefined ? {} : { memoryBurst }),
           ...(migMode ? { migMode } : {}),
+          // A shared instance is part of its parent card, like a whole one: never a card beside it.
+          ...(sharedMig
+            ? {
+                mig: {
+                  ...{ parent: sharedMig.parentUuid, profile: sharedMig.profile },
+                  ...{ start: sharedMig.start, size: sharedMig.size, isShared: true },
+                },
+              }
+            : {}),
         };
       }),
       ...n.migInstances.map((m) => ({

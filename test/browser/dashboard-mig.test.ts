@@ -2,12 +2,15 @@
  * The dashboard of `vcuda local` on sim/examples/mig-cluster.yaml: a card in MIG mode is drawn as
  * its instances on its 8 memory slices (profile, placement, holder), the card out of MIG mode as
  * usual. A pod holding a 3g.40gb instance shows on that instance, where its signed grant placed it.
+ * Node h100-shared's shared 3g.40gb is drawn on its card too, with its share pod, and counts in the
+ * node's totals as part of that card, never as a card beside it.
  * Screenshot: test-results/dashboard-mig.png.
  */
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { peekAssignment, vcudaAnnotations } from '../../contract/index.js';
+import type { Overview } from '../../control-plane/dashboard/overview.js';
 import { loadClusterSpec } from '../../sim/cluster-spec.js';
 import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
 import { hasChromium, launchChromium, saveScreenshot } from './chromium.js';
@@ -21,6 +24,7 @@ describe.skipIf(!runs)('dashboard of a MIG cluster in headless chromium', () => 
   let browser: Browser;
   let page: Page;
   let grant: { uuid: string; parent: string; start: number };
+  let shareUuid: string;
 
   beforeAll(async () => {
     lc = await startLocalCluster({
@@ -34,17 +38,30 @@ describe.skipIf(!runs)('dashboard of a MIG cluster in headless chromium', () => 
       metadata: { name: 'train' },
       spec: { containers: [{ name: 'main', image: 'cuda', command: ['sleep', '600'], resources: { limits } }] },
     });
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      const p = (await lc.client.get('/api/v1/namespaces/ml/pods/train')) as {
+    const shareLimits = { 'nvidia.com/vcuda-core': '50', 'nvidia.com/vcuda-memory': '4096' };
+    await lc.client.create('/api/v1/namespaces/ml/pods', {
+      metadata: { name: 'share' },
+      spec: {
+        nodeSelector: { 'kubernetes.io/hostname': 'h100-shared' },
+        containers: [{ name: 'main', image: 'cuda', command: ['sleep', '600'], resources: { limits: shareLimits } }],
+      },
+    });
+    const firstCard = async (pod: string) => {
+      const p = (await lc.client.get(`/api/v1/namespaces/ml/pods/${pod}`)) as {
         metadata: { annotations?: Record<string, string> };
       };
-      const card = peekAssignment(p.metadata.annotations?.[vcudaAnnotations.assignment] ?? '')?.containers[0]?.cards[0];
-      if (card?.mig) {
+      return peekAssignment(p.metadata.annotations?.[vcudaAnnotations.assignment] ?? '')?.containers[0]?.cards[0];
+    };
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const card = await firstCard('train');
+      const share = await firstCard('share');
+      if (card?.mig && share) {
         grant = { uuid: card.uuid, parent: card.mig.parent, start: card.mig.start };
+        shareUuid = share.uuid;
         break;
       }
-      if (Date.now() > deadline) throw new Error('timed out waiting for ml/train to be bound');
+      if (Date.now() > deadline) throw new Error('timed out waiting for ml/train and ml/share to be bound');
       await new Promise((r) => setTimeout(r, 200));
     }
     browser = await launchChromium();
@@ -85,5 +102,26 @@ describe.skipIf(!runs)('dashboard of a MIG cluster in headless chromium', () => 
     expect(await node.locator('[data-testid=card].unhealthy').count()).toBe(0);
     const shot = await saveScreenshot(page, 'dashboard-mig.png');
     expect(shot.bytes).toBeGreaterThan(20_000);
+  });
+
+  it('draws a shared instance on its card with its shares, and counts it as part of that card', async () => {
+    const node = page.locator('[data-testid=node][data-node="h100-shared"]');
+    const shared = node.locator('[data-testid=mig-instance][data-shared=true]');
+    await expect
+      .poll(() => shared.locator('.mig-holder').allTextContents(), slow)
+      .toEqual(['shared · 1 pod · 50 / 100 core']);
+    expect(await node.locator('[data-testid=card]').count()).toBe(1);
+    expect(await shared.getAttribute('data-uuid')).toBe(shareUuid);
+    expect(await shared.getAttribute('data-start')).toBe('4');
+    const overview = (await (await fetch(`${lc.url}/ui/overview`)).json()) as Overview;
+    const view = overview.clusters.flatMap((c) => c.nodes).find((n) => n.name === 'h100-shared');
+    // Half the instance's core on half the card; the card's memory once, not the instance's beside it.
+    expect(view?.totals).toMatchObject({
+      cards: 1,
+      coreUsed: 25,
+      coreCapacity: 100,
+      memoryUsedMiB: 4096,
+      memoryCapacityMiB: 81559,
+    });
   });
 });

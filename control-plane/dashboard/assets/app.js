@@ -89,8 +89,14 @@ function burstBadge(burst) {
   );
 }
 
+// Who holds an instance: its pod, or for a shared one its shares' pods and core.
+function migHolderText(i) {
+  if (i.isShared) return `shared · ${i.pods.length} ${i.pods.length === 1 ? 'pod' : 'pods'} · ${i.coreUsed} / 100 core`;
+  return i.pods[0] ? `${i.pods[0].namespace}/${i.pods[0].pod}` : 'free';
+}
+
 // A card in MIG mode, drawn as its instances on the card's 8 memory slices: where each sits, its
-// profile, and the pod holding it (or free).
+// profile, and the pod holding it (or free; a shared instance: its shares).
 function renderMigInstances(c) {
   return el(
     'div',
@@ -107,10 +113,11 @@ function renderMigInstances(c) {
           'data-start': i.start,
           'data-size': i.size,
           'data-held': holder ? 'true' : 'false',
+          'data-shared': i.isShared ? 'true' : 'false',
           title: `${i.profile} on memory slices ${i.start}-${i.start + i.size - 1}, ${fmt(i.memoryMiB)} MiB · ${i.uuid}`,
         },
-        el('span', { class: 'mig-profile' }, i.profile),
-        el('span', { class: 'mig-holder' }, holder ? `${holder.namespace}/${holder.pod}` : 'free'),
+        el('span', { class: 'mig-profile' }, i.isShared ? `${i.profile} · shared` : i.profile),
+        el('span', { class: 'mig-holder' }, holder ? migHolderText(i) : 'free'),
       );
       block.style.gridColumn = `${i.start + 1} / span ${i.size}`;
       return block;
@@ -169,8 +176,18 @@ function renderCardMig(c) {
         el(
           'li',
           { class: i.pods[0]?.state, title: i.uuid },
-          el('span', { class: 'pod-name' }, i.pods[0] ? `${i.pods[0].namespace}/${i.pods[0].pod}` : 'free'),
-          el('span', {}, `${i.profile} · ${slices(i)} · ${fmt(i.memoryMiB)} MiB`),
+          el(
+            'span',
+            { class: 'pod-name' },
+            i.isShared ? i.pods.map((p) => `${p.namespace}/${p.pod}`).join(', ') || 'free' : migHolderText(i),
+          ),
+          el(
+            'span',
+            {},
+            i.isShared
+              ? `${i.profile} shared · ${slices(i)} · ${i.coreUsed} / 100 core · ${fmt(i.memoryUsedMiB)} / ${fmt(i.memoryMiB)} MiB`
+              : `${i.profile} · ${slices(i)} · ${fmt(i.memoryMiB)} MiB`,
+          ),
         ),
       ),
     ),
