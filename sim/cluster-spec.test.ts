@@ -20,7 +20,9 @@ describe('cluster description: static MIG instances', () => {
     const spec = parseClusterSpec({
       nodes: [{ ...group, mig: [{ card: 1, instances: ['3g.40gb', '1g.10gb+me@6'] }] }],
     });
-    expect(spec.nodes[0]?.mig).toEqual([{ card: 1, instances: ['3g.40gb', '1g.10gb+me@6'], shared: false }]);
+    expect(spec.nodes[0]?.mig).toEqual([
+      { card: 1, instances: ['3g.40gb', '1g.10gb+me@6'], shared: false, dynamic: false },
+    ]);
     expect(parseMigInstance('1g.10gb+me@6')).toEqual({ profile: '1g.10gb+me', start: 6 });
     expect(parseMigInstance('3g.40gb')).toEqual({ profile: '3g.40gb' });
     expect(parseClusterSpec({ nodes: [group] }).nodes[0]?.mig).toEqual([]);
@@ -37,6 +39,14 @@ describe('cluster description: static MIG instances', () => {
   it('refuses a card named twice', () => {
     expect(refusal({ nodes: [{ ...group, mig: [{ card: 0 }, { card: 0 }] }] })).toEqual([
       'nodes[0].mig[1].card: card 0 is listed twice',
+    ]);
+  });
+
+  it('reads a card kept for dynamic MIG, which has no instances of its own', () => {
+    const spec = parseClusterSpec({ nodes: [{ ...group, mig: [{ card: 1, dynamic: true }] }] });
+    expect(spec.nodes[0]?.mig).toEqual([{ card: 1, instances: [], shared: false, dynamic: true }]);
+    expect(refusal({ nodes: [{ ...group, mig: [{ card: 0, dynamic: true, instances: ['3g.40gb'] }] }] })).toEqual([
+      'nodes[0].mig[0].dynamic: card 0 is kept for dynamic MIG: the node agent makes its instances, so it has no instances or shared',
     ]);
   });
 

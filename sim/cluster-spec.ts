@@ -54,7 +54,11 @@ const nodeGroupSchema = z.object({
    * Cards in MIG mode and the whole instances each node of the group starts with (static MIG, as
    * `nvidia-smi mig -cgi … -C` makes them): each a profile name, created in list order at its first
    * free legal placement, or `profile@start` at that placement. The fake driver has MIG on H100
-   * 80GB (76000–86000 MiB) and H200 141GB (130000–150000 MiB) cards only.
+   * 80GB (76000–86000 MiB) and H200 141GB (130000–150000 MiB) cards only. A `dynamic` card is
+   * kept for dynamic MIG (the node agent's `mig.dynamicCards`): it starts in MIG mode with no
+   * instance, and the agent makes and destroys its instances for the placements the control plane
+   * grants (in MIG mode from the start, since the simulated agent cannot list a card's processes and
+   * so never switches a card into MIG mode itself).
    */
   mig: z
     .array(
@@ -66,6 +70,8 @@ const nodeGroupSchema = z.object({
           .default([]),
         /** Serve the card's instances as vcuda-core/vcuda-memory shares (the node agent's `mig.shared`), not whole. */
         shared: z.boolean().default(false),
+        /** Keep the card for dynamic MIG (the node agent's `mig.dynamicCards`): no `instances` of its own. */
+        dynamic: z.boolean().default(false),
       }),
     )
     .default([]),
@@ -111,6 +117,10 @@ function migProblems(g: NodeGroup, path: string): FieldError[] {
       return [fieldError(where, 'mig-card', `card ${m.card} is not one of the group's ${g.cards} cards`)];
     if (seen.has(m.card)) return [fieldError(where, 'mig-card', `card ${m.card} is listed twice`)];
     seen.add(m.card);
+    if (m.dynamic && (m.instances.length > 0 || m.shared)) {
+      const detail = `card ${m.card} is kept for dynamic MIG: the node agent makes its instances, so it has no instances or shared`;
+      return [fieldError(`${path}[${j}].dynamic`, 'mig-dynamic-empty', detail)];
+    }
     return [];
   });
 }

@@ -15,6 +15,7 @@ import type {
   GpuLink,
   GpuSource,
   MemoryUsage,
+  MigControl,
   ProcessUtilizationSample,
   RunningProcess,
   UtilizationRates,
@@ -23,7 +24,7 @@ import type { SimNode } from '../cluster-spec.js';
 
 /** The NVML reads a simulated node takes from its fake driver (its MIG layouts where it has them). */
 export type NodeDriverReadings = Pick<GpuSource, 'memoryUsage' | 'processUtilization' | 'utilizationRates' | 'close'> &
-  Partial<Pick<GpuSource, 'migLayout'>>;
+  Partial<Pick<GpuSource, 'migLayout' | 'migControl'>>;
 
 const MIB = 1024 * 1024;
 
@@ -114,6 +115,11 @@ export class SimGpuSource implements GpuSource {
 
   migLayout(cardIndex: number): CardMig | null {
     return this.driver?.migLayout?.(cardIndex) ?? null;
+  }
+
+  /** The fake driver's MIG create and destroy (dynamic MIG); none without the fake NVML. */
+  migControl(): MigControl | undefined {
+    return this.driver?.migControl?.();
   }
 
   runningProcesses(cardIndex: number): RunningProcess[] | null {

@@ -214,8 +214,16 @@ function agentConfig(opts: SimNodeOptions, kubelet: SimKubelet): NodeAgentConfig
       },
       ...(opts.usage ? { controlPlaneUrl: opts.usage.controlPlaneUrl } : {}),
       ...(opts.usage?.periodMs ? { usagePeriodMs: opts.usage.periodMs } : {}),
-      mig: { shared: node.group.mig.filter((m) => m.shared).map((m) => ({ card: m.card })) },
+      mig: {
+        shared: node.group.mig.filter((m) => m.shared).map((m) => ({ card: m.card })),
+        dynamicCards: node.group.mig.filter((m) => m.dynamic).map((m) => m.card),
+        // Beside the fake driver's state file: both go with the node's root, as a reboot clears both.
+        checkpointPath: join(root, 'dynamic-mig.json'),
+      },
       heartbeatPeriodMs: opts.heartbeatPeriodMs ?? 10_000,
+      // Housekeeping gives back a dynamic MIG instance whose last pod ended: within seconds here,
+      // where people watch it go, rather than the minute a real node may take.
+      ...(node.group.mig.some((m) => m.dynamic) ? { housekeepingPeriodMs: 3_000 } : {}),
       inventoryCheckMs: 2_000,
       ...(opts.agentMode === 'dra'
         ? { mode: 'dra', dra: { pluginsRegistryDir: kubelet.dra.registryDir, pluginsDir: kubelet.dra.pluginsDir } }

@@ -7,7 +7,10 @@
  * asking `nvidia.com/mig-1g.20gb: 1` lands on the instance at a legal placement of that profile; and
  * two share pods (`vcuda-core: 50`, `vcuda-memory: 4096`) run inside node h100-shared's shared
  * 3g.40gb instance, each granted the instance by its MIG UUID, each CUDA program seeing 4096 MiB and
- * stopping at it.
+ * stopping at it. A second 1g.20gb pod, tolerating node h100-dynamic's taint, gets an instance cut
+ * on that node's card kept for dynamic MIG, at a legal placement its grant names, and the instance
+ * goes with the pod. The pending pod's count stays one: the dynamic node's taint keeps the
+ * 3g.40gb pods off it.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -27,15 +30,21 @@ import { buildWorkloads, hasKubectl, kubectl, phaseOf, runVcuda } from './e2e-he
 const NS = 'mig';
 const NODE = 'h100-mig';
 const SHARED_NODE = 'h100-shared';
+const DYNAMIC_NODE = 'h100-dynamic';
+const DYNAMIC_TOLERATION = { key: 'vcuda.io/dynamic-mig', operator: 'Equal', value: 'true', effect: 'NoSchedule' };
 const EXAMPLE = join(import.meta.dirname, '..', '..', 'sim', 'examples', 'mig-cluster.yaml');
 
-function migPod(name: string, profile: string, command: string[]) {
+/** `tolerations`: a pod that may go to node h100-dynamic, whose card is kept for dynamic MIG. */
+function migPod(name: string, profile: string, command: string[], tolerations: object[] = []) {
   const limits = { [`nvidia.com/mig-${profile}`]: '1' };
   return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name },
-    spec: { containers: [{ name: 'main', image: 'vcuda-sim/workload:1', command, resources: { limits } }] },
+    spec: {
+      ...(tolerations.length > 0 ? { tolerations } : {}),
+      containers: [{ name: 'main', image: 'vcuda-sim/workload:1', command, resources: { limits } }],
+    },
   };
 }
 
@@ -85,12 +94,14 @@ describe('vcuda local --cluster sim/examples/mig-cluster.yaml', () => {
         expect(described).toMatch(/Capacity:[\s\S]*nvidia\.com\/mig-3g\.40gb:\s+2\n/);
         expect(described).toMatch(/Allocatable:[\s\S]*nvidia\.com\/mig-1g\.20gb:\s+1\n/);
       }
-      const node = await client.get(`/api/v1/nodes/${NODE}`);
-      const inventory = nodeInventorySchema.parse(
-        JSON.parse(
-          (node['metadata'] as { annotations: Record<string, string> }).annotations[vcudaAnnotations.inventory]!,
-        ),
-      );
+      const inventoryOf = async (name: string) =>
+        nodeInventorySchema.parse(
+          JSON.parse(
+            ((await client.get(`/api/v1/nodes/${name}`))['metadata'] as { annotations: Record<string, string> })
+              .annotations[vcudaAnnotations.inventory]!,
+          ),
+        );
+      const inventory = await inventoryOf(NODE);
       const instancesOf = (profile: string) =>
         inventory.cards.flatMap((c) =>
           (c.mig?.instances ?? []).filter((i) => i.profile === profile).map((i) => ({ c, i })),
@@ -146,7 +157,9 @@ describe('vcuda local --cluster sim/examples/mig-cluster.yaml', () => {
       // kube-scheduler's own count of the node's free instances refuses it before the extender is asked.
       await expect
         .poll(why, { timeout: 15_000 })
-        .toBe('0/3 nodes are available: 3 Insufficient nvidia.com/mig-3g.40gb.');
+        .toBe(
+          '0/4 nodes are available: 3 Insufficient nvidia.com/mig-3g.40gb, 1 node(s) had untolerated taint {vcuda.io/dynamic-mig: true}.',
+        );
       const second = (await verified(running)).containers[0]!.cards[0]!;
       expect(second.uuid).not.toBe(first[0]!.uuid);
       expect(
@@ -180,12 +193,7 @@ describe('vcuda local --cluster sim/examples/mig-cluster.yaml', () => {
 
       // 5. Two share pods inside the shared 3g.40gb: each granted half of it by its MIG UUID, each
       // program seeing its 4096 MiB and stopped there by libvcuda.
-      const sharedNode = nodeInventorySchema.parse(
-        JSON.parse(
-          ((await client.get(`/api/v1/nodes/${SHARED_NODE}`))['metadata'] as { annotations: Record<string, string> })
-            .annotations[vcudaAnnotations.inventory]!,
-        ),
-      );
+      const sharedNode = await inventoryOf(SHARED_NODE);
       const sharedInstance = sharedNode.cards[0]?.mig?.instances.find((i) => i.shared);
       expect(sharedInstance).toMatchObject({ profile: '3g.40gb', placement: { start: 4, size: 4 }, shared: true });
       const greedy = canRunCuda
@@ -203,6 +211,33 @@ describe('vcuda local --cluster sim/examples/mig-cluster.yaml', () => {
           expect(Number(/allocated_mib=(\d+)/.exec(await log())?.[1])).toBeLessThanOrEqual(4096);
         }
       }
+
+      // 6. A second 1g.20gb: the static one is held, so the instance is cut on node h100-dynamic's
+      // card, kept for dynamic MIG, at a legal placement its signed grant names; the node agent
+      // makes it (its inventory, read from the fake driver, shows it) and destroys it with the pod.
+      const dynamicCard = (await inventoryOf(DYNAMIC_NODE)).cards[0]!;
+      expect(dynamicCard.mig).toMatchObject({ dynamic: true, instances: [] });
+      await client.create(podPath(NS), migPod('small-dyn', '1g.20gb', command, [DYNAMIC_TOLERATION]));
+      await expect.poll(() => phaseOf(client, NS, 'small-dyn'), { timeout: 30_000 }).toBe('Running');
+      const cut = (await verified('small-dyn', DYNAMIC_NODE)).containers[0]!.cards[0]!;
+      const legal = dynamicCard.mig?.profiles.find((p) => p.profile === '1g.20gb')?.placements ?? [];
+      expect(cut.mig).toMatchObject({ parent: dynamicCard.uuid, profile: '1g.20gb', dynamic: true, size: 2 });
+      expect(legal).toContain(cut.mig?.start);
+      const dynamicInstances = async () =>
+        ((await inventoryOf(DYNAMIC_NODE)).cards[0]?.mig?.instances ?? []).map(
+          (i) => `${i.profile}@${i.placement.start}`,
+        );
+      await expect.poll(dynamicInstances, { timeout: 15_000 }).toEqual([`1g.20gb@${cut.mig?.start}`]);
+      if (canRunCuda) {
+        const made = (await inventoryOf(DYNAMIC_NODE)).cards[0]!.mig!.instances[0]!;
+        await expect
+          .poll(async () => (await client.getText(`${podPath(NS, 'small-dyn')}/log?container=main`)).text, {
+            timeout: 15_000,
+          })
+          .toContain(`total_mib=${made.memoryMiB}`);
+      }
+      await client.delete(podPath(NS, 'small-dyn'));
+      await expect.poll(dynamicInstances, { timeout: 30_000 }).toEqual([]);
     } finally {
       child.kill('SIGINT');
     }
