@@ -30,6 +30,25 @@ export function draDeviceName(cardIndex: number): string {
   return `gpu-${cardIndex}`;
 }
 
+/**
+ * A MIG partition's device name: `gpu-<card>-mig-<profile>-<first memory slice>`, the profile's
+ * `.` and `+` turned into `-` (`gpu-0-mig-1g-10gb-me-3`), a DNS label as the API requires.
+ */
+export function draMigDeviceName(cardIndex: number, profile: string, start: number): string {
+  return `gpu-${cardIndex}-mig-${profile.toLowerCase().replace(/[^a-z0-9]+/g, '-')}-${start}`;
+}
+
+/** Whether a device name is a MIG partition's (draMigDeviceName) rather than a card's. */
+export function isDraMigDeviceName(device: string): boolean {
+  return /^gpu-\d{1,4}-mig-[a-z0-9-]+-\d$/.test(device);
+}
+
+/**
+ * The attribute every MIG partition has and no card has: the DeviceClasses tell the two apart by it
+ * (`'profile' in device.attributes['gpu.vcuda.io']`), so a whole-card request never lands on a partition.
+ */
+export const DRA_MIG_PROFILE_ATTRIBUTE = 'profile';
+
 const quantityText = z.union([z.string().max(64), z.number()]).transform(String);
 
 export const draAllocationResultSchema = z.object({

@@ -202,7 +202,7 @@ export function responseSettingsOf(config: NodeAgentConfig): ResponseSettings {
  * The whole MIG instances of the cards in MIG mode, read once now (their profiles decide which
  * plugins serve), then again with every inventory publication.
  */
-function migDevicesOf(deps: AgentDeps, health: CardHealth): MigDevices {
+export function migDevicesOf(deps: Pick<AgentDeps, 'config' | 'gpu' | 'log'>, health: CardHealth): MigDevices {
   const { config, log } = deps;
   const caps = readCapMinors(config.paths.procRoot);
   const rules = config.mig.shared;

@@ -23,6 +23,17 @@ const shareSchema = z.object({
   coreLimit: z.number().int().min(1),
 });
 
+/** A whole MIG instance handed over for a partition (claim-mig.ts). */
+const migSchema = z.object({
+  request: z.string(),
+  device: z.string(),
+  uuid: z.string(),
+  profile: z.string(),
+  parentUuid: z.string(),
+  parentMinor: z.number().int().min(0),
+  capMinors: z.array(z.number().int().min(0)),
+});
+
 const preparedClaimSchema = z.object({
   uid: z.string().min(1),
   namespace: z.string(),
@@ -33,6 +44,8 @@ const preparedClaimSchema = z.object({
   /** The claim's directory under containersDir, and its CDI spec's name. */
   key: z.string().min(1),
   shares: z.array(shareSchema),
+  /** Whole MIG instances; absent in checkpoints written before MIG partitions were served. */
+  mig: z.array(migSchema).optional(),
   devices: z.array(
     z.object({
       request_names: z.array(z.string()),

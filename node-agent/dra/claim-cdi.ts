@@ -4,14 +4,25 @@
  * device nodes, the driver libraries, libvcuda.so with the read-only preload file, the claim's
  * limit-file and region directories, `VCUDA_CONFIG`, and the visible-devices env of all the
  * claim's cards. Each allocated device is one CDI device whose edits are its card's device node
- * (as PreStartContainer's spec gives it), so the kubelet can hand out devices per request.
+ * (as PreStartContainer's spec gives it), so the kubelet can hand out devices per request. A claim
+ * of whole MIG instances gets what device-plugin mode gives them (buildClaimMigCdiSpec).
  */
 import { join } from 'node:path';
-import { buildAllocateResponse, type ResponseSettings } from '../limits/allocate-response.js';
-import { buildCdiSpec, CDI_VERSION, type CdiCard, writeCdiSpecFile } from '../limits/cdi-spec.js';
+import type { ContainerAllocateResponse } from '../kubelet/protocol.js';
+import { buildAllocateResponse, buildMigAllocateResponse, type ResponseSettings } from '../limits/allocate-response.js';
+import {
+  buildCdiSpec,
+  buildMigCdiSpec,
+  CDI_VERSION,
+  type CdiCard,
+  type CdiMigDevice,
+  writeCdiSpecFile,
+} from '../limits/cdi-spec.js';
 import type { ContainerPaths } from '../limits/container-files.js';
 
 export type ClaimCdiDevice = { device: string; card: CdiCard };
+/** A MIG partition's device name in the claim, and the instance handed over for it. */
+export type ClaimMigCdiDevice = CdiMigDevice & { device: string };
 
 /** `<driver>/claim`: the CDI kind of the claims of one driver. */
 export function claimCdiKind(driver: string): string {
@@ -26,20 +37,18 @@ export function claimCdiSpecPath(cdiSpecDir: string, driver: string, key: string
   return join(cdiSpecDir, `${driver}-claim-${key}.json`);
 }
 
-export function buildClaimCdiSpec(
+/** The spec's common edits (every container of the claim) and one CDI device per allocated device. */
+function claimSpec(
   driver: string,
-  paths: ContainerPaths,
-  devices: readonly ClaimCdiDevice[],
-  s: ResponseSettings,
+  common: ContainerAllocateResponse,
+  env: readonly string[],
+  devices: readonly { name: string; deviceNodes: unknown[] }[],
 ) {
-  const common = buildAllocateResponse(paths, { ...s, setVisibleDevicesEnv: false });
-  const cards = [...new Map(devices.map((d) => [d.card.uuid, d.card])).values()];
-  const visible = buildCdiSpec(paths.key, cards, s).devices[0]?.containerEdits.env ?? [];
   return {
     cdiVersion: CDI_VERSION,
     kind: claimCdiKind(driver),
     containerEdits: {
-      env: [...Object.entries(common.envs).map(([k, v]) => `${k}=${v}`), ...visible],
+      env: [...Object.entries(common.envs).map(([k, v]) => `${k}=${v}`), ...env],
       deviceNodes: common.devices.map((d) => ({
         path: d.container_path,
         hostPath: d.host_path,
@@ -51,13 +60,62 @@ export function buildClaimCdiSpec(
         options: [m.read_only ? 'ro' : 'rw', 'nosuid', 'nodev', 'bind'],
       })),
     },
-    devices: devices.map((d) => ({
-      name: `${paths.key}-${d.device}`,
-      containerEdits: {
-        deviceNodes: buildCdiSpec(paths.key, [d.card], s).devices[0]?.containerEdits.deviceNodes ?? [],
-      },
-    })),
+    devices: devices.map((d) => ({ name: d.name, containerEdits: { deviceNodes: d.deviceNodes } })),
   };
+}
+
+export function buildClaimCdiSpec(
+  driver: string,
+  paths: ContainerPaths,
+  devices: readonly ClaimCdiDevice[],
+  s: ResponseSettings,
+) {
+  const common = buildAllocateResponse(paths, { ...s, setVisibleDevicesEnv: false });
+  const cards = [...new Map(devices.map((d) => [d.card.uuid, d.card])).values()];
+  const visible = buildCdiSpec(paths.key, cards, s).devices[0]?.containerEdits.env ?? [];
+  return claimSpec(
+    driver,
+    common,
+    visible,
+    devices.map((d) => ({
+      name: `${paths.key}-${d.device}`,
+      deviceNodes: buildCdiSpec(paths.key, [d.card], s).devices[0]?.containerEdits.deviceNodes ?? [],
+    })),
+  );
+}
+
+/**
+ * A claim of whole MIG instances: the control nodes and driver libraries for every container, the
+ * instances' `MIG-` UUIDs as the visible devices, and per allocated partition its parent's node and
+ * its two access nodes. No libvcuda, preload or limit file: a whole instance is never capped.
+ */
+export function buildClaimMigCdiSpec(
+  driver: string,
+  paths: ContainerPaths,
+  devices: readonly ClaimMigCdiDevice[],
+  s: ResponseSettings,
+) {
+  const common = buildMigAllocateResponse(paths, s);
+  const visible = buildMigCdiSpec(paths.key, devices, s).devices[0]?.containerEdits.env ?? [];
+  return claimSpec(
+    driver,
+    common,
+    visible,
+    devices.map((d) => ({
+      name: `${paths.key}-${d.device}`,
+      deviceNodes: buildMigCdiSpec(paths.key, [d], s).devices[0]?.containerEdits.deviceNodes ?? [],
+    })),
+  );
+}
+
+export function writeClaimMigCdiSpec(
+  cdiSpecDir: string,
+  driver: string,
+  paths: ContainerPaths,
+  devices: readonly ClaimMigCdiDevice[],
+  s: ResponseSettings,
+): void {
+  writeCdiSpecFile(claimCdiSpecPath(cdiSpecDir, driver, paths.key), buildClaimMigCdiSpec(driver, paths, devices, s));
 }
 
 export function writeClaimCdiSpec(

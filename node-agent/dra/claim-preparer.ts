@@ -2,7 +2,8 @@
  * NodePrepareResources / NodeUnprepareResources for one claim. Prepare reads the claim from the API
  * server, maps its allocation to card shares (claim-shares.ts), writes the claim's limit file and
  * region exactly as the device-plugin path does (limits/), writes its CDI spec, checkpoints it and
- * answers with the CDI device IDs. All containers that reference the claim mount the same directory,
+ * answers with the CDI device IDs; a claim of MIG partitions gets their instances handed over
+ * instead (claim-mig.ts), with a CDI spec only. All containers that reference the claim mount the same directory,
  * so they share one budget. Both calls are idempotent: a prepared claim is answered from the
  * checkpoint, an unknown claim unprepares as done.
  *
@@ -11,7 +12,7 @@
  * parallel.
  */
 import { existsSync } from 'node:fs';
-import { claimHolderId, claimShareKey, draClaimSchema, messageOf } from '../../contract/index.js';
+import { claimHolderId, claimShareKey, draClaimSchema, isDraMigDeviceName, messageOf } from '../../contract/index.js';
 import type { AgentLog } from '../agent-log.js';
 import type { ContainerRecord } from '../allocation/ports.js';
 import type { DraClaimRef, DraDevice, NodePrepareResourceResponse } from '../kubelet/dra-protocol.js';
@@ -25,8 +26,16 @@ import {
   writeContainerFiles,
 } from '../limits/container-files.js';
 import type { ClaimCheckpoint, PreparedClaim } from './checkpoint.js';
-import { claimCdiDeviceId, claimCdiSpecPath, writeClaimCdiSpec } from './claim-cdi.js';
-import { type CardShare, ClaimRefused, deviceLimitsOf, type PoolDevice, sharesOfClaim } from './claim-shares.js';
+import { claimCdiDeviceId, claimCdiSpecPath, writeClaimCdiSpec, writeClaimMigCdiSpec } from './claim-cdi.js';
+import { type MigPoolDevice, migInstancesOfClaim } from './claim-mig.js';
+import {
+  type CardShare,
+  ClaimRefused,
+  deviceLimitsOf,
+  driverResults,
+  type PoolDevice,
+  sharesOfClaim,
+} from './claim-shares.js';
 
 /** Declared here, implemented over the API server in kube-resource-api.ts. */
 export interface ClaimReader {
@@ -39,8 +48,10 @@ export type PreparerDeps = {
   /** This node's pool (its name). */
   pool: string;
   claims: ClaimReader;
-  /** The devices of this node's slice now, by device name. */
+  /** The cards of this node's slice now, by device name. */
   devices: () => ReadonlyMap<string, PoolDevice>;
+  /** The MIG partitions of this node's slices now, by device name. */
+  migDevices: () => ReadonlyMap<string, MigPoolDevice>;
   checkpoint: ClaimCheckpoint;
   containersDir: string;
   cdiSpecDir: string;
@@ -170,13 +181,23 @@ export class ClaimPreparer {
   private prepareParsed(ref: DraClaimRef, claim: ReturnType<typeof draClaimSchema.parse>): DraDevice[] {
     const done = this.d.checkpoint.get(ref.uid);
     if (done) return this.ensureFiles(done);
-    const ctx = {
-      driver: this.d.driver,
-      pool: this.d.pool,
-      devices: this.d.devices(),
-      heldByOthers: this.heldByOthers(ref.uid),
-    };
-    const shares = sharesOfClaim(ref, claim, ctx);
+    const mine = driverResults(ref, claim, this.d.driver);
+    const migResults = mine.filter((r) => isDraMigDeviceName(r.device));
+    if (migResults.length > 0 && migResults.length < mine.length)
+      throw new ClaimRefused(ref, 'it mixes whole MIG instances and card shares; ask them in separate claims');
+    const shares =
+      migResults.length > 0
+        ? []
+        : sharesOfClaim(ref, claim, mine, {
+            driver: this.d.driver,
+            pool: this.d.pool,
+            devices: this.d.devices(),
+            heldByOthers: this.heldByOthers(ref.uid),
+          });
+    const mig =
+      migResults.length > 0
+        ? migInstancesOfClaim(ref, migResults, { pool: this.d.pool, devices: this.d.migDevices() })
+        : undefined;
     const key = claimKey(ref.uid);
     const prepared: PreparedClaim = {
       uid: ref.uid,
@@ -185,7 +206,8 @@ export class ClaimPreparer {
       ...holderOf(claim),
       key,
       shares,
-      devices: shares.map((s) => ({
+      ...(mig ? { mig } : {}),
+      devices: [...shares, ...(mig ?? [])].map((s) => ({
         request_names: [s.request],
         pool_name: this.d.pool,
         device_name: s.device,
@@ -200,12 +222,26 @@ export class ClaimPreparer {
 
   /** A prepared claim whose files went (a reboot emptied /run) gets them again. */
   private ensureFiles(done: PreparedClaim): DraDevice[] {
-    if (!existsSync(containerPaths(this.d.containersDir, done.key).configPath)) this.writeFiles(done);
+    const file = done.mig
+      ? claimCdiSpecPath(this.d.cdiSpecDir, this.d.driver, done.key)
+      : containerPaths(this.d.containersDir, done.key).configPath;
+    if (!existsSync(file)) this.writeFiles(done);
     return done.devices;
   }
 
   private writeFiles(claim: PreparedClaim): void {
     const paths = containerPaths(this.d.containersDir, claim.key);
+    if (claim.mig) {
+      // Whole instances: the CDI spec is all (no limit file or region to write).
+      const devices = claim.mig.map((m) => ({
+        device: m.device,
+        uuid: m.uuid,
+        parentMinor: m.parentMinor,
+        capMinors: m.capMinors,
+      }));
+      writeClaimMigCdiSpec(this.d.cdiSpecDir, this.d.driver, paths, devices, this.d.response);
+      return;
+    }
     const devices = deviceLimitsOf(claim.name, claim.shares);
     const container = claim.name.slice(0, 63);
     const podUid = claim.podUid;
@@ -236,6 +272,7 @@ export function claimRecord(claim: PreparedClaim, containersDir: string): Contai
     isInit: false,
     deviceIds: [],
     devices: deviceLimitsOf(claim.name, claim.shares),
+    ...(claim.mig ? { migDevices: claim.mig.map((m) => m.uuid) } : {}),
     paths: containerPaths(containersDir, claim.key),
     allocatedAtMs: claim.preparedAtMs,
     confirmed: true,

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { claim, GiB } from '../../test/support/node-agent/dra-claim.js';
-import { ClaimRefused, deviceLimitsOf, type PoolDevice, sharesOfClaim } from './claim-shares.js';
+import {
+  ClaimRefused,
+  deviceLimitsOf,
+  driverResults,
+  type PoolDevice,
+  type ShareContext,
+  sharesOfClaim,
+} from './claim-shares.js';
 
 const CARD = 80 * GiB;
 const device = (i: number, healthy = true): PoolDevice => ({
@@ -17,7 +24,12 @@ const ctx = (held: [string, number, number][] = [], sick = false) => ({
   devices: new Map([device(0), device(1, !sick)].map((d) => [d.name, d])),
   heldByOthers: new Map(held.map(([d, cores, memoryBytes]) => [d, { cores, memoryBytes }])),
 });
-const parse = (c: ReturnType<typeof claim>) => sharesOfClaim(c.ref(), c.obj(), ctx());
+const sharesOf = (
+  ref: ReturnType<ReturnType<typeof claim>['ref']>,
+  obj: ReturnType<ReturnType<typeof claim>['obj']>,
+  context: ShareContext,
+) => sharesOfClaim(ref, obj, driverResults(ref, obj, context.driver), context);
+const parse = (c: ReturnType<typeof claim>) => sharesOf(c.ref(), c.obj(), ctx());
 
 describe('sharesOfClaim', () => {
   it('a 30-core 8 GiB share becomes a hard limit of 30 and 8 GiB on its card', () => {
@@ -135,7 +147,7 @@ describe('sharesOfClaim', () => {
   ];
   it.each(refusals)('refuses a claim: %s', (_name, make, message) => {
     const { c, ref, ctx: context } = make();
-    const run = () => sharesOfClaim({ ...c.ref(), ...ref }, c.obj(), context ?? ctx());
+    const run = () => sharesOf({ ...c.ref(), ...ref }, c.obj(), context ?? ctx());
     expect(run).toThrow(ClaimRefused);
     expect(run).toThrow(message);
   });

@@ -11,6 +11,7 @@ import {
   DRA_CAPACITY,
   DRA_CORES_PER_CARD,
   DRA_PARAMETERS_KIND,
+  type DraAllocationResult,
   type DraClaim,
   formatFieldErrors,
   parseWholeQuantity,
@@ -100,8 +101,11 @@ function coreLimitsOf(ref: DraClaimRef, claim: DraClaim, driver: string): (reque
   };
 }
 
-/** The claim's shares on this node, or ClaimRefused. */
-export function sharesOfClaim(ref: DraClaimRef, claim: DraClaim, ctx: ShareContext): CardShare[] {
+/**
+ * The results of this driver in the claim's allocation, after checking the API server's claim is the
+ * one the kubelet named; or ClaimRefused.
+ */
+export function driverResults(ref: DraClaimRef, claim: DraClaim, driver: string): DraAllocationResult[] {
   const meta = claim.metadata;
   if (meta.uid !== ref.uid)
     throw new ClaimRefused(ref, `the API server has uid ${meta.uid} under that name (claim replaced?)`);
@@ -110,8 +114,18 @@ export function sharesOfClaim(ref: DraClaimRef, claim: DraClaim, ctx: ShareConte
   }
   const results = claim.status?.allocation?.devices?.results;
   if (!results) throw new ClaimRefused(ref, 'it is not allocated');
-  const mine = results.filter((r) => r.driver === ctx.driver);
-  if (mine.length === 0) throw new ClaimRefused(ref, `its allocation has no device of driver ${ctx.driver}`);
+  const mine = results.filter((r) => r.driver === driver);
+  if (mine.length === 0) throw new ClaimRefused(ref, `its allocation has no device of driver ${driver}`);
+  return mine;
+}
+
+/** The claim's shares on this node (`mine`: its results of this driver, all of cards), or ClaimRefused. */
+export function sharesOfClaim(
+  ref: DraClaimRef,
+  claim: DraClaim,
+  mine: readonly DraAllocationResult[],
+  ctx: ShareContext,
+): CardShare[] {
   const limitOf = coreLimitsOf(ref, claim, ctx.driver);
   const used = new Map<string, { cores: number; memoryBytes: number }>();
   return mine.map((r, i) => {

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { draDeviceName } from '../../contract/index.js';
 import {
   type Compute,
+  migDevicesOf,
   nodeInventoryPublisher,
   prepareHostFiles,
   responseSettingsOf,
@@ -21,14 +22,16 @@ import type { NodeAgentConfig } from '../config.js';
 import { type AgentCheck, agentProblems, CardHealth, watchCardHealth } from '../health.js';
 import type { NodePatcher } from '../inventory.js';
 import { AgentMetrics } from '../metrics.js';
+import type { MigDevices } from '../mig/mig-devices.js';
 import type { GpuSource } from '../nvml/gpu-source.js';
 import { readPcieRoot } from '../nvml/numa.js';
 import { collectUsage, type UsageSink } from '../usage.js';
 import { ClaimCheckpoint } from './checkpoint.js';
+import type { MigPoolDevice } from './claim-mig.js';
 import { ClaimPreparer, type ClaimReader, removeOrphanClaims } from './claim-preparer.js';
 import type { PoolDevice } from './claim-shares.js';
 import { type DraPluginServer, startDraPluginServer } from './plugin-server.js';
-import { buildResourceSlice, sliceMemoryBytes } from './resource-slice.js';
+import { buildResourceSlices, offeredPartitions, type SliceCard, sliceMemoryBytes } from './resource-slice.js';
 import { type ResourceSliceApi, SlicePublisher } from './slice-publisher.js';
 
 export type DraAgentDeps = {
@@ -97,14 +100,72 @@ function poolDevices(config: NodeAgentConfig, health: CardHealth): Map<string, P
   );
 }
 
+/**
+ * The cards as the slices show them: each in MIG mode with its layout as last read (mig.read keeps
+ * its instances for Prepare); a card whose layout cannot be read offers no partition until it can.
+ */
+function sliceCards(
+  deps: DraAgentDeps,
+  health: CardHealth,
+  mig: MigDevices,
+  pcieRoots: Map<number, string | undefined>,
+) {
+  return health.list().map((c): SliceCard => {
+    const pcieRoot = pcieRoots.get(c.index);
+    const card: SliceCard = pcieRoot ? { ...c, pcieRoot } : { ...c };
+    if (!c.migMode) return card;
+    try {
+      return { ...card, mig: mig.read(c.index) };
+    } catch (err) {
+      deps.log.warn({ err, card: c.index }, `reading card ${c.index}'s MIG layout failed; it offers no partition`);
+      return { ...card, mig: null };
+    }
+  });
+}
+
+/** The partitions the last slices offered, each with the instance there (MigDevices, with its access nodes). */
+function migPoolDevices(cards: readonly SliceCard[], mig: MigDevices): Map<string, MigPoolDevice> {
+  const instances = mig.list();
+  return new Map(
+    offeredPartitions({ cards, unhealthy: 'taint' }).map(({ part, card }) => {
+      const instance = instances.find(
+        (i) => i.parent.index === card.index && i.profile === part.profile.profile && i.placement.start === part.start,
+      );
+      const parent = {
+        uuid: card.uuid,
+        index: card.index,
+        minorNumber: card.minorNumber,
+        healthy: card.healthy,
+        ...(card.healthReason ? { healthReason: card.healthReason } : {}),
+      };
+      return [
+        part.device,
+        {
+          name: part.device,
+          profile: part.profile.profile,
+          start: part.start,
+          parent,
+          ...(instance ? { instance } : {}),
+        },
+      ];
+    }),
+  );
+}
+
 /** Claims prepared against this node's cards, checkpointed in the driver's directory. */
-function createPreparer(deps: DraAgentDeps, health: CardHealth, checkpoint: ClaimCheckpoint): ClaimPreparer {
+function createPreparer(
+  deps: DraAgentDeps,
+  health: CardHealth,
+  checkpoint: ClaimCheckpoint,
+  migDevices: () => ReadonlyMap<string, MigPoolDevice>,
+): ClaimPreparer {
   const { config } = deps;
   return new ClaimPreparer({
     driver: config.dra.driverName,
     pool: config.nodeName,
     claims: deps.claims,
     devices: () => poolDevices(config, health),
+    migDevices,
     checkpoint,
     containersDir: config.paths.containersDir,
     cdiSpecDir: config.paths.cdiSpecDir,
@@ -114,28 +175,33 @@ function createPreparer(deps: DraAgentDeps, health: CardHealth, checkpoint: Clai
   });
 }
 
-/** Writes the node's slice when the cards changed: on each health change and every `inventoryCheckMs`. */
-async function startSlicePublishing(deps: DraAgentDeps, health: CardHealth) {
+/**
+ * Writes the node's slices when the cards changed: on each health change and every
+ * `inventoryCheckMs` (which also re-reads the MIG layouts); `cards()` is what was last published.
+ */
+async function startSlicePublishing(deps: DraAgentDeps, health: CardHealth, mig: MigDevices) {
   const { config, log } = deps;
   const publisher = new SlicePublisher(deps.slices, config.dra.driverName, config.nodeName);
   // Read once: a card does not move between PCIe roots while the agent runs.
   const pcieRoots = new Map(health.list().map((c) => [c.index, readPcieRoot(c.pciBusId, config.paths.sysfsRoot)]));
-  const publishSlices = () =>
-    publisher.publish((generation) =>
-      buildResourceSlice({
+  let published: readonly SliceCard[] = [];
+  const publishSlices = async () => {
+    const cards = sliceCards(deps, health, mig, pcieRoots);
+    const wrote = await publisher.publish((generation) =>
+      buildResourceSlices({
         driver: config.dra.driverName,
         nodeName: config.nodeName,
         ...(deps.nodeUid ? { nodeUid: deps.nodeUid } : {}),
         memoryUnitMiB: config.memoryUnitMiB,
-        cards: health.list().map((c) => {
-          const pcieRoot = pcieRoots.get(c.index);
-          return pcieRoot ? { ...c, pcieRoot } : c;
-        }),
+        cards,
         link: (a, b) => deps.gpu.link(a, b),
         unhealthy: config.dra.unhealthyCards,
         generation,
       }),
     );
+    published = cards;
+    return wrote;
+  };
   const inventory = deps.node
     ? nodeInventoryPublisher({ ...deps, node: deps.node }, health, deps.nowMs ?? Date.now)
     : undefined;
@@ -150,7 +216,7 @@ async function startSlicePublishing(deps: DraAgentDeps, health: CardHealth) {
     timer = setInterval(() => void publishAll(), config.inventoryCheckMs);
     timer.unref();
   }
-  return { publisher, publishSlices, stop: () => clearInterval(timer) };
+  return { publisher, publishSlices, cards: () => published, stop: () => clearInterval(timer) };
 }
 
 export async function startDraAgent(deps: DraAgentDeps): Promise<DraAgent> {
@@ -159,7 +225,9 @@ export async function startDraAgent(deps: DraAgentDeps): Promise<DraAgent> {
   const health = new CardHealth(deps.gpu.listCards(), config.ignoredXids);
   prepareHostFiles(config);
   const checkpoint = ClaimCheckpoint.open(join(driverDir(config), 'checkpoint.json'));
-  const preparer = createPreparer(deps, health, checkpoint);
+  const mig = migDevicesOf(deps, health);
+  let published: () => readonly SliceCard[] = () => [];
+  const preparer = createPreparer(deps, health, checkpoint, () => migPoolDevices(published(), mig));
   const orphans = removeOrphanClaims({
     checkpoint,
     containersDir: config.paths.containersDir,
@@ -176,7 +244,8 @@ export async function startDraAgent(deps: DraAgentDeps): Promise<DraAgent> {
   const watch = watchCardHealth(deps.gpu, health, abort.signal, log, 1000, (err) => {
     nvmlError = err?.message;
   });
-  const slices = await startSlicePublishing(deps, health);
+  const slices = await startSlicePublishing(deps, health, mig);
+  published = slices.cards;
   const metrics = new AgentMetrics();
   // No pod watch in DRA mode: a pod holding one vcuda claim is unambiguous (placement.ts).
   const records = () => preparer.records();

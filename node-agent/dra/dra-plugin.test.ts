@@ -204,7 +204,7 @@ describe('the node ResourceSlice', () => {
     expect(await h.agent.publishSlices()).toBe(false); // unchanged: no write
     (h.gpu as FakeGpuSource).emit({ cardIndex: 1, kind: 'xid', xid: 79 });
     await expect.poll(() => slice()?.spec.pool.generation, { timeout: 5000 }).toBe(2);
-    expect(slice()?.spec.devices[1]?.taints).toEqual([
+    expect(slice()?.spec.devices?.[1]?.taints).toEqual([
       { key: 'gpu.vcuda.io/unhealthy', value: 'Xid-79', effect: 'NoSchedule' },
     ]);
     // A claim on the sick card is refused.

@@ -13,6 +13,7 @@ import type { ResourceSliceApi } from './slice-publisher.js';
  * spelt `_int`, `_default`) would be dropped silently, and the API server refuses the slice.
  */
 export function toClientSlice(slice: ResourceSlice): k8s.V1ResourceSlice {
+  if (!slice.spec.devices) return slice as unknown as k8s.V1ResourceSlice;
   const devices = slice.spec.devices.map((d) => ({
     ...d,
     attributes: Object.fromEntries(

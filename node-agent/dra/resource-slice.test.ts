@@ -1,9 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { fakeCards, MiB } from '../../test/support/node-agent/fake-gpu-source.js';
+import { h100Instance, h100Mig } from '../../test/support/node-agent/mig-layouts.js';
 import {
-  buildResourceSlice,
+  buildResourceSlices,
+  MAX_DEVICES_PER_SLICE_WITH_COUNTERS,
   PCIE_ROOT_ATTRIBUTE,
+  type ResourceSlice,
   type SliceCard,
+  type SliceDevice,
+  type SliceInput,
   semverOf,
   sliceContentKey,
 } from './resource-slice.js';
@@ -20,7 +25,14 @@ const base = {
   generation: 3,
 };
 
-describe('buildResourceSlice', () => {
+/** The cards' slice, the pool's first. */
+function buildResourceSlice(input: SliceInput): ResourceSlice & { spec: { devices: SliceDevice[] } } {
+  const [slice] = buildResourceSlices(input);
+  if (!slice?.spec.devices) throw new Error('the pool has no cards slice');
+  return slice as ResourceSlice & { spec: { devices: SliceDevice[] } };
+}
+
+describe('buildResourceSlices', () => {
   it('one shareable device per card with cores 1..100 and memory in memory units', () => {
     const slice = buildResourceSlice({ ...base, cards: cards(), memoryUnitMiB: 256, nodeUid: 'n-uid' });
     expect(slice.metadata).toMatchObject({
@@ -97,8 +109,114 @@ describe('buildResourceSlice', () => {
   });
 
   it('content changes with health, not with the generation', () => {
-    const a = buildResourceSlice({ ...base, cards: cards() });
-    expect(sliceContentKey(buildResourceSlice({ ...base, cards: cards(), generation: 9 }))).toBe(sliceContentKey(a));
-    expect(sliceContentKey(buildResourceSlice({ ...base, cards: cards([true, false]) }))).not.toBe(sliceContentKey(a));
+    const a = buildResourceSlices({ ...base, cards: cards() });
+    expect(sliceContentKey(buildResourceSlices({ ...base, cards: cards(), generation: 9 }))).toBe(sliceContentKey(a));
+    expect(sliceContentKey(buildResourceSlices({ ...base, cards: cards([true, false]) }))).not.toBe(sliceContentKey(a));
+  });
+});
+
+describe('MIG partitions (KEP-4815)', () => {
+  const migCard = (index: number, mig = h100Mig(), healthy = true): SliceCard => {
+    const [c] = fakeCards({ cards: index + 1, memoryMiB: 81559 }).slice(index);
+    return { ...(c as SliceCard), healthy, migMode: true, mig };
+  };
+  const devicesOf = (slices: ResourceSlice[]) => slices.flatMap((s) => s.spec.devices ?? []);
+
+  it("offers every profile at every legal placement, each consuming its slices of its card's counter set", () => {
+    const slices = buildResourceSlices({ ...base, cards: [cards()[0] as SliceCard, migCard(1)], migCreatable: true });
+    expect(slices.map((s) => [s.metadata.name, s.spec.pool.resourceSliceCount])).toEqual([
+      ['node-1-gpu.vcuda.io', 3],
+      ['node-1-gpu.vcuda.io-counters-0', 3],
+      ['node-1-gpu.vcuda.io-mig-0', 3],
+    ]);
+    // The API takes counter sets only in a slice without devices.
+    expect(slices[1]?.spec.devices).toBeUndefined();
+    expect(slices[1]?.spec.sharedCounters).toEqual([
+      {
+        name: 'gpu-1-counters',
+        counters: {
+          'memory-slice-0': { value: '1' },
+          'memory-slice-1': { value: '1' },
+          'memory-slice-2': { value: '1' },
+          'memory-slice-3': { value: '1' },
+          'memory-slice-4': { value: '1' },
+          'memory-slice-5': { value: '1' },
+          'memory-slice-6': { value: '1' },
+          'memory-slice-7': { value: '1' },
+          'compute-slices': { value: '7' },
+          'media-extensions': { value: '1' },
+        },
+      },
+    ]);
+    // The card in MIG mode is not offered whole or in shares.
+    expect(slices[0]?.spec.devices?.map((d) => d.name)).toEqual(['gpu-0']);
+    const mig = devicesOf(slices.slice(2));
+    expect(mig).toHaveLength(1 + 1 + 2 + 3 + 4 + 7 + 7);
+    const three = mig.find((d) => d.name === 'gpu-1-mig-3g-40gb-4');
+    expect(three).toMatchObject({
+      allowMultipleAllocations: false,
+      capacity: { memory: { value: '40448Mi' } },
+      consumesCounters: [
+        {
+          counterSet: 'gpu-1-counters',
+          counters: {
+            'memory-slice-4': { value: '1' },
+            'memory-slice-5': { value: '1' },
+            'memory-slice-6': { value: '1' },
+            'memory-slice-7': { value: '1' },
+            'compute-slices': { value: '3' },
+          },
+        },
+      ],
+    });
+    expect(three?.attributes).toMatchObject({
+      profile: { string: '3g.40gb' },
+      profileId: { int: 9 },
+      placementStart: { int: 4 },
+      placementSize: { int: 4 },
+      multiprocessors: { int: 60 },
+      memoryMiB: { int: 40448 },
+      parentUUID: { string: migCard(1).uuid },
+      parentIndex: { int: 1 },
+    });
+    expect(mig.find((d) => d.name === 'gpu-1-mig-1g-10gb-me-6')?.consumesCounters?.[0]?.counters).toEqual({
+      'memory-slice-6': { value: '1' },
+      'compute-slices': { value: '1' },
+      'media-extensions': { value: '1' },
+    });
+  });
+
+  it('without creation at Prepare, offers the instances that exist; with it, also every placement they leave free', () => {
+    const layout = h100Mig([h100Instance('MIG-a', '3g.40gb', 0), h100Instance('MIG-b', '1g.10gb', 5)]);
+    const names = (creatable: boolean) =>
+      devicesOf(buildResourceSlices({ ...base, cards: [migCard(0, layout)], migCreatable: creatable })).map(
+        (d) => d.name,
+      );
+    expect(names(false)).toEqual(['gpu-0-mig-3g-40gb-0', 'gpu-0-mig-1g-10gb-5']);
+    expect(names(true)).toEqual([
+      'gpu-0-mig-3g-40gb-0',
+      'gpu-0-mig-1g-20gb-6',
+      'gpu-0-mig-1g-10gb-4',
+      'gpu-0-mig-1g-10gb-5',
+      'gpu-0-mig-1g-10gb-6',
+      'gpu-0-mig-1g-10gb-me-4',
+      'gpu-0-mig-1g-10gb-me-6',
+    ]);
+  });
+
+  it('splits partitions at the API limit of 64 per slice, and taints or withdraws those of a sick card', () => {
+    const slices = buildResourceSlices({ ...base, cards: [0, 1, 2].map((i) => migCard(i)), migCreatable: true });
+    expect(slices.map((s) => s.spec.devices?.length ?? s.spec.sharedCounters?.length)).toEqual([0, 3, 64, 11]);
+    expect(Math.max(...slices.map((s) => s.spec.devices?.length ?? 0))).toBeLessThanOrEqual(
+      MAX_DEVICES_PER_SLICE_WITH_COUNTERS,
+    );
+    const sick = [migCard(0), { ...migCard(1), healthy: false, healthReason: 'Xid 79' }];
+    const tainted = devicesOf(buildResourceSlices({ ...base, cards: sick, migCreatable: true }));
+    expect(tainted.find((d) => d.name === 'gpu-1-mig-7g-80gb-0')?.taints).toEqual([
+      { key: 'gpu.vcuda.io/unhealthy', value: 'Xid-79', effect: 'NoSchedule' },
+    ]);
+    const withdrawn = buildResourceSlices({ ...base, cards: sick, migCreatable: true, unhealthy: 'withdraw' });
+    expect(withdrawn[1]?.spec.sharedCounters?.map((c) => c.name)).toEqual(['gpu-0-counters']);
+    expect(devicesOf(withdrawn).every((d) => d.name.startsWith('gpu-0-'))).toBe(true);
   });
 });

@@ -4,7 +4,14 @@
  * (hundredths of the card, 1..100 in steps of 1) and `memory` (the card's bytes as the node's
  * memory unit counts them, in steps of one unit). A request that names neither takes the whole
  * card (each capacity's default is all of it). A card whose health failed is tainted (NoSchedule,
- * so running claims stay) or left out, as configured; a card in MIG mode is left out.
+ * so running claims stay) or left out, as configured.
+ *
+ * A card in MIG mode is not offered whole or in shares: its MIG partitions are (mig-partitions.ts),
+ * exclusive devices that consume a counter set of the card. kube-apiserver 1.36 takes counter sets
+ * only in a slice without devices, at most 8 sets of at most 32 counters per slice, and at most 64
+ * devices per slice where any consumes counters (128 otherwise), each consuming from at most 2
+ * sets (each limit checked against the real server). So the pool is then several slices: the
+ * cards' (named as before), `…-counters-<k>` and `…-mig-<k>`, all of one generation.
  */
 import {
   DRA_CAPACITY,
@@ -14,7 +21,16 @@ import {
   formatDraQuantity,
   MIB,
 } from '../../contract/index.js';
-import type { GpuCard, GpuLink } from '../nvml/gpu-source.js';
+import type { CardMig, GpuCard, GpuLink } from '../nvml/gpu-source.js';
+import {
+  type CounterConsumption,
+  type CounterSet,
+  type MigPartition,
+  migAttributes,
+  migConsumption,
+  migCounterSet,
+  migPartitionsOf,
+} from './mig-partitions.js';
 
 export const RESOURCE_API_VERSION = 'resource.k8s.io/v1';
 /** The standard attribute the scheduler's `matchAttribute` uses to keep devices on one PCIe root. */
@@ -31,13 +47,16 @@ export type SliceDevice = {
   attributes: Record<string, DeviceAttribute>;
   capacity: Record<string, DeviceCapacity>;
   allowMultipleAllocations: boolean;
+  consumesCounters?: CounterConsumption[];
   taints?: DeviceTaint[];
 };
 export type ResourceSliceSpec = {
   driver: string;
   pool: { name: string; generation: number; resourceSliceCount: number };
   nodeName: string;
-  devices: SliceDevice[];
+  /** Absent from a slice of counter sets: the API takes one of `devices` and `sharedCounters`. */
+  devices?: SliceDevice[];
+  sharedCounters?: CounterSet[];
 };
 export type ResourceSlice = {
   apiVersion: typeof RESOURCE_API_VERSION;
@@ -52,7 +71,13 @@ export type SliceCard = GpuCard & {
   healthy: boolean;
   healthReason?: string;
   pcieRoot?: string;
+  /** The card's MIG layout when it is in MIG mode (absent, or unreadable: it offers nothing). */
+  mig?: CardMig | null;
 };
+
+/** kube-apiserver 1.36's limits on one slice (see the header). */
+export const MAX_COUNTER_SETS_PER_SLICE = 8;
+export const MAX_DEVICES_PER_SLICE_WITH_COUNTERS = 64;
 
 export type SliceInput = {
   driver: string;
@@ -64,6 +89,8 @@ export type SliceInput = {
   link: (a: number, b: number) => GpuLink;
   unhealthy: 'taint' | 'withdraw';
   generation: number;
+  /** Whether a MIG partition without an instance can be offered (instances are created at Prepare). */
+  migCreatable?: boolean;
 };
 
 /** `570.86.15`, `9.0` → semver (`570.86.15`, `9.0.0`); leading zeros dropped; undefined when not numeric. */
@@ -129,41 +156,100 @@ export function sliceName(nodeName: string, driver: string): string {
   return `${nodeName}-${driver}`.slice(0, 253);
 }
 
-export function buildResourceSlice(input: SliceInput): ResourceSlice {
+function taintsOf(card: SliceCard): DeviceTaint[] | undefined {
+  return card.healthy
+    ? undefined
+    : [{ key: DRA_UNHEALTHY_TAINT, value: taintValueOf(card.healthReason), effect: 'NoSchedule' }];
+}
+
+function cardDevice(card: SliceCard, cards: readonly SliceCard[], input: SliceInput): SliceDevice {
+  const peers = cards.filter((o) => o.index !== card.index && input.link(card.index, o.index).nvlinks > 0).length;
+  const device: SliceDevice = {
+    name: draDeviceName(card.index),
+    attributes: attributesOf(card, peers),
+    capacity: capacityOf(card, input.memoryUnitMiB),
+    allowMultipleAllocations: true,
+  };
+  const taints = taintsOf(card);
+  if (taints) device.taints = taints;
+  return device;
+}
+
+function partitionDevice(part: MigPartition, card: SliceCard): SliceDevice {
+  const device: SliceDevice = {
+    name: part.device,
+    attributes: migAttributes(part, card),
+    capacity: { [DRA_CAPACITY.memory]: { value: bytesQuantity(part.profile.memoryMiB * MIB) } },
+    allowMultipleAllocations: false,
+    consumesCounters: [migConsumption(part)],
+  };
+  if (card.pcieRoot) device.attributes[PCIE_ROOT_ATTRIBUTE] = { string: card.pcieRoot };
+  const taints = taintsOf(card);
+  if (taints) device.taints = taints;
+  return device;
+}
+
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+/** The partitions this node offers (a withdrawn card's none), each with its card. */
+export function offeredPartitions(
+  input: Pick<SliceInput, 'cards' | 'unhealthy' | 'migCreatable'>,
+): { part: MigPartition; card: SliceCard }[] {
+  return [...input.cards]
+    .sort((a, b) => a.index - b.index)
+    .filter((c) => c.migMode && c.mig && (input.unhealthy === 'taint' || c.healthy))
+    .flatMap((card) =>
+      migPartitionsOf(card.index, card.mig as CardMig, input.migCreatable === true).map((part) => ({ part, card })),
+    );
+}
+
+/** The node's pool: its cards' slice, then its MIG cards' counter sets and partitions when it has any. */
+export function buildResourceSlices(input: SliceInput): ResourceSlice[] {
   const cards = [...input.cards].sort((a, b) => a.index - b.index);
-  // A card in MIG mode cannot be shared by time and memory: it is not offered (as in device-plugin mode).
-  const offered = cards.filter((c) => !c.migMode);
-  const published = input.unhealthy === 'withdraw' ? offered.filter((c) => c.healthy) : offered;
-  const devices = published.map((card): SliceDevice => {
-    const peers = cards.filter((o) => o.index !== card.index && input.link(card.index, o.index).nvlinks > 0).length;
-    const device: SliceDevice = {
-      name: draDeviceName(card.index),
-      attributes: attributesOf(card, peers),
-      capacity: capacityOf(card, input.memoryUnitMiB),
-      allowMultipleAllocations: true,
-    };
-    if (!card.healthy)
-      device.taints = [{ key: DRA_UNHEALTHY_TAINT, value: taintValueOf(card.healthReason), effect: 'NoSchedule' }];
-    return device;
-  });
+  // A card in MIG mode cannot be shared by time and memory: it is offered as its partitions only.
+  const whole = cards.filter((c) => !c.migMode && (input.unhealthy === 'taint' || c.healthy));
+  const partitions = offeredPartitions(input);
+  const counterSets = cards
+    .filter((c) => partitions.some((p) => p.card.index === c.index))
+    .map((c) => migCounterSet(c.index, c.mig as CardMig));
+  const main = sliceName(input.nodeName, input.driver);
+  const specs: { name: string; content: Pick<ResourceSliceSpec, 'devices' | 'sharedCounters'> }[] = [
+    { name: main, content: { devices: whole.map((c) => cardDevice(c, cards, input)) } },
+    ...chunks(counterSets, MAX_COUNTER_SETS_PER_SLICE).map((sets, k) => ({
+      name: `${main}-counters-${k}`,
+      content: { sharedCounters: sets },
+    })),
+    ...chunks(partitions, MAX_DEVICES_PER_SLICE_WITH_COUNTERS).map((group, k) => ({
+      name: `${main}-mig-${k}`,
+      content: { devices: group.map(({ part, card }) => partitionDevice(part, card)) },
+    })),
+  ];
   const owner: OwnerReference[] = input.nodeUid
     ? [{ apiVersion: 'v1', kind: 'Node', name: input.nodeName, uid: input.nodeUid, controller: true }]
     : [];
-  return {
+  return specs.map(({ name, content }) => ({
     apiVersion: RESOURCE_API_VERSION,
     kind: 'ResourceSlice',
-    metadata: { name: sliceName(input.nodeName, input.driver), ...(owner.length ? { ownerReferences: owner } : {}) },
+    metadata: { name, ...(owner.length ? { ownerReferences: owner } : {}) },
     spec: {
       driver: input.driver,
-      pool: { name: input.nodeName, generation: input.generation, resourceSliceCount: 1 },
+      pool: { name: input.nodeName, generation: input.generation, resourceSliceCount: specs.length },
       nodeName: input.nodeName,
-      devices,
+      ...content,
     },
-  };
+  }));
 }
 
 /** What "changed" means for the pool: the devices and where they are, not the generation. */
-export function sliceContentKey(slice: ResourceSlice): string {
-  const { pool: _pool, ...rest } = slice.spec;
-  return JSON.stringify(rest);
+export function sliceContentKey(slices: readonly ResourceSlice[]): string {
+  return JSON.stringify(
+    slices.map((s) => {
+      const { pool: _pool, ...rest } = s.spec;
+      return [s.metadata.name, rest];
+    }),
+  );
 }

@@ -1,9 +1,11 @@
 /**
- * Keeps the node's pool current on the API server: one ResourceSlice, written only when its
- * content changed, with the pool generation bumped on every change (the scheduler ignores slices
- * of an older generation). The first write after start, or after a failed write, lists what is
- * there first: it continues above the highest generation found and deletes slices of this node
- * and driver under another name.
+ * Keeps the node's pool current on the API server: its ResourceSlices (one, or several when MIG
+ * partitions need counter sets of their own, resource-slice.ts), written only when their content
+ * changed, all with the pool generation bumped on every change (the scheduler ignores slices of an
+ * older generation, and a pool until all `resourceSliceCount` slices of the newest are there). The
+ * first write after start, or after a failed write, lists what is there first: it continues above
+ * the highest generation found. Slices of this node and driver that the pool no longer names are
+ * deleted once the new generation is written.
  */
 import { type ResourceSlice, sliceContentKey } from './resource-slice.js';
 
@@ -21,7 +23,8 @@ export interface ResourceSliceApi {
 export class SlicePublisher {
   private generation = 0;
   private lastKey: string | undefined;
-  private resourceVersion: string | undefined;
+  /** The slices on the API server, by name, with their resourceVersions. */
+  private readonly versions = new Map<string, string>();
   private listed = false;
   writes = 0;
 
@@ -35,21 +38,29 @@ export class SlicePublisher {
     return this.generation;
   }
 
-  /** Writes the slice `build` makes for the next generation when its content changed; true when it wrote. */
-  async publish(build: (generation: number) => ResourceSlice): Promise<boolean> {
+  /** Writes the slices `build` makes for the next generation when their content changed; true when it wrote. */
+  async publish(build: (generation: number) => ResourceSlice[]): Promise<boolean> {
     const probe = build(this.generation);
     if (this.listed && sliceContentKey(probe) === this.lastKey) return false;
     try {
-      if (!this.listed) await this.adoptExisting(probe.metadata.name);
-      const slice = build(++this.generation);
-      this.resourceVersion =
-        this.resourceVersion === undefined
-          ? await this.api.createSlice(slice)
-          : await this.api.replaceSlice({
-              ...slice,
-              metadata: { ...slice.metadata, resourceVersion: this.resourceVersion },
-            });
-      this.lastKey = sliceContentKey(slice);
+      if (!this.listed) await this.adoptExisting();
+      const slices = build(++this.generation);
+      for (const slice of slices) {
+        const name = slice.metadata.name;
+        const resourceVersion = this.versions.get(name);
+        this.versions.set(
+          name,
+          resourceVersion === undefined
+            ? await this.api.createSlice(slice)
+            : await this.api.replaceSlice({ ...slice, metadata: { ...slice.metadata, resourceVersion } }),
+        );
+      }
+      const names = new Set(slices.map((s) => s.metadata.name));
+      for (const name of [...this.versions.keys()].filter((n) => !names.has(n))) {
+        await this.api.deleteSlice(name);
+        this.versions.delete(name);
+      }
+      this.lastKey = sliceContentKey(slices);
       this.writes++;
       return true;
     } catch (err) {
@@ -60,18 +71,20 @@ export class SlicePublisher {
   }
 
   /** Withdraws the pool (the agent leaves DRA mode or the node). */
-  async withdraw(name: string): Promise<void> {
-    await this.api.deleteSlice(name);
+  async withdraw(): Promise<void> {
+    for (const name of [...this.versions.keys()]) {
+      await this.api.deleteSlice(name);
+      this.versions.delete(name);
+    }
     this.listed = false;
   }
 
-  private async adoptExisting(name: string): Promise<void> {
+  private async adoptExisting(): Promise<void> {
     const existing = await this.api.listSlices(this.driver, this.nodeName);
     this.generation = Math.max(this.generation, ...existing.map((s) => s.spec.pool.generation));
-    this.resourceVersion = undefined;
+    this.versions.clear();
     for (const s of existing) {
-      if (s.metadata.name === name) this.resourceVersion = s.metadata.resourceVersion;
-      else await this.api.deleteSlice(s.metadata.name);
+      if (s.metadata.resourceVersion !== undefined) this.versions.set(s.metadata.name, s.metadata.resourceVersion);
     }
     this.listed = true;
   }

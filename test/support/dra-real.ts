@@ -10,7 +10,7 @@ import { claimChargeRoute } from '../../control-plane/claim-ledger/claim-charge-
 import { createClaimLedger } from '../../control-plane/claim-ledger/claim-ledger.js';
 import { type Listening, listen } from '../../control-plane/starters/http-listener.js';
 import type { Ledger } from '../../db/ledger.js';
-import { buildResourceSlice } from '../../node-agent/dra/resource-slice.js';
+import { buildResourceSlices } from '../../node-agent/dra/resource-slice.js';
 import type { GpuCard } from '../../node-agent/nvml/gpu-source.js';
 import { issueServingCertificate } from '../../webhooks/certificates.js';
 import { buildClaimWebhookConfigurations } from '../../webhooks/claim-registration.js';
@@ -73,7 +73,7 @@ export async function createDraNode(k8s: Kubernetes136, node: string, cards: rea
   };
   await kubectl(['patch', 'node', node, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status })]);
   await kubectl(['taint', 'node', node, 'node.kubernetes.io/not-ready:NoSchedule-']);
-  const slice = buildResourceSlice({
+  const slices = buildResourceSlices({
     driver: DRIVER,
     nodeName: node,
     memoryUnitMiB: 1,
@@ -82,7 +82,7 @@ export async function createDraNode(k8s: Kubernetes136, node: string, cards: rea
     unhealthy: 'taint',
     generation: 1,
   });
-  await kubectl(['create', '-f', '-'], slice);
+  for (const slice of slices) await kubectl(['create', '-f', '-'], slice);
 }
 
 /** The ledger's charge hook for `cluster` on an HTTPS listener at `port` (0: any). */

@@ -42,6 +42,12 @@ export class ClaimBuilder {
     return this;
   }
 
+  /** A MIG partition, exclusive: no shareID, no consumedCapacity. */
+  mig(device: string, opts: Partial<Result> = {}): this {
+    this.results.push({ request: `mig${this.results.length}`, driver: this.driver, pool: this.pool, device, ...opts });
+    return this;
+  }
+
   softLimit(coreLimit: number, requests?: string[]): this {
     this.config.push({
       source: 'FromClaim',
