@@ -49,6 +49,26 @@ export function isDraMigDeviceName(device: string): boolean {
  */
 export const DRA_MIG_PROFILE_ATTRIBUTE = 'profile';
 
+/** The DeviceClass of MIG partitions beside the cards' class (named as the driver): `mig.<driver>`. */
+export function draMigClassName(driver: string): string {
+  return `mig.${driver}`;
+}
+
+/** The cards' DeviceClass selector: the driver's devices without a MIG profile. */
+export function draCardSelector(driver: string): string {
+  return `device.driver == '${driver}' && !('${DRA_MIG_PROFILE_ATTRIBUTE}' in device.attributes['${driver}'])`;
+}
+
+/** The MIG DeviceClass selector: the driver's MIG partitions. */
+export function draMigSelector(driver: string): string {
+  return `device.driver == '${driver}' && '${DRA_MIG_PROFILE_ATTRIBUTE}' in device.attributes['${driver}']`;
+}
+
+/** A request selector for one MIG profile (`3g.40gb`), as a claim writes it. */
+export function draMigProfileSelector(driver: string, profile: string): string {
+  return `device.attributes['${driver}'].${DRA_MIG_PROFILE_ATTRIBUTE} == '${profile}'`;
+}
+
 const quantityText = z.union([z.string().max(64), z.number()]).transform(String);
 
 export const draAllocationResultSchema = z.object({

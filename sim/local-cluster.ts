@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Logger, pino } from 'pino';
-import { parse as parseYaml } from 'yaml';
+import { parseAllDocuments } from 'yaml';
 import { resourceNames } from '../contract/index.js';
 import { redactingLogHooks } from '../contract/redact.js';
 import type { BindFaults } from '../control-plane/extender/binder.js';
@@ -151,7 +151,8 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
 
 /** vcuda's DeviceClass as the DRA overlay ships it, created in a 1.36 cluster (what `vcuda local --dra` does). */
 export async function installDeviceClass(client: KubeClient): Promise<void> {
-  await client.create('/apis/resource.k8s.io/v1/deviceclasses', parseYaml(readFileSync(DEVICE_CLASS, 'utf8')));
+  for (const doc of parseAllDocuments(readFileSync(DEVICE_CLASS, 'utf8')))
+    await client.create('/apis/resource.k8s.io/v1/deviceclasses', doc.toJS());
 }
 
 /** The simulated API server, a client of it and a kubeconfig for kubectl. */

@@ -53,6 +53,14 @@ describe('what one write of a claim means for the ledger', () => {
     expect(decideClaimCharge(other, undefined, DRIVER)).toEqual({ kind: 'none' });
   });
 
+  it('leaves MIG partitions out of the ledger, charging only the cards beside them', () => {
+    const whole = claim([{ device: 'gpu-0-mig-3g-40gb-4' }]);
+    expect(decideClaimCharge(claim(), whole, DRIVER)).toEqual({ kind: 'none' });
+    expect(decideClaimCharge(whole, undefined, DRIVER)).toEqual({ kind: 'none' });
+    const mixed = claim([{ device: 'gpu-1-mig-1g-10gb-me-6' }, { device: 'gpu-2' }]);
+    expect(decideClaimCharge(claim(), mixed, DRIVER)).toMatchObject({ kind: 'charge', shares: [{ cardIndex: 2 }] });
+  });
+
   it('refuses what it cannot charge exactly, naming why', () => {
     const cases: [Partial<DraAllocationResult>[], RegExp][] = [
       [[{ device: 'card0' }], /device "card0" is not a card of this driver/],

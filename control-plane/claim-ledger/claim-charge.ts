@@ -10,6 +10,7 @@ import {
   DRA_CAPACITY,
   type DraAllocationResult,
   type DraClaim,
+  isDraMigDeviceName,
   parseDraQuantity,
 } from '../../contract/index.js';
 
@@ -27,8 +28,15 @@ export type ClaimChargeDecision =
 const DEVICE_NAME = /^gpu-(\d{1,4})$/;
 const MiB = 1024n * 1024n;
 
+/**
+ * The results the ledger holds: this driver's cards. A MIG partition (a whole instance) is not a
+ * share of a card: kube-scheduler keeps partitions apart by their card's counters, and the ledger
+ * has no row for them in DRA mode, so they are neither charged nor refused.
+ */
 function ourResults(claim: DraClaim | undefined, driver: string): DraAllocationResult[] {
-  return (claim?.status?.allocation?.devices?.results ?? []).filter((r) => r.driver === driver);
+  return (claim?.status?.allocation?.devices?.results ?? []).filter(
+    (r) => r.driver === driver && !isDraMigDeviceName(r.device),
+  );
 }
 
 /** Whole units of a consumed quantity (cores), rounded up; undefined when absent or not a quantity. */

@@ -6,7 +6,8 @@
  * names, `exactly` xor `firstAvailable`, constraints naming real requests, an immutable claim spec,
  * a status whose allocation names the claim's requests, is set once and carries UUID shareIDs,
  * `reservedFor` only on an allocated claim; a slice's driver, pool and node, unique device names,
- * a requestPolicy only on a device that allows several allocations; a class selector's CEL
+ * a requestPolicy only on a device that allows several allocations, counter sets apart from
+ * devices and within the API's limits (partitionable devices); a class selector's CEL
  * present. CEL itself is not compiled here (the simulated scheduler refuses what it cannot read).
  */
 import { canonicalDraQuantity, parseDraQuantity } from '../../contract/dra-quantity.js';
@@ -206,8 +207,12 @@ function sliceCauses(spec: Json): string[] {
     causes.push(
       `spec: Invalid value: "{${placement.map((k) => `\`${k}\``).join(', ')}}": ${rule}, but multiple fields are set`,
     );
+  causes.push(...partitionCauses(spec));
+  const devices = (spec['devices'] ?? []) as Json[];
+  // A list over its limit is refused as a whole: kube-apiserver does not look at its items.
+  if (devices.length > deviceLimit(devices)) return causes;
   const seen = new Set<string>();
-  ((spec['devices'] ?? []) as Json[]).forEach((d, i) => {
+  devices.forEach((d, i) => {
     const name = String(d['name'] ?? '');
     if (!LABEL.test(name)) causes.push(`spec.devices[${i}].name: Invalid value: "${name}": ${LABEL_RULE}`);
     else if (seen.has(name)) causes.push(`spec.devices[${i}]: Duplicate value: "${name}"`);
@@ -219,6 +224,39 @@ function sliceCauses(spec: Json): string[] {
         );
     }
   });
+  return causes;
+}
+
+/** Devices per slice: 128, or 64 where any device has taints or consumes counters. */
+function deviceLimit(devices: readonly Json[]): number {
+  return devices.some((d) => d['taints'] || d['consumesCounters']) ? 64 : 128;
+}
+
+const tooMany = (field: string, n: number, max: number) => `${field}: Too many: ${n}: must have at most ${max} items`;
+
+/**
+ * Partitionable devices (KEP-4815): a slice holds counter sets or devices, not both; at most 8 sets
+ * of at most 32 counters; at most 64 devices where any consumes counters; at most 2 sets consumed
+ * per device.
+ */
+function partitionCauses(spec: Json): string[] {
+  const causes: string[] = [];
+  const sets = spec['sharedCounters'] as Json[] | undefined;
+  const devices = (spec['devices'] ?? []) as Json[];
+  if (sets?.length && devices.length)
+    causes.push('spec: Invalid value: "": only one of `sharedCounters` or `devices` is allowed');
+  if (sets && sets.length > 8) causes.push(tooMany('spec.sharedCounters', sets.length, 8));
+  else
+    (sets ?? []).forEach((set, i) => {
+      const n = Object.keys((set['counters'] ?? {}) as Json).length;
+      if (n > 32) causes.push(tooMany(`spec.sharedCounters[${i}].counters`, n, 32));
+    });
+  if (devices.length > deviceLimit(devices)) causes.push(tooMany('spec.devices', devices.length, deviceLimit(devices)));
+  else
+    devices.forEach((d, i) => {
+      const uses = (d['consumesCounters'] ?? []) as unknown[];
+      if (uses.length > 2) causes.push(tooMany(`spec.devices[${i}].consumesCounters`, uses.length, 2));
+    });
   return causes;
 }
 

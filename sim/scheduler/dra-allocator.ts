@@ -7,13 +7,14 @@
  *
  * What it supports is what vcuda's claims use: `exactly` requests with `count` (distinct devices
  * per request) or `allocationMode: All`, `capacity.requests`, `matchAttribute` and
- * `distinctAttribute` constraints, class and request selectors of the form
- * `device.driver == "…"`. `firstAvailable` and adminAccess are refused with a reason. Devices are
+ * `distinctAttribute` constraints, class and request selectors of the forms dra-selectors.ts reads,
+ * and partitionable devices (KEP-4815: counter sets a device consumes, dra-counters.ts). `firstAvailable` and adminAccess are refused with a reason. Devices are
  * tried in the order kube-scheduler tries them (pools by driver and name, slices and devices in
  * order), and the search backtracks over the choices, as its allocator does.
  */
 import { type DraQuantity, formatDraQuantity, parseDraQuantity } from '../../contract/dra-quantity.js';
 import { addUsage, type CapacityUsage, consumeCapacity, holdsRequests } from './dra-capacity.js';
+import { addCounters, type CounterAmounts, counterDemand, counterShortfall, poolCounters } from './dra-counters.js';
 import type {
   AllocationResult,
   ClaimSpec,
@@ -44,8 +45,8 @@ export type AllocatorOutcome =
   | { ok: true; results: AllocationResult[]; config: unknown[] }
   | { ok: false; reason: string; refused?: boolean };
 
-/** A device on the node, with where it comes from. */
-export type Candidate = { driver: string; pool: string; device: SliceDevice };
+/** A device on the node, with where it comes from and the counters its pool defines. */
+export type Candidate = { driver: string; pool: string; device: SliceDevice; counters: ReadonlyMap<string, bigint> };
 
 /** One device to pick: a request's n-th device. */
 type Slot = { request: string; exact: ExactDeviceRequest; candidates: Candidate[] };
@@ -75,8 +76,10 @@ export function nodeCandidates(node: string, slices: readonly ResourceSlice[]): 
     const group = pools.get(key)!;
     if (group.length < (group[0]?.spec.pool.resourceSliceCount ?? 1)) continue;
     group.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+    const counters = poolCounters(group);
     for (const s of group) {
-      for (const device of s.spec.devices ?? []) out.push({ driver: s.spec.driver, pool: s.spec.pool.name, device });
+      for (const device of s.spec.devices ?? [])
+        out.push({ driver: s.spec.driver, pool: s.spec.pool.name, device, counters });
     }
   }
   return out;
@@ -100,6 +103,18 @@ function usageOf(allocated: readonly AllocationResult[]): Map<string, DeviceUsag
   return usage;
 }
 
+/** The counters the node's allocated devices consume (a result on another node's device consumes none here). */
+function countersInUse(allocated: readonly AllocationResult[], candidates: readonly Candidate[]): CounterAmounts {
+  const byKey = new Map(candidates.map((c) => [candidateKey(c), c]));
+  const used: CounterAmounts = new Map();
+  for (const r of allocated) {
+    const c = byKey.get(keyOf(r));
+    const demand = c ? counterDemand(c, c.counters) : undefined;
+    if (demand && typeof demand !== 'string') addCounters(used, demand, 1n);
+  }
+  return used;
+}
+
 /** The slots of every request: `count` of them, or one per matching device for `All`; or why not. */
 function slotsOf(input: AllocatorInput, candidates: Candidate[]): Slot[] | string {
   const slots: Slot[] = [];
@@ -113,7 +128,8 @@ function slotsOf(input: AllocatorInput, candidates: Candidate[]): Slot[] | strin
     if (!byClass.ok) return byClass.reason;
     const byRequest = compileSelectors(exact.selectors, `request "${request.name}"`);
     if (!byRequest.ok) return byRequest.reason;
-    const matching = candidates.filter((c) => byClass.matches(c.driver) && byRequest.matches(c.driver));
+    const selectable = (c: Candidate) => ({ driver: c.driver, attributes: c.device.attributes ?? {} });
+    const matching = candidates.filter((c) => byClass.matches(selectable(c)) && byRequest.matches(selectable(c)));
     // `All` with no device on the node is one slot nothing can fill: it does not fit here.
     const count = exact.allocationMode === 'All' ? Math.max(1, matching.length) : (exact.count ?? 1);
     for (let i = 0; i < count; i++) slots.push({ request: request.name, exact, candidates: matching });
@@ -156,12 +172,14 @@ function keepsConstraints(
   return true;
 }
 
-type Pick = { request: string; candidate: Candidate; consumed?: Map<string, DraQuantity> };
+type Pick = { request: string; candidate: Candidate; consumed?: Map<string, DraQuantity>; counters?: CounterAmounts };
 
 type Search = {
   slots: Slot[];
   constraints: readonly DeviceConstraint[];
   usage: Map<string, DeviceUsage>;
+  /** Counters the allocated and chosen devices consume. */
+  counters: CounterAmounts;
   chosen: Pick[];
   steps: number;
   /** The last reason a device was passed over, for the refusal. */
@@ -183,7 +201,11 @@ function tryDevice(s: Search, slot: Slot, c: Candidate): Pick | undefined {
     if (u && u.capacity.size > 0) return undefined;
     const why = holdsRequests(c.device, requests);
     if (why) s.lastReason = why;
-    return why ? undefined : { request: slot.request, candidate: c };
+    if (why) return undefined;
+    const demand = counterDemand(c, c.counters);
+    const short = typeof demand === 'string' ? demand : counterShortfall(c.device.name, demand, s.counters, c.counters);
+    if (short) s.lastReason = short;
+    return short || typeof demand === 'string' ? undefined : { request: slot.request, candidate: c, counters: demand };
   }
   const out = consumeCapacity(c.device, requests, u?.capacity);
   if (!out.ok) {
@@ -198,6 +220,7 @@ function take(s: Search, p: Pick, sign: 1n | -1n): void {
   const u = s.usage.get(key) ?? { exclusive: false, capacity: new Map() };
   if (p.consumed) addUsage(u.capacity, p.consumed, sign);
   else u.exclusive = sign === 1n;
+  if (p.counters) addCounters(s.counters, p.counters, sign);
   s.usage.set(key, u);
   if (sign === 1n) s.chosen.push(p);
   else s.chosen.pop();
@@ -249,6 +272,7 @@ export function allocateClaim(input: AllocatorInput): AllocatorOutcome {
     slots,
     constraints: input.claim.spec.devices?.constraints ?? [],
     usage: usageOf(input.allocated),
+    counters: countersInUse(input.allocated, candidates),
     chosen: [],
     steps: 0,
   };

@@ -18,7 +18,10 @@ export type SliceDevice = {
   attributes?: Record<string, DeviceAttribute>;
   capacity?: Record<string, DeviceCapacity>;
   allowMultipleAllocations?: boolean;
+  consumesCounters?: { counterSet: string; counters?: Record<string, { value: string }> }[];
 };
+
+export type CounterSet = { name: string; counters?: Record<string, { value: string }> };
 
 export type ResourceSlice = {
   metadata: { name: string };
@@ -28,6 +31,7 @@ export type ResourceSlice = {
     nodeName?: string;
     allNodes?: boolean;
     devices?: SliceDevice[];
+    sharedCounters?: CounterSet[];
   };
 };
 

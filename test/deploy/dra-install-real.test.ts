@@ -151,6 +151,7 @@ for (const source of SOURCES) {
         expect(lines.filter((l) => l.includes('vcuda-scheduler'))).toEqual([]);
         for (const want of [
           'deviceclass.resource.k8s.io/gpu.vcuda.io created',
+          'deviceclass.resource.k8s.io/mig.gpu.vcuda.io created',
           'clusterrole.rbac.authorization.k8s.io/vcuda-node-agent-dra created',
           'validatingadmissionpolicy.admissionregistration.k8s.io/vcuda-node-agent-own-resourceslices created',
           'validatingadmissionpolicybinding.admissionregistration.k8s.io/vcuda-node-agent-own-resourceslices created',

@@ -13,7 +13,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { KNOWN_MIG_PROFILES, migResourceName, resourceNames } from '../../contract/index.js';
+import {
+  draCardSelector,
+  draMigClassName,
+  draMigSelector,
+  KNOWN_MIG_PROFILES,
+  migResourceName,
+  resourceNames,
+} from '../../contract/index.js';
 import { loadControlPlaneConfig } from '../../control-plane/config.js';
 import { parseConfig } from '../../node-agent/config.js';
 import {
@@ -380,7 +387,9 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
       it('names the driver and the namespace everywhere, the defaults nowhere', () => {
         expect(text()).not.toMatch(/gpu\.vcuda\.io|vcuda-system/);
         const cls = find(objects(), 'DeviceClass', 'gpu.example.com');
-        expect(cls['spec']).toEqual({ selectors: [{ cel: { expression: "device.driver == 'gpu.example.com'" } }] });
+        expect(cls['spec']).toEqual({ selectors: [{ cel: { expression: draCardSelector('gpu.example.com') } }] });
+        const mig = find(objects(), 'DeviceClass', draMigClassName('gpu.example.com'));
+        expect(mig['spec']).toEqual({ selectors: [{ cel: { expression: draMigSelector('gpu.example.com') } }] });
         const policy = find(
           objects(),
           'ValidatingAdmissionPolicy',

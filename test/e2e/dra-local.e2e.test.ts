@@ -128,7 +128,10 @@ describe('vcuda local --dra', () => {
       const caPem = Buffer.from(kubeconfig.clusters[0].cluster['certificate-authority-data'], 'base64').toString();
       const admin = new KubeClient(server, { token: kubeconfig.users[0].user.token, caPem });
       expect(await admin.get('/version')).toMatchObject({ major: '1', minor: '36' });
-      expect((await admin.list(`${GV}/deviceclasses`)).items.map((c) => c.metadata.name)).toEqual(['gpu.vcuda.io']);
+      expect((await admin.list(`${GV}/deviceclasses`)).items.map((c) => c.metadata.name)).toEqual([
+        'gpu.vcuda.io',
+        'mig.gpu.vcuda.io',
+      ]);
       const devices = async () =>
         (await admin.list(`${GV}/resourceslices`)).items
           .flatMap((s) => {

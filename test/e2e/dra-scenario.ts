@@ -5,7 +5,11 @@
  * has a shareID), why a pod fits nowhere, and what became of the claims when their pods ended.
  * Nodes are objects (no kubelet): ResourceSlices are published here, as a node agent would.
  */
+import { draMigClassName, draMigProfileSelector, draMigSelector } from '../../contract/index.js';
+import { buildResourceSlices, type SliceCard } from '../../node-agent/dra/resource-slice.js';
 import { type KubeClient, type KubeObj, podPath } from '../../sim/kube-client.js';
+import { fakeCards } from '../support/node-agent/fake-gpu-source.js';
+import { h100Mig } from '../support/node-agent/mig-layouts.js';
 
 export const DRIVER = 'gpu.vcuda.io';
 const GV = '/apis/resource.k8s.io/v1';
@@ -177,13 +181,17 @@ async function templateStep(client: KubeClient): Promise<DraObservation> {
   return { step: 'template', ...state, results: resultsOf(claim), made };
 }
 
-/** Deletes every pod with grace 0 and waits (30 s at most) until each claim is free and the made one gone. */
-async function endPods(client: KubeClient, names: string[]): Promise<DraObservation> {
+/**
+ * Deletes every pod with grace 0 and waits (30 s at most) until each claim (of `only`, when given)
+ * is free and the made one gone.
+ */
+async function endPods(client: KubeClient, names: string[], only?: string[]): Promise<DraObservation> {
   for (const name of names) await client.request('DELETE', podPath(NS, name), { gracePeriodSeconds: 0 });
   const deadline = Date.now() + 30_000;
   for (;;) {
     const claims: Record<string, string> = {};
     for (const c of (await client.list(CLAIMS)).items) {
+      if (only && !only.includes(c.metadata.name)) continue;
       const status = (c['status'] ?? {}) as { allocation?: unknown; reservedFor?: unknown[] };
       const key = c.metadata.annotations?.['resource.kubernetes.io/pod-claim-name']
         ? 'made-from-template'
@@ -235,5 +243,74 @@ export async function draScenario(client: KubeClient): Promise<DraObservation[]>
   const distinct = [{ requests: ['a', 'b'], distinctAttribute: `${DRIVER}/uuid` }];
   out.push(await claimStep(client, 'distinct', { devices: { requests: pair, constraints: distinct } }));
   out.push(await sharedStep(client, 'distinct'));
+  return out;
+}
+
+/**
+ * One H100 in MIG mode on node-m as its node agent publishes it (every profile at every legal
+ * placement, each consuming the card's counter set: resource-slice.ts), and vcuda's MIG DeviceClass.
+ */
+async function setUpMigNode(client: KubeClient): Promise<void> {
+  await readyNode(client, 'node-m');
+  await client.create(`${GV}/deviceclasses`, {
+    metadata: { name: draMigClassName(DRIVER) },
+    spec: { selectors: [{ cel: { expression: draMigSelector(DRIVER) } }] },
+  });
+  const [card] = fakeCards({ cards: 1, memoryMiB: 81559 });
+  const slices = buildResourceSlices({
+    driver: DRIVER,
+    nodeName: 'node-m',
+    memoryUnitMiB: 1,
+    cards: [{ ...(card as SliceCard), healthy: true, migMode: true, mig: h100Mig() }],
+    link: () => ({ nvlinks: 0, pcie: 'system' }),
+    unhealthy: 'taint',
+    generation: 1,
+    migCreatable: true,
+  });
+  for (const slice of slices) await client.create(`${GV}/resourceslices`, slice);
+}
+
+const migProfile = (profile: string) => ({
+  devices: {
+    requests: [
+      {
+        name: 'mig',
+        exactly: {
+          deviceClassName: draMigClassName(DRIVER),
+          selectors: [{ cel: { expression: draMigProfileSelector(DRIVER, profile) } }],
+        },
+      },
+    ],
+  },
+});
+
+/**
+ * MIG partitions (KEP-4815): two 3g.40gb fit on one card and a third does not; a 4g.40gb keeps a
+ * 1g.10gb off slices 0..3 and a 7g.80gb off the card; a 7g.80gb alone keeps out everything; a
+ * profile the card has not (an H200's 1g.18gb) stays unallocated.
+ */
+export async function draMigScenario(client: KubeClient): Promise<DraObservation[]> {
+  await setUpMigNode(client);
+  const out: DraObservation[] = [];
+  const steps = async (list: [string, string][]) => {
+    for (const [step, profile] of list) out.push(await claimStep(client, step, migProfile(profile)));
+    const names = list.map(([step]) => step);
+    out.push({ ...(await endPods(client, names, names)), step: `ended ${names.join(', ')}` });
+  };
+  await steps([
+    ['mig-3g-a', '3g.40gb'],
+    ['mig-3g-b', '3g.40gb'],
+    ['mig-3g-c', '3g.40gb'],
+  ]);
+  await steps([
+    ['mig-4g', '4g.40gb'],
+    ['mig-1g', '1g.10gb'],
+    ['mig-7g-blocked', '7g.80gb'],
+  ]);
+  await steps([
+    ['mig-7g', '7g.80gb'],
+    ['mig-1g-blocked', '1g.10gb'],
+    ['mig-not-here', '1g.18gb'],
+  ]);
   return out;
 }

@@ -23,6 +23,19 @@ const slice = (spec: Record<string, unknown>) => ({
 });
 const policy = { default: '100', validRange: { min: '1', max: '100', step: '1' } };
 const pool = { name: 'p', generation: 1, resourceSliceCount: 1 };
+const counterSets = (sets: number, counters: number) =>
+  Array.from({ length: sets }, (_, i) => ({
+    name: `gpu-${i}-counters`,
+    counters: Object.fromEntries(Array.from({ length: counters }, (_, j) => [`memory-slice-${j}`, { value: '1' }])),
+  }));
+const consumers = (devices: number, sets: number) =>
+  Array.from({ length: devices }, (_, i) => ({
+    name: `d${i}`,
+    consumesCounters: Array.from({ length: sets }, (_, j) => ({
+      counterSet: `gpu-${j}-counters`,
+      counters: { 'memory-slice-0': { value: '1' } },
+    })),
+  }));
 
 export const BAD_DRA_OBJECTS: Case[] = [
   { name: 'claim without a class', path: CLAIMS, body: claim([{ name: 'gpu', exactly: {} }]) },
@@ -90,6 +103,42 @@ export const BAD_DRA_OBJECTS: Case[] = [
       pool,
       devices: [{ name: 'd', capacity: { cores: { value: '100', requestPolicy: policy } } }, { name: 'd' }],
     }),
+  },
+  {
+    name: 'slice with counter sets and devices',
+    path: `${GV}/resourceslices`,
+    body: slice({
+      driver: 'gpu.vcuda.io',
+      nodeName: 'n',
+      pool,
+      sharedCounters: [{ name: 'gpu-0-counters', counters: { 'memory-slice-0': { value: '1' } } }],
+      devices: [
+        {
+          name: 'd',
+          consumesCounters: [{ counterSet: 'gpu-0-counters', counters: { 'memory-slice-0': { value: '1' } } }],
+        },
+      ],
+    }),
+  },
+  {
+    name: 'slice with nine counter sets',
+    path: `${GV}/resourceslices`,
+    body: slice({ driver: 'gpu.vcuda.io', nodeName: 'n', pool, sharedCounters: counterSets(9, 1) }),
+  },
+  {
+    name: 'slice with a counter set of 33 counters',
+    path: `${GV}/resourceslices`,
+    body: slice({ driver: 'gpu.vcuda.io', nodeName: 'n', pool, sharedCounters: counterSets(2, 33) }),
+  },
+  {
+    name: 'slice of 65 devices consuming counters',
+    path: `${GV}/resourceslices`,
+    body: slice({ driver: 'gpu.vcuda.io', nodeName: 'n', pool, devices: consumers(65, 1) }),
+  },
+  {
+    name: 'slice with devices consuming from three sets',
+    path: `${GV}/resourceslices`,
+    body: slice({ driver: 'gpu.vcuda.io', nodeName: 'n', pool, devices: consumers(2, 3) }),
   },
   {
     name: 'class selector without CEL',
