@@ -229,7 +229,7 @@ export function migDevicesOf(deps: Pick<AgentDeps, 'config' | 'gpu' | 'log'>, he
  * named without MIG (or not on this node) is logged and stays an ordinary card: one DaemonSet
  * config serves nodes of several kinds.
  */
-function dynamicMigCardsOf(deps: AgentDeps, cards: readonly GpuCard[]): Set<number> {
+export function dynamicMigCardsOf(deps: Pick<AgentDeps, 'config' | 'log'>, cards: readonly GpuCard[]): Set<number> {
   const wanted = deps.config.mig.dynamicCards;
   const out = new Set<number>();
   for (const index of wanted === 'all' ? cards.map((c) => c.index) : wanted) {
@@ -245,11 +245,27 @@ function dynamicMigCardsOf(deps: AgentDeps, cards: readonly GpuCard[]): Set<numb
   return out;
 }
 
-/**
- * Dynamic MIG on the kept cards, through NVML's create and destroy; undefined when no card is kept
- * (or the library cannot create instances: the cards then serve nothing, said once).
- */
+/** Dynamic MIG for pods' grants on the kept cards (newDynamicMig); undefined when there is none. */
 function dynamicMigOf(deps: AgentDeps, health: CardHealth, devices: MigDevices): DynamicMigGrants | undefined {
+  const mig = newDynamicMig(deps, health);
+  if (!mig) return undefined;
+  return new DynamicMigGrants({
+    mig,
+    cards: health,
+    reread: (card) => devices.read(card),
+    nodeName: deps.config.nodeName,
+  });
+}
+
+/**
+ * Dynamic MIG's create and destroy through NVML on the kept cards (device-plugin and DRA mode
+ * alike); undefined when no card is kept, or the library cannot create instances (the kept cards
+ * then serve nothing, said once).
+ */
+export function newDynamicMig(
+  deps: Pick<AgentDeps, 'config' | 'gpu' | 'log' | 'dynamicMigFaults'>,
+  health: CardHealth,
+): DynamicMig | undefined {
   const kept = health.list().filter((c) => c.migDynamic);
   if (kept.length === 0) return undefined;
   const control = deps.gpu.migControl?.();
@@ -258,7 +274,7 @@ function dynamicMigOf(deps: AgentDeps, health: CardHealth, devices: MigDevices):
     return undefined;
   }
   const layout = (card: number) => deps.gpu.migLayout?.(card) ?? null;
-  const mig = new DynamicMig({
+  return new DynamicMig({
     control,
     cards: {
       migMode: (card) => {
@@ -272,12 +288,6 @@ function dynamicMigOf(deps: AgentDeps, health: CardHealth, devices: MigDevices):
     },
     checkpointPath: deps.config.mig.checkpointPath,
     ...(deps.dynamicMigFaults ? { faults: deps.dynamicMigFaults } : {}),
-  });
-  return new DynamicMigGrants({
-    mig,
-    cards: health,
-    reread: (card) => devices.read(card),
-    nodeName: deps.config.nodeName,
   });
 }
 

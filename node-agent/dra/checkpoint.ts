@@ -29,6 +29,8 @@ const migSchema = z.object({
   device: z.string(),
   uuid: z.string(),
   profile: z.string(),
+  /** The partition's first memory slice: with the parent and profile, the key dynamic MIG holds it under. */
+  start: z.number().int().min(0).max(7),
   parentUuid: z.string(),
   parentMinor: z.number().int().min(0),
   capMinors: z.array(z.number().int().min(0)),

@@ -27,7 +27,7 @@ import {
 } from '../limits/container-files.js';
 import type { ClaimCheckpoint, PreparedClaim } from './checkpoint.js';
 import { claimCdiDeviceId, claimCdiSpecPath, writeClaimCdiSpec, writeClaimMigCdiSpec } from './claim-cdi.js';
-import { type MigPoolDevice, migInstancesOfClaim } from './claim-mig.js';
+import { handOverInstances, type MigInstanceMaker, type MigPoolDevice, migResultsOfClaim } from './claim-mig.js';
 import {
   type CardShare,
   ClaimRefused,
@@ -52,6 +52,8 @@ export type PreparerDeps = {
   devices: () => ReadonlyMap<string, PoolDevice>;
   /** The MIG partitions of this node's slices now, by device name. */
   migDevices: () => ReadonlyMap<string, MigPoolDevice>;
+  /** Creates a partition's instance at Prepare (dynamic MIG); absent: only existing instances are handed over. */
+  migMaker?: MigInstanceMaker;
   checkpoint: ClaimCheckpoint;
   containersDir: string;
   cdiSpecDir: string;
@@ -124,6 +126,7 @@ export class ClaimPreparer {
       await this.serialized(async () => {
         const done = this.d.checkpoint.get(ref.uid);
         if (!done) return;
+        for (const item of done.mig ?? []) this.d.migMaker?.release(item, ref.uid);
         removeCdiSpecFile(claimCdiSpecPath(this.d.cdiSpecDir, this.d.driver, done.key));
         removeAllocationDir(this.d.containersDir, done.key);
         this.d.checkpoint.delete(ref.uid);
@@ -196,7 +199,11 @@ export class ClaimPreparer {
           });
     const mig =
       migResults.length > 0
-        ? migInstancesOfClaim(ref, migResults, { pool: this.d.pool, devices: this.d.migDevices() })
+        ? handOverInstances(
+            ref,
+            migResultsOfClaim(ref, migResults, { pool: this.d.pool, devices: this.d.migDevices() }),
+            this.d.migMaker,
+          )
         : undefined;
     const key = claimKey(ref.uid);
     const prepared: PreparedClaim = {

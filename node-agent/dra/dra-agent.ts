@@ -9,7 +9,9 @@ import { join } from 'node:path';
 import { draDeviceName } from '../../contract/index.js';
 import {
   type Compute,
+  dynamicMigCardsOf,
   migDevicesOf,
+  newDynamicMig,
   nodeInventoryPublisher,
   prepareHostFiles,
   responseSettingsOf,
@@ -27,11 +29,12 @@ import type { GpuSource } from '../nvml/gpu-source.js';
 import { readPcieRoot } from '../nvml/numa.js';
 import { collectUsage, type UsageSink } from '../usage.js';
 import { ClaimCheckpoint } from './checkpoint.js';
-import type { MigPoolDevice } from './claim-mig.js';
+import type { MigInstanceMaker, MigPoolDevice } from './claim-mig.js';
 import { ClaimPreparer, type ClaimReader, removeOrphanClaims } from './claim-preparer.js';
 import type { PoolDevice } from './claim-shares.js';
+import { dynamicMigMaker, migPoolDevices, sliceCards } from './dra-mig.js';
 import { type DraPluginServer, startDraPluginServer } from './plugin-server.js';
-import { buildResourceSlices, offeredPartitions, type SliceCard, sliceMemoryBytes } from './resource-slice.js';
+import { buildResourceSlices, type SliceCard, sliceMemoryBytes } from './resource-slice.js';
 import { type ResourceSliceApi, SlicePublisher } from './slice-publisher.js';
 
 export type DraAgentDeps = {
@@ -85,7 +88,7 @@ function poolDevices(config: NodeAgentConfig, health: CardHealth): Map<string, P
   return new Map(
     health
       .list()
-      .filter((c) => !c.migMode)
+      .filter((c) => !c.migMode && !c.migDynamic)
       .map((c) => [
         draDeviceName(c.index),
         {
@@ -100,56 +103,21 @@ function poolDevices(config: NodeAgentConfig, health: CardHealth): Map<string, P
   );
 }
 
-/**
- * The cards as the slices show them: each in MIG mode with its layout as last read (mig.read keeps
- * its instances for Prepare); a card whose layout cannot be read offers no partition until it can.
- */
-function sliceCards(
-  deps: DraAgentDeps,
-  health: CardHealth,
-  mig: MigDevices,
-  pcieRoots: Map<number, string | undefined>,
-) {
-  return health.list().map((c): SliceCard => {
-    const pcieRoot = pcieRoots.get(c.index);
-    const card: SliceCard = pcieRoot ? { ...c, pcieRoot } : { ...c };
-    if (!c.migMode) return card;
-    try {
-      return { ...card, mig: mig.read(c.index) };
-    } catch (err) {
-      deps.log.warn({ err, card: c.index }, `reading card ${c.index}'s MIG layout failed; it offers no partition`);
-      return { ...card, mig: null };
-    }
-  });
-}
+/** The MIG side: the instances (MigDevices) and, with dynamic MIG on, the maker of instances. */
+type DraMig = { devices: MigDevices; maker: MigInstanceMaker | undefined };
 
-/** The partitions the last slices offered, each with the instance there (MigDevices, with its access nodes). */
-function migPoolDevices(cards: readonly SliceCard[], mig: MigDevices): Map<string, MigPoolDevice> {
-  const instances = mig.list();
-  return new Map(
-    offeredPartitions({ cards, unhealthy: 'taint' }).map(({ part, card }) => {
-      const instance = instances.find(
-        (i) => i.parent.index === card.index && i.profile === part.profile.profile && i.placement.start === part.start,
-      );
-      const parent = {
-        uuid: card.uuid,
-        index: card.index,
-        minorNumber: card.minorNumber,
-        healthy: card.healthy,
-        ...(card.healthReason ? { healthReason: card.healthReason } : {}),
-      };
-      return [
-        part.device,
-        {
-          name: part.device,
-          profile: part.profile.profile,
-          start: part.start,
-          parent,
-          ...(instance ? { instance } : {}),
-        },
-      ];
-    }),
-  );
+/** Dynamic MIG on the cards kept for it (`mig.dynamicCards`) when the library can create instances. */
+function startDraMig(deps: DraAgentDeps, health: CardHealth, checkpoint: ClaimCheckpoint): DraMig {
+  const devices = migDevicesOf(deps, health);
+  const dynamic = newDynamicMig(deps, health);
+  const maker = dynamic
+    ? dynamicMigMaker({
+        dynamic,
+        capMinorOf: devices.capMinorOf,
+        isLiveClaim: (uid) => checkpoint.get(uid) !== undefined,
+      })
+    : undefined;
+  return { devices, maker };
 }
 
 /** Claims prepared against this node's cards, checkpointed in the driver's directory. */
@@ -157,6 +125,7 @@ function createPreparer(
   deps: DraAgentDeps,
   health: CardHealth,
   checkpoint: ClaimCheckpoint,
+  mig: DraMig,
   migDevices: () => ReadonlyMap<string, MigPoolDevice>,
 ): ClaimPreparer {
   const { config } = deps;
@@ -166,6 +135,7 @@ function createPreparer(
     claims: deps.claims,
     devices: () => poolDevices(config, health),
     migDevices,
+    ...(mig.maker ? { migMaker: mig.maker } : {}),
     checkpoint,
     containersDir: config.paths.containersDir,
     cdiSpecDir: config.paths.cdiSpecDir,
@@ -179,14 +149,14 @@ function createPreparer(
  * Writes the node's slices when the cards changed: on each health change and every
  * `inventoryCheckMs` (which also re-reads the MIG layouts); `cards()` is what was last published.
  */
-async function startSlicePublishing(deps: DraAgentDeps, health: CardHealth, mig: MigDevices) {
+async function startSlicePublishing(deps: DraAgentDeps, health: CardHealth, mig: DraMig) {
   const { config, log } = deps;
   const publisher = new SlicePublisher(deps.slices, config.dra.driverName, config.nodeName);
   // Read once: a card does not move between PCIe roots while the agent runs.
   const pcieRoots = new Map(health.list().map((c) => [c.index, readPcieRoot(c.pciBusId, config.paths.sysfsRoot)]));
   let published: readonly SliceCard[] = [];
   const publishSlices = async () => {
-    const cards = sliceCards(deps, health, mig, pcieRoots);
+    const cards = sliceCards(health, mig.devices, pcieRoots, log);
     const wrote = await publisher.publish((generation) =>
       buildResourceSlices({
         driver: config.dra.driverName,
@@ -197,6 +167,7 @@ async function startSlicePublishing(deps: DraAgentDeps, health: CardHealth, mig:
         link: (a, b) => deps.gpu.link(a, b),
         unhealthy: config.dra.unhealthyCards,
         generation,
+        migCreatable: mig.maker !== undefined,
       }),
     );
     published = cards;
@@ -219,22 +190,31 @@ async function startSlicePublishing(deps: DraAgentDeps, health: CardHealth, mig:
   return { publisher, publishSlices, cards: () => published, stop: () => clearInterval(timer) };
 }
 
-export async function startDraAgent(deps: DraAgentDeps): Promise<DraAgent> {
-  const { config, log } = deps;
-  const driver = config.dra.driverName;
-  const health = new CardHealth(deps.gpu.listCards(), config.ignoredXids);
-  prepareHostFiles(config);
-  const checkpoint = ClaimCheckpoint.open(join(driverDir(config), 'checkpoint.json'));
-  const mig = migDevicesOf(deps, health);
-  let published: () => readonly SliceCard[] = () => [];
-  const preparer = createPreparer(deps, health, checkpoint, () => migPoolDevices(published(), mig));
+/** Claim folders and specs no checkpointed claim names (an agent stopped between the two), before any Prepare. */
+function removeOrphans(deps: DraAgentDeps, checkpoint: ClaimCheckpoint): void {
+  const { config } = deps;
   const orphans = removeOrphanClaims({
     checkpoint,
     containersDir: config.paths.containersDir,
     cdiSpecDir: config.paths.cdiSpecDir,
-    driver,
+    driver: config.dra.driverName,
   });
-  if (orphans.length > 0) log.info(`removed ${orphans.length} claim folder(s) no checkpointed claim names`);
+  if (orphans.length > 0) deps.log.info(`removed ${orphans.length} claim folder(s) no checkpointed claim names`);
+}
+
+export async function startDraAgent(deps: DraAgentDeps): Promise<DraAgent> {
+  const { config, log } = deps;
+  const driver = config.dra.driverName;
+  const gpuCards = deps.gpu.listCards();
+  const health = new CardHealth(gpuCards, config.ignoredXids, dynamicMigCardsOf(deps, gpuCards));
+  prepareHostFiles(config);
+  const checkpoint = ClaimCheckpoint.open(join(driverDir(config), 'checkpoint.json'));
+  const mig = startDraMig(deps, health, checkpoint);
+  let published: () => readonly SliceCard[] = () => [];
+  const preparer = createPreparer(deps, health, checkpoint, mig, () =>
+    migPoolDevices(published(), mig.devices, mig.maker !== undefined),
+  );
+  removeOrphans(deps, checkpoint);
   const server = await startDraPluginServer(
     { driver, registryDir: config.dra.pluginsRegistryDir, pluginDir: driverDir(config), handler: preparer },
     log,

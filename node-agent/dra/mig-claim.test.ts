@@ -4,6 +4,7 @@
  * allocated a partition gets the instance there handed over by CDI (parent node, the two access
  * nodes, NVIDIA_VISIBLE_DEVICES=MIG-…, no libvcuda), checkpointed across a restart and freed by
  * Unprepare; a partition without an instance, a share of one, or a claim mixing both kinds is refused.
+ * (mig-dynamic-claim.test.ts: the same with dynamic MIG.)
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';

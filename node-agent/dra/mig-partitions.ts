@@ -8,9 +8,11 @@
  * has. The card itself is not offered while in MIG mode (resource-slice.ts).
  *
  * Which partitions are offered: every existing instance as its own partition (Prepare hands it
- * over); and, where instances can be created at Prepare (`creatable`), every other profile ×
- * placement whose slices no existing instance takes. A placement an instance of another profile
- * holds cannot be served, so it is not offered.
+ * over); and, on a card kept for dynamic MIG whose instances can be created at Prepare
+ * (`creatable`; in MIG mode or not yet), every other profile × placement whose slices no existing
+ * instance takes. A placement an instance of another profile holds cannot be served, so it is not
+ * offered. Unlike the extender's offer (contract's dynamicMigOffer, which counts memory slices
+ * only), `+me` profiles are offered too: the counter set holds the card's one media extension.
  */
 import { DRA_MIG_PROFILE_ATTRIBUTE, draMigDeviceName } from '../../contract/index.js';
 import type { CardMig, MigInstance, MigProfile } from '../nvml/gpu-source.js';
@@ -49,7 +51,6 @@ const overlaps = (a: { start: number; size: number }, b: { start: number; size: 
 
 /** The partitions of one card in MIG mode, in profile then placement order. */
 export function migPartitionsOf(cardIndex: number, layout: CardMig, creatable: boolean): MigPartition[] {
-  if (layout.mode !== 'enabled') return [];
   const out: MigPartition[] = [];
   for (const profile of layout.profiles) {
     for (const start of profile.placements) {

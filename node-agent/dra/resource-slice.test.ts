@@ -116,9 +116,10 @@ describe('buildResourceSlices', () => {
 });
 
 describe('MIG partitions (KEP-4815)', () => {
-  const migCard = (index: number, mig = h100Mig(), healthy = true): SliceCard => {
+  /** An H100 in MIG mode, kept for dynamic MIG unless `kept` is false. */
+  const migCard = (index: number, mig = h100Mig(), healthy = true, kept = true): SliceCard => {
     const [c] = fakeCards({ cards: index + 1, memoryMiB: 81559 }).slice(index);
-    return { ...(c as SliceCard), healthy, migMode: true, mig };
+    return { ...(c as SliceCard), healthy, migMode: true, migDynamic: kept, mig };
   };
   const devicesOf = (slices: ResourceSlice[]) => slices.flatMap((s) => s.spec.devices ?? []);
 
@@ -188,11 +189,13 @@ describe('MIG partitions (KEP-4815)', () => {
 
   it('without creation at Prepare, offers the instances that exist; with it, also every placement they leave free', () => {
     const layout = h100Mig([h100Instance('MIG-a', '3g.40gb', 0), h100Instance('MIG-b', '1g.10gb', 5)]);
-    const names = (creatable: boolean) =>
-      devicesOf(buildResourceSlices({ ...base, cards: [migCard(0, layout)], migCreatable: creatable })).map(
+    const names = (creatable: boolean, kept = true) =>
+      devicesOf(buildResourceSlices({ ...base, cards: [migCard(0, layout, true, kept)], migCreatable: creatable })).map(
         (d) => d.name,
       );
     expect(names(false)).toEqual(['gpu-0-mig-3g-40gb-0', 'gpu-0-mig-1g-10gb-5']);
+    // A card not kept for dynamic MIG offers its instances only, whatever the agent can create.
+    expect(names(true, false)).toEqual(['gpu-0-mig-3g-40gb-0', 'gpu-0-mig-1g-10gb-5']);
     expect(names(true)).toEqual([
       'gpu-0-mig-3g-40gb-0',
       'gpu-0-mig-1g-20gb-6',

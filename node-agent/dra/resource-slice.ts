@@ -71,7 +71,9 @@ export type SliceCard = GpuCard & {
   healthy: boolean;
   healthReason?: string;
   pcieRoot?: string;
-  /** The card's MIG layout when it is in MIG mode (absent, or unreadable: it offers nothing). */
+  /** Kept for dynamic MIG (`mig.dynamicCards`): offered as partitions only, in or out of MIG mode. */
+  migDynamic?: boolean;
+  /** The card's MIG layout when it is in MIG mode or kept (absent, or unreadable: it offers nothing). */
   mig?: CardMig | null;
 };
 
@@ -89,7 +91,7 @@ export type SliceInput = {
   link: (a: number, b: number) => GpuLink;
   unhealthy: 'taint' | 'withdraw';
   generation: number;
-  /** Whether a MIG partition without an instance can be offered (instances are created at Prepare). */
+  /** Whether instances can be created at Prepare; a kept card's free placements are offered only then. */
   migCreatable?: boolean;
 };
 
@@ -201,17 +203,18 @@ export function offeredPartitions(
 ): { part: MigPartition; card: SliceCard }[] {
   return [...input.cards]
     .sort((a, b) => a.index - b.index)
-    .filter((c) => c.migMode && c.mig && (input.unhealthy === 'taint' || c.healthy))
-    .flatMap((card) =>
-      migPartitionsOf(card.index, card.mig as CardMig, input.migCreatable === true).map((part) => ({ part, card })),
-    );
+    .filter((c) => (c.migMode || c.migDynamic) && c.mig && (input.unhealthy === 'taint' || c.healthy))
+    .flatMap((card) => {
+      const creatable = input.migCreatable === true && card.migDynamic === true;
+      return migPartitionsOf(card.index, card.mig as CardMig, creatable).map((part) => ({ part, card }));
+    });
 }
 
 /** The node's pool: its cards' slice, then its MIG cards' counter sets and partitions when it has any. */
 export function buildResourceSlices(input: SliceInput): ResourceSlice[] {
   const cards = [...input.cards].sort((a, b) => a.index - b.index);
-  // A card in MIG mode cannot be shared by time and memory: it is offered as its partitions only.
-  const whole = cards.filter((c) => !c.migMode && (input.unhealthy === 'taint' || c.healthy));
+  // A card in MIG mode, or kept for it, cannot be shared by time and memory: it is offered as its partitions only.
+  const whole = cards.filter((c) => !c.migMode && !c.migDynamic && (input.unhealthy === 'taint' || c.healthy));
   const partitions = offeredPartitions(input);
   const counterSets = cards
     .filter((c) => partitions.some((p) => p.card.index === c.index))

@@ -58,7 +58,7 @@ export class MigDevices implements MigDirectory {
     private readonly cards: MigParents,
     private readonly readLayout: (cardIndex: number) => CardMig | null,
     /** The access nodes' minors (cap-minors.ts: the driver's file, or its layout). */
-    private readonly capMinorOf: CapMinorOf,
+    readonly capMinorOf: CapMinorOf,
     /** Whether an instance is served as shares (the configuration's `mig.shared`). */
     private readonly isShared: (i: InstanceIdentity) => boolean = () => false,
   ) {

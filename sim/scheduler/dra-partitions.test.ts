@@ -24,7 +24,7 @@ const CLASSES = new Map<string, DeviceClass>([
 function slices(): ResourceSlice[] {
   const [mig, whole] = fakeCards({ cards: 2, memoryMiB: 81559 });
   const cards: SliceCard[] = [
-    { ...(mig as SliceCard), healthy: true, migMode: true, mig: h100Mig() },
+    { ...(mig as SliceCard), healthy: true, migMode: true, migDynamic: true, mig: h100Mig() },
     { ...(whole as SliceCard), healthy: true },
   ];
   return buildResourceSlices({

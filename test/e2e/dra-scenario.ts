@@ -261,7 +261,7 @@ async function setUpMigNode(client: KubeClient): Promise<void> {
     driver: DRIVER,
     nodeName: 'node-m',
     memoryUnitMiB: 1,
-    cards: [{ ...(card as SliceCard), healthy: true, migMode: true, mig: h100Mig() }],
+    cards: [{ ...(card as SliceCard), healthy: true, migMode: true, migDynamic: true, mig: h100Mig() }],
     link: () => ({ nvlinks: 0, pcie: 'system' }),
     unhealthy: 'taint',
     generation: 1,

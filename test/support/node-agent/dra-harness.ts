@@ -160,6 +160,8 @@ export function draAgentConfig(
         procRoot: join(root, 'proc'),
         ...opts.paths,
       },
+      // Dynamic MIG's intents under the test's root, never /run.
+      mig: { checkpointPath: join(root, 'dynamic-mig.json') },
       ...opts.config,
     },
   });

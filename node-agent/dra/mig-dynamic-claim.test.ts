@@ -1,0 +1,104 @@
+/**
+ * Dynamic MIG in DRA mode on native/'s fake NVML (its own file: the fake library reads its state
+ * file once per process): with card 0 kept for dynamic MIG (`mig.dynamicCards`), a card in MIG
+ * mode offers its instances and every placement they leave free; Prepare creates the instance a partition names (node-agent/mig/
+ * dynamic-mig.ts) and hands it over, a restart keeps it for its prepared claim, and Unprepare
+ * destroys what was made, never an instance that was there before.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { claim } from '../../test/support/node-agent/dra-claim.js';
+import { startDraHarness } from '../../test/support/node-agent/dra-harness.js';
+import { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
+import { claimCdiSpecPath } from './claim-cdi.js';
+
+const native = join(dirname(fileURLToPath(import.meta.url)), '../../native/build/fake');
+const lib = join(native, 'libnvidia-ml.so.1');
+const ctl = join(native, 'fakegpu-ctl');
+const tmp = mkdtempSync(join(tmpdir(), 'vcuda-dra-mig-dynamic-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** Two H100 80GB: card 0 in MIG mode with one 3g.40gb at slices 0..3, card 1 out of MIG mode. */
+const env = { FAKEGPU_DEVICES: '2x81559', FAKEGPU_MIG: '0', FAKEGPU_STATE: join(tmp, 'state') };
+
+describe.skipIf(!existsSync(lib) || !existsSync(ctl))('dynamic MIG in DRA mode on the native fake NVML', () => {
+  it('with dynamic MIG, offers the free placements and creates the instance at Prepare, destroyed at Unprepare', async () => {
+    Object.assign(process.env, env);
+    const fakeCtl = (...args: string[]) =>
+      execFileSync(ctl, args, { env: { ...process.env, ...env }, stdio: 'pipe' })
+        .toString()
+        .trim();
+    const lower = fakeCtl('mig-create', '0', '9', '0').split(' ')[1] as string;
+    const nvml = new NvmlGpuSource({ libraryPath: lib, sysfsRoot: tmp });
+    const instances = () => nvml.migLayout(0)?.instances.map((i) => `${i.profile}@${i.placement.start}`);
+    const root = mkdtempSync(join(tmp, 'agent-'));
+    const mig = { dynamicCards: [0], checkpointPath: join(root, 'dynamic-mig.json') };
+    let h = await startDraHarness({
+      root,
+      config: { mig },
+      gpu: () => new NvmlGpuSource({ libraryPath: lib, sysfsRoot: tmp }),
+    });
+    try {
+      const offered = [...h.api.slices.values()].flatMap((x) => x.spec.devices ?? []).map((d) => d.name);
+      // The static 3g.40gb at slices 0..3, and every placement in 4..7 it leaves free; nothing overlapping it.
+      expect(offered.filter((n) => n.includes('-mig-'))).toEqual([
+        'gpu-0-mig-3g-40gb-0',
+        'gpu-0-mig-3g-40gb-4',
+        'gpu-0-mig-2g-20gb-4',
+        'gpu-0-mig-1g-20gb-4',
+        'gpu-0-mig-1g-20gb-6',
+        'gpu-0-mig-1g-10gb-4',
+        'gpu-0-mig-1g-10gb-5',
+        'gpu-0-mig-1g-10gb-6',
+        'gpu-0-mig-1g-10gb-me-4',
+        'gpu-0-mig-1g-10gb-me-5',
+        'gpu-0-mig-1g-10gb-me-6',
+      ]);
+
+      const made = claim('made').mig('gpu-0-mig-1g-10gb-5');
+      const kept = claim('kept').mig('gpu-0-mig-3g-40gb-0');
+      for (const c of [made, kept]) h.api.putClaim(c.obj());
+      const answers = (await h.kubelet.prepare('v1', [made.ref(), kept.ref()])).claims;
+      expect([answers[made.uid]?.error, answers[kept.uid]?.error]).toEqual(['', '']);
+      expect(instances()).toEqual(['3g.40gb@0', '1g.10gb@5']);
+      const created = nvml.migLayout(0)?.instances.find((i) => i.placement.start === 5)?.uuid as string;
+      const prepared = new Map(h.agent.preparer.prepared().map((p) => [p.name, p]));
+      expect(prepared.get('made')?.mig?.[0]?.uuid).toBe(created);
+      expect(prepared.get('kept')?.mig?.[0]?.uuid).toBe(lower);
+      const spec = JSON.parse(
+        readFileSync(
+          claimCdiSpecPath(h.config.paths.cdiSpecDir, 'gpu.vcuda.io', prepared.get('made')?.key as string),
+          'utf8',
+        ),
+      );
+      expect(spec.containerEdits.env).toContain(`NVIDIA_VISIBLE_DEVICES=${created}`);
+
+      // A restart keeps what a prepared claim holds, and answers it again from the checkpoint.
+      h = await h.restart();
+      expect(instances()).toEqual(['3g.40gb@0', '1g.10gb@5']);
+      expect((await h.kubelet.prepare('v1', [made.ref()])).claims[made.uid]?.devices).toEqual(
+        answers[made.uid]?.devices,
+      );
+
+      // Unprepare destroys what was made for the claim, never an instance it found.
+      await h.kubelet.unprepare('v1', [made.ref(), kept.ref()]);
+      expect(instances()).toEqual(['3g.40gb@0']);
+      // The placement is free again: a new claim gets a new instance there.
+      const again = claim('again').mig('gpu-0-mig-1g-10gb-5');
+      h.api.putClaim(again.obj());
+      expect((await h.kubelet.prepare('v1', [again.ref()])).claims[again.uid]?.error).toBe('');
+      expect(instances()).toEqual(['3g.40gb@0', '1g.10gb@5']);
+      expect(h.agent.preparer.prepared()[0]?.mig?.[0]?.uuid).not.toBe(created);
+      await h.kubelet.unprepare('v1', [again.ref()]);
+      expect(instances()).toEqual(['3g.40gb@0']);
+    } finally {
+      await h.close();
+      nvml.close();
+      for (const k of Object.keys(env)) delete process.env[k];
+    }
+  });
+});
