@@ -22,7 +22,7 @@ const ctl = join(native, 'fakegpu-ctl');
 const tmp = mkdtempSync(join(tmpdir(), 'vcuda-dra-mig-dynamic-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-/** Two H100 80GB: card 0 in MIG mode with one 3g.40gb at slices 0..3, card 1 out of MIG mode. */
+/** Two H100 80GB, both kept for dynamic MIG: card 0 in MIG mode with one 3g.40gb at slices 0..3, card 1 out of MIG mode. */
 const env = { FAKEGPU_DEVICES: '2x81559', FAKEGPU_MIG: '0', FAKEGPU_STATE: join(tmp, 'state') };
 
 describe.skipIf(!existsSync(lib) || !existsSync(ctl))('dynamic MIG in DRA mode on the native fake NVML', () => {
@@ -36,7 +36,7 @@ describe.skipIf(!existsSync(lib) || !existsSync(ctl))('dynamic MIG in DRA mode o
     const nvml = new NvmlGpuSource({ libraryPath: lib, sysfsRoot: tmp });
     const instances = () => nvml.migLayout(0)?.instances.map((i) => `${i.profile}@${i.placement.start}`);
     const root = mkdtempSync(join(tmp, 'agent-'));
-    const mig = { dynamicCards: [0], checkpointPath: join(root, 'dynamic-mig.json') };
+    const mig = { dynamicCards: [0, 1], checkpointPath: join(root, 'dynamic-mig.json') };
     let h = await startDraHarness({
       root,
       config: { mig },
@@ -45,7 +45,10 @@ describe.skipIf(!existsSync(lib) || !existsSync(ctl))('dynamic MIG in DRA mode o
     try {
       const offered = [...h.api.slices.values()].flatMap((x) => x.spec.devices ?? []).map((d) => d.name);
       // The static 3g.40gb at slices 0..3, and every placement in 4..7 it leaves free; nothing overlapping it.
-      expect(offered.filter((n) => n.includes('-mig-'))).toEqual([
+      // Card 1, kept too but out of MIG mode, is offered as its 25 partitions and not whole.
+      expect(offered.filter((n) => n.startsWith('gpu-1'))).toHaveLength(1 + 1 + 2 + 3 + 4 + 7 + 7);
+      expect(offered).not.toContain('gpu-1');
+      expect(offered.filter((n) => n.startsWith('gpu-0'))).toEqual([
         'gpu-0-mig-3g-40gb-0',
         'gpu-0-mig-3g-40gb-4',
         'gpu-0-mig-2g-20gb-4',
@@ -95,6 +98,16 @@ describe.skipIf(!existsSync(lib) || !existsSync(ctl))('dynamic MIG in DRA mode o
       expect(h.agent.preparer.prepared()[0]?.mig?.[0]?.uuid).not.toBe(created);
       await h.kubelet.unprepare('v1', [again.ref()]);
       expect(instances()).toEqual(['3g.40gb@0']);
+
+      // The kept card out of MIG mode is switched into it at its first Prepare, nothing running on it.
+      expect(nvml.migMode(1)).toBe(false);
+      const whole = claim('whole').mig('gpu-1-mig-7g-80gb-0');
+      h.api.putClaim(whole.obj());
+      expect((await h.kubelet.prepare('v1', [whole.ref()])).claims[whole.uid]?.error).toBe('');
+      expect(nvml.migMode(1)).toBe(true);
+      expect(nvml.migLayout(1)?.instances.map((i) => `${i.profile}@${i.placement.start}`)).toEqual(['7g.80gb@0']);
+      await h.kubelet.unprepare('v1', [whole.ref()]);
+      expect(nvml.migLayout(1)?.instances).toEqual([]);
     } finally {
       await h.close();
       nvml.close();
