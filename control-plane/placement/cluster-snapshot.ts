@@ -75,6 +75,14 @@ export function migCoreEquivalent(size: number): number {
   return Math.round((100 * size) / 8);
 }
 
+/**
+ * A share's core on a shared MIG instance, on its card's scale: core 100 is the whole instance,
+ * which is the part of the card its slices span.
+ */
+export function sharedMigCore(sharedMig: Readonly<{ size: number }>, core: number): number {
+  return (core * migCoreEquivalent(sharedMig.size)) / 100;
+}
+
 export type NodeSnapshot = Readonly<{
   name: string;
   cards: readonly CardSnapshot[];
@@ -256,22 +264,32 @@ function migInstancesOf(cards: readonly CardInventory[]): NodeInventoryRead['mig
   return out;
 }
 
-/** One node's snapshot from its parsed inventory and the holds on its cards (see holds/). */
-export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<CardHold>): NodeSnapshot {
+/** What the holds on one node use of each card (and instance or slice), and the assignments still pending. */
+function holdsOnNode(
+  node: string,
+  holds: Iterable<CardHold>,
+): { used: Map<string, CardUse>; pending: PendingAssignment[] } {
   const used = new Map<string, CardUse>();
   const pending: PendingAssignment[] = [];
   for (const hold of holds) {
-    if (hold.node !== inv.name) continue;
+    if (hold.node !== node) continue;
     for (const [uuid, u] of hold.cardUse) {
       const cur = used.get(uuid);
       used.set(uuid, cur ? { core: cur.core + u.core, memoryMiB: cur.memoryMiB + u.memoryMiB } : u);
     }
     if (hold.pending) pending.push(hold.pending);
   }
+  return { used, pending };
+}
+
+/** One node's snapshot from its parsed inventory and the holds on its cards (see holds/). */
+export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<CardHold>): NodeSnapshot {
+  const { used, pending } = holdsOnNode(inv.name, holds);
   const free = { healthyCards: 0, maxCore: 0, maxMemoryMiB: 0, wholeCards: 0, uniformMemoryMiB: -1 };
   const healthyIndexes: number[] = [];
   const healthyFree: number[] = [];
-  const totals = { cards: inv.cards.length, usedCore: 0, usedMemoryMiB: 0, memoryMiB: 0 };
+  // A shared MIG instance is part of its card, which the totals already count whole.
+  const totals = { cards: inv.cards.filter((c) => !c.sharedMig).length, usedCore: 0, usedMemoryMiB: 0, memoryMiB: 0 };
   const cards = inv.cards.map((c, i): CardSnapshot => {
     const u = used.get(c.uuid);
     const card: CardSnapshot = {
@@ -287,9 +305,9 @@ export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<Card
       usedCore: u?.core ?? 0,
       usedMemoryMiB: u?.memoryMiB ?? 0,
     };
-    totals.usedCore += card.usedCore;
+    totals.usedCore += card.sharedMig ? sharedMigCore(card.sharedMig, card.usedCore) : card.usedCore;
     totals.usedMemoryMiB += card.usedMemoryMiB;
-    totals.memoryMiB += card.memoryMiB;
+    if (!card.sharedMig) totals.memoryMiB += card.memoryMiB;
     if (card.healthy) {
       healthyIndexes.push(i);
       healthyFree.push(Math.max(0, 100 - card.usedCore), Math.max(0, card.memoryMiB - card.usedMemoryMiB));

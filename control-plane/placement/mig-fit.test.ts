@@ -19,6 +19,7 @@ import { type FitContext, fitPod } from './fit.js';
 import { judgePodAssignment } from './holds/assignment-check.js';
 import { judgeNode } from './node-verdict.js';
 import { type PlacementPolicy, readPlacementRequest } from './placement-request.js';
+import { utilizationAfter } from './score.js';
 
 const NOW = Date.parse('2026-11-22T04:00:30Z');
 const ctx: FitContext = { nowMs: NOW, heartbeatStaleMs: 60_000 };
@@ -228,6 +229,16 @@ describe('fitPod: shares inside a shared MIG instance', () => {
       memoryMiB: 40448,
       sharedMig: { parentUuid: cardUuid('n1', 0), profile: '3g.40gb', start: 4, size: 4 },
     });
+  });
+
+  it('counts the shared instance as part of its card in the node totals, not as one more card', () => {
+    const idle = node([], sharedLayout());
+    expect(idle.totals).toEqual({ cards: 1, usedCore: 0, usedMemoryMiB: 0, memoryMiB: 81559 });
+    // 50 core of a 3g instance (half the card's 8 slices) is a quarter of the card.
+    const busy = node([heldShare('a')], sharedLayout());
+    expect(busy.totals).toEqual({ cards: 1, usedCore: 25, usedMemoryMiB: 4096, memoryMiB: 81559 });
+    const r = share('b', [heldShare('a')]);
+    expect(r.ok && utilizationAfter(busy, r.placement)).toBeCloseTo((50 / 100 + 8192 / 81559) / 2, 6);
   });
 
   it('fits two 50-core shares, refuses a third, and refuses memory past the instance', () => {

@@ -4,7 +4,7 @@
  * its chosen cards are linked, so an NVLinked set beats a fuller node that would split across sockets.
  */
 import { parseMigSliceCard } from '../../contract/index.js';
-import { migCoreEquivalent, type NodeSnapshot } from './cluster-snapshot.js';
+import { migCoreEquivalent, type NodeSnapshot, sharedMigCore } from './cluster-snapshot.js';
 import type { NodePlacement } from './fit.js';
 import type { PlacementPolicy } from './placement-request.js';
 
@@ -15,9 +15,12 @@ export function utilizationAfter(node: NodeSnapshot, placement: NodePlacement): 
   let addCore = 0;
   let addMemoryMiB = 0;
   for (const [uuid, add] of placement.cardUse) {
-    // A MIG instance adds the part of its card it spans, as the snapshot's totals count it.
+    // A MIG instance adds the part of its card it spans, as the snapshot's totals count it; a share
+    // on a shared instance, its part of that part.
     const instance = uuid.startsWith('MIG-') ? node.migInstances.find((i) => i.uuid === uuid) : undefined;
-    addCore += instance || parseMigSliceCard(uuid) ? migCoreEquivalent(instance?.size ?? 1) : add.core;
+    const shared = uuid.startsWith('MIG-') ? node.cards.find((c) => c.uuid === uuid)?.sharedMig : undefined;
+    if (shared) addCore += sharedMigCore(shared, add.core);
+    else addCore += instance || parseMigSliceCard(uuid) ? migCoreEquivalent(instance?.size ?? 1) : add.core;
     addMemoryMiB += add.memoryMiB;
   }
   return utilizationWith(node, addCore, addMemoryMiB);
