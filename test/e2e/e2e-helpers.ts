@@ -56,6 +56,30 @@ export function gpuPod(
   };
 }
 
+/**
+ * A pod asking one whole MIG instance, `nvidia.com/mig-<profile>: 1`; `tolerations` let it go to a
+ * tainted node (such as one kept for dynamic MIG).
+ */
+export function migPod(name: string, profile: string, extra: { command?: string[]; tolerations?: object[] } = {}) {
+  const limits = { [`nvidia.com/mig-${profile}`]: '1' };
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name },
+    spec: {
+      ...(extra.tolerations ? { tolerations: extra.tolerations } : {}),
+      containers: [
+        {
+          name: 'main',
+          image: 'vcuda-sim/workload:1',
+          ...(extra.command ? { command: extra.command } : {}),
+          resources: { limits },
+        },
+      ],
+    },
+  };
+}
+
 export async function phaseOf(client: KubeClient, ns: string, name: string): Promise<string | undefined> {
   try {
     return ((await client.get(podPath(ns, name))).status as { phase?: string } | undefined)?.phase;

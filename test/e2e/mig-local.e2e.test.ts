@@ -25,7 +25,7 @@ import {
   verifyAssignment,
 } from '../../contract/index.js';
 import { KubeClient, type KubeObj, podPath } from '../../sim/kube-client.js';
-import { buildWorkloads, hasKubectl, kubectl, phaseOf, runVcuda } from './e2e-helpers.js';
+import { buildWorkloads, hasKubectl, kubectl, migPod, phaseOf, runVcuda } from './e2e-helpers.js';
 
 const NS = 'mig';
 const NODE = 'h100-mig';
@@ -33,20 +33,6 @@ const SHARED_NODE = 'h100-shared';
 const DYNAMIC_NODE = 'h100-dynamic';
 const DYNAMIC_TOLERATION = { key: 'vcuda.io/dynamic-mig', operator: 'Equal', value: 'true', effect: 'NoSchedule' };
 const EXAMPLE = join(import.meta.dirname, '..', '..', 'sim', 'examples', 'mig-cluster.yaml');
-
-/** `tolerations`: a pod that may go to node h100-dynamic, whose card is kept for dynamic MIG. */
-function migPod(name: string, profile: string, command: string[], tolerations: object[] = []) {
-  const limits = { [`nvidia.com/mig-${profile}`]: '1' };
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name },
-    spec: {
-      ...(tolerations.length > 0 ? { tolerations } : {}),
-      containers: [{ name: 'main', image: 'vcuda-sim/workload:1', command, resources: { limits } }],
-    },
-  };
-}
 
 /** A share pod pinned to the node with the shared instance (no other share target is there). */
 function sharePod(name: string, command: string[]) {
@@ -126,7 +112,7 @@ describe('vcuda local --cluster sim/examples/mig-cluster.yaml', () => {
       };
 
       // 2. One 3g.40gb pod runs on an instance its signed assignment names by MIG UUID.
-      await client.create(podPath(NS), migPod('train-0', '3g.40gb', command));
+      await client.create(podPath(NS), migPod('train-0', '3g.40gb', { command }));
       await expect.poll(() => phaseOf(client, NS, 'train-0'), { timeout: 30_000 }).toBe('Running');
       const first = (await verified('train-0')).containers[0]!.cards;
       expect(first).toHaveLength(1);
@@ -142,8 +128,8 @@ describe('vcuda local --cluster sim/examples/mig-cluster.yaml', () => {
       }
 
       // 3. Two more: the last 3g.40gb instance goes to one of them, the other waits.
-      await client.create(podPath(NS), migPod('train-1', '3g.40gb', command));
-      await client.create(podPath(NS), migPod('train-2', '3g.40gb', command));
+      await client.create(podPath(NS), migPod('train-1', '3g.40gb', { command }));
+      await client.create(podPath(NS), migPod('train-2', '3g.40gb', { command }));
       const phases = async () => [await phaseOf(client, NS, 'train-1'), await phaseOf(client, NS, 'train-2')].sort();
       await expect.poll(phases, { timeout: 30_000 }).toEqual(['Pending', 'Running']);
       const waiting = (await phaseOf(client, NS, 'train-1')) === 'Pending' ? 'train-1' : 'train-2';
@@ -173,7 +159,7 @@ describe('vcuda local --cluster sim/examples/mig-cluster.yaml', () => {
       expect(((await client.get(podPath(NS, waiting)))['spec'] as { nodeName?: string }).nodeName).toBeUndefined();
 
       // 4. A 1g.20gb pod lands on the instance at a legal placement of its profile.
-      await client.create(podPath(NS), migPod('small', '1g.20gb', command));
+      await client.create(podPath(NS), migPod('small', '1g.20gb', { command }));
       await expect.poll(() => phaseOf(client, NS, 'small'), { timeout: 30_000 }).toBe('Running');
       const small = (await verified('small')).containers[0]!.cards[0]!;
       const only = instancesOf('1g.20gb');
@@ -217,7 +203,7 @@ describe('vcuda local --cluster sim/examples/mig-cluster.yaml', () => {
       // makes it (its inventory, read from the fake driver, shows it) and destroys it with the pod.
       const dynamicCard = (await inventoryOf(DYNAMIC_NODE)).cards[0]!;
       expect(dynamicCard.mig).toMatchObject({ dynamic: true, instances: [] });
-      await client.create(podPath(NS), migPod('small-dyn', '1g.20gb', command, [DYNAMIC_TOLERATION]));
+      await client.create(podPath(NS), migPod('small-dyn', '1g.20gb', { command, tolerations: [DYNAMIC_TOLERATION] }));
       await expect.poll(() => phaseOf(client, NS, 'small-dyn'), { timeout: 30_000 }).toBe('Running');
       const cut = (await verified('small-dyn', DYNAMIC_NODE)).containers[0]!.cards[0]!;
       const legal = dynamicCard.mig?.profiles.find((p) => p.profile === '1g.20gb')?.placements ?? [];
