@@ -205,8 +205,8 @@ describe('readPodGpuRequest', () => {
       policy,
     );
     expect(errors.map((e) => e.message)).toEqual([
-      'spec.containers[0].resources.limits["nvidia.com/vcuda-core"]: nvidia.com/vcuda-core beside nvidia.com/mig-3g.40gb: a container takes whole MIG instances or vcuda shares, not both; shares inside a MIG instance are not supported yet',
-      'spec.containers[0].resources.limits["nvidia.com/vcuda-memory"]: nvidia.com/vcuda-memory beside nvidia.com/mig-3g.40gb: a container takes whole MIG instances or vcuda shares, not both; shares inside a MIG instance are not supported yet',
+      'spec.containers[0].resources.limits["nvidia.com/vcuda-core"]: nvidia.com/vcuda-core beside nvidia.com/mig-3g.40gb: a container takes whole MIG instances or vcuda shares, not both; to share an instance, the node agent names it in mig.shared and containers ask vcuda-core/vcuda-memory',
+      'spec.containers[0].resources.limits["nvidia.com/vcuda-memory"]: nvidia.com/vcuda-memory beside nvidia.com/mig-3g.40gb: a container takes whole MIG instances or vcuda shares, not both; to share an instance, the node agent names it in mig.shared and containers ask vcuda-core/vcuda-memory',
     ]);
   });
 

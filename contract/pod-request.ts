@@ -236,7 +236,7 @@ function readMig(
       fieldError(
         resourcePath(prefix, 'limits', key),
         'mig-alone',
-        `${key} beside ${keys[0]}: a container takes whole MIG instances or vcuda shares, not both; shares inside a MIG instance are not supported yet`,
+        `${key} beside ${keys[0]}: a container takes whole MIG instances or vcuda shares, not both; to share an instance, the node agent names it in mig.shared and containers ask vcuda-core/vcuda-memory`,
       ),
     );
   }

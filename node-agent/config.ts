@@ -1,6 +1,6 @@
 /**
- * The node agent's one configuration object: parsed once at start (env, then flags, then an
- * optional file, in that order of precedence), defaults filled in here, frozen, and passed down.
+ * The node agent's one configuration object: parsed once at start from an optional file, env and
+ * flags (later wins: flags over env over the file), defaults filled in here, frozen, and passed down.
  * Nothing below main.ts reads process.env.
  */
 import { readFileSync } from 'node:fs';

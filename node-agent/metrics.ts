@@ -111,7 +111,7 @@ export class AgentMetrics implements DriftSink {
 
   readonly agentHealthy = new Gauge({
     name: 'vcuda_agent_healthy',
-    help: '1 when the check passes: agent (not stopping), device-plugins (registered with the kubelet), nvml (events readable)',
+    help: '1 when the check passes: agent (not stopping), device-plugins (registered with the kubelet; dra-plugin in DRA mode), nvml (events readable)',
     labelNames: ['check'],
     registers: [this.registry],
   });

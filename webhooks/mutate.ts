@@ -71,8 +71,9 @@ export function chooseHardCoreLimit(request: PodGpuRequest): number | undefined 
 }
 
 /**
- * DRA mode serves no MIG instance yet (partitionable devices are a later step): a pod asking one
- * is refused, each MIG resource named, rather than turned into whole-card claims.
+ * Pods asking whole MIG instances are not converted to claims (a MIG partition is claimed through
+ * its own DeviceClass): such a pod is refused, each MIG resource named, rather than turned into
+ * whole-card claims.
  */
 export function migInDraErrors(pod: PodLike, request: PodGpuRequest, names: ResourceNames): FieldError[] {
   const errors: FieldError[] = [];
@@ -85,7 +86,7 @@ export function migInDraErrors(pod: PodLike, request: PodGpuRequest, names: Reso
       fieldError(
         `spec.${c.isInit ? 'initContainers' : 'containers'}[${index}].resources.limits[${JSON.stringify(key)}]`,
         'mig-not-in-dra',
-        `whole MIG instances are served in device-plugin mode only; this pod goes to DRA, where MIG is not supported yet`,
+        `this pod goes to DRA, where whole MIG instances asked as extended resources are not converted to claims; write a claim of DeviceClass mig.gpu.vcuda.io`,
       ),
     );
   }

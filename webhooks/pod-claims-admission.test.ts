@@ -99,7 +99,7 @@ describe('the mutating hook in DRA mode', () => {
     const reply = JSON.parse((await answer('mutate', review(p))).body) as Out;
     expect(reply.response.allowed).toBe(false);
     expect(reply.response.status?.message).toContain(
-      'spec.containers[1].resources.limits["nvidia.com/mig-3g.40gb"]: whole MIG instances are served in device-plugin mode only',
+      'spec.containers[1].resources.limits["nvidia.com/mig-3g.40gb"]: this pod goes to DRA, where whole MIG instances asked as extended resources are not converted to claims; write a claim of DeviceClass mig.gpu.vcuda.io',
     );
     expect(asked).toEqual([]);
   });
