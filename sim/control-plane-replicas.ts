@@ -5,7 +5,7 @@
  * replicas that run. A replica can be stopped at once, as a crashed pod, and started again.
  */
 import type { Logger } from 'pino';
-import { loadControlPlaneConfig } from '../control-plane/config.js';
+import { type ControlPlaneConfig, loadControlPlaneConfig } from '../control-plane/config.js';
 import type { BindFaults } from '../control-plane/extender/binder.js';
 import { type RunningControlPlane, startControlPlane } from '../control-plane/server.js';
 import type { VcudaDb } from '../db/connect.js';
@@ -96,8 +96,15 @@ export async function controlPlaneReplicas(
   };
 }
 
-async function startReplica(settings: ReplicaSettings, i: number): Promise<RunningControlPlane> {
-  const config = loadControlPlaneConfig({
+/** What a replica's configuration is made of: the settings that are plain data. */
+export type ReplicaConfigSettings = Pick<
+  ReplicaSettings,
+  'cluster' | 'domain' | 'logLevel' | 'idleForMinutes' | 'heartbeatStaleSeconds' | 'webhookCallerTokenFile' | 'dra'
+>;
+
+/** Replica `i`'s configuration, as its Deployment gives it (also to a replica run as a process of its own). */
+export function replicaConfig(settings: ReplicaConfigSettings, i: number): ControlPlaneConfig {
+  return loadControlPlaneConfig({
     flags: {
       port: 0,
       host: '127.0.0.1',
@@ -118,7 +125,10 @@ async function startReplica(settings: ReplicaSettings, i: number): Promise<Runni
       logLevel: settings.logLevel,
     },
   });
-  return startControlPlane(config, {
+}
+
+async function startReplica(settings: ReplicaSettings, i: number): Promise<RunningControlPlane> {
+  return startControlPlane(replicaConfig(settings, i), {
     db: await settings.db,
     kubeConfig: kubeConfigFor(settings.apiUrl, settings.apiCredentials?.token, settings.apiCredentials?.caPem),
     logger: settings.logger.child({ replica: i }),

@@ -21,7 +21,11 @@ import { minorOf, type ServedVersion } from './apiserver/discovery.js';
 import { ADMIN } from './apiserver/request-handler.js';
 import type { UserInfo } from './apiserver/resource-handlers.js';
 import { type ClusterSpec, DEFAULT_CLUSTER, expandNodes, type SimNode } from './cluster-spec.js';
-import { type ControlPlaneService, controlPlaneReplicas } from './control-plane-replicas.js';
+import {
+  type ControlPlaneService,
+  controlPlaneReplicas,
+  type ReplicaConfigSettings,
+} from './control-plane-replicas.js';
 import { type SimControllerManager, startControllerManager } from './controllers/controller-manager.js';
 import { KubeClient } from './kube-client.js';
 import { writeKubeconfig } from './kubeconfig.js';
@@ -125,6 +129,10 @@ export type LocalCluster = {
   readonly db: VcudaDb;
   readonly nodes: LocalNode[];
   readonly scheduler: SimScheduler;
+  /** The control plane's Service: where a replica run elsewhere (its own process) is added as a backend. */
+  readonly service: ControlPlaneService;
+  /** What every replica's configuration is made of (control-plane-replicas.ts `replicaConfig`). */
+  readonly replicaSettings: ReplicaConfigSettings;
   replicas(): (RunningControlPlane | undefined)[];
   /** Stops replica `i` at once (its in-flight requests fail), as a crashed pod. */
   killReplica(i: number): Promise<void>;
@@ -198,22 +206,25 @@ async function startLedgerAndReplicas(
   );
   closers.push(() => dbReady.then(closeDb, () => undefined));
   const replicaCount = Math.max(1, opts.replicas ?? 1);
-  const replicas = await controlPlaneReplicas(replicaCount, where.service, {
+  const replicaSettings: ReplicaConfigSettings = {
     cluster: where.cluster,
     domain: where.domain,
     logLevel,
     // A demo's idle pods show in the idle view within minutes, not after half an hour.
     idleForMinutes: opts.idleForMinutes ?? 2,
     ...(opts.heartbeat?.staleSeconds ? { heartbeatStaleSeconds: opts.heartbeat.staleSeconds } : {}),
+    webhookCallerTokenFile: join(workDir, WEBHOOK_CALLER_TOKEN_FILE),
+    dra: servesDra(opts.kubernetesVersion),
+  };
+  const replicas = await controlPlaneReplicas(replicaCount, where.service, {
+    ...replicaSettings,
     db: dbReady,
     apiUrl: where.apiUrl,
     apiCredentials: { token: where.access.controlPlaneToken, caPem: where.access.caPem },
     logger,
     ...(opts.bindFaults ? { bindFaults: opts.bindFaults } : {}),
-    webhookCallerTokenFile: join(workDir, WEBHOOK_CALLER_TOKEN_FILE),
-    dra: servesDra(opts.kubernetesVersion),
   });
-  return { dbReady, replicas, replicaCount };
+  return { dbReady, replicas, replicaCount, replicaSettings };
 }
 
 /** Starts each component in order, pushing its closer as soon as it runs. */
@@ -231,7 +242,7 @@ async function bootCluster(
   const { api, apiAccess, client, kubeconfigPath } = await startLocalApi(opts, cluster, workDir, ports, closers);
 
   // 2. The ledger, shared by every replica, and 3. control-plane replicas behind the Service.
-  const { dbReady, replicas, replicaCount } = await startLedgerAndReplicas(
+  const { dbReady, replicas, replicaCount, replicaSettings } = await startLedgerAndReplicas(
     opts,
     { workDir, logLevel, logger },
     { cluster, domain, service, apiUrl: api.url, access: apiAccess },
@@ -273,12 +284,7 @@ async function bootCluster(
   closers.push(() => scheduler.close());
 
   // 6. The controller manager: Deployments, ReplicaSets, Jobs, resource claims (1.36) and garbage collection.
-  const controllers: SimControllerManager = startControllerManager({
-    client,
-    dynamicResources: servesDra(opts.kubernetesVersion),
-    onError: (m) => logger.debug(`controller-manager: ${m}`),
-  });
-  closers.push(() => controllers.close());
+  startControllers(opts, client, logger, closers);
   const { list, stop, start } = replicas;
   return {
     api,
@@ -292,10 +298,21 @@ async function bootCluster(
     db,
     nodes,
     scheduler,
+    service,
+    replicaSettings,
     replicas: list,
     killReplica: stop,
     startReplica: start,
   };
+}
+
+function startControllers(opts: LocalClusterOptions, client: KubeClient, logger: Logger, closers: CloserStack): void {
+  const controllers: SimControllerManager = startControllerManager({
+    client,
+    dynamicResources: servesDra(opts.kubernetesVersion),
+    onError: (m) => logger.debug(`controller-manager: ${m}`),
+  });
+  closers.push(() => controllers.close());
 }
 
 type CloserStack = { push(closer: () => Promise<void>): void; closeAll(): Promise<void> };
