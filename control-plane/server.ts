@@ -104,7 +104,7 @@ export async function startControlPlane(
     // 6. The composed apps.
     const webhook = webhookConfigOf(ctx);
     const admission = admissionApps(ctx, { webhook, cluster, store, registry });
-    closers.push(startClaimReconcile(ctx, { store, kc: cluster.kc, driver: webhook.claims.driverName }));
+    closers.push(startClaimReconcile(ctx, { store, cluster, driver: webhook.claims.driverName }));
     closers.push(() => cluster.events.close());
     const { nudger } = capacity;
     const { ledgerNodes, registerNodes } = housekeeping;

@@ -48,8 +48,13 @@ export type ReserveRequest = {
   /** Absent: a pod. A ResourceClaim's allocation (`podUid` its holder id, `pod` its name) is a `claim`. */
   holderKind?: HolderKind;
 };
-/** A card named by its index on the request's node; `memoryMiB: null`: the card's whole memory. */
-export type ChargeItem = { container: string; cardIndex: number; core: number; memoryMiB: number | null };
+/**
+ * A card named by its index on the request's node (`memoryMiB: null`: the card's whole memory), or
+ * a ledger card named by its UUID (a MIG instance or memory slice a partition holds, migration 0019).
+ */
+export type ChargeItem =
+  | { container: string; cardIndex: number; core: number; memoryMiB: number | null }
+  | { container: string; cardUuid: string; core: number; memoryMiB: number };
 export type ChargeRequest = Omit<ReserveRequest, 'items'> & { items: ChargeItem[] };
 export type LivePod = { uid: string; namespace: string; name: string };
 export type LedgerOptions = {
@@ -99,8 +104,11 @@ const reserveRequestSchema = holdRequestSchema(
   (i) => i.cardUuid,
 );
 const chargeRequestSchema = holdRequestSchema(
-  z.object({ container: name, cardIndex: z.number().int().min(0), core, memoryMiB: memoryMiB.nullable() }),
-  (i) => String(i.cardIndex),
+  z.union([
+    z.object({ container: name, cardIndex: z.number().int().min(0), core, memoryMiB: memoryMiB.nullable() }),
+    z.object({ container: name, cardUuid: name, core, memoryMiB }),
+  ]),
+  (i) => ('cardUuid' in i ? i.cardUuid : `#${i.cardIndex}`),
 );
 
 const cardSchema = z.object({
@@ -141,7 +149,7 @@ type LedgerOpResult = ReserveVerdict | { released: number };
 
 // In the name of the replica making it (migration 0014: the holds it inserts name their owner).
 const APPLY_SQL = 'select vcuda_ledger_apply_as($1::jsonb, $2::text) as r';
-// A batch with a charge: the same, with each charge's cards found by index and its rows bound (0018).
+// A batch with a charge: the same, with each charge's cards found by index or UUID and its rows bound (0018, 0019).
 const APPLY_CHARGES_SQL = 'select vcuda_ledger_apply_charges($1::jsonb, $2::text) as r';
 const UPSERT_NODE_SQL = 'select vcuda_upsert_node($1, $2, $3::jsonb, $4::timestamptz)';
 

@@ -27,6 +27,7 @@ describe('what one write of a claim means for the ledger', () => {
         // 8000M is 7629.39 MiB: the ledger never charges less than was consumed.
         { key: 'b/s-2', cardIndex: 3, core: 5, memoryMiB: 7630 },
       ],
+      partitions: [],
     });
   });
 
@@ -53,12 +54,31 @@ describe('what one write of a claim means for the ledger', () => {
     expect(decideClaimCharge(other, undefined, DRIVER)).toEqual({ kind: 'none' });
   });
 
-  it('leaves MIG partitions out of the ledger, charging only the cards beside them', () => {
-    const whole = claim([{ device: 'gpu-0-mig-3g-40gb-4' }]);
-    expect(decideClaimCharge(claim(), whole, DRIVER)).toEqual({ kind: 'none' });
-    expect(decideClaimCharge(whole, undefined, DRIVER)).toEqual({ kind: 'none' });
-    const mixed = claim([{ device: 'gpu-1-mig-1g-10gb-me-6' }, { device: 'gpu-2' }]);
-    expect(decideClaimCharge(claim(), mixed, DRIVER)).toMatchObject({ kind: 'charge', shares: [{ cardIndex: 2 }] });
+  it('charges MIG partitions whole, named by device, and releases them like shares', () => {
+    const whole = claim([{ device: 'gpu-0-mig-3g-40gb-4' }, { request: 'b', device: 'gpu-1-mig-1g-10gb-me-6' }]);
+    expect(decideClaimCharge(claim(), whole, DRIVER)).toEqual({
+      kind: 'charge',
+      claim: { uid: 'u-1', namespace: 'ml', name: 'share' },
+      node: 'node-1',
+      shares: [],
+      partitions: [
+        { key: 'gpu/gpu-0-mig-3g-40gb-4', device: 'gpu-0-mig-3g-40gb-4' },
+        { key: 'b/gpu-1-mig-1g-10gb-me-6', device: 'gpu-1-mig-1g-10gb-me-6' },
+      ],
+    });
+    expect(decideClaimCharge(whole, undefined, DRIVER)).toEqual({ kind: 'release', claimUid: 'u-1' });
+    expect(decideClaimCharge(whole, claim(), DRIVER)).toEqual({ kind: 'release', claimUid: 'u-1' });
+  });
+
+  it('refuses a claim mixing partitions and card shares, in the words Prepare would refuse it with', () => {
+    const mixed = claim([
+      { device: 'gpu-1-mig-1g-10gb-me-6' },
+      { device: 'gpu-2', shareID: 's', consumedCapacity: { cores: '30', memory: '1Gi' } },
+    ]);
+    expect(decideClaimCharge(claim(), mixed, DRIVER)).toEqual({
+      kind: 'refuse',
+      message: 'resourceclaim ml/share: it mixes whole MIG instances and card shares; ask them in separate claims',
+    });
   });
 
   it('refuses what it cannot charge exactly, naming why', () => {

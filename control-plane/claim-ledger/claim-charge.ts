@@ -3,7 +3,9 @@
  * of vcuda's driver consumes when kube-scheduler writes it, release them when the allocation is
  * cleared or the claim deleted, nothing otherwise. The ledger holds a claim under its holder id
  * (`claimHolderId`, contract/dra.ts), one item per allocated share (`claimShareKey`), so it counts against the
- * card, the namespace quota and the team quota exactly like a pod's assignment.
+ * card, the namespace quota and the team quota exactly like a pod's assignment. A MIG partition is
+ * charged whole: the decision names it (`ClaimPartition`), and the claim ledger finds the ledger
+ * rows that stand for it on its card (claim-partitions.ts), as the extender holds a MIG grant.
  */
 import {
   claimShareKey,
@@ -17,27 +19,27 @@ import {
 /** One allocated share: `memoryMiB: 'card'` when the result consumed no stated memory (a whole card). */
 export type ClaimShare = { key: string; cardIndex: number; core: number; memoryMiB: number | 'card' };
 
+/** One allocated MIG partition (`gpu-<card>-mig-<profile>-<start>`), held whole. */
+export type ClaimPartition = { key: string; device: string };
+
 export type ClaimRef = { uid: string; namespace: string; name: string };
 
 export type ClaimChargeDecision =
   | { kind: 'none' }
-  | { kind: 'charge'; claim: ClaimRef; node: string; shares: ClaimShare[] }
+  | { kind: 'charge'; claim: ClaimRef; node: string; shares: ClaimShare[]; partitions: ClaimPartition[] }
   | { kind: 'release'; claimUid: string }
   | { kind: 'refuse'; message: string };
 
 const DEVICE_NAME = /^gpu-(\d{1,4})$/;
 const MiB = 1024n * 1024n;
 
-/**
- * The results the ledger holds: this driver's cards. A MIG partition (a whole instance) is not a
- * share of a card: kube-scheduler keeps partitions apart by their card's counters, and the ledger
- * has no row for them in DRA mode, so they are neither charged nor refused.
- */
+/** The results the ledger holds: this driver's cards and MIG partitions. */
 function ourResults(claim: DraClaim | undefined, driver: string): DraAllocationResult[] {
-  return (claim?.status?.allocation?.devices?.results ?? []).filter(
-    (r) => r.driver === driver && !isDraMigDeviceName(r.device),
-  );
+  return (claim?.status?.allocation?.devices?.results ?? []).filter((r) => r.driver === driver);
 }
+
+/** Prepare's words for a claim that mixes the two (node-agent/dra/claim-preparer.ts). */
+export const MIXED_CLAIM_RULE = 'it mixes whole MIG instances and card shares; ask them in separate claims';
 
 /** Whole units of a consumed quantity (cores), rounded up; undefined when absent or not a quantity. */
 function wholeUnits(text: string | undefined, per: bigint): bigint | undefined {
@@ -73,13 +75,18 @@ function chargeOf(claim: DraClaim, results: DraAllocationResult[]): ClaimChargeD
   const label = `resourceclaim ${namespace}/${name}`;
   const pools = new Set(results.map((r) => r.pool));
   if (pools.size > 1) return { kind: 'refuse', message: `${label}: its devices span pools ${[...pools].join(', ')}` };
+  const mig = results.filter((r) => isDraMigDeviceName(r.device));
+  // Prepare refuses such a claim; the ledger never holds what no container could use.
+  if (mig.length > 0 && mig.length < results.length)
+    return { kind: 'refuse', message: `${label}: ${MIXED_CLAIM_RULE}` };
+  const partitions = mig.map((r) => ({ key: claimShareKey(r.request, r.shareID, r.device), device: r.device }));
   const shares: ClaimShare[] = [];
-  for (const result of results) {
+  for (const result of mig.length > 0 ? [] : results) {
     const share = shareOf(result, label);
     if (typeof share === 'string') return { kind: 'refuse', message: share };
     shares.push(share);
   }
-  return { kind: 'charge', claim: { uid, namespace, name }, node: results[0]?.pool ?? '', shares };
+  return { kind: 'charge', claim: { uid, namespace, name }, node: results[0]?.pool ?? '', shares, partitions };
 }
 
 /**

@@ -10,8 +10,16 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { claimHolderId, type DraClaim, MIB as MiB } from '../../contract/index.js';
 import { rowsOf } from '../../db/connect.js';
 import { createLedger, type Ledger } from '../../db/ledger.js';
+import {
+  buildNodeSnapshot,
+  gpuNode,
+  h100DynamicMigCard,
+  h100MigCard,
+  migUuid,
+} from '../../test/support/control-plane/builders.js';
 import { createTestDatabase, type TestDatabase, testDbKinds } from '../../test/support/db/test-databases.js';
 import { ClaimBuilder } from '../../test/support/node-agent/dra-claim.js';
+import { ledgerCardsOf } from '../extender/ledger-nodes.js';
 import { decideClaimCharge } from './claim-charge.js';
 import { type ClaimLedger, createClaimLedger } from './claim-ledger.js';
 
@@ -151,5 +159,109 @@ describe.each(await testDbKinds())('DRA claims in the ledger on %s', (kind) => {
     expect(live).toEqual([claimHolderId('kept'), claimHolderId('new')]);
     // The stale claim's 40 cores are free again.
     await charge(undefined, share('d', 70));
+  });
+});
+
+describe.each(await testDbKinds())('DRA claims of MIG partitions in the ledger on %s', (kind) => {
+  let t: TestDatabase;
+  let ledger: Ledger;
+  let claims: ClaimLedger;
+  // Card 0 in MIG mode with two 3g.40gb instances; card 1 kept for dynamic MIG (its 8 slice cards).
+  const node = buildNodeSnapshot(
+    gpuNode({
+      name: 'node-1',
+      cards: [
+        h100MigCard(1, [
+          ['3g.40gb', 0],
+          ['3g.40gb', 4],
+        ]),
+        h100DynamicMigCard(2),
+      ],
+    }),
+    [],
+  );
+  const partition = (uid: string, ...devices: string[]) => {
+    const b = new ClaimBuilder(`claim-${uid}`, uid, 'ml', 'node-1', DRIVER);
+    for (const d of devices) b.mig(d);
+    return b.obj();
+  };
+  const charge = (after: DraClaim) => claims.apply(decideClaimCharge(undefined, after, DRIVER));
+  const rowsOfClaim = async (uid: string) =>
+    rowsOf(
+      await t.db.execute(sql`select card_uuid, core, memory_mib from allocations
+        where pod_uid = ${claimHolderId(uid)} and state = 'bound' order by card_uuid`),
+    );
+
+  beforeEach(async () => {
+    t = await createTestDatabase(kind);
+    ledger = createLedger(t.db, { clock: () => AT, groupCommit: false });
+    claims = createClaimLedger({ ledger, cluster: CLUSTER, driver: DRIVER, partitionNode: () => node });
+    await ledger.upsertNode(CLUSTER, 'node-1', ledgerCardsOf(node));
+  });
+  afterEach(async () => {
+    await t?.drop();
+  });
+
+  it('charges a static instance whole and a dynamic placement as its slices, all in one charge', async () => {
+    await charge(partition('a', 'gpu-0-mig-3g-40gb-4', 'gpu-1-mig-2g-20gb-2'));
+    expect(await rowsOfClaim('a')).toEqual([
+      { card_uuid: `${node.dynamicMig[0]?.uuid}/mig-slice-2`, core: 100, memory_mib: 10048 },
+      { card_uuid: `${node.dynamicMig[0]?.uuid}/mig-slice-3`, core: 100, memory_mib: 10048 },
+      { card_uuid: migUuid(1, 4), core: 100, memory_mib: 40448 },
+    ]);
+  });
+
+  it('never books one memory slice twice: overlapping placements, all or nothing, then free after release', async () => {
+    await charge(partition('a', 'gpu-1-mig-3g-40gb-0'));
+    // 4g.40gb at 0 overlaps 3g.40gb at 0; the claim's other partition (free) is not charged either.
+    const refused = charge(partition('b', 'gpu-0-mig-3g-40gb-0', 'gpu-1-mig-4g-40gb-0'));
+    await expect(refused).rejects.toMatchObject({ code: 'capacity-conflict' });
+    await expect(refused).rejects.toThrow(
+      `card ${node.dynamicMig[0]?.uuid}/mig-slice-0 has 0 core free, claim asks 100`,
+    );
+    expect(await rowsOfClaim('b')).toEqual([]);
+    await expect(charge(partition('c', 'gpu-0-mig-3g-40gb-0'))).resolves.toBeUndefined();
+    await expect(charge(partition('d', 'gpu-0-mig-3g-40gb-0'))).rejects.toMatchObject({ code: 'capacity-conflict' });
+
+    await claims.apply(decideClaimCharge(partition('a', 'gpu-1-mig-3g-40gb-0'), undefined, DRIVER));
+    await charge(partition('e', 'gpu-1-mig-4g-40gb-0'));
+  });
+
+  it('counts a partition against the namespace quota as the extender counts an instance, naming the quota', async () => {
+    await ledger.setQuota({
+      name: 'ml-150',
+      scope: 'namespace',
+      cluster: CLUSTER,
+      namespace: 'ml',
+      coreLimit: 150,
+      memoryLimitMiB: 200_000,
+    });
+    await charge(partition('a', 'gpu-0-mig-3g-40gb-0'));
+    const refused = charge(partition('b', 'gpu-0-mig-3g-40gb-4'));
+    await expect(refused).rejects.toThrow(
+      'reserve ml/claim-b: quota ml-150 (namespace c1/ml): core limit 150, in use 100, claim asks 100 (over by 50)',
+    );
+    await expect(refused).rejects.toMatchObject({ code: 'quota-exceeded' });
+    expect((await ledger.listQuotas()).find((q) => q.name === 'ml-150')).toMatchObject({
+      coreUsed: 100,
+      memoryUsedMiB: 40448,
+    });
+    await claims.apply(decideClaimCharge(partition('a', 'gpu-0-mig-3g-40gb-0'), undefined, DRIVER));
+    await charge(partition('b', 'gpu-0-mig-3g-40gb-4'));
+  });
+
+  it('reconciles partitions from the claims, and refuses one whose node it cannot read', async () => {
+    await charge(partition('stale', 'gpu-1-mig-7g-80gb-0'));
+    const r = await claims.reconcile(
+      [partition('new', 'gpu-0-mig-3g-40gb-0'), unallocated(partition('stale', 'gpu-1-mig-7g-80gb-0'))],
+      new Date(AT.getTime() + 1),
+    );
+    expect(r).toEqual({ charged: [claimHolderId('new')], released: [claimHolderId('stale')], refused: [] });
+    await charge(partition('next', 'gpu-1-mig-7g-80gb-0'));
+
+    const blind = createClaimLedger({ ledger, cluster: CLUSTER, driver: DRIVER });
+    await expect(
+      blind.apply(decideClaimCharge(undefined, partition('x', 'gpu-0-mig-3g-40gb-4'), DRIVER)),
+    ).rejects.toThrow("resourceclaim ml/claim-x: node node-1's inventory is not known yet");
   });
 });

@@ -6,8 +6,9 @@
  * write one, so nothing a user writes is ever charged or released here.
  */
 import { claimHolderId, type DraClaim, messageOf, VcudaError } from '../../contract/index.js';
-import type { ChargeRequest, Ledger } from '../../db/ledger.js';
+import type { ChargeItem, ChargeRequest, Ledger } from '../../db/ledger.js';
 import { type ClaimChargeDecision, decideClaimCharge } from './claim-charge.js';
+import { type PartitionNode, partitionRowsOf } from './claim-partitions.js';
 
 type ClaimLedgerStore = Pick<Ledger, 'charge' | 'release' | 'liveClaimHolders'>;
 
@@ -15,7 +16,38 @@ export type ClaimLedger = ReturnType<typeof createClaimLedger>;
 
 type Charge = Extract<ClaimChargeDecision, { kind: 'charge' }>;
 
-export function createClaimLedger(opts: { ledger: ClaimLedgerStore; cluster: string; driver: string }) {
+export type ClaimLedgerOptions = {
+  ledger: ClaimLedgerStore;
+  cluster: string;
+  driver: string;
+  /**
+   * A node's inventory as the control plane reads it, where a MIG partition's ledger rows are
+   * found (claim-partitions.ts); absent, or the node unknown: a partition's charge is refused.
+   */
+  partitionNode?: (node: string) => PartitionNode | undefined;
+};
+
+/** The ledger items of a charge: shares by card index, partitions by the ledger cards they hold. */
+function chargeItemsOf(decision: Charge, opts: ClaimLedgerOptions): ChargeItem[] {
+  const items: ChargeItem[] = decision.shares.map((share) => ({
+    container: share.key,
+    cardIndex: share.cardIndex,
+    core: share.core,
+    memoryMiB: share.memoryMiB === 'card' ? null : share.memoryMiB,
+  }));
+  if (decision.partitions.length === 0) return items;
+  const label = `resourceclaim ${decision.claim.namespace}/${decision.claim.name}`;
+  const node = opts.partitionNode?.(decision.node);
+  if (!node) throw new VcudaError('unavailable', `${label}: node ${decision.node}'s inventory is not known yet`);
+  for (const p of decision.partitions) {
+    const rows = partitionRowsOf(node, p.device);
+    if (typeof rows === 'string') throw new VcudaError('not-found', `${label}: ${rows}`);
+    for (const r of rows) items.push({ container: p.key, ...r });
+  }
+  return items;
+}
+
+export function createClaimLedger(opts: ClaimLedgerOptions) {
   const { ledger, cluster } = opts;
 
   /**
@@ -30,12 +62,7 @@ export function createClaimLedger(opts: { ledger: ClaimLedgerStore; cluster: str
       namespace: decision.claim.namespace,
       pod: decision.claim.name,
       node: decision.node,
-      items: decision.shares.map((share) => ({
-        container: share.key,
-        cardIndex: share.cardIndex,
-        core: share.core,
-        memoryMiB: share.memoryMiB === 'card' ? null : share.memoryMiB,
-      })),
+      items: chargeItemsOf(decision, opts),
       holderKind: 'claim',
     };
     // Held already: a charge whose write was then refused or timed out (the scheduler allocates
@@ -61,10 +88,7 @@ export function createClaimLedger(opts: { ledger: ClaimLedgerStore; cluster: str
  * allocation of this driver charged, every claim holder without one released. Holders charged
  * after the list was taken are left alone. Returns what changed and what the ledger refused.
  */
-function reconcilerOf(
-  { ledger, cluster, driver }: { ledger: ClaimLedgerStore; cluster: string; driver: string },
-  charge: (decision: Charge) => Promise<void>,
-) {
+function reconcilerOf({ ledger, cluster, driver }: ClaimLedgerOptions, charge: (decision: Charge) => Promise<void>) {
   return async function reconcile(claims: readonly DraClaim[], listedAt: Date) {
     const allocated = new Map<string, Charge>();
     for (const claim of claims) {

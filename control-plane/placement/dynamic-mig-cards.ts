@@ -41,6 +41,11 @@ export type DynamicMigCardRead = Readonly<{
   instances: readonly MigSpan[];
   /** What each of its slice cards holds in the ledger. */
   sliceMemoryMiB: number;
+  /**
+   * Every profile the card has, `+me` and refused ones too: in DRA mode kube-scheduler allocates
+   * any of them (its counters keep them apart) and the ledger charges their slices.
+   */
+  allProfiles?: readonly Readonly<{ profile: string; memorySlices: number; memoryMiB: number }>[];
 }>;
 
 /** With the spans taken now: instances, and the slices ledger holds keep. */
@@ -74,7 +79,8 @@ export function readDynamicMigCard(c: CardInventory): DynamicMigCardRead | undef
   const offered = offeredProfiles(c.mig.profiles);
   const refusal = 'refusal' in offered ? offered.refusal : undefined;
   const profiles = 'profiles' in offered ? offered.profiles : [];
-  const perSlice = profiles.reduce((m, p) => Math.max(m, Math.ceil(p.memoryMiB / p.memorySlices)), 0);
+  // Over every profile: a DRA partition of a profile the extender does not offer holds slices too.
+  const perSlice = c.mig.profiles.reduce((m, p) => Math.max(m, Math.ceil(p.memoryMiB / p.memorySlices)), 0);
   return {
     uuid: c.uuid,
     index: c.index,
@@ -93,6 +99,11 @@ export function readDynamicMigCard(c: CardInventory): DynamicMigCardRead | undef
       };
     }),
     sliceMemoryMiB: Math.max(perSlice, Math.ceil(c.memoryMiB / MIG_MEMORY_SLICES)),
+    allProfiles: c.mig.profiles.map((p) => ({
+      profile: p.profile,
+      memorySlices: p.memorySlices,
+      memoryMiB: p.memoryMiB,
+    })),
   };
 }
 

@@ -91,7 +91,12 @@ export function admissionApps(
   routes.route(
     '/charge-claims',
     claimChargeRoute({
-      claims: createClaimLedger({ ledger: deps.store.ledger, cluster: config.clusterName, driver }),
+      claims: createClaimLedger({
+        ledger: deps.store.ledger,
+        cluster: config.clusterName,
+        driver,
+        partitionNode: (node) => cluster.state.snapshot().nodes.get(node),
+      }),
       driver,
       maxBodyBytes: webhook.maxBodyBytes,
       timeoutMs: config.database.callTimeoutMs,

@@ -3,7 +3,6 @@
  * releases an ended pod's rows at once, and the periodic housekeeping behind it.
  */
 import { randomUUID } from 'node:crypto';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { createLedger, type Ledger } from '../../db/ledger.js';
 import { createLedgerProbe, type LedgerProbe } from '../../db/ledger-probe.js';
@@ -22,6 +21,7 @@ import { PendingReleases } from '../extender/pending-releases.js';
 import { PodWriteBatcher } from '../extender/pod-write-batcher.js';
 import type { ControlPlaneKube } from '../kube-client.js';
 import type { WatchCache } from '../watch-cache.js';
+import type { ClusterView } from './cluster.js';
 import { type Closer, every, type StartContext } from './context.js';
 
 const HOUSEKEEPING_MS = 15_000;
@@ -202,11 +202,17 @@ function reconcileOnce(
  */
 export function startClaimReconcile(
   { config, clock, log }: StartContext,
-  deps: { store: LedgerStore; kc: KubeConfig | undefined; driver: string },
+  deps: { store: LedgerStore; cluster: Pick<ClusterView, 'kc' | 'state'>; driver: string },
 ): Closer {
-  if (!deps.kc) return () => undefined;
-  const claims = createClaimLedger({ ledger: deps.store.ledger, cluster: config.clusterName, driver: deps.driver });
-  const list = kubeClaimLister(deps.kc);
+  const { kc, state } = deps.cluster;
+  if (!kc) return () => undefined;
+  const claims = createClaimLedger({
+    ledger: deps.store.ledger,
+    cluster: config.clusterName,
+    driver: deps.driver,
+    partitionNode: (node) => state.snapshot().nodes.get(node),
+  });
+  const list = kubeClaimLister(kc);
   let served = true;
   const notServed = () => {
     if (served) log.info('resource.k8s.io/v1 is not served: no claims to reconcile');
