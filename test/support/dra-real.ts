@@ -8,9 +8,10 @@ import { Hono } from 'hono';
 import { DEFAULT_DRA_DRIVER } from '../../contract/index.js';
 import { claimChargeRoute } from '../../control-plane/claim-ledger/claim-charge-route.js';
 import { createClaimLedger } from '../../control-plane/claim-ledger/claim-ledger.js';
+import type { PartitionNode } from '../../control-plane/claim-ledger/claim-partitions.js';
 import { type Listening, listen } from '../../control-plane/starters/http-listener.js';
 import type { Ledger } from '../../db/ledger.js';
-import { buildResourceSlices } from '../../node-agent/dra/resource-slice.js';
+import { buildResourceSlices, type SliceCard } from '../../node-agent/dra/resource-slice.js';
 import type { GpuCard } from '../../node-agent/nvml/gpu-source.js';
 import { issueServingCertificate } from '../../webhooks/certificates.js';
 import { buildClaimWebhookConfigurations } from '../../webhooks/claim-registration.js';
@@ -48,8 +49,12 @@ export async function createDeviceClass(k8s: Kubernetes136): Promise<void> {
   });
 }
 
-/** A schedulable node (no kubelet: Ready by hand) and its cards' ResourceSlice. */
-export async function createDraNode(k8s: Kubernetes136, node: string, cards: readonly GpuCard[]): Promise<void> {
+/** A schedulable node (no kubelet: Ready by hand) and its cards' ResourceSlice (a card in MIG mode: its partitions). */
+export async function createDraNode(
+  k8s: Kubernetes136,
+  node: string,
+  cards: readonly (GpuCard & Pick<SliceCard, 'mig'>)[],
+): Promise<void> {
   const kubectl = adminKubectl(k8s);
   await kubectl(['create', '-f', '-'], {
     apiVersion: 'v1',
@@ -91,8 +96,15 @@ export async function serveChargeHook(opts: {
   cluster: string;
   tls: { keyPem: string; certPem: string };
   port?: number;
+  /** Where MIG partitions' ledger rows are found, as the control plane's cluster state gives them. */
+  partitionNode?: (node: string) => PartitionNode | undefined;
 }): Promise<Listening> {
-  const claims = createClaimLedger({ ledger: opts.ledger, cluster: opts.cluster, driver: DRIVER });
+  const claims = createClaimLedger({
+    ledger: opts.ledger,
+    cluster: opts.cluster,
+    driver: DRIVER,
+    ...(opts.partitionNode ? { partitionNode: opts.partitionNode } : {}),
+  });
   const route = claimChargeRoute({
     claims,
     driver: DRIVER,
@@ -135,7 +147,7 @@ export function loopbackTls() {
 /** `serveChargeHook` in this process, registered with the API server. */
 export async function startChargeHook(
   k8s: Kubernetes136,
-  opts: { ledger: Ledger; cluster: string },
+  opts: { ledger: Ledger; cluster: string; partitionNode?: (node: string) => PartitionNode | undefined },
 ): Promise<Listening> {
   const tls = await loopbackTls();
   const server = await serveChargeHook({ ...opts, tls });
