@@ -390,6 +390,23 @@ export function readPodGpuRequest(pod: PodLike, policy: QuantityPolicy): PodGpuR
   return request;
 }
 
+/**
+ * Everything readPodGpuRequest reads of a pod, as one string: two pods with the same key ask the
+ * same (or fail alike). Lets a caller that judged a pod's request once skip judging it again when
+ * a later copy (a watch event that changed only its status or annotations) asks the same.
+ */
+export function gpuRequestInputsOf(pod: PodLike, policy: QuantityPolicy): string {
+  const annotations = pod.metadata?.annotations;
+  const containers = (list: readonly ContainerLike[] | null | undefined) =>
+    (list ?? []).map((c) => [c.name, c.resources?.limits ?? null, c.resources?.requests ?? null]);
+  return JSON.stringify([
+    annotations?.[policy.names.coreLimit] ?? null,
+    annotations?.[policy.names.memoryLimit] ?? null,
+    containers(pod.spec?.initContainers),
+    containers(pod.spec?.containers),
+  ]);
+}
+
 /** True when any container (init included) names a vcuda resource or a whole MIG instance. */
 export function requestsGpu(pod: PodLike, names: ResourceNames): boolean {
   return listContainers(pod).some(

@@ -92,6 +92,21 @@ describe('ClusterState', () => {
     expect(cardOf(s, 'n1', 0)).toMatchObject({ usedCore: 0 });
   });
 
+  it('checks a held assignment against the spec again when what the pod asks changes (a resize)', async () => {
+    const s = testState();
+    s.upsertNode(gpuNode({ name: 'n1', cards: 1 }));
+    const pod = assignedPod('a', 'n1', [{ core: 30, memoryMiB: 1000, cards: [0] }]);
+    s.upsertPod(pod);
+    await s.settled();
+    // The same token on a copy that asks other core: the grant no longer agrees, so nothing is held.
+    const asksMore = assignedPod('a', 'n1', [{ core: 40, memoryMiB: 1000, cards: [0] }]);
+    s.upsertPod({ ...asksMore, metadata: pod.metadata, status: { phase: 'Running' } });
+    expect(cardOf(s, 'n1', 0)).toMatchObject({ usedCore: 0 });
+    // Back to what it was granted: held again.
+    s.upsertPod({ ...pod, status: { phase: 'Running' } });
+    expect(cardOf(s, 'n1', 0)).toMatchObject({ usedCore: 30 });
+  });
+
   it("holds a bind's own signed assignment at once, and never brings back a pod deleted meanwhile", () => {
     const s = testState();
     s.upsertNode(gpuNode({ name: 'n1', cards: 1 }));

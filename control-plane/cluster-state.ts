@@ -6,7 +6,7 @@
  * its signature verified and it matches the pod; a pod whose token is still being verified holds
  * nothing until it is.
  */
-import type { Assignment, QuantityPolicy } from '../contract/index.js';
+import { type Assignment, gpuRequestInputsOf, type QuantityPolicy } from '../contract/index.js';
 import type { AssignmentTrust } from './assignment-trust.js';
 import {
   type ClusterSnapshot,
@@ -18,6 +18,7 @@ import {
   readNodeInventory,
 } from './placement/cluster-snapshot.js';
 import {
+  assignmentTokenOf,
   type CardHold,
   isPodHoldingCards,
   isSameHold,
@@ -44,7 +45,7 @@ type PodEntry = {
    * The verified assignment behind `hold`, with its token and the key generation it verified under,
    * so later updates of the pod need no lookup while the keys stay the same.
    */
-  held?: { token: string; assignment: Assignment; generation: number };
+  held?: { token: string; assignment: Assignment; generation: number; specInputs?: string };
 };
 
 export type ClusterStateOptions = {
@@ -266,7 +267,13 @@ export class ClusterState {
     const mine = held?.generation === this.opts.trust.generation() ? held : undefined;
     const verdictOf = (token: string): TokenVerdict | undefined =>
       mine?.token === token ? { ok: true, assignment: mine.assignment } : this.opts.trust.lookup(token);
-    const judged = judgePodHold(pod, verdictOf, this.opts.quantity);
+    // Most updates of a pod (its Binding, status, the agent's annotations) leave what it asks as
+    // it was: its assignment was checked against the same request already, and is not again.
+    const isSpecChecked =
+      mine?.specInputs !== undefined &&
+      mine.token === assignmentTokenOf(pod) &&
+      mine.specInputs === gpuRequestInputsOf(pod, this.opts.quantity);
+    const judged = judgePodHold(pod, verdictOf, this.opts.quantity, isSpecChecked);
     if (judged.kind === 'unknown') this.verifyLater(pod, judged.token);
     return judged;
   }
@@ -289,7 +296,11 @@ export class ClusterState {
   private holdOf(pod: PodWithStatus, judged: PodHoldJudgement): Pick<PodEntry, 'hold' | 'held'> {
     if (judged.kind === 'held') {
       const generation = this.opts.trust.generation();
-      return { hold: judged.hold, held: { token: judged.token, assignment: judged.assignment, generation } };
+      const specInputs = gpuRequestInputsOf(pod, this.opts.quantity);
+      return {
+        hold: judged.hold,
+        held: { token: judged.token, assignment: judged.assignment, generation, specInputs },
+      };
     }
     if (judged.kind === 'refused') {
       const m = pod.metadata;

@@ -92,7 +92,7 @@ export function assignmentSpecMismatch(
 }
 
 /** The rest of judgePodAssignment, once the signature verified. */
-function checkAgainstPod(pod: PodLike, a: Assignment, policy: QuantityPolicy): TokenVerdict {
+function checkAgainstPod(pod: PodLike, a: Assignment, policy: QuantityPolicy, isSpecChecked: boolean): TokenVerdict {
   const m = pod.metadata;
   if (a.pod.uid !== m?.uid || a.pod.namespace !== m?.namespace || a.pod.name !== m?.name) {
     return {
@@ -109,7 +109,7 @@ function checkAgainstPod(pod: PodLike, a: Assignment, policy: QuantityPolicy): T
       message: `the assignment is for node ${a.node}, the pod runs on ${boundTo}`,
     };
   }
-  const mismatch = assignmentSpecMismatch(pod, a, policy);
+  const mismatch = isSpecChecked ? undefined : assignmentSpecMismatch(pod, a, policy);
   if (mismatch) return { ok: false, reason: 'spec-mismatch', message: `the assignment ${mismatch}` };
   return { ok: true, assignment: a };
 }
@@ -117,17 +117,20 @@ function checkAgainstPod(pod: PodLike, a: Assignment, policy: QuantityPolicy): T
 /**
  * Judges the assignment annotation a pod carries, given what is known of its token's signature
  * (`verdictOf` answers undefined while it is not verified yet). Pure and synchronous.
+ * `isSpecChecked`: the caller already found this assignment agreeing with a copy of the pod that
+ * asks the same (gpuRequestInputsOf), so the spec is not read again; the pod and node still are.
  */
 export function judgePodAssignment(
   pod: PodLike,
   verdictOf: (token: string) => TokenVerdict | undefined,
   policy: QuantityPolicy,
+  isSpecChecked = false,
 ): AssignmentJudgement {
   const token = assignmentTokenOf(pod);
   if (!token) return { kind: 'none' };
   const verdict = verdictOf(token);
   if (!verdict) return { kind: 'unknown', token };
-  const checked = verdict.ok ? checkAgainstPod(pod, verdict.assignment, policy) : verdict;
+  const checked = verdict.ok ? checkAgainstPod(pod, verdict.assignment, policy, isSpecChecked) : verdict;
   return checked.ok
     ? { kind: 'held', token, assignment: checked.assignment }
     : { kind: 'refused', token, reason: checked.reason, message: checked.message };

@@ -4,6 +4,7 @@
  * this module what they hold; the snapshot sums the holds it is given.
  */
 export type { AssignmentJudgement, TokenVerdict, UnverifiedReason } from './assignment-check.js';
+export { assignmentTokenOf } from './assignment-check.js';
 export {
   type CardHold,
   type CardUse,

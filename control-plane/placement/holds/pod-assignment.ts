@@ -74,15 +74,16 @@ export function assumedHoldOf(assignment: Assignment, assignedAt: string): CardH
 /**
  * Judges what a pod holds with the verdicts known now (`verdictOf` answers undefined for a token
  * not verified yet): nothing once it finished, else its assignment's judgement with the hold it
- * makes when held. Pure and synchronous.
+ * makes when held. Pure and synchronous. `isSpecChecked` as judgePodAssignment takes it.
  */
 export function judgePodHold(
   pod: HolderPod,
   verdictOf: (token: string) => TokenVerdict | undefined,
   policy: QuantityPolicy,
+  isSpecChecked = false,
 ): PodHoldJudgement {
   if (!isPodHoldingCards(pod)) return { kind: 'none' };
-  const judged = judgePodAssignment(pod, verdictOf, policy);
+  const judged = judgePodAssignment(pod, verdictOf, policy, isSpecChecked);
   if (judged.kind !== 'held') return judged;
   return { ...judged, hold: holdOfAssignment(judged.assignment, pod.metadata?.annotations ?? {}) };
 }
