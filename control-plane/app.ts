@@ -3,9 +3,9 @@
  * component that owns it. One error exit maps vcuda's error classes to HTTP statuses.
  */
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
 import { VcudaError, type VcudaErrorCode } from '../contract/index.js';
+import { limitRequestBody } from '../webhooks/request-body-limit.js';
 
 /** Where an unexpected failure is told (pino's `error`: `{ err }` keeps the stack and cause). */
 export type ErrorLog = { error: (fields: { err: unknown; method: string; path: string }, message: string) => void };
@@ -39,11 +39,9 @@ export type Readiness = { ready: true } | { ready: false; reason: string };
  * by its Content-Length, or while streaming a chunked body.
  */
 export function limitBody(maxBytes: number): MiddlewareHandler {
-  return bodyLimit({
-    maxSize: maxBytes,
-    onError: (c: Context) =>
-      c.json({ error: { code: 'too-large', message: `request body exceeds ${maxBytes} bytes` } }, 413),
-  });
+  return limitRequestBody(maxBytes, (c: Context) =>
+    c.json({ error: { code: 'too-large', message: `request body exceeds ${maxBytes} bytes` } }, 413),
+  );
 }
 
 /** One `/api/v1` sub-app from the routes several components contribute. */

@@ -7,8 +7,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import type { HttpBindings } from '@hono/node-server';
-import { type Context, Hono, type MiddlewareHandler } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
+import { type Context, Hono } from 'hono';
 import {
   DEFAULT_DRA_DRIVER,
   type EventReason,
@@ -33,6 +32,7 @@ import { type ClaimAdmissionRequest, parseClaimReviewText } from './claim-review
 import { type MutationPolicy, type MutationResult, mutatePodCreate } from './mutate.js';
 import type { DraPodPolicy, EnsureClaimTemplates } from './pod-claims.js';
 import { measurePodQuotaUsage, type PodQuotaUsage, type QuotaPrecheck } from './quota-precheck.js';
+import { limitRequestBody } from './request-body-limit.js';
 import { validateCreate, validateUpdate } from './validate.js';
 import type { ClaimPolicy } from './validate-claim.js';
 
@@ -375,15 +375,8 @@ export function admissionRoutes(deps: AdmissionRoutesDeps): Hono {
   const app = new Hono();
   const tooLarge = (c: Context) =>
     c.json({ error: { code: 'invalid', message: `request body exceeds ${deps.maxBodyBytes} bytes` } }, 400);
-  const streamingLimit = bodyLimit({ maxSize: deps.maxBodyBytes, onError: tooLarge });
-  // The API server always sends Content-Length: checking it up front keeps the Node adapter's
-  // direct body read (hono's bodyLimit would build a full web Request for every review).
-  const limit: MiddlewareHandler = async (c, next) => {
-    const declared = c.req.header('content-length');
-    if (declared === undefined || c.req.header('transfer-encoding') !== undefined) return streamingLimit(c, next);
-    if (Number(declared) > deps.maxBodyBytes) return tooLarge(c);
-    await next();
-  };
+  // The API server always sends Content-Length: judged by it, the body is read directly.
+  const limit = limitRequestBody(deps.maxBodyBytes, tooLarge);
 
   for (const hook of HOOKS) {
     app.post(`/${hook}`, limit, async (c) => {

@@ -11,7 +11,7 @@ import type { Http2ServerRequest } from 'node:http2';
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import type { HttpBindings } from '@hono/node-server';
 import { Hono, type MiddlewareHandler } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
+import { limitRequestBody } from '../../webhooks/request-body-limit.js';
 
 /** The names a certificate answers to: its subject CN and its DNS subject alternative names. */
 export function certificateNames(cert: Pick<PeerCertificate, 'subject' | 'subjectaltname'>): string[] {
@@ -105,12 +105,12 @@ export function guardedExtender(
 ): Hono {
   const app = new Hono();
   app.use('*', requireClientCertificate(opts.allowedClients, opts.onRefused));
+  // kube-scheduler sends Content-Length: judged by it, the verbs read their bodies directly.
   app.use(
     '*',
-    bodyLimit({
-      maxSize: opts.maxBodyBytes,
-      onError: (c) => c.json({ Error: `request body exceeds ${opts.maxBodyBytes} bytes` }, 413),
-    }),
+    limitRequestBody(opts.maxBodyBytes, (c) =>
+      c.json({ Error: `request body exceeds ${opts.maxBodyBytes} bytes` }, 413),
+    ),
   );
   app.route('/', routes);
   return app;
