@@ -65,8 +65,14 @@ function childEntry(): { file: string; execArgv: string[] } {
 }
 
 export async function startNodeProcess(spec: NodeProcessSpec): Promise<NodeProcess> {
-  const { file, execArgv } = childEntry();
-  const child = fork(file, [], { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'json' });
+  const entry = childEntry();
+  // A profiled parent (node --cpu-prof …) profiles its nodes too: each writes its own profile.
+  const execArgv = [...entry.execArgv, ...process.execArgv.filter((a) => a.startsWith('--cpu-prof'))];
+  const child = fork(entry.file, [], {
+    execArgv,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    serialization: 'json',
+  });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   try {
     await startChild(child, spec);

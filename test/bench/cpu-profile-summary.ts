@@ -6,6 +6,12 @@
  *
  *   node --cpu-prof --cpu-prof-dir=/tmp/prof bin/vcuda.js bench extender
  *   npx tsx test/bench/cpu-profile-summary.ts /tmp/prof/CPU.*.cpuprofile reserveAndBind
+ *
+ * The starts bench's real-tier 200-pod rounds, with the control plane (this process) and every
+ * simulated node (each node process inherits the --cpu-prof flags) profiled:
+ *
+ *   VCUDA_BENCH_STARTS_TIERS=real VCUDA_BENCH_STARTS_CLUSTERS=four VCUDA_BENCH_STARTS_WARM_UP=50 \
+ *     node --cpu-prof --cpu-prof-dir=/tmp/prof --import tsx test/bench/main.ts starts
  */
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
