@@ -7,8 +7,7 @@
  * step of the create, inside PreStart, ends after its restart and the kubelet's retry with exactly
  * the one instance at the placement; its pod gone instead, with none.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -21,19 +20,16 @@ import {
 } from '../../contract/index.js';
 import { type Harness, NODE, startHarness } from '../../test/support/node-agent/agent-harness.js';
 import { bindMigGrantPod, dynamicMigGrant } from '../../test/support/node-agent/mig-pod.js';
+import { fakeNvmlLibrary, fakeNvmlMachine, isFakeNvmlBuilt } from '../../test/support/node-agent/native-fake-nvml.js';
 import { runTsxProcess } from '../../test/support/process.js';
 import { cdiSpecPath } from '../limits/cdi-spec.js';
 import { allocationKey } from '../limits/container-files.js';
 import { type DynamicMigStep, dynamicMigSteps } from '../mig/dynamic-mig.js';
-import { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
-
-const native = join(dirname(fileURLToPath(import.meta.url)), '../../native/build/fake');
-const lib = join(native, 'libnvidia-ml.so.1');
-const tmp = mkdtempSync(join(tmpdir(), 'vcuda-dynamic-mig-prestart-'));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+import type { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
 
 /** Three H100 80GB: card 0 in MIG mode, cards 1 and 2 out of it; 0 and 1 kept for dynamic MIG. */
-const env = { FAKEGPU_DEVICES: '3x81559', FAKEGPU_MIG: '0', FAKEGPU_STATE: join(tmp, 'state') };
+const fake = fakeNvmlMachine('vcuda-dynamic-mig-prestart-', { devices: '3x81559', mig: '0' });
+const tmp = fake.dir;
 
 const PROCESS_DEADLINE_MS = 60_000;
 
@@ -48,7 +44,7 @@ async function harness(crashAt?: DynamicMigStep): Promise<Harness> {
   let starts = 0;
   return startHarness({
     gpuSource: () => {
-      source = new NvmlGpuSource({ libraryPath: lib, sysfsRoot: tmp });
+      source = fake.open();
       return source;
     },
     config: { mig: { dynamicCards: [0, 1], checkpointPath: join(tmp, `cp-${runs++}.json`) } },
@@ -96,11 +92,9 @@ async function endPod(h: Harness, pod: { name: string }): Promise<void> {
 
 const createSteps = dynamicMigSteps.filter((s) => !s.includes('destroy'));
 
-describe.skipIf(!existsSync(lib))('dynamic MIG at PreStartContainer on the native fake NVML', () => {
-  Object.assign(process.env, env);
-  afterAll(() => {
-    for (const k of Object.keys(env)) delete process.env[k];
-  });
+describe.skipIf(!isFakeNvmlBuilt)('dynamic MIG at PreStartContainer on the native fake NVML', () => {
+  fake.enter();
+  afterAll(fake.leave);
 
   it('advertises what fits, makes the grant instance at PreStart, adopts it after a restart, destroys it at the end', async () => {
     const h = await harness();
@@ -201,7 +195,7 @@ describe.skipIf(!existsSync(lib))('dynamic MIG at PreStartContainer on the nativ
     async (killAt) => {
       const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
       const settings = {
-        lib,
+        lib: fakeNvmlLibrary,
         sysfsRoot: tmp,
         checkpointPath: join(tmp, `cp-${runs++}.json`),
         card: 0,
@@ -212,12 +206,12 @@ describe.skipIf(!existsSync(lib))('dynamic MIG at PreStartContainer on the nativ
         runTsxProcess(
           'test/support/node-agent/dynamic-mig-agent-process.ts',
           { ...settings, ...more },
-          { cwd: root, env: { ...env, TMPDIR: tmp }, deadlineMs: PROCESS_DEADLINE_MS },
+          { cwd: root, env: { ...fake.env, TMPDIR: tmp }, deadlineMs: PROCESS_DEADLINE_MS },
         );
       const killed = await run({ op: 'admit', killAt });
       expect(killed.signal, killed.err).toBe('SIGKILL');
       const again = await run({ op: 'admit' });
-      source = new NvmlGpuSource({ libraryPath: lib, sysfsRoot: tmp });
+      source = fake.open();
       const made = nvml().migLayout(0)?.instances ?? [];
       expect(made).toMatchObject([{ profile: '2g.20gb', placement: { start: 2, size: 2 } }]);
       expect(again.out, again.err).toBe(`ready ${made[0]?.uuid}\n`);

@@ -4,33 +4,20 @@
  * card), a container handed the instance its signed grant names with the parent's device node,
  * its two access nodes and NVIDIA_VISIBLE_DEVICES=MIG-…, no libvcuda, and re-learned after a restart.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
 import { MIB, migResourceName, vcudaAnnotations } from '../../contract/index.js';
 import { type Harness, NODE, startHarness } from '../../test/support/node-agent/agent-harness.js';
 import { bindMigGrantPod } from '../../test/support/node-agent/mig-pod.js';
+import { fakeNvmlMachine, isFakeNvmlBuilt } from '../../test/support/node-agent/native-fake-nvml.js';
 import { HEALTHY, UNHEALTHY } from '../kubelet/protocol.js';
 import { cdiSpecPath } from '../limits/cdi-spec.js';
 import { allocationKey } from '../limits/container-files.js';
 import { layoutCapMinor } from '../mig/cap-minors.js';
-import { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
-
-const native = join(dirname(fileURLToPath(import.meta.url)), '../../native/build/fake');
-const lib = join(native, 'libnvidia-ml.so.1');
-const ctl = join(native, 'fakegpu-ctl');
-const tmp = mkdtempSync(join(tmpdir(), 'vcuda-mig-native-'));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+import type { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
 
 /** Three H100 80GB: card 0 with two 3g.40gb, card 1 with 1g.10gb, 1g.20gb and 2g.20gb, card 2 out of MIG mode. */
-const env = { FAKEGPU_DEVICES: '3x81559', FAKEGPU_MIG: '0,1', FAKEGPU_STATE: join(tmp, 'state') };
-const fakeCtl = (...args: string[]) =>
-  execFileSync(ctl, args, { env: { ...process.env, ...env }, stdio: 'pipe' })
-    .toString()
-    .trim();
+const fake = fakeNvmlMachine('vcuda-mig-native-', { devices: '3x81559', mig: '0,1' });
 
 /** A pod asking `count` instances of `profile` in container `main`, its grant naming `uuids`, bound to the node. */
 async function bindMigPod(h: Harness, name: string, profile: string, uuids: string[], count = uuids.length) {
@@ -60,17 +47,17 @@ let source: NvmlGpuSource | undefined;
 /** The agent's NVML now (a restarted agent opens its own). */
 const nvml = () => source as NvmlGpuSource;
 
-describe.skipIf(!existsSync(lib) || !existsSync(ctl))('whole MIG instances on the native fake NVML', () => {
+describe.skipIf(!isFakeNvmlBuilt)('whole MIG instances on the native fake NVML', () => {
   it('serves each profile present, hands a container the instance its grant names, and relearns it', async () => {
-    Object.assign(process.env, env);
-    fakeCtl('mig-create', '0', '9', '0');
-    const granted = fakeCtl('mig-create', '0', '9', '4').split(' ')[1] as string;
-    fakeCtl('mig-create', '1', '19', '0');
-    fakeCtl('mig-create', '1', '15', '2');
-    fakeCtl('mig-create', '1', '14', '4');
+    fake.enter();
+    fake.createMig(0, 9, 0);
+    const granted = fake.createMig(0, 9, 4);
+    fake.createMig(1, 19, 0);
+    fake.createMig(1, 15, 2);
+    fake.createMig(1, 14, 4);
     const h = await startHarness({
       gpuSource: () => {
-        source = new NvmlGpuSource({ libraryPath: lib, sysfsRoot: tmp });
+        source = fake.open();
         return source;
       },
     });
@@ -117,7 +104,7 @@ describe.skipIf(!existsSync(lib) || !existsSync(ctl))('whole MIG instances on th
 
       // A critical Xid on the parent card takes both its instances out.
       await kubelet.waitFor(() => kubelet.devices(three).length === 2, 're-registered 3g.40gb devices');
-      fakeCtl('xid', '0', '48');
+      fake.ctl('xid', '0', '48');
       await kubelet.waitFor(
         () => kubelet.devices(three).every((d) => d.health === UNHEALTHY),
         `3g.40gb devices unhealthy (card 0: ${JSON.stringify(agent.health.list()[0]?.healthy)})`,
@@ -126,7 +113,7 @@ describe.skipIf(!existsSync(lib) || !existsSync(ctl))('whole MIG instances on th
       expect(kubelet.devices(migResourceName(names, '1g.10gb')).map((d) => d.health)).toEqual([HEALTHY]);
     } finally {
       await h.close();
-      for (const k of Object.keys(env)) delete process.env[k];
+      fake.leave();
     }
   });
 });

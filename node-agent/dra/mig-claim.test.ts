@@ -6,37 +6,24 @@
  * Unprepare; a partition without an instance, a share of one, or a claim mixing both kinds is refused.
  * (mig-dynamic-claim.test.ts: the same with dynamic MIG.)
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
 import { claim, GiB } from '../../test/support/node-agent/dra-claim.js';
 import { startDraHarness } from '../../test/support/node-agent/dra-harness.js';
+import { fakeNvmlMachine, isFakeNvmlBuilt } from '../../test/support/node-agent/native-fake-nvml.js';
 import { layoutCapMinor } from '../mig/cap-minors.js';
-import { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
 import { claimCdiSpecPath } from './claim-cdi.js';
 
-const native = join(dirname(fileURLToPath(import.meta.url)), '../../native/build/fake');
-const lib = join(native, 'libnvidia-ml.so.1');
-const ctl = join(native, 'fakegpu-ctl');
-const tmp = mkdtempSync(join(tmpdir(), 'vcuda-dra-mig-'));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-
 /** Two H100 80GB: card 0 in MIG mode with two 3g.40gb instances, card 1 out of MIG mode. */
-const env = { FAKEGPU_DEVICES: '2x81559', FAKEGPU_MIG: '0', FAKEGPU_STATE: join(tmp, 'state') };
-const fakeCtl = (...args: string[]) =>
-  execFileSync(ctl, args, { env: { ...process.env, ...env }, stdio: 'pipe' })
-    .toString()
-    .trim();
+const fake = fakeNvmlMachine('vcuda-dra-mig-', { devices: '2x81559', mig: '0' });
 
-describe.skipIf(!existsSync(lib) || !existsSync(ctl))('MIG partitions in DRA mode on the native fake NVML', () => {
+describe.skipIf(!isFakeNvmlBuilt)('MIG partitions in DRA mode on the native fake NVML', () => {
   it('publishes the instances as partitions and hands a claim the instance its partition names', async () => {
-    Object.assign(process.env, env);
-    fakeCtl('mig-create', '0', '9', '0');
-    const upper = fakeCtl('mig-create', '0', '9', '4').split(' ')[1] as string;
-    let h = await startDraHarness({ gpu: () => new NvmlGpuSource({ libraryPath: lib, sysfsRoot: tmp }) });
+    fake.enter();
+    fake.createMig(0, 9, 0);
+    const upper = fake.createMig(0, 9, 4);
+    let h = await startDraHarness({ gpu: () => fake.open() });
     try {
       const slices = [...h.api.slices.values()].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
       expect(slices.map((s) => [s.metadata.name, s.spec.pool.resourceSliceCount])).toEqual([
@@ -101,7 +88,7 @@ describe.skipIf(!existsSync(lib) || !existsSync(ctl))('MIG partitions in DRA mod
       expect(existsSync(specPath)).toBe(false);
     } finally {
       await h.close();
-      for (const k of Object.keys(env)) delete process.env[k];
+      fake.leave();
     }
   });
 });

@@ -5,42 +5,29 @@
  * dynamic-mig.ts) and hands it over, a restart keeps it for its prepared claim, and Unprepare
  * destroys what was made, never an instance that was there before.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
 import { claim } from '../../test/support/node-agent/dra-claim.js';
 import { startDraHarness } from '../../test/support/node-agent/dra-harness.js';
-import { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
+import { fakeNvmlMachine, isFakeNvmlBuilt } from '../../test/support/node-agent/native-fake-nvml.js';
 import { claimCdiSpecPath } from './claim-cdi.js';
 
-const native = join(dirname(fileURLToPath(import.meta.url)), '../../native/build/fake');
-const lib = join(native, 'libnvidia-ml.so.1');
-const ctl = join(native, 'fakegpu-ctl');
-const tmp = mkdtempSync(join(tmpdir(), 'vcuda-dra-mig-dynamic-'));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-
 /** Two H100 80GB, both kept for dynamic MIG: card 0 in MIG mode with one 3g.40gb at slices 0..3, card 1 out of MIG mode. */
-const env = { FAKEGPU_DEVICES: '2x81559', FAKEGPU_MIG: '0', FAKEGPU_STATE: join(tmp, 'state') };
+const fake = fakeNvmlMachine('vcuda-dra-mig-dynamic-', { devices: '2x81559', mig: '0' });
 
-describe.skipIf(!existsSync(lib) || !existsSync(ctl))('dynamic MIG in DRA mode on the native fake NVML', () => {
+describe.skipIf(!isFakeNvmlBuilt)('dynamic MIG in DRA mode on the native fake NVML', () => {
   it('with dynamic MIG, offers the free placements and creates the instance at Prepare, destroyed at Unprepare', async () => {
-    Object.assign(process.env, env);
-    const fakeCtl = (...args: string[]) =>
-      execFileSync(ctl, args, { env: { ...process.env, ...env }, stdio: 'pipe' })
-        .toString()
-        .trim();
-    const lower = fakeCtl('mig-create', '0', '9', '0').split(' ')[1] as string;
-    const nvml = new NvmlGpuSource({ libraryPath: lib, sysfsRoot: tmp });
+    fake.enter();
+    const lower = fake.createMig(0, 9, 0);
+    const nvml = fake.open();
     const instances = () => nvml.migLayout(0)?.instances.map((i) => `${i.profile}@${i.placement.start}`);
-    const root = mkdtempSync(join(tmp, 'agent-'));
+    const root = mkdtempSync(join(fake.dir, 'agent-'));
     const mig = { dynamicCards: [0, 1], checkpointPath: join(root, 'dynamic-mig.json') };
     let h = await startDraHarness({
       root,
       config: { mig },
-      gpu: () => new NvmlGpuSource({ libraryPath: lib, sysfsRoot: tmp }),
+      gpu: () => fake.open(),
     });
     try {
       const offered = [...h.api.slices.values()].flatMap((x) => x.spec.devices ?? []).map((d) => d.name);
@@ -111,7 +98,7 @@ describe.skipIf(!existsSync(lib) || !existsSync(ctl))('dynamic MIG in DRA mode o
     } finally {
       await h.close();
       nvml.close();
-      for (const k of Object.keys(env)) delete process.env[k];
+      fake.leave();
     }
   });
 });

@@ -6,25 +6,21 @@
  * write before it is synchronous and durable) cover every step; a real SIGKILL of an agent
  * process covers the creating and the destroying half once each.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fakeNvmlLibrary, fakeNvmlMachine, isFakeNvmlBuilt } from '../../test/support/node-agent/native-fake-nvml.js';
 import { runTsxProcess } from '../../test/support/process.js';
 import type { MigControl } from '../nvml/gpu-source.js';
-import { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
+import type { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
 import { DynamicMig, type DynamicMigStep, dynamicMigSteps } from './dynamic-mig.js';
 import { type MigPlacement, placementKey } from './dynamic-mig-checkpoint.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
-const native = join(root, 'native/build/fake');
-const lib = join(native, 'libnvidia-ml.so.1');
-const tmp = mkdtempSync(join(tmpdir(), 'vcuda-dynamic-mig-'));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 /** Three H100 80GB: cards 0 and 1 in MIG mode with no instance, card 2 out of MIG mode. */
-const env = { FAKEGPU_DEVICES: '3x81559', FAKEGPU_MIG: '0,1', FAKEGPU_STATE: join(tmp, 'state') };
+const fake = fakeNvmlMachine('vcuda-dynamic-mig-', { devices: '3x81559', mig: '0,1' });
+const tmp = fake.dir;
 const PROCESS_DEADLINE_MS = 30_000;
 
 class Crash extends Error {}
@@ -71,16 +67,16 @@ const createSteps = dynamicMigSteps.filter(
 );
 const destroySteps: DynamicMigStep[] = ['after-destroy-intent', 'after-ci-destroy', 'after-gi-destroy'];
 
-describe.skipIf(!existsSync(lib))('dynamic MIG on the native fake NVML', () => {
+describe.skipIf(!isFakeNvmlBuilt)('dynamic MIG on the native fake NVML', () => {
   beforeAll(() => {
-    Object.assign(process.env, env);
-    nvml = new NvmlGpuSource({ libraryPath: lib, sysfsRoot: tmp });
+    fake.enter();
+    nvml = fake.open();
     control = nvml.migControl() as MigControl;
     cardUuid = (i) => nvml.listCards()[i]?.uuid as string;
   });
   afterAll(() => {
     nvml?.close();
-    for (const k of Object.keys(env)) delete process.env[k];
+    fake.leave();
   });
 
   it('creates a 3g.40gb at the planned start, adopts it for a second holder, destroys it after the last', () => {
@@ -178,7 +174,7 @@ describe.skipIf(!existsSync(lib))('dynamic MIG on the native fake NVML', () => {
     const run = (settings: object) =>
       runTsxProcess('test/support/node-agent/dynamic-mig-process.ts', settings, {
         cwd: root,
-        env,
+        env: fake.env,
         deadlineMs: PROCESS_DEADLINE_MS,
       });
 
@@ -189,7 +185,12 @@ describe.skipIf(!existsSync(lib))('dynamic MIG on the native fake NVML', () => {
       'at %s (%s): the next process ends with the right instances and none leaked',
       async (killAt, op) => {
         const p = placement(0, '2g.20gb', 14, 4, 2);
-        const base = { lib, sysfsRoot: tmp, checkpointPath: join(tmp, `cp-${checkpoints++}.json`), placement: p };
+        const base = {
+          lib: fakeNvmlLibrary,
+          sysfsRoot: tmp,
+          checkpointPath: join(tmp, `cp-${checkpoints++}.json`),
+          placement: p,
+        };
         const holder = { holder: 'pod-a', liveHolders: ['pod-a'] };
         if (op === 'release') {
           const made = await run({ ...base, ...holder, op: 'ensure' });

@@ -6,95 +6,44 @@
  * naming the instance by its MIG UUID, libvcuda, and a CDI spec with the parent's device node, the
  * instance's two access nodes and NVIDIA_VISIBLE_DEVICES=MIG-…. Its compute is measured in-process.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
 import {
-  type Assignment,
   decodeLimitConfig,
   MIB,
   migResourceName,
   nodeInventorySchema,
-  signAssignment,
   vcudaAnnotations,
 } from '../../contract/index.js';
 import { type Harness, NODE, startHarness } from '../../test/support/node-agent/agent-harness.js';
+import { bindGrantPod } from '../../test/support/node-agent/mig-pod.js';
+import { fakeNvmlMachine, isFakeNvmlBuilt } from '../../test/support/node-agent/native-fake-nvml.js';
 import { coreGroupOfDevice } from '../allocation/core-devices.js';
-import type { PodObject } from '../allocation/pod-view.js';
 import { chooseComputeSensor } from '../card-sampling/compute-sensor.js';
 import { cdiSpecPath } from '../limits/cdi-spec.js';
 import { allocationKey, containerPaths } from '../limits/container-files.js';
-import { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
+import type { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
 import { layoutCapMinor } from './cap-minors.js';
 
-const native = join(dirname(fileURLToPath(import.meta.url)), '../../native/build/fake');
-const lib = join(native, 'libnvidia-ml.so.1');
-const ctl = join(native, 'fakegpu-ctl');
-const tmp = mkdtempSync(join(tmpdir(), 'vcuda-mig-share-'));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-
 /** One H100 80GB in MIG mode with two 3g.40gb: the one at slice 4 is shared. */
-const env = { FAKEGPU_DEVICES: '1x81559', FAKEGPU_MIG: '0', FAKEGPU_STATE: join(tmp, 'state') };
-const fakeCtl = (...args: string[]) =>
-  execFileSync(ctl, args, { env: { ...process.env, ...env }, stdio: 'pipe' })
-    .toString()
-    .trim();
+const fake = fakeNvmlMachine('vcuda-mig-share-', { devices: '1x81559', mig: '0' });
 
 /** A share pod (vcuda-core 50, vcuda-memory 4096) whose signed grant names `uuid`, bound to the node. */
-async function bindSharePod(h: Harness, name: string, uuid: string) {
-  const uid = `uid-${name}`;
-  const assignment: Assignment = {
-    v: 1,
-    pod: { uid, namespace: 'default', name },
-    node: NODE,
-    cluster: 'test',
-    containers: [
-      {
-        name: 'main',
-        isInit: false,
-        cards: [{ uuid, core: 50, memoryBytes: 4096 * MIB }],
-        coreLimit: 50,
-        mode: 'hard',
-      },
-    ],
-  };
-  const token = await signAssignment(assignment, h.key, {
-    nowSeconds: Math.floor(h.nowMs.value / 1000),
-    ttlSeconds: 300,
-  });
-  const limits = { [h.names.core]: '50', [h.names.memory]: '4096' };
-  const pod: PodObject = {
-    metadata: {
-      name,
-      namespace: 'default',
-      uid,
-      annotations: {
-        [vcudaAnnotations.assignment]: token,
-        [vcudaAnnotations.assignedNode]: NODE,
-        [vcudaAnnotations.assignedAt]: new Date(h.nowMs.value).toISOString(),
-      },
-    },
-    spec: { nodeName: NODE, containers: [{ name: 'main', resources: { limits, requests: limits } }] },
-    status: { phase: 'Pending' },
-  };
-  h.cluster.put(pod);
-  const requests = { [h.names.core]: 50, [h.names.memory]: 4096 };
-  return { namespace: 'default', name, containers: [{ name: 'main', isInit: false, requests }] };
+function bindSharePod(h: Harness, name: string, uuid: string) {
+  const cards = [{ uuid, core: 50, memoryBytes: 4096 * MIB }];
+  return bindGrantPod(h, name, cards, { [h.names.core]: 50, [h.names.memory]: 4096 }, 50);
 }
 
-describe.skipIf(!existsSync(lib) || !existsSync(ctl))('shares inside a MIG instance on the native fake NVML', () => {
+describe.skipIf(!isFakeNvmlBuilt)('shares inside a MIG instance on the native fake NVML', () => {
   it('serves the shared instance as vcuda-core/vcuda-memory and hands a share of it over with its limit', async () => {
-    Object.assign(process.env, env);
-    const whole = fakeCtl('mig-create', '0', '9', '0').split(' ')[1] as string;
-    const shared = fakeCtl('mig-create', '0', '9', '4').split(' ')[1] as string;
+    fake.enter();
+    const whole = fake.createMig(0, 9, 0);
+    const shared = fake.createMig(0, 9, 4);
     let source: NvmlGpuSource | undefined;
     const h = await startHarness({
       config: { mig: { shared: [{ profile: '3g.40gb', start: 4 }] } },
       gpuSource: () => {
-        source = new NvmlGpuSource({ libraryPath: lib, sysfsRoot: tmp });
+        source = fake.open();
         return source;
       },
     });
@@ -143,7 +92,7 @@ describe.skipIf(!existsSync(lib) || !existsSync(ctl))('shares inside a MIG insta
       );
     } finally {
       await h.close();
-      for (const k of Object.keys(env)) delete process.env[k];
+      fake.leave();
     }
   });
 });

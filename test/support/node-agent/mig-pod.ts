@@ -17,27 +17,40 @@ import type { GpuSource } from '../../../node-agent/nvml/gpu-source.js';
 import type { KubeletPod } from '../../../sim/kubelet/device-manager.js';
 import { type Harness, NODE } from './agent-harness.js';
 
-export async function bindMigGrantPod(
+export function bindMigGrantPod(
   h: Harness,
   name: string,
   profile: string,
   cards: CardGrant[],
   count = cards.length,
 ): Promise<KubeletPod> {
-  const resource = migResourceName(h.names, profile);
+  return bindGrantPod(h, name, cards, { [migResourceName(h.names, profile)]: count }, 100);
+}
+
+/**
+ * A pod whose container `main` requests `requests` and whose signed grant names `cards` with
+ * `coreLimit`, as the extender leaves it bound (stored in the harness's cluster); the kubelet's view.
+ */
+export async function bindGrantPod(
+  h: Harness,
+  name: string,
+  cards: CardGrant[],
+  requests: Record<string, number>,
+  coreLimit: number,
+): Promise<KubeletPod> {
   const uid = `uid-${name}`;
   const assignment: Assignment = {
     v: 1,
     pod: { uid, namespace: 'default', name },
     node: NODE,
     cluster: 'test',
-    containers: [{ name: 'main', isInit: false, cards, coreLimit: 100, mode: 'hard' }],
+    containers: [{ name: 'main', isInit: false, cards, coreLimit, mode: 'hard' }],
   };
   const token = await signAssignment(assignment, h.key, {
     nowSeconds: Math.floor(h.nowMs.value / 1000),
     ttlSeconds: 300,
   });
-  const limits = { [resource]: String(count) };
+  const limits = Object.fromEntries(Object.entries(requests).map(([k, v]) => [k, String(v)]));
   const pod: PodObject = {
     metadata: {
       name,
@@ -53,11 +66,7 @@ export async function bindMigGrantPod(
     status: { phase: 'Pending' },
   };
   h.cluster.put(pod);
-  return {
-    namespace: 'default',
-    name,
-    containers: [{ name: 'main', isInit: false, requests: { [resource]: count } }],
-  };
+  return { namespace: 'default', name, containers: [{ name: 'main', isInit: false, requests }] };
 }
 
 /** The dynamic grant of `profile` at `start` on card `card`, as the extender signs it (its size and memory from NVML's table). */
