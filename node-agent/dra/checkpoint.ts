@@ -4,10 +4,8 @@
  * are written atomically (temp file, fsync, rename), those of one event-loop turn together, before
  * the kubelet hears of them; the file is validated when read back.
  */
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { fieldErrorsFromZod, ValidationError } from '../../contract/index.js';
-import { writeFileDurably } from '../durable-file.js';
+import { readCheckpointFile, writeFileDurably } from '../durable-file.js';
 
 const CHECKPOINT_MAX_BYTES = 64 * 1024 * 1024;
 
@@ -77,18 +75,8 @@ export class ClaimCheckpoint {
   /** Reads the file (absent: nothing prepared); a corrupt file is an error, never an empty state. */
   static open(path: string): ClaimCheckpoint {
     const cp = new ClaimCheckpoint(path);
-    let text: string;
-    try {
-      text = readFileSync(path, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return cp;
-      throw err;
-    }
-    if (text.length > CHECKPOINT_MAX_BYTES)
-      throw new ValidationError([], `checkpoint ${path} (over ${CHECKPOINT_MAX_BYTES} bytes)`);
-    const parsed = checkpointSchema.safeParse(JSON.parse(text));
-    if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), `checkpoint ${path}`);
-    for (const c of parsed.data.claims) cp.claims.set(c.uid, c);
+    for (const c of readCheckpointFile(path, checkpointSchema, CHECKPOINT_MAX_BYTES)?.claims ?? [])
+      cp.claims.set(c.uid, c);
     return cp;
   }
 

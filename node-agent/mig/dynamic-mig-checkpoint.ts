@@ -5,10 +5,9 @@
  * destroying (finished), one that is ready (adopted). Written synchronously and durably
  * (durable-file.ts) because the next step must not run before the intent is on disk.
  */
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { fieldErrorsFromZod, migPlacementKey, ValidationError } from '../../contract/index.js';
-import { writeFileDurably } from '../durable-file.js';
+import { migPlacementKey } from '../../contract/index.js';
+import { readCheckpointFile, writeFileDurably } from '../durable-file.js';
 
 const placementSchema = z.object({
   cardUuid: z.string().min(1),
@@ -47,16 +46,7 @@ export class MigIntentCheckpoint {
   /** Reads the file (absent: no intents); a corrupt file is an error, never an empty state. */
   static open(path: string): MigIntentCheckpoint {
     const cp = new MigIntentCheckpoint(path);
-    let text: string;
-    try {
-      text = readFileSync(path, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return cp;
-      throw err;
-    }
-    const parsed = fileSchema.safeParse(JSON.parse(text));
-    if (!parsed.success) throw new ValidationError(fieldErrorsFromZod(parsed.error.issues), `checkpoint ${path}`);
-    for (const e of parsed.data.entries) cp.entries.set(placementKey(e), e);
+    for (const e of readCheckpointFile(path, fileSchema)?.entries ?? []) cp.entries.set(placementKey(e), e);
     return cp;
   }
 
