@@ -31,17 +31,18 @@ export function parseMigSliceCard(uuid: string): { parent: string; slice: number
   return m ? { parent: m[1] as string, slice: Number(m[2]) } : undefined;
 }
 
-/** What the offer rule reads of a GPU-instance profile (the inventory's, or the node's NVML). */
-export type MigProfileShapeOf = Readonly<{
+/** What the offer rule and the planner read of a GPU-instance profile (the inventory's, or the node's NVML). */
+export type MigProfileShape = Readonly<{
   profile: string;
   computeSlices: number;
   memorySlices: number;
   maxInstances: number;
+  /** First memory slice of every legal placement. */
   placements: readonly number[];
 }>;
 
 /** How many placements of one profile fit side by side on an empty card (equal sizes: the earliest that fits). */
-export function mostSideBySide(p: Pick<MigProfileShapeOf, 'placements' | 'memorySlices'>): number {
+export function mostSideBySide(p: Pick<MigProfileShape, 'placements' | 'memorySlices'>): number {
   let end = 0;
   let n = 0;
   for (const s of [...p.placements].sort((a, b) => a - b)) {
@@ -54,7 +55,7 @@ export function mostSideBySide(p: Pick<MigProfileShapeOf, 'placements' | 'memory
 }
 
 /** The most compute any set of non-overlapping placements of `profiles` takes. */
-export function mostComputeSideBySide(profiles: readonly MigProfileShapeOf[]): number {
+export function mostComputeSideBySide(profiles: readonly MigProfileShape[]): number {
   const best: number[] = new Array(MIG_MEMORY_SLICES + 1).fill(0);
   for (let s = MIG_MEMORY_SLICES - 1; s >= 0; s--) {
     let b = best[s + 1] as number;
@@ -75,7 +76,7 @@ export function mostComputeSideBySide(profiles: readonly MigProfileShapeOf[]): n
  * overspend the card's compute slices (the largest profile's). The extender places by it and the
  * node agent's device plugins count by it, so both offer the same profiles.
  */
-export function dynamicMigOffer<P extends MigProfileShapeOf>(
+export function dynamicMigOffer<P extends MigProfileShape>(
   profiles: readonly P[],
 ): { offered: P[] } | { refusal: string } {
   const offered = profiles.filter((p) => p.maxInstances >= mostSideBySide(p));

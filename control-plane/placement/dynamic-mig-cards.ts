@@ -19,10 +19,11 @@ import {
   isDynamicMigCard,
   MIG_MEMORY_SLICES,
   type MigProfileInventory,
+  type MigProfileShape,
   migSliceCardUuid,
   parseMigSliceCard,
 } from '../../contract/index.js';
-import type { MigProfileShape, MigSpan } from './mig-planner.js';
+import type { MigSpan } from './mig-planner.js';
 
 /** A profile the card may be granted: the planner's shape and the instance's memory. */
 export type DynamicMigProfile = MigProfileShape & Readonly<{ memoryMiB: number }>;

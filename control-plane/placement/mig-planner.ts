@@ -20,16 +20,7 @@
  * placement): exact for the H100/H200 tables' nested placements in every case the tests name, and
  * bounded for long queues.
  */
-
-/** A GPU-instance profile as the card's inventory lists it. */
-export type MigProfileShape = Readonly<{
-  profile: string;
-  computeSlices: number;
-  memorySlices: number;
-  maxInstances: number;
-  /** First memory slice of every legal placement. */
-  placements: readonly number[];
-}>;
+import type { MigProfileShape } from '../../contract/index.js';
 
 /** A span of memory slices already taken on a card: an instance, or a ledger hold in flight. */
 export type MigSpan = Readonly<{ profile: string; start: number; size: number; computeSlices: number }>;
