@@ -9,13 +9,13 @@ import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { z } from 'zod';
 import { fieldError, fieldErrorsFromZod, isClaimHolder, ValidationError, VcudaError } from '../../contract/index.js';
 import { withDeadline } from '../../db/deadline.js';
+import type { ClaimShareRow } from '../../db/ledger.js';
 import { isLedgerUnreachable } from '../../db/pg-errors.js';
 import type { RecordedUsage, UsageSample } from '../../db/usage.js';
 import type { PodWithStatus } from '../placement/cluster-snapshot.js';
 import type { Caller } from './caller-auth.js';
 import {
   burstKey,
-  type ClaimShareHold,
   judgeClaimSample,
   judgeSample,
   memoizedGrants,
@@ -95,7 +95,7 @@ export type UsageRoutesDeps = {
    * claim's sample must be of a share charged on the writer's node. Absent: a claim's sample is
    * recorded unchecked only where nothing is checked (no `pods` either), else not recorded.
    */
-  claims?: (holders: readonly string[]) => Promise<ClaimShareHold[]>;
+  claims?: (holders: readonly string[]) => Promise<ClaimShareRow[]>;
   clock?: () => Date;
   /**
    * The node agents' sampling interval (their `usagePeriodMs`), seconds: a sample claiming a

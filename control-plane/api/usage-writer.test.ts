@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import type { ClaimShareRow } from '../../db/ledger.js';
 import { assignedPod, cardUuid, grantsAsWritten } from '../../test/support/control-plane/builders.js';
 import type { PodWithStatus } from '../placement/cluster-snapshot.js';
 import {
-  type ClaimShareHold,
   judgeClaimSample,
   judgeSample,
   NODE_NAME_EXTRA,
@@ -62,7 +62,7 @@ describe('judgeSample with an assignment the cluster view did not verify', () =>
 
 describe('judgeClaimSample', () => {
   // A claim with two shares charged on n1: one on card 0, one on card 1 (the ledger's rows).
-  const hold = (container: string, card: number, node = 'n1'): ClaimShareHold => ({
+  const hold = (container: string, card: number, node = 'n1'): ClaimShareRow => ({
     holder: 'claim:u-train',
     namespace: 'ml',
     name: 'train',

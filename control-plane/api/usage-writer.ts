@@ -6,6 +6,7 @@
  * Pure over those lookups, so the rules are tested without a cluster.
  */
 import { type Assignment, VcudaError } from '../../contract/index.js';
+import type { ClaimShareRow } from '../../db/ledger.js';
 import type { PodWithStatus } from '../placement/cluster-snapshot.js';
 import type { Caller } from './caller-auth.js';
 
@@ -133,16 +134,6 @@ export function memoizedGrants(
   };
 }
 
-/** One share the ledger charged to a claim (db `claimShares`): its node and card, its key as `container`. */
-export type ClaimShareHold = {
-  holder: string;
-  namespace: string;
-  name: string;
-  node: string;
-  container: string;
-  cardUuid: string;
-};
-
 /**
  * The DRA counterpart of judgeSample, over what the ledger charged (the claim's holder `claim:<uid>`
  * as `podUid`, the claim's name as `pod`, a share's key as `container`): `own` when the ledger holds
@@ -153,7 +144,7 @@ export type ClaimShareHold = {
 export function judgeClaimSample(
   node: string,
   s: SampleRef,
-  holds: readonly ClaimShareHold[],
+  holds: readonly ClaimShareRow[],
 ): 'own' | 'unknown' | { refused: string } {
   const mine = holds.filter((h) => h.holder === s.podUid);
   const first = mine[0];
