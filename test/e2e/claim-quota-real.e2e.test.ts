@@ -20,14 +20,8 @@ import { createLedger, type Ledger } from '../../db/ledger.js';
 import { buildInventory } from '../../node-agent/inventory.js';
 import { buildNodeSnapshot } from '../support/control-plane/builders.js';
 import { createTestDatabase, type TestDatabase } from '../support/db/test-databases.js';
-import {
-  adminKubectl,
-  createDeviceClass,
-  createDraNode,
-  DRIVER,
-  startChargeHook,
-  waitFor,
-} from '../support/dra-real.js';
+import { claimPodManifest, shareClaimManifest } from '../support/dra-manifests.js';
+import { adminKubectl, createDeviceClass, createDraNode, startChargeHook, waitFor } from '../support/dra-real.js';
 import { type Kubernetes136, k8s136SkipReason, startKubernetes136 } from '../support/kubernetes-136.js';
 import { fakeCards } from '../support/node-agent/fake-gpu-source.js';
 import { h100Instance, h100Mig } from '../support/node-agent/mig-layouts.js';
@@ -63,33 +57,9 @@ const INVENTORY = buildNodeSnapshot(
   [],
 );
 
-function claimManifest(name: string): object {
-  return {
-    apiVersion: 'resource.k8s.io/v1',
-    kind: 'ResourceClaim',
-    metadata: { name, namespace: 'ml' },
-    spec: {
-      devices: {
-        requests: [
-          { name: 'gpu', exactly: { deviceClassName: DRIVER, capacity: { requests: { cores: '30', memory: '8Gi' } } } },
-        ],
-      },
-    },
-  };
-}
-
-function podManifest(name: string, claim: string): object {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: 'ml' },
-    spec: {
-      resourceClaims: [{ name: 'gpu', resourceClaimName: claim }],
-      containers: [{ name: 'main', image: 'none', resources: { claims: [{ name: 'gpu' }] } }],
-      terminationGracePeriodSeconds: 0,
-    },
-  };
-}
+const claimManifest = (name: string) => shareClaimManifest(name, 'ml', { cores: '30', memory: '8Gi' });
+const podManifest = (name: string, claim: string) =>
+  claimPodManifest(name, 'ml', claim, 'none', { terminationGracePeriodSeconds: 0 });
 
 describe.skipIf(skipReason !== undefined)('one quota on what claims consume, on real kube 1.36', () => {
   let k8s: Kubernetes136;

@@ -12,33 +12,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { claimPodManifest, shareClaimManifest } from '../support/dra-manifests.js';
 import { waitFor } from '../support/dra-real.js';
 import { buildWorkloads, CORE, gpuPod, hasKubectl, kubectl, MEMORY, runVcuda, vcudaSync } from './e2e-helpers.js';
 
-const DRIVER = 'gpu.vcuda.io';
-
-const claimManifest = (name: string) => ({
-  apiVersion: 'resource.k8s.io/v1',
-  kind: 'ResourceClaim',
-  metadata: { name, namespace: 'ml' },
-  spec: {
-    devices: {
-      requests: [
-        { name: 'gpu', exactly: { deviceClassName: DRIVER, capacity: { requests: { cores: '30', memory: '1Gi' } } } },
-      ],
-    },
-  },
-});
-
-const podManifest = (name: string, claim: string) => ({
-  apiVersion: 'v1',
-  kind: 'Pod',
-  metadata: { name, namespace: 'ml' },
-  spec: {
-    resourceClaims: [{ name: 'gpu', resourceClaimName: claim }],
-    containers: [{ name: 'main', image: 'cuda', resources: { claims: [{ name: 'gpu' }] } }],
-  },
-});
+const claimManifest = (name: string) => shareClaimManifest(name, 'ml', { cores: '30', memory: '1Gi' });
+const podManifest = (name: string, claim: string) => claimPodManifest(name, 'ml', claim, 'cuda');
 
 type Pod = { spec: { nodeName?: string }; status?: { phase?: string } };
 type Claim = { status?: { allocation?: { devices: { results: { consumedCapacity?: Record<string, string> }[] } } } };
