@@ -37,12 +37,17 @@ export function claimCdiSpecPath(cdiSpecDir: string, driver: string, key: string
   return join(cdiSpecDir, `${driver}-claim-${key}.json`);
 }
 
-/** The spec's common edits (every container of the claim) and one CDI device per allocated device. */
-function claimSpec(
+/**
+ * The spec's common edits (every container of the claim) and one CDI device per allocated device,
+ * `<key>-<device>`, with the device nodes `edits` gives it (the device-plugin spec of that device alone).
+ */
+function claimSpec<D extends { device: string }>(
   driver: string,
+  key: string,
   common: ContainerAllocateResponse,
   env: readonly string[],
-  devices: readonly { name: string; deviceNodes: unknown[] }[],
+  devices: readonly D[],
+  edits: (d: D) => { deviceNodes: unknown[] } | undefined,
 ) {
   return {
     cdiVersion: CDI_VERSION,
@@ -60,7 +65,10 @@ function claimSpec(
         options: [m.read_only ? 'ro' : 'rw', 'nosuid', 'nodev', 'bind'],
       })),
     },
-    devices: devices.map((d) => ({ name: d.name, containerEdits: { deviceNodes: d.deviceNodes } })),
+    devices: devices.map((d) => ({
+      name: `${key}-${d.device}`,
+      containerEdits: { deviceNodes: edits(d)?.deviceNodes ?? [] },
+    })),
   };
 }
 
@@ -75,12 +83,11 @@ export function buildClaimCdiSpec(
   const visible = buildCdiSpec(paths.key, cards, s).devices[0]?.containerEdits.env ?? [];
   return claimSpec(
     driver,
+    paths.key,
     common,
     visible,
-    devices.map((d) => ({
-      name: `${paths.key}-${d.device}`,
-      deviceNodes: buildCdiSpec(paths.key, [d.card], s).devices[0]?.containerEdits.deviceNodes ?? [],
-    })),
+    devices,
+    (d) => buildCdiSpec(paths.key, [d.card], s).devices[0]?.containerEdits,
   );
 }
 
@@ -99,12 +106,11 @@ export function buildClaimMigCdiSpec(
   const visible = buildMigCdiSpec(paths.key, devices, s).devices[0]?.containerEdits.env ?? [];
   return claimSpec(
     driver,
+    paths.key,
     common,
     visible,
-    devices.map((d) => ({
-      name: `${paths.key}-${d.device}`,
-      deviceNodes: buildMigCdiSpec(paths.key, [d], s).devices[0]?.containerEdits.deviceNodes ?? [],
-    })),
+    devices,
+    (d) => buildMigCdiSpec(paths.key, [d], s).devices[0]?.containerEdits,
   );
 }
 
