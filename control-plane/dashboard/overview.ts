@@ -233,26 +233,14 @@ export function viewCard(card: CardState): CardView {
   const coreUsed = card.allocations.reduce((s, a) => s + a.core, 0);
   const memoryUsedMiB = card.allocations.reduce((s, a) => s + a.memoryMiB, 0);
   return {
-    uuid: card.uuid,
-    index: card.index,
-    model: card.model,
-    memoryMiB: card.memoryMiB,
-    healthy: card.healthy ?? null,
-    memoryBurst: card.memoryBurst ?? null,
-    coreUsed,
-    memoryUsedMiB,
-    corePct: percent(coreUsed, 100),
-    memoryPct: percent(memoryUsedMiB, card.memoryMiB),
+    ...viewCardUse(card, coreUsed, memoryUsedMiB),
     isOvercommitted: coreUsed > 100 || memoryUsedMiB > card.memoryMiB,
     pods: groupPods(card),
   };
 }
 
-/** A card in MIG mode: nothing of it is held but through its instances, whole or shared. */
-function viewMigCard(card: CardState, instances: readonly CardState[]): CardView {
-  const views = instances.map(viewInstance);
-  const coreUsed = views.reduce((s, v) => s + cardUseOf(v).core, 0);
-  const memoryUsedMiB = views.reduce((s, v) => s + cardUseOf(v).memoryMiB, 0);
+/** What every card's view says, however it is held: the card, and how much of it is in use. */
+function viewCardUse(card: CardState, coreUsed: number, memoryUsedMiB: number) {
   return {
     uuid: card.uuid,
     index: card.index,
@@ -264,6 +252,16 @@ function viewMigCard(card: CardState, instances: readonly CardState[]): CardView
     memoryUsedMiB,
     corePct: percent(coreUsed, 100),
     memoryPct: percent(memoryUsedMiB, card.memoryMiB),
+  };
+}
+
+/** A card in MIG mode: nothing of it is held but through its instances, whole or shared. */
+function viewMigCard(card: CardState, instances: readonly CardState[]): CardView {
+  const views = instances.map(viewInstance);
+  const coreUsed = views.reduce((s, v) => s + cardUseOf(v).core, 0);
+  const memoryUsedMiB = views.reduce((s, v) => s + cardUseOf(v).memoryMiB, 0);
+  return {
+    ...viewCardUse(card, coreUsed, memoryUsedMiB),
     isOvercommitted: views.some((v) => v.isOvercommitted),
     pods: [],
     instances: views,
