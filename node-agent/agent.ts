@@ -291,16 +291,21 @@ export function newDynamicMig(
   });
 }
 
+/** The UIDs of this node's pods that have not finished, from a fresh pod list. */
+async function livePodUids(deps: AgentDeps): Promise<Set<string>> {
+  await deps.pods.refresh();
+  return new Set(
+    deps.pods
+      .pods()
+      .filter((p) => !p.isFinished)
+      .map((p) => p.uid),
+  );
+}
+
 /** Gives back the dynamic instances of pods that ended; a failed pod list gives back nothing. */
 async function reconcileDynamicMig(deps: AgentDeps, dynamicMig: DynamicMigGrants, when: string): Promise<void> {
   try {
-    await deps.pods.refresh();
-    const live = new Set(
-      deps.pods
-        .pods()
-        .filter((p) => !p.isFinished)
-        .map((p) => p.uid),
-    );
+    const live = await livePodUids(deps);
     dynamicMig.reconcile((uid) => live.has(uid));
   } catch (err) {
     deps.log.warn({ err }, `dynamic MIG: reconciling ${when} failed; instances kept until the next housekeeping`);
@@ -485,13 +490,7 @@ function housekeeper(
 ): () => Promise<string[]> {
   const { config, log } = deps;
   return async () => {
-    await deps.pods.refresh();
-    const live = new Set(
-      deps.pods
-        .pods()
-        .filter((p) => !p.isFinished)
-        .map((p) => p.uid),
-    );
+    const live = await livePodUids(deps);
     allocator.forgetPods((uid) => !live.has(uid));
     if (dynamicMig) {
       try {
