@@ -17,8 +17,12 @@ import { type DraPluginServer, startDraPluginServer } from '../../node-agent/dra
 import { parseClusterSpec } from '../../sim/cluster-spec.js';
 import { type KubeClient, type KubeObj, podPath } from '../../sim/kube-client.js';
 import type { RunningSimNode } from '../../sim/node/sim-node.js';
-import { type RealControlPlane, real136SkipReason, startRealControlPlane136 } from '../e2e/real-control-plane-136.js';
 import { startDraSimNodes } from '../support/dra-node-tier.js';
+import {
+  type RealControlPlane,
+  real136SkipReason,
+  startRealControlPlane136,
+} from '../support/real-control-plane-136.js';
 import { atLeast, type Benchmark, type Figure } from './harness.js';
 
 const CLAIMS = Number(process.env.VCUDA_BENCH_DRA_CLAIMS ?? 100);

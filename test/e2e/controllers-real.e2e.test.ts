@@ -9,8 +9,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SimApiServer, startApiServer } from '../../sim/apiserver/api-server.js';
 import { type SimControllerManager, startControllerManager } from '../../sim/controllers/controller-manager.js';
 import { KubeClient } from '../../sim/kube-client.js';
+import {
+  type RealControlPlane,
+  real136SkipReason,
+  startRealControlPlane136,
+} from '../support/real-control-plane-136.js';
 import { runPods } from '../support/sim/pod-runner.js';
-import { type RealControlPlane, real136SkipReason, startRealControlPlane136 } from './real-control-plane-136.js';
 import { type Observation, workloadScenario } from './workload-scenario.js';
 
 const skipReason = real136SkipReason('real kube-apiserver + kube-controller-manager v1.36');

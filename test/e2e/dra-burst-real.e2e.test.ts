@@ -24,7 +24,7 @@ import {
   deletePodNow,
   startDraNodeTier,
 } from '../support/dra-node-tier.js';
-import { real136SkipReason } from './real-control-plane-136.js';
+import { real136SkipReason } from '../support/real-control-plane-136.js';
 
 const skipReason = real136SkipReason('real kube-apiserver + kube-scheduler + kube-controller-manager v1.36');
 if (skipReason) console.warn(`dra-burst-real: skipped: ${skipReason}`);

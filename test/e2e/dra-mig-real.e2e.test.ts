@@ -23,8 +23,12 @@ import { installDeviceClass } from '../../sim/local-cluster.js';
 import { deletePodNow } from '../support/dra-node-tier.js';
 import { DraKubeletClient, draAgentConfig } from '../support/node-agent/dra-harness.js';
 import { recordingLog } from '../support/node-agent/recording-log.js';
-import { readyNode } from './dra-scenario.js';
-import { type RealControlPlane, real136SkipReason, startRealControlPlane136 } from './real-control-plane-136.js';
+import { readyNode } from '../support/ready-node.js';
+import {
+  type RealControlPlane,
+  real136SkipReason,
+  startRealControlPlane136,
+} from '../support/real-control-plane-136.js';
 
 const native = join(dirname(fileURLToPath(import.meta.url)), '../../native/build/fake');
 const lib = join(native, 'libnvidia-ml.so.1');

@@ -20,8 +20,12 @@ import { createVcudaDeviceClass, deletePodNow } from '../support/dra-node-tier.j
 import { DraKubeletClient, draAgentConfig } from '../support/node-agent/dra-harness.js';
 import { FakeGpuSource } from '../support/node-agent/fake-gpu-source.js';
 import { recordingLog } from '../support/node-agent/recording-log.js';
-import { readyNode } from './dra-scenario.js';
-import { type RealControlPlane, real136SkipReason, startRealControlPlane136 } from './real-control-plane-136.js';
+import { readyNode } from '../support/ready-node.js';
+import {
+  type RealControlPlane,
+  real136SkipReason,
+  startRealControlPlane136,
+} from '../support/real-control-plane-136.js';
 
 const skipReason = real136SkipReason('real kube-apiserver + kube-scheduler + kube-controller-manager v1.36');
 if (skipReason) console.warn(`dra-node-real: skipped: ${skipReason}`);

@@ -11,10 +11,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeClient } from '../../sim/kube-client.js';
+import {
+  type RealControlPlane,
+  real136SkipReason,
+  startRealControlPlane136,
+} from '../support/real-control-plane-136.js';
 import { type DraObservation, draMigScenario, draScenario } from './dra-scenario.js';
 import { type DraSim, startDraSim } from './dra-sim.js';
 import { refusals } from './dra-validation-cases.js';
-import { type RealControlPlane, real136SkipReason, startRealControlPlane136 } from './real-control-plane-136.js';
 
 const skipReason = real136SkipReason('real kube-apiserver + kube-scheduler + kube-controller-manager v1.36');
 if (skipReason) console.warn(`dra-real: skipped: ${skipReason}`);

@@ -10,6 +10,7 @@ import { buildResourceSlices, type SliceCard } from '../../node-agent/dra/resour
 import { type KubeClient, type KubeObj, podPath } from '../../sim/kube-client.js';
 import { fakeCards } from '../support/node-agent/fake-gpu-source.js';
 import { h100Mig } from '../support/node-agent/mig-layouts.js';
+import { readyNode } from '../support/ready-node.js';
 
 export const DRIVER = 'gpu.vcuda.io';
 const GV = '/apis/resource.k8s.io/v1';
@@ -46,26 +47,6 @@ function card(name: string, memory: string) {
       memory: { value: memory, requestPolicy: policy(memory, '1Mi', memory, '1Mi') },
     },
   };
-}
-
-/** A Node object as a kubelet would leave it: Ready, with capacity, without the not-ready taint. */
-export async function readyNode(client: KubeClient, name: string): Promise<void> {
-  await client.create('/api/v1/nodes', { metadata: { name, labels: { 'kubernetes.io/hostname': name } } });
-  const allocatable = { pods: '110', cpu: '8', memory: '32Gi' };
-  const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-  const ready = {
-    type: 'Ready',
-    status: 'True',
-    reason: 'KubeletReady',
-    message: 'ready',
-    lastHeartbeatTime: now,
-    lastTransitionTime: now,
-  };
-  await client.mergePatch(`/api/v1/nodes/${name}/status`, {
-    status: { capacity: allocatable, allocatable, conditions: [ready] },
-  });
-  // kube-apiserver taints every new node not-ready until a kubelet says otherwise.
-  await client.mergePatch(`/api/v1/nodes/${name}`, { spec: { taints: null } });
 }
 
 /** Two nodes, vcuda's DeviceClass, and one slice: node-a's two cards (24Gi, 40Gi); node-b has none. */

@@ -17,7 +17,6 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { Worker } from 'node:worker_threads';
 import { pino } from 'pino';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { resourceNames } from '../../contract/index.js';
@@ -33,6 +32,7 @@ import { mountExtenderSecret, NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/l
 import { type LocalNode, startLocalNode } from '../../sim/node/local-node.js';
 import { publishedJwks } from '../../sim/node/published-jwks.js';
 import { workDirParent } from '../../sim/work-dir.js';
+import { startAdminFront } from '../support/admin-front.js';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const REAL_K8S_DIR = join(repoRoot, '..', 'shared', 'kubernetes-1.32');
@@ -86,36 +86,6 @@ export function schedulerConfigFor(dir: string, extender: ExtenderEndpoint): str
   const file = join(dir, 'kube-scheduler-config.yaml');
   writeFileSync(file, stringifyYaml(doc));
   return file;
-}
-
-/**
- * Plain HTTP in front of the API server, authenticated with the admin client certificate
- * (admin-front.mjs), in a thread of its own, off the event loop the control plane runs on here.
- */
-export async function startAdminFront(
-  dir: string,
-  apiserver: string,
-): Promise<{ url: string; close: () => Promise<void> }> {
-  const pki = join(dir, 'pki');
-  const pem = (name: string) => readFileSync(join(pki, name), 'utf8');
-  const worker = new Worker(new URL('./admin-front.mjs', import.meta.url), {
-    workerData: { apiserver, ca: pem('ca.crt'), cert: pem('admin.crt'), key: pem('admin.key') },
-  });
-  const { port } = await new Promise<{ port: number }>((resolve, reject) => {
-    worker.once('message', resolve);
-    worker.once('error', reject);
-  });
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: async () => {
-      const exited = new Promise<void>((r) => worker.once('exit', () => r()));
-      worker.postMessage('close');
-      // A watch left open must not hold the close up: the thread ends after 5 s whatever.
-      const timer = setTimeout(() => void worker.terminate(), 5000);
-      await exited;
-      clearTimeout(timer);
-    },
-  };
 }
 
 export type RealCluster = {

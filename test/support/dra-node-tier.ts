@@ -15,8 +15,8 @@ import { type ClusterSpec, expandNodes, parseClusterSpec } from '../../sim/clust
 import { type KubeClient, podPath } from '../../sim/kube-client.js';
 import { NATIVE_BUILD_DIR, WORKLOAD_DIR } from '../../sim/local-cluster.js';
 import { type RunningSimNode, startSimNode } from '../../sim/node/sim-node.js';
-import { type RealControlPlane, startRealControlPlane136 } from '../e2e/real-control-plane-136.js';
 import { recordingLog } from './node-agent/recording-log.js';
+import { type RealControlPlane, startRealControlPlane136 } from './real-control-plane-136.js';
 
 export const DRA_GV = '/apis/resource.k8s.io/v1';
 export const DRA_DRIVER = 'gpu.vcuda.io';

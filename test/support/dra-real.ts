@@ -17,6 +17,7 @@ import { issueServingCertificate } from '../../webhooks/certificates.js';
 import { buildClaimWebhookConfigurations } from '../../webhooks/claim-registration.js';
 import { registrationConfigSchema } from '../../webhooks/config.js';
 import type { Kubernetes136 } from './kubernetes-136.js';
+import { nodeObject, readyNodeStatus } from './ready-node.js';
 
 export const DRIVER = DEFAULT_DRA_DRIVER;
 
@@ -56,26 +57,8 @@ export async function createDraNode(
   cards: readonly (GpuCard & Pick<SliceCard, 'mig'>)[],
 ): Promise<void> {
   const kubectl = adminKubectl(k8s);
-  await kubectl(['create', '-f', '-'], {
-    apiVersion: 'v1',
-    kind: 'Node',
-    metadata: { name: node, labels: { 'kubernetes.io/hostname': node } },
-  });
-  const now = new Date().toISOString();
-  const status = {
-    capacity: { cpu: '64', memory: '512Gi', pods: '110' },
-    allocatable: { cpu: '64', memory: '512Gi', pods: '110' },
-    conditions: [
-      {
-        type: 'Ready',
-        status: 'True',
-        reason: 'KubeletReady',
-        message: 'ready',
-        lastHeartbeatTime: now,
-        lastTransitionTime: now,
-      },
-    ],
-  };
+  await kubectl(['create', '-f', '-'], nodeObject(node));
+  const status = readyNodeStatus();
   await kubectl(['patch', 'node', node, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status })]);
   await kubectl(['taint', 'node', node, 'node.kubernetes.io/not-ready:NoSchedule-']);
   const slices = buildResourceSlices({

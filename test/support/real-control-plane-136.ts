@@ -5,8 +5,8 @@
  * differential tests against 1.36 use.
  */
 import { KubeClient } from '../../sim/kube-client.js';
-import { k8s136SkipReason, startKubernetes136 } from '../support/kubernetes-136.js';
-import { startAdminFront } from './real-cluster.js';
+import { startAdminFront } from './admin-front.js';
+import { k8s136SkipReason, startKubernetes136 } from './kubernetes-136.js';
 
 /** Why the 1.36 tier cannot run here (`what`: the servers the test needs), or undefined when it can. */
 export function real136SkipReason(what: string): string | undefined {
