@@ -21,7 +21,14 @@ import { buildInventory } from '../../node-agent/inventory.js';
 import { buildNodeSnapshot } from '../support/control-plane/builders.js';
 import { createTestDatabase, type TestDatabase } from '../support/db/test-databases.js';
 import { claimPodManifest, shareClaimManifest } from '../support/dra-manifests.js';
-import { adminKubectl, createDeviceClass, createDraNode, startChargeHook, waitFor } from '../support/dra-real.js';
+import {
+  adminKubectl,
+  createDeviceClass,
+  createDraNode,
+  DRIVER,
+  startChargeHook,
+  waitFor,
+} from '../support/dra-real.js';
 import { type Kubernetes136, k8s136SkipReason, startKubernetes136 } from '../support/kubernetes-136.js';
 import { fakeCards } from '../support/node-agent/fake-gpu-source.js';
 import { h100Instance, h100Mig } from '../support/node-agent/mig-layouts.js';
