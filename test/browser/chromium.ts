@@ -28,6 +28,21 @@ export async function launchChromium(): Promise<Browser> {
   return chromium.launch({ executablePath: chromiumPath, args: launchArgs, headless: true });
 }
 
+/** A new page of `browser` at `url` once the dashboard has rendered; an error thrown in the page fails the test. */
+export async function openDashboard(
+  browser: Browser,
+  url: string,
+  viewport = { width: 1400, height: 1000 },
+): Promise<Page> {
+  const page = await browser.newPage({ viewport });
+  page.on('pageerror', (e) => {
+    throw e;
+  });
+  await page.goto(url);
+  await page.locator('body[data-rendered]').waitFor();
+  return page;
+}
+
 /**
  * Saves a full-page screenshot in test-results/ for a person to look at and returns what the file
  * really holds: its PNG header's size and its byte count (a blank page compresses to a few KiB).

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../control-plane/app.js';
 import { dashboardRoutes } from '../../control-plane/dashboard/routes.js';
 import type { DashboardSource, IdleAllocation } from '../../control-plane/dashboard/source.js';
-import { hasChromium, launchChromium } from './chromium.js';
+import { hasChromium, launchChromium, openDashboard } from './chromium.js';
 
 const runs = hasChromium() || Boolean(process.env.CI);
 
@@ -46,12 +46,7 @@ describe.skipIf(!runs)('the idle table in headless chromium', () => {
     await new Promise<void>((resolve) => server.once('listening', () => resolve()));
     close = () => new Promise<void>((resolve) => server.close(() => resolve()));
     browser = await launchChromium();
-    page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-    page.on('pageerror', (e) => {
-      throw e;
-    });
-    await page.goto(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
-    await page.locator('body[data-rendered]').waitFor();
+    page = await openDashboard(browser, `http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
   }, 60_000);
 
   afterAll(async () => {

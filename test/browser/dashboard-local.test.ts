@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { peekAssignment, vcudaAnnotations } from '../../contract/index.js';
 import { expandNodes } from '../../sim/cluster-spec.js';
 import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
-import { hasChromium, launchChromium, saveScreenshot } from './chromium.js';
+import { hasChromium, launchChromium, openDashboard, saveScreenshot } from './chromium.js';
 import { twoNodeCluster as cluster, gpuPod } from './local-cluster-fixture.js';
 
 const runs = hasChromium() || Boolean(process.env.CI);
@@ -61,12 +61,7 @@ describe.skipIf(!runs)('dashboard of vcuda local in headless chromium', () => {
       .catch(() => undefined);
 
     browser = await launchChromium();
-    page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-    page.on('pageerror', (e) => {
-      throw e;
-    });
-    await page.goto(`${lc.url}/`);
-    await page.locator('body[data-rendered]').waitFor();
+    page = await openDashboard(browser, `${lc.url}/`);
   }, 120_000);
 
   afterAll(async () => {

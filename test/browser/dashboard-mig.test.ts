@@ -13,7 +13,7 @@ import { peekAssignment, vcudaAnnotations } from '../../contract/index.js';
 import type { Overview } from '../../control-plane/dashboard/overview.js';
 import { loadClusterSpec } from '../../sim/cluster-spec.js';
 import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
-import { hasChromium, launchChromium, saveScreenshot } from './chromium.js';
+import { hasChromium, launchChromium, openDashboard, saveScreenshot } from './chromium.js';
 
 const runs = hasChromium() || Boolean(process.env.CI);
 const slow = { timeout: 20_000, interval: 100 };
@@ -65,12 +65,7 @@ describe.skipIf(!runs)('dashboard of a MIG cluster in headless chromium', () => 
       await new Promise((r) => setTimeout(r, 200));
     }
     browser = await launchChromium();
-    page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-    page.on('pageerror', (e) => {
-      throw e;
-    });
-    await page.goto(`${lc.url}/`);
-    await page.locator('body[data-rendered]').waitFor();
+    page = await openDashboard(browser, `${lc.url}/`);
   }, 120_000);
 
   afterAll(async () => {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalCluster, startLocalCluster } from '../../sim/local-cluster.js';
 import { formatSummary, readSummary } from '../../sim/local-summary.js';
 import { inThisProcess } from '../../sim/node/local-node.js';
-import { hasChromium, launchChromium } from './chromium.js';
+import { hasChromium, launchChromium, openDashboard } from './chromium.js';
 import { twoNodeCluster as cluster, gpuPod } from './local-cluster-fixture.js';
 
 const runs = hasChromium() || Boolean(process.env.CI);
@@ -46,15 +46,7 @@ describe.skipIf(!runs)('a dashboard that tells the truth, in headless chromium',
     await lc?.close();
   });
 
-  async function open(width: number): Promise<Page> {
-    const page = await browser.newPage({ viewport: { width, height: 900 } });
-    page.on('pageerror', (e) => {
-      throw e;
-    });
-    await page.goto(`${lc.url}/`);
-    await page.locator('body[data-rendered]').waitFor();
-    return page;
-  }
+  const open = (width: number): Promise<Page> => openDashboard(browser, `${lc.url}/`, { width, height: 900 });
 
   for (const width of [1400, 420]) {
     it(`fits ${width} px: no sideways overflow, and anchors land below the sticky header`, async () => {
