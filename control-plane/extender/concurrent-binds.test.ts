@@ -50,6 +50,25 @@ describe.each(await testDbKinds())('concurrent binds on %s', (kind) => {
     }
   };
 
+  /** `ext` binds `pod` onto `node`, as kube-scheduler asks it. */
+  const bind = (ext: ExtenderHarness, pod: PodWithStatus | undefined, node: string) =>
+    post(ext.app, '/bind', {
+      PodName: pod?.metadata?.name,
+      PodNamespace: 'default',
+      PodUID: pod?.metadata?.uid,
+      Node: node,
+    });
+
+  /** Every replica binds every pod onto `node` at once: each plans on its own view, the ledger arbitrates. */
+  const bindEverywhere = (replicas: ExtenderHarness[], pods: PodWithStatus[], node: string) =>
+    Promise.all(replicas.flatMap((ext) => pods.map((p) => bind(ext, p, node))));
+
+  /** The ledger's rows of `pods` not released. */
+  const liveRowsOf = async (pods: PodWithStatus[]) => {
+    const uids = new Set(pods.map((p) => p.metadata?.uid));
+    return (await tdb.db.select().from(allocations)).filter((r) => r.state !== 'released' && uids.has(r.podUid));
+  };
+
   it('never overcommits a card, whatever the interleaving', async () => {
     const api: FakeKubeApi = await startFakeKubeApi();
     const node = gpuNode({ name: 'n1', cards: 2, card: { memoryMiB: 4000 } });
@@ -60,18 +79,7 @@ describe.each(await testDbKinds())('concurrent binds on %s', (kind) => {
     const replicas: ExtenderHarness[] = [];
     try {
       await startReplicas(replicas, api, node, 'replica');
-      const results = await Promise.all(
-        replicas.flatMap((ext) =>
-          pods.map((p) =>
-            post(ext.app, '/bind', {
-              PodName: p.metadata?.name,
-              PodNamespace: 'default',
-              PodUID: p.metadata?.uid,
-              Node: 'n1',
-            }),
-          ),
-        ),
-      );
+      const results = await bindEverywhere(replicas, pods, 'n1');
       expect(results.every((r) => r.status === 200)).toBe(true);
       // A bind answers before its confirm commits.
       for (const r of replicas) await r.confirmed();
@@ -125,23 +133,9 @@ describe.each(await testDbKinds())('concurrent binds on %s', (kind) => {
     const replicas: ExtenderHarness[] = [];
     try {
       await startReplicas(replicas, api, node, 'mig');
-      await Promise.all(
-        replicas.flatMap((ext) =>
-          pods.map((p) =>
-            post(ext.app, '/bind', {
-              PodName: p.metadata?.name,
-              PodNamespace: 'default',
-              PodUID: p.metadata?.uid,
-              Node: 'n3',
-            }),
-          ),
-        ),
-      );
+      await bindEverywhere(replicas, pods, 'n3');
       for (const r of replicas) await r.confirmed();
-      const uids = new Set(pods.map((p) => p.metadata?.uid));
-      const live = (await tdb.db.select().from(allocations)).filter(
-        (r) => r.state !== 'released' && uids.has(r.podUid),
-      );
+      const live = await liveRowsOf(pods);
       const granted = [...api.pods.values()].flatMap((p) => {
         const a = peekAssignment((p as PodWithStatus).metadata?.annotations?.[vcudaAnnotations.assignment] ?? '');
         return a?.containers.flatMap((c) => c.cards.map((g) => g.uuid)) ?? [];
@@ -168,24 +162,9 @@ describe.each(await testDbKinds())('concurrent binds on %s', (kind) => {
     const replicas: ExtenderHarness[] = [];
     try {
       await startReplicas(replicas, api, node, 'dyn');
-      // Every replica binds every pod at once: each plans on its own view, the ledger arbitrates.
-      await Promise.all(
-        replicas.flatMap((ext) =>
-          pods.map((p) =>
-            post(ext.app, '/bind', {
-              PodName: p.metadata?.name,
-              PodNamespace: 'default',
-              PodUID: p.metadata?.uid,
-              Node: 'n4',
-            }),
-          ),
-        ),
-      );
+      await bindEverywhere(replicas, pods, 'n4');
       for (const r of replicas) await r.confirmed();
-      const uids = new Set(pods.map((p) => p.metadata?.uid));
-      const live = (await tdb.db.select().from(allocations)).filter(
-        (r) => r.state !== 'released' && uids.has(r.podUid),
-      );
+      const live = await liveRowsOf(pods);
       const grants = [...api.pods.values()].flatMap((p) => {
         const pod = p as PodWithStatus & { spec: { nodeName?: string } };
         const a = peekAssignment(pod.metadata?.annotations?.[vcudaAnnotations.assignment] ?? '');
@@ -233,16 +212,7 @@ describe.each(await testDbKinds())('concurrent binds on %s', (kind) => {
     const replicas: ExtenderHarness[] = [];
     try {
       await startReplicas(replicas, api, node, 'tie');
-      const results = await Promise.all(
-        replicas.map((ext, i) =>
-          post(ext.app, '/bind', {
-            PodName: pods[i]?.metadata?.name,
-            PodNamespace: 'default',
-            PodUID: pods[i]?.metadata?.uid,
-            Node: 'n2',
-          }),
-        ),
-      );
+      const results = await Promise.all(replicas.map((ext, i) => bind(ext, pods[i], 'n2')));
       expect(results.map((r) => (r.json as { Error?: string }).Error ?? '')).toEqual(pods.map(() => ''));
       const bound = [...api.pods.values()].filter(
         (p) => (p as unknown as { spec: { nodeName?: string } }).spec.nodeName,
