@@ -16,19 +16,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { draMigProfileSelector } from '../../contract/index.js';
 import { claimCdiSpecPath } from '../../node-agent/dra/claim-cdi.js';
 import { NvmlGpuSource } from '../../node-agent/nvml/nvml-gpu-source.js';
-import { startWiredDraAgent } from '../../node-agent/wiring.js';
 import { type KubeClient, podPath } from '../../sim/kube-client.js';
-import { kubeConfigFor } from '../../sim/kubeconfig.js';
 import { installDeviceClass } from '../../sim/local-cluster.js';
 import { deletePodNow } from '../support/dra-node-tier.js';
-import { DraKubeletClient, draAgentConfig } from '../support/node-agent/dra-harness.js';
-import { recordingLog } from '../support/node-agent/recording-log.js';
-import { readyNode } from '../support/ready-node.js';
-import {
-  type RealControlPlane,
-  real136SkipReason,
-  startRealControlPlane136,
-} from '../support/real-control-plane-136.js';
+import type { DraKubeletClient } from '../support/node-agent/dra-harness.js';
+import { real136SkipReason } from '../support/real-control-plane-136.js';
+import { type RealDraNode, startRealDraNode } from '../support/real-dra-node.js';
 
 const native = join(dirname(fileURLToPath(import.meta.url)), '../../native/build/fake');
 const lib = join(native, 'libnvidia-ml.so.1');
@@ -44,10 +37,9 @@ const CLAIMS = `${GV}/namespaces/default/resourceclaims`;
 type Result = { device: string; pool: string; shareID?: string };
 
 describe.skipIf(skipReason !== undefined)('MIG partitions of the DRA node agent on the real 1.36 control plane', () => {
-  let plane: RealControlPlane | undefined;
+  let real: RealDraNode | undefined;
   let client: KubeClient;
   let dir: string;
-  let agent: Awaited<ReturnType<typeof startWiredDraAgent>> | undefined;
   let kubelet: DraKubeletClient;
   let nvml: NvmlGpuSource;
   const env = { FAKEGPU_DEVICES: '81559', FAKEGPU_MIG: '0', FAKEGPU_STATE: '' };
@@ -56,24 +48,22 @@ describe.skipIf(skipReason !== undefined)('MIG partitions of the DRA node agent 
     dir = mkdtempSync(join(tmpdir(), 'dra-mig-real-'));
     env.FAKEGPU_STATE = join(dir, 'fakegpu.state');
     Object.assign(process.env, env);
-    plane = await startRealControlPlane136();
-    client = plane.client;
-    await readyNode(client, 'node-m');
-    // The overlay's DeviceClasses, as shipped: cards, and MIG partitions.
-    await installDeviceClass(client);
-    const mig = { dynamicCards: [0], checkpointPath: join(dir, 'dynamic-mig.json') };
-    const config = draAgentConfig(dir, { nodeName: 'node-m', config: { mig } });
     nvml = new NvmlGpuSource({ libraryPath: lib, sysfsRoot: dir });
-    const gpu = new NvmlGpuSource({ libraryPath: lib, sysfsRoot: dir });
-    agent = await startWiredDraAgent(config, { kubeConfig: kubeConfigFor(plane.url), gpu, log: recordingLog().log });
-    kubelet = new DraKubeletClient(agent.agent);
+    real = await startRealDraNode({
+      nodeName: 'node-m',
+      dir,
+      gpu: new NvmlGpuSource({ libraryPath: lib, sysfsRoot: dir }),
+      config: { mig: { dynamicCards: [0], checkpointPath: join(dir, 'dynamic-mig.json') } },
+      // The overlay's DeviceClasses, as shipped: cards, and MIG partitions.
+      createDeviceClasses: installDeviceClass,
+    });
+    client = real.client;
+    kubelet = real.kubelet;
   }, 300_000);
 
   afterAll(async () => {
-    kubelet?.close();
-    await agent?.stop();
+    await real?.close();
     nvml?.close();
-    await plane?.close();
     for (const k of Object.keys(env)) delete process.env[k];
     if (dir) rmSync(dir, { recursive: true, force: true });
   }, 120_000);
@@ -138,7 +128,7 @@ describe.skipIf(skipReason !== undefined)('MIG partitions of the DRA node agent 
     const prepared = await kubelet.prepare('v1', [refs.get('train-a')!, refs.get('train-b')!]);
     expect(Object.values(prepared.claims).map((c) => c.error)).toEqual(['', '']);
     expect(instances().sort()).toEqual(['3g.40gb@0', '3g.40gb@4']);
-    const claim = agent!.agent.preparer.prepared().find((c) => c.name === 'train-a');
+    const claim = real!.agent.preparer.prepared().find((c) => c.name === 'train-a');
     const cdi = JSON.parse(readFileSync(claimCdiSpecPath(join(dir, 'cdi'), DRIVER, claim!.key), 'utf8'));
     expect(cdi.containerEdits.env).toContain(`NVIDIA_VISIBLE_DEVICES=${claim!.mig?.[0]?.uuid}`);
 

@@ -13,19 +13,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeLimitConfig } from '../../contract/index.js';
 import { containerPaths } from '../../node-agent/limits/container-files.js';
-import { startWiredDraAgent } from '../../node-agent/wiring.js';
 import { type KubeClient, podPath } from '../../sim/kube-client.js';
-import { kubeConfigFor } from '../../sim/kubeconfig.js';
 import { createVcudaDeviceClass, deletePodNow } from '../support/dra-node-tier.js';
-import { DraKubeletClient, draAgentConfig } from '../support/node-agent/dra-harness.js';
+import type { DraKubeletClient } from '../support/node-agent/dra-harness.js';
 import { FakeGpuSource } from '../support/node-agent/fake-gpu-source.js';
-import { recordingLog } from '../support/node-agent/recording-log.js';
-import { readyNode } from '../support/ready-node.js';
-import {
-  type RealControlPlane,
-  real136SkipReason,
-  startRealControlPlane136,
-} from '../support/real-control-plane-136.js';
+import { real136SkipReason } from '../support/real-control-plane-136.js';
+import { type RealDraNode, startRealDraNode } from '../support/real-dra-node.js';
 
 const skipReason = real136SkipReason('real kube-apiserver + kube-scheduler + kube-controller-manager v1.36');
 if (skipReason) console.warn(`dra-node-real: skipped: ${skipReason}`);
@@ -36,29 +29,22 @@ const CLAIMS = `${GV}/namespaces/default/resourceclaims`;
 const MiB = 2 ** 20;
 
 describe.skipIf(skipReason !== undefined)('the DRA node agent against the real 1.36 control plane', () => {
-  let plane: RealControlPlane | undefined;
+  let real: RealDraNode | undefined;
   let client: KubeClient;
   let dir: string;
-  let agent: Awaited<ReturnType<typeof startWiredDraAgent>> | undefined;
   let kubelet: DraKubeletClient;
   let gpu: FakeGpuSource;
 
   beforeAll(async () => {
-    plane = await startRealControlPlane136();
-    client = plane.client;
-    await readyNode(client, 'node-a');
-    await createVcudaDeviceClass(client);
     dir = mkdtempSync(join(tmpdir(), 'dra-real-'));
-    const config = draAgentConfig(dir, { nodeName: 'node-a' });
     gpu = new FakeGpuSource({ cards: 2, memoryMiB: 81920 });
-    agent = await startWiredDraAgent(config, { kubeConfig: kubeConfigFor(plane.url), gpu, log: recordingLog().log });
-    kubelet = new DraKubeletClient(agent.agent);
+    real = await startRealDraNode({ nodeName: 'node-a', dir, gpu, createDeviceClasses: createVcudaDeviceClass });
+    client = real.client;
+    kubelet = real.kubelet;
   }, 300_000);
 
   afterAll(async () => {
-    kubelet?.close();
-    await agent?.stop();
-    await plane?.close();
+    await real?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
   }, 120_000);
 
@@ -115,7 +101,7 @@ describe.skipIf(skipReason !== undefined)('the DRA node agent against the real 1
     const ref = { namespace: 'default', name: 'share', uid: made.metadata.uid as string };
     const prepared = await kubelet.prepare('v1', [ref]);
     expect(prepared.claims[ref.uid]?.error).toBe('');
-    const key = agent?.agent.preparer.prepared()[0]?.key as string;
+    const key = real?.agent.preparer.prepared()[0]?.key as string;
     const limit = decodeLimitConfig(readFileSync(containerPaths(join(dir, 'containers'), key).configPath));
     expect(limit.devices).toEqual([
       expect.objectContaining({
@@ -160,7 +146,7 @@ describe.skipIf(skipReason !== undefined)('the DRA node agent against the real 1
     await deletePodNow(client, 'default', 'p');
     await expect.poll(async () => (await claimStatus('share'))?.['allocation'], { timeout: 60_000 }).toBeUndefined();
     expect((await kubelet.unprepare('v1', [ref])).claims[ref.uid]?.error).toBe('');
-    expect(agent?.agent.preparer.prepared()).toEqual([]);
+    expect(real?.agent.preparer.prepared()).toEqual([]);
   }, 180_000);
 
   it("reads the claim's opaque config as the real API server stores it: a soft limit", async () => {
@@ -187,7 +173,7 @@ describe.skipIf(skipReason !== undefined)('the DRA node agent against the real 1
       .toBe(true);
     const ref = { namespace: 'default', name: 'soft', uid: made.metadata.uid as string };
     expect((await kubelet.prepare('v1', [ref])).claims[ref.uid]?.error).toBe('');
-    const key = agent?.agent.preparer.prepared().find((c) => c.name === 'soft')?.key as string;
+    const key = real?.agent.preparer.prepared().find((c) => c.name === 'soft')?.key as string;
     const limit = decodeLimitConfig(readFileSync(containerPaths(join(dir, 'containers'), key).configPath));
     expect(limit.devices).toEqual([
       expect.objectContaining({ mode: 'soft', coreRequest: 20, coreLimit: 60, memoryLimitBytes: 1024 * MiB }),
