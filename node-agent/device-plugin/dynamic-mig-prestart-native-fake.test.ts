@@ -25,7 +25,6 @@ import { runTsxProcess } from '../../test/support/process.js';
 import { cdiSpecPath } from '../limits/cdi-spec.js';
 import { allocationKey } from '../limits/container-files.js';
 import { type DynamicMigStep, dynamicMigSteps } from '../mig/dynamic-mig.js';
-import type { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
 
 /** Three H100 80GB: card 0 in MIG mode, cards 1 and 2 out of it; 0 and 1 kept for dynamic MIG. */
 const fake = fakeNvmlMachine('vcuda-dynamic-mig-prestart-', { devices: '3x81559', mig: '0' });
@@ -35,18 +34,14 @@ const PROCESS_DEADLINE_MS = 60_000;
 
 class Crash extends Error {}
 
-let source: NvmlGpuSource | undefined;
-const nvml = () => source as NvmlGpuSource;
+const nvml = () => fake.lastOpened();
 let runs = 0;
 
 /** An agent harness on the fake NVML; `crashAt` makes the first agent's step hook throw there. */
 async function harness(crashAt?: DynamicMigStep): Promise<Harness> {
   let starts = 0;
   return startHarness({
-    gpuSource: () => {
-      source = fake.open();
-      return source;
-    },
+    gpuSource: fake.open,
     config: { mig: { dynamicCards: [0, 1], checkpointPath: join(tmp, `cp-${runs++}.json`) } },
     dynamicMigFaults: () => {
       if (starts++ > 0 || !crashAt) return undefined;
@@ -211,7 +206,7 @@ describe.skipIf(!isFakeNvmlBuilt)('dynamic MIG at PreStartContainer on the nativ
       const killed = await run({ op: 'admit', killAt });
       expect(killed.signal, killed.err).toBe('SIGKILL');
       const again = await run({ op: 'admit' });
-      source = fake.open();
+      fake.open();
       const made = nvml().migLayout(0)?.instances ?? [];
       expect(made).toMatchObject([{ profile: '2g.20gb', placement: { start: 2, size: 2 } }]);
       expect(again.out, again.err).toBe(`ready ${made[0]?.uuid}\n`);

@@ -14,7 +14,6 @@ import { HEALTHY, UNHEALTHY } from '../kubelet/protocol.js';
 import { cdiSpecPath } from '../limits/cdi-spec.js';
 import { allocationKey } from '../limits/container-files.js';
 import { layoutCapMinor } from '../mig/cap-minors.js';
-import type { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
 
 /** Three H100 80GB: card 0 with two 3g.40gb, card 1 with 1g.10gb, 1g.20gb and 2g.20gb, card 2 out of MIG mode. */
 const fake = fakeNvmlMachine('vcuda-mig-native-', { devices: '3x81559', mig: '0,1' });
@@ -43,9 +42,8 @@ async function bindMigPod(h: Harness, name: string, profile: string, uuids: stri
   return bindMigGrantPod(h, name, profile, cards, count);
 }
 
-let source: NvmlGpuSource | undefined;
 /** The agent's NVML now (a restarted agent opens its own). */
-const nvml = () => source as NvmlGpuSource;
+const nvml = () => fake.lastOpened();
 
 describe.skipIf(!isFakeNvmlBuilt)('whole MIG instances on the native fake NVML', () => {
   it('serves each profile present, hands a container the instance its grant names, and relearns it', async () => {
@@ -55,12 +53,7 @@ describe.skipIf(!isFakeNvmlBuilt)('whole MIG instances on the native fake NVML',
     fake.createMig(1, 19, 0);
     fake.createMig(1, 15, 2);
     fake.createMig(1, 14, 4);
-    const h = await startHarness({
-      gpuSource: () => {
-        source = fake.open();
-        return source;
-      },
-    });
+    const h = await startHarness({ gpuSource: fake.open });
     try {
       const { kubelet, names } = h;
       const three = migResourceName(names, '3g.40gb');

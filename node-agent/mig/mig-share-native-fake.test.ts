@@ -22,7 +22,6 @@ import { coreGroupOfDevice } from '../allocation/core-devices.js';
 import { chooseComputeSensor } from '../card-sampling/compute-sensor.js';
 import { cdiSpecPath } from '../limits/cdi-spec.js';
 import { allocationKey, containerPaths } from '../limits/container-files.js';
-import type { NvmlGpuSource } from '../nvml/nvml-gpu-source.js';
 import { layoutCapMinor } from './cap-minors.js';
 
 /** One H100 80GB in MIG mode with two 3g.40gb: the one at slice 4 is shared. */
@@ -39,13 +38,9 @@ describe.skipIf(!isFakeNvmlBuilt)('shares inside a MIG instance on the native fa
     fake.enter();
     const whole = fake.createMig(0, 9, 0);
     const shared = fake.createMig(0, 9, 4);
-    let source: NvmlGpuSource | undefined;
     const h = await startHarness({
       config: { mig: { shared: [{ profile: '3g.40gb', start: 4 }] } },
-      gpuSource: () => {
-        source = fake.open();
-        return source;
-      },
+      gpuSource: fake.open,
     });
     try {
       const { kubelet, names } = h;
@@ -84,7 +79,7 @@ describe.skipIf(!isFakeNvmlBuilt)('shares inside a MIG instance on the native fa
         `/dev/nvidia-caps/nvidia-cap${layoutCapMinor(0, 2, 0)}`,
       ]);
       // The share is measured on its parent's sampler, in-process: NVML has no per-process utilization on MIG.
-      expect(chooseComputeSensor(source as NvmlGpuSource, 0)).toBe('in-process');
+      expect(chooseComputeSensor(fake.lastOpened(), 0)).toBe('in-process');
 
       // A share grant naming the whole instance is refused: it is not a card here.
       await expect(kubelet.admitPod(await bindSharePod(h, 'forged', whole))).rejects.toThrow(

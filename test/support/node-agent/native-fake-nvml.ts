@@ -29,6 +29,8 @@ export type FakeNvmlMachine = {
   createMig: (card: number, profileId: number, start: number) => string;
   /** A new NVML source over the fake library (call `enter()` first). */
   open: () => NvmlGpuSource;
+  /** The source `open` gave last: a restarted agent's own (throws before the first). */
+  lastOpened: () => NvmlGpuSource;
   enter: () => void;
   leave: () => void;
 };
@@ -49,13 +51,21 @@ export function fakeNvmlMachine(prefix: string, machine: { devices: string; mig?
     execFileSync(fakeGpuCtl, args, { env: { ...process.env, ...env }, stdio: 'pipe' })
       .toString()
       .trim();
+  let last: NvmlGpuSource | undefined;
   return {
     dir,
     env,
     ctl,
     createMig: (card, profileId, start) =>
       ctl('mig-create', String(card), String(profileId), String(start)).split(' ')[1] as string,
-    open: () => new NvmlGpuSource({ libraryPath: fakeNvmlLibrary, sysfsRoot: dir }),
+    open: () => {
+      last = new NvmlGpuSource({ libraryPath: fakeNvmlLibrary, sysfsRoot: dir });
+      return last;
+    },
+    lastOpened: () => {
+      if (!last) throw new Error(`no NVML source opened on the fake machine in ${dir} yet`);
+      return last;
+    },
     enter: () => Object.assign(process.env, env),
     leave: () => {
       for (const k of Object.keys(env)) delete process.env[k];
