@@ -91,9 +91,17 @@ function podWith(name: string, claim: { resourceClaimName?: string; resourceClai
 
 type PodState = { scheduled: boolean; node?: string; reason?: string };
 
-/** Waits (30 s at most) until the pod is bound or reported unschedulable. */
+/**
+ * An Unschedulable verdict must hold this long before it is the answer: a scheduler whose cache has
+ * not yet seen the previous step's claims freed says Unschedulable, then places the pod when the
+ * claim's update requeues it (seen once on the real 1.36 under load).
+ */
+const UNSCHEDULABLE_HOLDS_MS = 2_000;
+
+/** Waits (30 s at most) until the pod is bound or reported unschedulable for UNSCHEDULABLE_HOLDS_MS. */
 async function settled(client: KubeClient, name: string): Promise<PodState> {
   const deadline = Date.now() + 30_000;
+  let unschedulableSince: number | undefined;
   while (Date.now() < deadline) {
     const pod = await client.get(podPath(NS, name));
     const node = (pod['spec'] as { nodeName?: string }).nodeName;
@@ -105,8 +113,11 @@ async function settled(client: KubeClient, name: string): Promise<PodState> {
       (c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable',
     );
     // A template's claim not made yet is a wait, not an answer (the controller and scheduler race for it).
-    if (failed && !failed.message?.includes('waiting for dynamic resource controller'))
-      return { scheduled: false, reason: `${(failed.message ?? '').split('.')[0]}.` };
+    if (failed && !failed.message?.includes('waiting for dynamic resource controller')) {
+      unschedulableSince ??= Date.now();
+      if (Date.now() - unschedulableSince >= UNSCHEDULABLE_HOLDS_MS)
+        return { scheduled: false, reason: `${(failed.message ?? '').split('.')[0]}.` };
+    } else unschedulableSince = undefined;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`pod ${name}: neither bound nor unschedulable within 30 s`);
