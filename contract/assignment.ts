@@ -30,6 +30,8 @@ export const cardGrantSchema = z
      * memory; the parent card and where on its 8 memory slices the instance sits ride along. Absent:
      * a card (whole or a share of it). `dynamic`: the instance does not exist yet, the node agent
      * creates it at this placement, and `uuid` is the placement's key (`migPlacementKey`).
+     * `sliceMemoryMiB` (dynamic only): the memory of each of its card's slices as the ledger
+     * registers them, which the grant takes all of on every slice it covers (ledgerUseOfGrant).
      */
     mig: z
       .object({
@@ -38,11 +40,15 @@ export const cardGrantSchema = z
         start: z.number().int().min(0).max(7),
         size: z.number().int().min(1).max(8),
         dynamic: z.literal(true).optional(),
+        sliceMemoryMiB: z.number().int().positive().optional(),
       })
       .optional(),
   })
   .refine((g) => !g.mig || g.mig.dynamic || (g.core === 100 && g.uuid.startsWith('MIG-')), {
     message: 'a MIG instance is granted whole (core 100), by its MIG- UUID',
+  })
+  .refine((g) => g.mig?.sliceMemoryMiB === undefined || g.mig.dynamic, {
+    message: 'only a dynamic MIG instance carries sliceMemoryMiB',
   })
   .refine((g) => !g.mig?.dynamic || (g.core === 100 && g.uuid === migPlacementKey(g.mig)), {
     message: 'a dynamic MIG instance is granted whole (core 100), by its placement <parent>/<profile>@<start>',

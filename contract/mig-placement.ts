@@ -3,10 +3,26 @@
  * plane grants and what the node agent creates and checkpoints, so both sides key it by one
  * definition. The ledger counts a dynamic-MIG card as its 8 memory slices, each a ledger card of
  * its own, so two grants that overlap on one slice meet the ledger's per-card rule.
+ *
+ * Whichever mode made it, an instance is charged the part of its card its memory slices span, on
+ * the card's 100-core scale (migSpanCore), so a team's quota counts a 3g.40gb as half a card. Its
+ * holder stays alone on it by memory: a grant takes all of its ledger card's memory.
  */
 
 /** Memory slices of a MIG-capable card (H100, H200): the axis every placement sits on. */
 export const MIG_MEMORY_SLICES = 8;
+
+/** Slice `slice`'s part of its card's 100 cores: 13, 12, 13, 12, … so the 8 slices sum to 100. */
+export function migSliceCore(slice: number): number {
+  return Math.round((100 * (slice + 1)) / MIG_MEMORY_SLICES) - Math.round((100 * slice) / MIG_MEMORY_SLICES);
+}
+
+/** The part of its card's 100 cores an instance at memory slices `[start, start + size)` spans. */
+export function migSpanCore(p: Readonly<{ start: number; size: number }>): number {
+  let core = 0;
+  for (let k = p.start; k < p.start + p.size; k++) core += migSliceCore(k);
+  return core;
+}
 
 /** A placement's key, `<parent GPU UUID>/<profile>@<start>`: the dynamic grant's `uuid` and the node's checkpoint key. */
 export function migPlacementKey(p: Readonly<{ parent: string; profile: string; start: number }>): string {
@@ -95,16 +111,27 @@ export type GrantUse = Readonly<{
   uuid: string;
   core: number;
   memoryMiB: number;
-  mig?: Readonly<{ parent: string; start: number; size: number; dynamic?: true }> | undefined;
+  mig?:
+    | Readonly<{ parent: string; start: number; size: number; dynamic?: true; sliceMemoryMiB?: number | undefined }>
+    | undefined;
 }>;
 
 /**
- * The ledger cards a grant holds: its own card, or for a dynamic MIG placement every memory slice
- * it covers, each whole (core 100) with its share of the instance's memory. Bind, the cluster
+ * The ledger cards a grant holds: its own card; for a static MIG instance (granted whole, core 100
+ * on its own scale) its instance card, all its memory, charged the part of the parent card it
+ * spans; for a dynamic placement every memory slice it covers, each charged its slice's core and
+ * all its memory (the slice memory the grant carries, which its card registers its slices with;
+ * a grant from before it carried one, its share of the instance's memory). Bind, the cluster
  * view and the ledger reconcile all count a grant through this, so they agree row for row.
  */
 export function ledgerUseOfGrant(g: GrantUse): { uuid: string; core: number; memoryMiB: number }[] {
-  if (!g.mig?.dynamic) return [{ uuid: g.uuid, core: g.core, memoryMiB: g.memoryMiB }];
-  const perSlice = Math.ceil(g.memoryMiB / g.mig.size);
-  return migSliceCardsOf(g.mig).map((uuid) => ({ uuid, core: 100, memoryMiB: perSlice }));
+  if (!g.mig) return [{ uuid: g.uuid, core: g.core, memoryMiB: g.memoryMiB }];
+  if (!g.mig.dynamic) return [{ uuid: g.uuid, core: migSpanCore(g.mig), memoryMiB: g.memoryMiB }];
+  const perSlice = g.mig.sliceMemoryMiB ?? Math.ceil(g.memoryMiB / g.mig.size);
+  const { parent, start, size } = g.mig;
+  return Array.from({ length: size }, (_, k) => ({
+    uuid: migSliceCardUuid(parent, start + k),
+    core: migSliceCore(start + k),
+    memoryMiB: perSlice,
+  }));
 }

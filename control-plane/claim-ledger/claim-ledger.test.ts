@@ -202,12 +202,12 @@ describe.each(await testDbKinds())('DRA claims of MIG partitions in the ledger o
     await t?.drop();
   });
 
-  it('charges a static instance whole and a dynamic placement as its slices, all in one charge', async () => {
+  it('charges a static instance and a dynamic placement the part of their card they span, all in one charge', async () => {
     await charge(partition('a', 'gpu-0-mig-3g-40gb-4', 'gpu-1-mig-2g-20gb-2'));
     expect(await rowsOfClaim('a')).toEqual([
-      { card_uuid: `${node.dynamicMig[0]?.uuid}/mig-slice-2`, core: 100, memory_mib: 10048 },
-      { card_uuid: `${node.dynamicMig[0]?.uuid}/mig-slice-3`, core: 100, memory_mib: 10048 },
-      { card_uuid: migUuid(1, 4), core: 100, memory_mib: 40448 },
+      { card_uuid: `${node.dynamicMig[0]?.uuid}/mig-slice-2`, core: 13, memory_mib: 10195 },
+      { card_uuid: `${node.dynamicMig[0]?.uuid}/mig-slice-3`, core: 12, memory_mib: 10195 },
+      { card_uuid: migUuid(1, 4), core: 50, memory_mib: 40448 },
     ]);
   });
 
@@ -217,7 +217,7 @@ describe.each(await testDbKinds())('DRA claims of MIG partitions in the ledger o
     const refused = charge(partition('b', 'gpu-0-mig-3g-40gb-0', 'gpu-1-mig-4g-40gb-0'));
     await expect(refused).rejects.toMatchObject({ code: 'capacity-conflict' });
     await expect(refused).rejects.toThrow(
-      `card ${node.dynamicMig[0]?.uuid}/mig-slice-0 has 0 core free, claim asks 100`,
+      `card ${node.dynamicMig[0]?.uuid}/mig-slice-0 has 0 MiB free, claim asks 10195 MiB`,
     );
     expect(await rowsOfClaim('b')).toEqual([]);
     await expect(charge(partition('c', 'gpu-0-mig-3g-40gb-0'))).resolves.toBeUndefined();
@@ -229,25 +229,38 @@ describe.each(await testDbKinds())('DRA claims of MIG partitions in the ledger o
 
   it('counts a partition against the namespace quota as the extender counts an instance, naming the quota', async () => {
     await ledger.setQuota({
-      name: 'ml-150',
+      name: 'ml-75',
       scope: 'namespace',
       cluster: CLUSTER,
       namespace: 'ml',
-      coreLimit: 150,
+      coreLimit: 75,
       memoryLimitMiB: 200_000,
     });
     await charge(partition('a', 'gpu-0-mig-3g-40gb-0'));
     const refused = charge(partition('b', 'gpu-0-mig-3g-40gb-4'));
     await expect(refused).rejects.toThrow(
-      'reserve ml/claim-b: quota ml-150 (namespace c1/ml): core limit 150, in use 100, claim asks 100 (over by 50)',
+      'reserve ml/claim-b: quota ml-75 (namespace c1/ml): core limit 75, in use 50, claim asks 50 (over by 25)',
     );
     await expect(refused).rejects.toMatchObject({ code: 'quota-exceeded' });
-    expect((await ledger.listQuotas()).find((q) => q.name === 'ml-150')).toMatchObject({
-      coreUsed: 100,
+    expect((await ledger.listQuotas()).find((q) => q.name === 'ml-75')).toMatchObject({
+      coreUsed: 50,
       memoryUsedMiB: 40448,
     });
     await claims.apply(decideClaimCharge(partition('a', 'gpu-0-mig-3g-40gb-0'), undefined, DRIVER));
     await charge(partition('b', 'gpu-0-mig-3g-40gb-4'));
+  });
+
+  it("counts a team's core: 100 as 100 cores of MIG in either mode: two halves of cards, then no 1g more", async () => {
+    await ledger.setTeam('vision', [{ cluster: CLUSTER, namespace: 'ml' }]);
+    await ledger.setQuota({ name: 'vision', scope: 'team', team: 'vision', coreLimit: 100, memoryLimitMiB: 200_000 });
+    await charge(partition('dyn', 'gpu-1-mig-3g-40gb-0'));
+    await charge(partition('static', 'gpu-0-mig-3g-40gb-0'));
+    const refused = charge(partition('one-more', 'gpu-1-mig-1g-10gb-4'));
+    await expect(refused).rejects.toThrow(
+      'reserve ml/claim-one-more: quota vision (team vision): core limit 100, in use 100, claim asks 13 (over by 13)',
+    );
+    await expect(refused).rejects.toMatchObject({ code: 'quota-exceeded' });
+    expect((await ledger.listQuotas()).find((q) => q.name === 'vision')).toMatchObject({ coreUsed: 100 });
   });
 
   it('reconciles partitions from the claims, and refuses one whose node it cannot read', async () => {

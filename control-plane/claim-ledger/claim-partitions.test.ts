@@ -8,6 +8,7 @@ import {
   migUuid,
 } from '../../test/support/control-plane/builders.js';
 import { readNodeInventory } from '../placement/cluster-snapshot.js';
+import { sliceLedgerCardsOf } from '../placement/dynamic-mig-cards.js';
 import { partitionRowsOf } from './claim-partitions.js';
 
 // Card 0 in MIG mode with two 3g.40gb instances; card 1 kept for dynamic MIG, a 1g.10gb made at slice 6.
@@ -26,23 +27,26 @@ const node = readNodeInventory(
 const dynamicCard = cardUuid('node-1', 1);
 
 describe('the ledger rows a MIG partition of a claim holds', () => {
-  it('holds a static instance whole on its own ledger card, as the extender holds it', () => {
+  it('holds a static instance whole on its own ledger card, charged the part of its card it spans', () => {
     expect(partitionRowsOf(node, 'gpu-0-mig-3g-40gb-4')).toEqual([
-      { cardUuid: migUuid(1, 4), core: 100, memoryMiB: 40448 },
+      { cardUuid: migUuid(1, 4), core: 50, memoryMiB: 40448 },
     ]);
   });
 
-  it("holds a dynamic card's partition as every memory slice it covers, each whole, made or not", () => {
+  it("holds a dynamic card's partition as every memory slice it covers, each its slice's core, made or not", () => {
     expect(partitionRowsOf(node, 'gpu-1-mig-3g-40gb-0')).toEqual(
-      [0, 1, 2, 3].map((k) => ({ cardUuid: migSliceCardUuid(dynamicCard, k), core: 100, memoryMiB: 10112 })),
+      [13, 12, 13, 12].map((core, k) => ({ cardUuid: migSliceCardUuid(dynamicCard, k), core, memoryMiB: 10195 })),
     );
+    // Each slice charged all the memory its ledger card registers: a second holder cannot fit.
+    const registered = node.dynamicMig.flatMap(sliceLedgerCardsOf).map((c) => c.memoryMiB);
+    expect(new Set(registered)).toEqual(new Set([10195]));
     // The instance already there is held on the same rows (one representation per card).
     expect(partitionRowsOf(node, 'gpu-1-mig-1g-10gb-6')).toEqual([
-      { cardUuid: migSliceCardUuid(dynamicCard, 6), core: 100, memoryMiB: 9984 },
+      { cardUuid: migSliceCardUuid(dynamicCard, 6), core: 13, memoryMiB: 10195 },
     ]);
     // A +me profile, which the extender does not cut, is held on its slice too.
     expect(partitionRowsOf(node, 'gpu-1-mig-1g-10gb-me-3')).toEqual([
-      { cardUuid: migSliceCardUuid(dynamicCard, 3), core: 100, memoryMiB: 9984 },
+      { cardUuid: migSliceCardUuid(dynamicCard, 3), core: 12, memoryMiB: 10195 },
     ]);
   });
 

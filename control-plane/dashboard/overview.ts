@@ -3,8 +3,7 @@
  * cluster totals, fragmentation, quota percentages and report rankings. Pure, so every number
  * the page shows is tested here and the browser code only draws.
  */
-import { isClaimHolder, strandedOnCard } from '../../contract/index.js';
-import { migCoreEquivalent } from '../placement/cluster-snapshot.js';
+import { isClaimHolder, migSpanCore, strandedOnCard } from '../../contract/index.js';
 import type {
   CardState,
   ClusterState,
@@ -222,7 +221,7 @@ function viewInstance(i: CardState): MigInstanceView {
  * holder's memory; a shared one that part in proportion to the core its shares hold, and their memory.
  */
 function cardUseOf(v: MigInstanceView): { core: number; memoryMiB: number } {
-  const span = migCoreEquivalent(v.size);
+  const span = migSpanCore(v);
   if (v.isShared) return { core: Math.round((span * Math.min(100, v.coreUsed)) / 100), memoryMiB: v.memoryUsedMiB };
   if (v.pods.length === 0) return { core: 0, memoryMiB: 0 };
   return { core: span, memoryMiB: Math.max(...v.pods.map((p) => p.memoryMiB)) };

@@ -4,7 +4,14 @@
  * refuse every overcommit, and what each bound pod carries must be exactly what the ledger holds.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MIB, migSliceCardsOf, peekAssignment, vcudaAnnotations } from '../../contract/index.js';
+import {
+  MIB,
+  migSliceCardsOf,
+  migSliceCore,
+  parseMigSliceCard,
+  peekAssignment,
+  vcudaAnnotations,
+} from '../../contract/index.js';
 import type { VcudaDb } from '../../db/connect.js';
 import { allocations } from '../../db/schema.js';
 import {
@@ -140,11 +147,12 @@ describe.each(await testDbKinds())('concurrent binds on %s', (kind) => {
         const a = peekAssignment((p as PodWithStatus).metadata?.annotations?.[vcudaAnnotations.assignment] ?? '');
         return a?.containers.flatMap((c) => c.cards.map((g) => g.uuid)) ?? [];
       });
-      // Both instances given, each once, and the ledger holds each whole for its one pod.
+      // Both instances given, each once, and the ledger holds each for its one pod: all its memory,
+      // charged half a card. Two holders' cores (50 + 50) would fit the card; its memory refuses the second.
       expect(granted.sort()).toEqual([migUuid(0, 0), migUuid(0, 4)]);
       expect(live.map((r) => [r.cardUuid, r.core, r.memoryMiB]).sort()).toEqual([
-        [migUuid(0, 0), 100, 40448],
-        [migUuid(0, 4), 100, 40448],
+        [migUuid(0, 0), 50, 40448],
+        [migUuid(0, 4), 50, 40448],
       ]);
     } finally {
       for (const r of replicas) await r.close();
@@ -194,8 +202,9 @@ describe.each(await testDbKinds())('concurrent binds on %s', (kind) => {
         const rows = live.filter((r) => r.podUid === uid).map((r) => r.cardUuid);
         expect(rows.sort()).toEqual(migSliceCardsOf(g.mig as NonNullable<typeof g.mig>).sort());
       }
+      // Each slice once, charged its part of the card: the slice's memory, not its core, keeps a second holder off.
       expect(new Set(live.map((r) => r.cardUuid)).size).toBe(live.length);
-      expect(live.every((r) => r.core === 100)).toBe(true);
+      expect(live.every((r) => r.core === migSliceCore(parseMigSliceCard(r.cardUuid)?.slice ?? -1))).toBe(true);
     } finally {
       for (const r of replicas) await r.close();
       await api.close();

@@ -10,6 +10,7 @@ import {
   isDynamicMigCard,
   MIG_MEMORY_SLICES,
   migSliceCardsOf,
+  migSpanCore,
   nodeInventorySchema,
   type PodLike,
   servedAsMigOnly,
@@ -65,22 +66,17 @@ export type MigInstanceSnapshot = Readonly<{
   /** The parent card's health. */
   healthy: boolean;
   healthReason?: string | undefined;
-  /** What its holder keeps (100 and all its memory when held, 0 when free). */
+  /** What its holder keeps (the part of the card it spans and all its memory when held, 0 when free). */
   usedCore: number;
   usedMemoryMiB: number;
 }>;
-
-/** A held instance counts toward its node's use as the share of its card's 8 memory slices it spans. */
-export function migCoreEquivalent(size: number): number {
-  return Math.round((100 * size) / 8);
-}
 
 /**
  * A share's core on a shared MIG instance, on its card's scale: core 100 is the whole instance,
  * which is the part of the card its slices span.
  */
-export function sharedMigCore(sharedMig: Readonly<{ size: number }>, core: number): number {
-  return (core * migCoreEquivalent(sharedMig.size)) / 100;
+export function sharedMigCore(sharedMig: Readonly<{ start: number; size: number }>, core: number): number {
+  return (core * migSpanCore(sharedMig)) / 100;
 }
 
 export type NodeSnapshot = Readonly<{
@@ -325,7 +321,7 @@ export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<Card
     const u = used.get(m.uuid);
     if (u) {
       // Its card counts in the totals whole: a held instance uses the part of it the instance spans.
-      totals.usedCore += migCoreEquivalent(m.size);
+      totals.usedCore += migSpanCore(m);
       totals.usedMemoryMiB += u.memoryMiB;
     }
     return { ...m, usedCore: u?.core ?? 0, usedMemoryMiB: u?.memoryMiB ?? 0 };
@@ -333,7 +329,7 @@ export function composeNodeSnapshot(inv: NodeInventoryRead, holds: Iterable<Card
   const dynamicMig = inv.dynamicMig.map((d) => {
     const card = withTakenSpans(d, (slice) => used.has(slice));
     // Like a held instance: the part of the card its held slices span.
-    totals.usedCore += migCoreEquivalent(card.heldSlices);
+    totals.usedCore += card.heldCore;
     for (const slice of migSliceCardsOf({ parent: d.uuid, start: 0, size: MIG_MEMORY_SLICES })) {
       totals.usedMemoryMiB += used.get(slice)?.memoryMiB ?? 0;
     }

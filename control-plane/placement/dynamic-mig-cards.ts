@@ -21,6 +21,7 @@ import {
   type MigProfileInventory,
   type MigProfileShape,
   migSliceCardUuid,
+  migSliceCore,
   parseMigSliceCard,
 } from '../../contract/index.js';
 import type { MigSpan } from './mig-planner.js';
@@ -40,7 +41,7 @@ export type DynamicMigCardRead = Readonly<{
   profiles: readonly DynamicMigProfile[];
   /** Instances that exist on it now (the agent's, or made by hand: either way taken). */
   instances: readonly MigSpan[];
-  /** What each of its slice cards holds in the ledger. */
+  /** What each of its slice cards holds in the ledger, all of which a dynamic grant takes (its `mig.sliceMemoryMiB`). */
   sliceMemoryMiB: number;
   /**
    * Every profile the card has, `+me` and refused ones too: in DRA mode kube-scheduler allocates
@@ -50,7 +51,7 @@ export type DynamicMigCardRead = Readonly<{
 }>;
 
 /** With the spans taken now: instances, and the slices ledger holds keep. */
-export type DynamicMigCardSnapshot = DynamicMigCardRead & Readonly<{ taken: readonly MigSpan[]; heldSlices: number }>;
+export type DynamicMigCardSnapshot = DynamicMigCardRead & Readonly<{ taken: readonly MigSpan[]; heldCore: number }>;
 
 /**
  * The profiles the ledger's slice cards can arbitrate on a card, or why none: those whose instance
@@ -118,14 +119,14 @@ export function withTakenSpans(
   isSliceHeld: (uuid: string) => boolean,
 ): DynamicMigCardSnapshot {
   const taken: MigSpan[] = [...card.instances];
-  let heldSlices = 0;
+  let heldCore = 0;
   for (let k = 0; k < MIG_MEMORY_SLICES; k++) {
     if (!isSliceHeld(migSliceCardUuid(card.uuid, k))) continue;
-    heldSlices += 1;
+    heldCore += migSliceCore(k);
     if (card.instances.some((i) => k >= i.start && k < i.start + i.size)) continue;
     taken.push({ profile: '', start: k, size: 1, computeSlices: 0 });
   }
-  return { ...card, taken, heldSlices };
+  return { ...card, taken, heldCore };
 }
 
 /** The slice cards a dynamic-MIG card registers in the ledger, under its index. */

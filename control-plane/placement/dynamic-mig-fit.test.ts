@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { ledgerUseOfGrant, migPlacementKey, migSliceCardUuid, mostComputeSideBySide } from '../../contract/index.js';
+import {
+  ledgerUseOfGrant,
+  migPlacementKey,
+  migSliceCardUuid,
+  migSliceCore,
+  migSpanCore,
+  mostComputeSideBySide,
+} from '../../contract/index.js';
 import {
   buildNodeSnapshot,
   type CardSpec,
@@ -15,7 +22,12 @@ import {
   policy,
 } from '../../test/support/control-plane/builders.js';
 import type { PodWithStatus } from './cluster-snapshot.js';
-import { offeredProfiles, withTakenSpans } from './dynamic-mig-cards.js';
+import {
+  type DynamicMigCardSnapshot,
+  offeredProfiles,
+  sliceLedgerCardsOf,
+  withTakenSpans,
+} from './dynamic-mig-cards.js';
 import { type CardPlan, type FitContext, fitPod } from './fit.js';
 import { readPlacementRequest } from './placement-request.js';
 
@@ -56,7 +68,11 @@ describe('fitPod: dynamic MIG', () => {
   it('grants a placement by its key, held as the memory slices it covers', () => {
     const r = place([{ profile: '3g.40gb' }]);
     const [g] = grantsOf(r);
-    expect(g?.mig).toEqual({ parent, profile: '3g.40gb', start: g?.mig?.start, size: 4, dynamic: true });
+    const [card] = buildNodeSnapshot(gpuNode({ name: 'n1', cards: [h100DynamicMigCard(0)] }), []).dynamicMig;
+    expect(g?.mig).toEqual({
+      ...{ parent, profile: '3g.40gb', start: g?.mig?.start, size: 4, dynamic: true },
+      sliceMemoryMiB: card?.sliceMemoryMiB,
+    });
     expect([0, 4]).toContain(g?.mig?.start);
     expect(g?.uuid).toBe(migPlacementKey({ parent, profile: '3g.40gb', start: g?.mig?.start ?? -1 }));
     if (!r.ok) return;
@@ -64,7 +80,11 @@ describe('fitPod: dynamic MIG', () => {
     expect([...r.placement.cardUse.keys()].sort()).toEqual(
       [0, 1, 2, 3].map((k) => migSliceCardUuid(parent, start + k)),
     );
-    expect([...r.placement.cardUse.values()].every((u) => u.core === 100 && u.memoryMiB === 10112)).toBe(true);
+    // Each slice charged all the memory its ledger card registers, so no second holder fits.
+    const registered = sliceLedgerCardsOf(card as DynamicMigCardSnapshot).map((c) => c.memoryMiB);
+    expect(new Set(registered)).toEqual(new Set([10195]));
+    expect([...r.placement.cardUse.values()].every((u) => u.memoryMiB === 10195)).toBe(true);
+    expect([...r.placement.cardUse.values()].reduce((s, u) => s + u.core, 0)).toBe(50);
   });
 
   it('gives pods placed one after another legal placements that never overlap, then refuses with the free slices', () => {
@@ -122,7 +142,7 @@ describe('fitPod: dynamic MIG', () => {
     for (const card of [h100DynamicMigCard(0), h100DynamicMigCard(0, [['3g.40gb', 0]])]) {
       const node = buildNodeSnapshot(gpuNode({ name: 'n1', cards: [card] }), [pod]);
       const d = node.dynamicMig[0];
-      expect(d?.heldSlices).toBe(4);
+      expect(d?.heldCore).toBe(50);
       expect(d?.taken.reduce((s, t) => s + t.size, 0)).toBe(4);
       const [g] = grantsOf(place([{ profile: '3g.40gb' }], [pod], [card]));
       expect(g?.mig?.start).toBe(4);
@@ -165,15 +185,23 @@ describe('dynamic-MIG cards: what the slice cards arbitrate', () => {
     const instances = [{ profile: '2g.20gb', start: 0, size: 2, computeSlices: 2 }];
     const held = new Set([0, 1, 5].map((k) => migSliceCardUuid(parent, k)));
     const d = withTakenSpans({ ...card, instances }, (u) => held.has(u));
-    expect(d.heldSlices).toBe(3);
+    expect(d.heldCore).toBe(13 + 12 + 12);
     expect(d.taken).toEqual([...instances, { profile: '', start: 5, size: 1, computeSlices: 0 }]);
   });
 
-  it('holds a dynamic grant as its slices, each whole', () => {
+  it('holds a dynamic grant as its slices, each charged its part of the card', () => {
     const mig = { parent, profile: '2g.20gb', start: 2, size: 2, dynamic: true as const };
     expect(ledgerUseOfGrant({ uuid: migPlacementKey(mig), core: 100, memoryMiB: 20096, mig })).toEqual([
-      { uuid: migSliceCardUuid(parent, 2), core: 100, memoryMiB: 10048 },
-      { uuid: migSliceCardUuid(parent, 3), core: 100, memoryMiB: 10048 },
+      { uuid: migSliceCardUuid(parent, 2), core: 13, memoryMiB: 10048 },
+      { uuid: migSliceCardUuid(parent, 3), core: 12, memoryMiB: 10048 },
     ]);
+  });
+
+  it('charges the 8 slices of a card 100 cores in all, a 3g.40gb half of them wherever it sits', () => {
+    const cores = Array.from({ length: 8 }, (_, k) => migSliceCore(k));
+    expect(cores).toEqual([13, 12, 13, 12, 13, 12, 13, 12]);
+    expect(migSpanCore({ start: 0, size: 4 })).toBe(50);
+    expect(migSpanCore({ start: 4, size: 4 })).toBe(50);
+    expect(migSpanCore({ start: 0, size: 8 })).toBe(100);
   });
 });

@@ -47,12 +47,17 @@ export function placeDynamicMigContainer(
     const r = planMigPlacement(view, profile, [...more, ...pending]);
     if (!r.ok) return { reason: 'insufficient-mig-instances', message: r.message };
     const { plan } = r;
-    const shape = view.find((c) => c.uuid === plan.cardUuid)?.profiles.find((p) => p.profile === profile);
+    const card = view.find((c) => c.uuid === plan.cardUuid);
+    const shape = card?.profiles.find((p) => p.profile === profile);
     taken.set(plan.cardUuid, [
       ...(taken.get(plan.cardUuid) ?? []),
       { profile, start: plan.start, size: plan.size, computeSlices: plan.computeSlices },
     ]);
-    const mig = { parent: plan.cardUuid, profile, start: plan.start, size: plan.size, dynamic: true as const };
+    // The grant takes all of each slice's memory as the ledger registers it, so no second holder fits.
+    const mig = {
+      ...{ parent: plan.cardUuid, profile, start: plan.start, size: plan.size, dynamic: true as const },
+      ...(card ? { sliceMemoryMiB: card.sliceMemoryMiB } : {}),
+    };
     plans.push({ uuid: migPlacementKey(mig), core: 100, memoryMiB: shape?.memoryMiB ?? 0, mig });
   }
   return plans;

@@ -57,7 +57,7 @@ const held = (name: string, card: number, start: number, profile = '3g.40gb', si
   ]);
 
 describe('fitPod: whole MIG instances', () => {
-  it('grants a free instance of the profile with its parent, profile and placement, held whole', () => {
+  it('grants a free instance of the profile whole, charged the half of its card it spans', () => {
     const r = placeMig([{ profile: '3g.40gb' }]);
     expect(r.ok).toBe(true);
     if (!r.ok) return;
@@ -69,7 +69,7 @@ describe('fitPod: whole MIG instances', () => {
         mig: { parent: cardUuid('n1', 0), profile: '3g.40gb', start: 0, size: 4 },
       },
     ]);
-    expect([...r.placement.cardUse]).toEqual([[migUuid(0, 0), { core: 100, memoryMiB: 40448 }]]);
+    expect([...r.placement.cardUse]).toEqual([[migUuid(0, 0), { core: 50, memoryMiB: 40448 }]]);
   });
 
   it('lands a 1g.20gb on the legal placement the card has it at', () => {
@@ -161,7 +161,7 @@ describe('fitPod: whole MIG instances', () => {
       ['train', [migUuid(1, 4)]],
       ['side', [cardUuid('n1', 2)]],
     ]);
-    expect(r.placement.cardUse.get(migUuid(1, 4))).toEqual({ core: 100, memoryMiB: 20096 });
+    expect(r.placement.cardUse.get(migUuid(1, 4))).toEqual({ core: 25, memoryMiB: 20096 });
   });
 
   it('scores a node by the part of its cards its held instances span: binpack prefers the fuller one', () => {

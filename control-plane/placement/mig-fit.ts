@@ -1,7 +1,8 @@
 /**
  * Whole MIG instances for one container, pure over a node's instances: `count` instances of the
  * asked profile, each entirely free (nothing of another pod on it), on healthy cards that pass the
- * pod's card filters. An instance is held whole, like a whole card: core 100 and all its memory.
+ * pod's card filters. An instance is granted whole, like a whole card (core 100 on its own scale);
+ * the ledger charges it the part of its parent card it spans and all its memory (ledgerUseOfGrant).
  * Binpack fills the cards whose instances are already held first (keeping other cards whole for
  * later), spread the emptiest; ties go to the lower card index, then the lower placement.
  */
@@ -16,7 +17,7 @@ export type MigPlan = {
   core: 100;
   memoryMiB: number;
   /** `dynamic`: made on demand at this placement (dynamic-mig-fit.ts); `uuid` is the placement's key. */
-  mig: { parent: string; profile: string; start: number; size: number; dynamic?: true };
+  mig: { parent: string; profile: string; start: number; size: number; dynamic?: true; sliceMemoryMiB?: number };
 };
 
 /** Instances this pod already holds in the attempt, and which kind of container took each first. */

@@ -3,8 +3,7 @@
  * node left fullest, spread the emptiest; a pod with multi-card containers also weighs how well
  * its chosen cards are linked, so an NVLinked set beats a fuller node that would split across sockets.
  */
-import { parseMigSliceCard } from '../../contract/index.js';
-import { migCoreEquivalent, type NodeSnapshot, sharedMigCore } from './cluster-snapshot.js';
+import { type NodeSnapshot, sharedMigCore } from './cluster-snapshot.js';
 import type { NodePlacement } from './fit.js';
 import type { PlacementPolicy } from './placement-request.js';
 
@@ -15,12 +14,10 @@ export function utilizationAfter(node: NodeSnapshot, placement: NodePlacement): 
   let addCore = 0;
   let addMemoryMiB = 0;
   for (const [uuid, add] of placement.cardUse) {
-    // A MIG instance adds the part of its card it spans, as the snapshot's totals count it; a share
-    // on a shared instance, its part of that part.
-    const instance = uuid.startsWith('MIG-') ? node.migInstances.find((i) => i.uuid === uuid) : undefined;
+    // A MIG instance or slice adds what the ledger charges it, the part of its card it spans (as the
+    // snapshot's totals count it); a share on a shared instance, its part of that part.
     const shared = uuid.startsWith('MIG-') ? node.cards.find((c) => c.uuid === uuid)?.sharedMig : undefined;
-    if (shared) addCore += sharedMigCore(shared, add.core);
-    else addCore += instance || parseMigSliceCard(uuid) ? migCoreEquivalent(instance?.size ?? 1) : add.core;
+    addCore += shared ? sharedMigCore(shared, add.core) : add.core;
     addMemoryMiB += add.memoryMiB;
   }
   return utilizationWith(node, addCore, addMemoryMiB);
