@@ -221,7 +221,10 @@ describe.each(await testDbKinds())('DRA claims of MIG partitions in the ledger o
     );
     expect(await rowsOfClaim('b')).toEqual([]);
     await expect(charge(partition('c', 'gpu-0-mig-3g-40gb-0'))).resolves.toBeUndefined();
-    await expect(charge(partition('d', 'gpu-0-mig-3g-40gb-0'))).rejects.toMatchObject({ code: 'capacity-conflict' });
+    // A second holder of one static instance: its 50 cores would fit the card, its memory does not.
+    const second = charge(partition('d', 'gpu-0-mig-3g-40gb-0'));
+    await expect(second).rejects.toMatchObject({ code: 'capacity-conflict' });
+    await expect(second).rejects.toThrow(`card ${migUuid(1, 0)} has 0 MiB free, claim asks 40448 MiB`);
 
     await claims.apply(decideClaimCharge(partition('a', 'gpu-1-mig-3g-40gb-0'), undefined, DRIVER));
     await charge(partition('e', 'gpu-1-mig-4g-40gb-0'));
