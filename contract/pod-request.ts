@@ -50,7 +50,8 @@ export type ContainerGpuRequest = {
   readonly memoryLimitMiBPerCard?: number | undefined;
   /**
    * Whole MIG instances of this GPU-instance profile (`3g.40gb`, from `<domain>/mig-3g.40gb`):
-   * `cards` of them, each held whole (core 100, its memory, never throttled). Absent: cards.
+   * `cards` of them, each held whole (all its memory, never throttled; quotas charge the part of
+   * its card it spans). Absent: cards.
    */
   readonly mig?: string | undefined;
 };

@@ -76,10 +76,11 @@ type LedgerView = Pick<NodeSnapshot, 'cards' | 'migInstances' | 'dynamicMig'>;
 
 /**
  * What the ledger counts on a node: its cards, and each whole MIG instance as a card of its own
- * (under its parent's index, its memory the instance's), so a pod holding an instance is a
- * holder of all of it and the ledger's per-card rule (core at most 100) gives it to one pod only.
- * A dynamic-MIG card adds its 8 memory slices the same way (dynamic-mig-cards.ts): a grant holds
- * each slice it covers whole, so overlapping placements meet the same rule.
+ * (under its parent's index, its memory the instance's), so a pod holding an instance holds all
+ * its memory and the ledger's per-card rule (memory within the card's) gives it to one pod only;
+ * its core is the part of the parent it spans. A dynamic-MIG card adds its 8 memory slices the same
+ * way (dynamic-mig-cards.ts): a grant takes all of each slice's memory, so overlapping placements
+ * meet the same rule.
  */
 export function ledgerCardsOf(node: LedgerView): LedgerCard[] {
   return [

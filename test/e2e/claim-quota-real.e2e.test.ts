@@ -6,10 +6,10 @@
  * ledger's charge hook admits the first allocation and refuses the second, so its claim stays
  * unallocated and its pod pending with the ledger's words; deleting the first pod clears its
  * allocation, the hook releases it, and the second is allocated on kube-scheduler's retry. A third
- * card in MIG mode offers its 3g.40gb instance as a partition: a claim of it is charged the whole
- * instance (100 cores), so past the quota it stays unallocated with the ledger's words, and once the
- * quota has room it is charged on the instance's own ledger card. The ledger equals the
- * allocations at every step.
+ * card in MIG mode offers its 3g.40gb instance as a partition: a claim of it is charged the half of
+ * its card the instance spans (50 cores), so past the quota it stays unallocated with the ledger's
+ * words, and once the quota has room it is charged on the instance's own ledger card. The ledger
+ * equals the allocations at every step.
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -169,7 +169,7 @@ describe.skipIf(skipReason !== undefined)('one quota on what claims consume, on 
       return h.length === 1 && JSON.stringify(h) === JSON.stringify(a) ? true : undefined;
     });
   }, 240_000);
-  it('charges a MIG partition whole against the namespace quota: over it, the claim stays unallocated with the ledger’s words', async () => {
+  it('charges a MIG partition the part of its card it spans against the namespace quota: over it, the claim stays unallocated with the ledger’s words', async () => {
     // This cluster's one DeviceClass takes cards too: the selector asks a partition first.
     const expression = `${draMigSelector(DRIVER)} && ${draMigProfileSelector(DRIVER, '3g.40gb')}`;
     const request = { name: 'gpu', exactly: { deviceClassName: DRIVER, selectors: [{ cel: { expression } }] } };
@@ -180,11 +180,11 @@ describe.skipIf(skipReason !== undefined)('one quota on what claims consume, on 
       spec: { devices: { requests: [request] } },
     });
     await kubectl(['create', '-f', '-'], podManifest('pod-mig', 'mig'));
-    // The share claim of the test above holds 30 of the 50 cores; the instance is charged 100.
+    // The share claim of the test above holds 30 of the 50 cores; the 3g.40gb is charged half its card, 50.
     const words =
       'running PreBind plugin "DynamicResources": add allocation and reservation to claim ml/mig: ' +
       'admission webhook "charge.resourceclaims.vcuda.io" denied the request: reserve ml/mig: ' +
-      'quota ml-50 (namespace c1/ml): core limit 50, in use 30, claim asks 100 (over by 80)';
+      'quota ml-50 (namespace c1/ml): core limit 50, in use 30, claim asks 50 (over by 30)';
     let last = '';
     const refusal = await waitFor('the MIG claim refused by the ledger', async () => {
       const pod = await getJson<Pod>(['get', 'pod', 'pod-mig', '-n', 'ml']);
