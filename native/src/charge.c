@@ -33,15 +33,16 @@ static int lookup_index(CUdevice dev) {
   char text[48];
   vc_format_uuid((const unsigned char *)uuid.bytes, text);
   int index = vc_config_find_uuid(text);
-  if (index < 0) {
-    /* A MIG device: CUDA gives its UUID's bytes without saying so; the limit file names it MIG-…
-     * (NVML's and the container runtime's spelling). */
-    memcpy(text, "MIG-", 4);
-    index = vc_config_find_uuid(text);
-  }
+  /* A MIG device: CUDA gives its UUID's bytes without saying so; the limit file names it MIG-…
+   * (NVML's and the container runtime's spelling). */
+  char mig[48];
+  memcpy(mig, text, sizeof mig);
+  memcpy(mig, "MIG-", 4);
+  if (index < 0) index = vc_config_find_uuid(mig);
   if (index < 0) {
     static int once;
-    VC_LOG_ONCE(once, VC_LOG_ERROR, "device %d (%s) is not in the limit file; its memory is refused", dev, text);
+    VC_LOG_ONCE(once, VC_LOG_ERROR, "device %d (%s) is not in the limit file, nor as a MIG device (%s); its memory is refused",
+                dev, text, mig);
   }
   return index;
 }
