@@ -27,7 +27,7 @@ import {
   type ReplicaConfigSettings,
 } from './control-plane-replicas.js';
 import { type SimControllerManager, startControllerManager } from './controllers/controller-manager.js';
-import { KubeClient } from './kube-client.js';
+import { KubeApiError, KubeClient } from './kube-client.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { claimDataDir } from './local-ledger.js';
 import { type LocalNode, startLocalNode } from './node/local-node.js';
@@ -157,10 +157,16 @@ export async function startLocalCluster(opts: LocalClusterOptions = {}): Promise
   }
 }
 
-/** vcuda's DeviceClass as the DRA overlay ships it, created in a 1.36 cluster (what `vcuda local --dra` does). */
+/**
+ * vcuda's DeviceClasses as the DRA overlay ships them, created in a 1.36 cluster (what `vcuda local
+ * --dra` does); a class already there is left as it is, so a lost one can be put back.
+ */
 export async function installDeviceClass(client: KubeClient): Promise<void> {
-  for (const doc of parseAllDocuments(readFileSync(DEVICE_CLASS, 'utf8')))
-    await client.create('/apis/resource.k8s.io/v1/deviceclasses', doc.toJS());
+  for (const doc of parseAllDocuments(readFileSync(DEVICE_CLASS, 'utf8'))) {
+    await client.create('/apis/resource.k8s.io/v1/deviceclasses', doc.toJS()).catch((err: unknown) => {
+      if (!(err instanceof KubeApiError && err.code === 409)) throw err;
+    });
+  }
 }
 
 /** The simulated API server, a client of it and a kubeconfig for kubectl. */
@@ -317,7 +323,14 @@ function startControllers(opts: LocalClusterOptions, client: KubeClient, logger:
 
 type CloserStack = { push(closer: () => Promise<void>): void; closeAll(): Promise<void> };
 
-/** What has started, closed last-started first; a close that fails is logged and the rest still run. */
+/** How long one part may take to close before the rest are closed without it. */
+const CLOSE_DEADLINE_MS = 20_000;
+
+/**
+ * What has started, closed last-started first; a close that fails is logged and the rest still run,
+ * and one that has not finished by its deadline is logged and left behind, so a stuck part cannot
+ * hold the others open.
+ */
 function closerStack(warn: (m: string) => void): CloserStack {
   const closers: (() => Promise<void>)[] = [];
   return {
@@ -325,7 +338,21 @@ function closerStack(warn: (m: string) => void): CloserStack {
       closers.push(closer);
     },
     closeAll: async () => {
-      for (const c of closers.reverse()) await c().catch((e) => warn(`shutdown: ${(e as Error).message}`));
+      for (const [i, c] of closers.reverse().entries()) {
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<void>((resolve) => {
+          timer = setTimeout(() => {
+            warn(
+              `shutdown: part ${i + 1} of ${closers.length} still closing after ${CLOSE_DEADLINE_MS / 1000} s; going on`,
+            );
+            resolve();
+          }, CLOSE_DEADLINE_MS);
+          timer.unref();
+        });
+        const closed = c().catch((e) => warn(`shutdown: ${(e as Error).message}`));
+        await Promise.race([closed, late]);
+        clearTimeout(timer);
+      }
       closers.length = 0;
     },
   };
