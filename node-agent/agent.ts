@@ -22,7 +22,7 @@ import type {
   PodSource,
 } from './allocation/ports.js';
 import type { CardSampler } from './card-sampling/card-sampler.js';
-import { type ComputeSensor, createComputeSampler } from './card-sampling/compute-sensor.js';
+import { type ComputeSensor, type ComputeSensorReason, createComputeSampler } from './card-sampling/compute-sensor.js';
 import { createHostPidPublisher, type HostPidPublisher, procSource } from './card-sampling/host-pids.js';
 import { createMemoryDriftMonitor, type MemoryDriftMonitor } from './card-sampling/memory-drift.js';
 import {
@@ -599,10 +599,12 @@ export type Compute = {
  * Per card, a compute sampler that feeds each container's share back into its region, and a
  * memory-drift monitor that runs on the sampler's period; plus the host-pid map publisher.
  */
-const sensorWhy: Record<ComputeSensor, string> = {
-  nvml: "measuring with NVML's per-process utilization",
-  'in-process': "NVML has no per-process utilization here (MIG): measuring with libvcuda's in-process sensor",
-};
+function sensorWhy(sensor: ComputeSensor, reason: ComputeSensorReason): string {
+  if (sensor === 'nvml') return "measuring with NVML's per-process utilization (computeSensor: nvml)";
+  return reason === 'nvml-unsupported'
+    ? "NVML has no per-process utilization here (MIG): measuring with libvcuda's in-process sensor"
+    : "measuring with libvcuda's in-process sensor";
+}
 
 export function startCompute(
   deps: Pick<AgentDeps, 'config' | 'gpu' | 'log' | 'runLoops'>,
@@ -639,16 +641,19 @@ export function startCompute(
       onError: (err) => log.warn({ err, card: card.index }, `memory drift card ${card.index}: reconciliation failed`),
     });
     driftMonitors.push(drift);
-    const { sampler, sensor } = createComputeSampler({
-      cardIndex: card.index,
-      periodMs: Math.max(1, config.computePeriodMs),
-      source: deps.gpu,
-      placement,
-      nowMs,
-      alsoEachPeriod: drift.tick,
-      onError: (err) => log.warn({ err, card: card.index }, `compute sampler card ${card.index}: sampling failed`),
-    });
-    log.info({ card: card.index, sensor }, `compute sampler card ${card.index}: ${sensorWhy[sensor]}`);
+    const { sampler, sensor, reason } = createComputeSampler(
+      {
+        cardIndex: card.index,
+        periodMs: Math.max(1, config.computePeriodMs),
+        source: deps.gpu,
+        placement,
+        nowMs,
+        alsoEachPeriod: drift.tick,
+        onError: (err) => log.warn({ err, card: card.index }, `compute sampler card ${card.index}: sampling failed`),
+      },
+      config.computeSensor,
+    );
+    log.info({ card: card.index, sensor }, `compute sampler card ${card.index}: ${sensorWhy(sensor, reason)}`);
     return sampler;
   });
   const hostPids = createHostPidPublisher({

@@ -7,31 +7,33 @@ const source = (supported?: () => boolean) => ({
   ...(supported ? { processUtilizationSupported: supported } : {}),
 });
 
+const supporting = source(() => true);
+
 describe('chooseComputeSensor', () => {
-  it('uses the in-process sensor only where NVML says per-process utilization is not supported', () => {
+  it('measures in-process by default, whatever NVML offers', () => {
+    expect(chooseComputeSensor(supporting, 0)).toEqual({ sensor: 'in-process', reason: 'configured' });
+    expect(chooseComputeSensor(source(), 0).sensor).toBe('in-process');
+  });
+
+  it('uses NVML when configured, except where NVML says per-process utilization is not supported (MIG)', () => {
+    expect(chooseComputeSensor(supporting, 0, 'nvml')).toEqual({ sensor: 'nvml', reason: 'configured' });
+    expect(chooseComputeSensor(source(), 0, 'nvml').sensor).toBe('nvml');
     expect(
       chooseComputeSensor(
         source(() => false),
         0,
+        'nvml',
       ),
-    ).toBe('in-process');
-    expect(
-      chooseComputeSensor(
-        source(() => true),
-        0,
-      ),
-    ).toBe('nvml');
-    expect(chooseComputeSensor(source(), 0)).toBe('nvml');
+    ).toEqual({
+      sensor: 'in-process',
+      reason: 'nvml-unsupported',
+    });
   });
 
-  it('keeps NVML when the probe itself fails', () => {
-    expect(
-      chooseComputeSensor(
-        source(() => {
-          throw new Error('driver gone');
-        }),
-        0,
-      ),
-    ).toBe('nvml');
+  it('keeps the configured NVML when the probe itself fails', () => {
+    const failing = source(() => {
+      throw new Error('driver gone');
+    });
+    expect(chooseComputeSensor(failing, 0, 'nvml').sensor).toBe('nvml');
   });
 });

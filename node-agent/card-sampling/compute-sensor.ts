@@ -1,26 +1,48 @@
 /**
  * Which measurement feeds a card's compute limiters, chosen once per card when its sampler is
- * made: NVML's per-process utilization where the card has it, else (MIG: NVML answers
- * NOT_SUPPORTED) the busy time libvcuda measures in-process and keeps in each region
- * (busy-sampler.ts). Both write the same samples; native/COMPUTE.md describes both sensors.
+ * made: libvcuda's in-process sensor (the busy time it measures and keeps in each region,
+ * busy-sampler.ts) unless the node is configured for NVML's per-process utilization and the card
+ * has it (MIG has not: NVML answers NOT_SUPPORTED). In-process is the default because on a real
+ * H200 NVML gave each 200 ms sample wholly to one process while two time-sliced the card (one
+ * read 99 %, the other 0 %, alternating), which no controller can steer by (BENCHMARKS.md, "Real
+ * GPU"). Both write the same samples; native/COMPUTE.md describes both sensors.
  */
 import { createBusySampler } from './busy-sampler.js';
 import { type CardSampler, type CardSamplerOptions, createCardSampler } from './card-sampler.js';
 
 export type ComputeSensor = 'nvml' | 'in-process';
 
-/** The sensor for a card (pure over the source's answer). A probe that throws keeps NVML. */
-export function chooseComputeSensor(source: CardSamplerOptions['source'], cardIndex: number): ComputeSensor {
+/** What decided a card's sensor, for the agent's log line. */
+export type ComputeSensorReason = 'configured' | 'nvml-unsupported';
+
+/**
+ * The sensor for a card (pure over the source's answer): `preferred` where the card can give it;
+ * NVML falls back to in-process where NVML has no per-process utilization. A probe that throws
+ * keeps the preference.
+ */
+export function chooseComputeSensor(
+  source: CardSamplerOptions['source'],
+  cardIndex: number,
+  preferred: ComputeSensor = 'in-process',
+): { sensor: ComputeSensor; reason: ComputeSensorReason } {
+  if (preferred === 'in-process') return { sensor: 'in-process', reason: 'configured' };
+  let supported: boolean | undefined;
   try {
-    return source.processUtilizationSupported?.(cardIndex) === false ? 'in-process' : 'nvml';
+    supported = source.processUtilizationSupported?.(cardIndex);
   } catch {
-    return 'nvml';
+    supported = undefined;
   }
+  return supported === false
+    ? { sensor: 'in-process', reason: 'nvml-unsupported' }
+    : { sensor: 'nvml', reason: 'configured' };
 }
 
 /** The card's sampler over the sensor chosen for it. */
-export function createComputeSampler(opts: CardSamplerOptions): { sampler: CardSampler; sensor: ComputeSensor } {
-  const sensor = chooseComputeSensor(opts.source, opts.cardIndex);
+export function createComputeSampler(
+  opts: CardSamplerOptions,
+  preferred?: ComputeSensor,
+): { sampler: CardSampler; sensor: ComputeSensor; reason: ComputeSensorReason } {
+  const { sensor, reason } = chooseComputeSensor(opts.source, opts.cardIndex, preferred);
   const sampler = sensor === 'nvml' ? createCardSampler(opts) : createBusySampler(opts);
-  return { sampler, sensor };
+  return { sampler, sensor, reason };
 }

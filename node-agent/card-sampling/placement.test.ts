@@ -1,8 +1,8 @@
-import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { regionDeviceOffset } from '../../contract/region-layout.js';
+import { REGION_FILE_SIZE, regionDeviceOffset, regionOffsets } from '../../contract/region-layout.js';
 import { type Harness, runPod, startHarness } from '../../test/support/node-agent/agent-harness.js';
 import { GpuPodBuilder } from '../../test/support/node-agent/gpu-pod.js';
 import { readRegionUsage } from '../limits/region-file.js';
@@ -25,9 +25,42 @@ function fakeProcess(pid: number, containerId: string) {
   writeFileSync(join(proc, String(pid), 'cgroup'), `0::/kubepods.slice/${slice}/cri-containerd-${containerId}.scope\n`);
 }
 
+function writeBusyNs(regionPath: string, ns: bigint): void {
+  const buf = Buffer.alloc(8);
+  buf.writeBigUInt64LE(ns);
+  const fd = openSync(regionPath, 'r+');
+  writeSync(fd, buf, 0, 8, regionDeviceOffset(0) + regionOffsets.device.busyNs);
+  closeSync(fd);
+}
+
 describe('compute feedback wiring', () => {
-  it("writes each container's measured share of its card into that container's region", async () => {
+  it("by default turns each container's in-process busy time into its share of the card, in its region", async () => {
     h = await startHarness({ config: { paths: { procRoot: proc } } });
+    await h.kubelet.waitFor(() => h?.kubelet.devices(h.names.core).length === 200, 'plugins');
+    const card0 = h.agent.health.list()[0]?.uuid as string;
+    const pod = new GpuPodBuilder(h.names, 'cmp', UID).container('main', 30, 100).container('side', 20, 100);
+    await runPod(h, pod, [[card0], [card0]], { main: MAIN_ID, side: SIDE_ID });
+    const records = h.agent.allocator.records();
+    const region = (name: string) => records.find((x) => x.container === name)?.paths.regionPath as string;
+    // NVML offers per-process figures too; the default sensor ignores them.
+    h.gpu.samples.set(0, [{ pid: 4242, timestampUs: h.nowMs.value * 1000, smPercent: 90, memoryPercent: 0 }]);
+    for (const name of ['main', 'side']) {
+      truncateSync(region(name), REGION_FILE_SIZE); // as libvcuda sizes it
+      writeBusyNs(region(name), 1_000_000n);
+    }
+    h.nowMs.value += 200;
+    h.agent.samplers[0]?.sampleOnce(); // baselines
+    h.nowMs.value += 200;
+    writeBusyNs(region('main'), 1_000_000n + 60_000_000n); // 60 ms busy in 200 ms
+    writeBusyNs(region('side'), 1_000_000n + 20_000_000n);
+    h.agent.samplers[0]?.sampleOnce();
+    const share = (name: string) => readRegionUsage(region(name), 1)?.[0]?.measuredShareBp;
+    expect(share('main')).toBe(3000);
+    expect(share('side')).toBe(1000);
+  });
+
+  it("with computeSensor nvml writes each container's NVML share of its card into that container's region", async () => {
+    h = await startHarness({ config: { paths: { procRoot: proc }, computeSensor: 'nvml' } });
     await h.kubelet.waitFor(() => h?.kubelet.devices(h.names.core).length === 200, 'plugins');
     const card0 = h.agent.health.list()[0]?.uuid as string;
     const pod = new GpuPodBuilder(h.names, 'cmp', UID).container('main', 30, 100).container('side', 20, 100);

@@ -21,7 +21,10 @@ const POD = '7c1d2e3f-0000-4000-8000-0000000000aa';
 
 describe('compute feedback in DRA mode', () => {
   it("writes the reserved pod's host pids and its measured share into the claim's region", async () => {
-    const h = await startDraHarness({ paths: { procRoot: proc }, config: { computePeriodMs: 0 } });
+    const h = await startDraHarness({
+      paths: { procRoot: proc },
+      config: { computePeriodMs: 0, computeSensor: 'nvml' },
+    });
     try {
       const c = claim('train')
         .share('gpu-1', 40, 4 * GiB)

@@ -78,8 +78,12 @@ describe.skipIf(!isFakeNvmlBuilt)('shares inside a MIG instance on the native fa
         `/dev/nvidia-caps/nvidia-cap${layoutCapMinor(0, 2)}`,
         `/dev/nvidia-caps/nvidia-cap${layoutCapMinor(0, 2, 0)}`,
       ]);
-      // The share is measured on its parent's sampler, in-process: NVML has no per-process utilization on MIG.
-      expect(chooseComputeSensor(fake.lastOpened(), 0)).toBe('in-process');
+      // The share is measured on its parent's sampler, in-process: NVML has no per-process utilization on
+      // MIG, so even a node configured for NVML falls back.
+      expect(chooseComputeSensor(fake.lastOpened(), 0, 'nvml')).toEqual({
+        sensor: 'in-process',
+        reason: 'nvml-unsupported',
+      });
 
       // A share grant naming the whole instance is refused: it is not a card here.
       await expect(kubelet.admitPod(await bindSharePod(h, 'forged', whole))).rejects.toThrow(

@@ -181,6 +181,9 @@ export async function runScenario(root: string, spec: ScenarioSpec): Promise<Sce
           periodMs: 50,
           seconds: spec.seconds + PROBE_SLACK_S,
           containers: containers.map(({ key, regionPath, deviceIndex }) => ({ key, regionPath, deviceIndex })),
+          // A node configured for NVML: the in-process scenarios reach that sensor by NVML's
+          // NOT_SUPPORTED, the fallback MIG cards take.
+          sensor: 'nvml',
         }),
       ],
       { cwd: root, env: baseEnv, stdio: ['pipe', 'pipe', 'inherit'] },
