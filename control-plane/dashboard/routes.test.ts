@@ -400,6 +400,36 @@ describe('GET /ui/stream: what callers can make it hold', () => {
     expect(calls.windows).toHaveLength(2);
   });
 
+  it('spreads the ticks of streams opened together over the interval instead of bursting them', async () => {
+    const { source } = fakeSource();
+    const count = 20;
+    let drawn = 0;
+    const app = createApp({
+      dashboard: dashboardRoutes({
+        source,
+        clock: () => new Date('2026-01-01T12:00:00.000Z'),
+        streamIntervalMs: 300,
+        streamPhase: () => drawn++ / count,
+        maxStreams: 100,
+        maxStreamsPerClient: 100,
+      }),
+    });
+    const streams = await Promise.all(Array.from({ length: count }, () => app.request('/ui/stream')));
+    // When each stream's second chunk (its first tick after the opening push) arrives.
+    const secondTicks = await Promise.all(
+      streams.map(async (res) => {
+        const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+        await reader.read();
+        await reader.read();
+        const at = performance.now();
+        await reader.cancel();
+        return at;
+      }),
+    );
+    // Phases 0, 1/20, ..., 19/20 of 300 ms: the ticks span about 285 ms; in step they would span a few.
+    expect(Math.max(...secondTicks) - Math.min(...secondTicks)).toBeGreaterThan(200);
+  });
+
   it('gives each client its own slots: one client cannot take every stream, others still get one', async () => {
     const { source } = fakeSource();
     const app = createApp({

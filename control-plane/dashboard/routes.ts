@@ -31,6 +31,12 @@ export type DashboardDeps = {
   cacheMs?: number;
   /** How often an open stream looks for changes. */
   streamIntervalMs?: number;
+  /**
+   * Where in the interval each stream's ticks fall, as a fraction in [0, 1) drawn once per stream
+   * (default Math.random; tests pin it). Streams opened together (a page per viewer after a
+   * restart, or a load test) would otherwise all tick in the same millisecond every interval.
+   */
+  streamPhase?: () => number;
   /** A change of the reports alone is pushed at most this often (a whole overview can be megabytes). */
   reportPushMs?: number;
   refusalLimit?: number;
@@ -228,6 +234,7 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
     clock: deps.clock,
     intervalMs: deps.streamIntervalMs ?? 2000,
     reportPushMs: deps.reportPushMs ?? 30_000,
+    phase: deps.streamPhase ?? Math.random,
   };
 
   const app = new Hono();
@@ -334,6 +341,8 @@ type PushPacing = {
   reportPushMs: number;
   /** Shared by every stream of the listener. */
   print: (o: Overview) => PrintedOverview;
+  /** This stream's offset within the interval, a fraction in [0, 1). */
+  phase: () => number;
 };
 
 /** Until the viewer leaves: an `overview` event when the numbers changed, else a keep-alive comment. */
@@ -345,6 +354,10 @@ async function pushOverviews(
   let last = { now: '', reports: '' };
   let lastPushMs = Number.NEGATIVE_INFINITY;
   let id = 0;
+  // The first push goes at once (the page is waiting); after it, each stream keeps its own phase,
+  // so hundreds of open streams tick spread over the interval, not in one burst that would hold
+  // the event loop (and every admission review behind it) for tens of milliseconds.
+  let sleepMs = Math.floor(pacing.intervalMs * Math.min(Math.max(pacing.phase(), 0), 1));
   while (!stream.aborted && !stream.closed) {
     try {
       const printed = pacing.print(await load());
@@ -363,6 +376,7 @@ async function pushOverviews(
       // The viewer is told why this tick has no overview; the next tick tries again.
       await stream.writeSSE({ event: 'failure', data: JSON.stringify({ message: String(err) }) });
     }
-    await stream.sleep(pacing.intervalMs);
+    await stream.sleep(sleepMs);
+    sleepMs = pacing.intervalMs;
   }
 }
