@@ -453,6 +453,52 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
     });
   });
 
+  it("passes the node agent's sensor, MIG and DRA card settings through, and the pods' DRA label", () => {
+    const values = {
+      mode: 'dra',
+      'nodeAgent.computeSensor': 'nvml',
+      'nodeAgent.mig.shared': [{ profile: '3g.40gb' }, { card: 1, start: 4 }],
+      'nodeAgent.mig.dynamicCards': [2, 3],
+      'dra.unhealthyCards': 'withdraw',
+      'dra.convertPods': true,
+      'dra.modeLabel': 'gpu.vcuda.io/mode',
+    };
+    const objects = render({ values, kubeVersion: 'v1.36.3' });
+    const agent = parseConfig({
+      file: configFile(objects, 'vcuda-node-agent-config', 'config.yaml'),
+      env: { ...containerEnv(objects, 'DaemonSet', 'vcuda-node-agent'), NODE_NAME: 'n1' },
+    });
+    expect(agent.computeSensor).toBe('nvml');
+    expect(agent.mig.shared).toEqual([{ profile: '3g.40gb' }, { card: 1, start: 4 }]);
+    expect(agent.mig.dynamicCards).toEqual([2, 3]);
+    expect(agent.dra.unhealthyCards).toBe('withdraw');
+    const all = parseConfig({
+      file: configFile(
+        render({ values: { 'nodeAgent.mig.dynamicCards': 'all' } }),
+        'vcuda-node-agent-config',
+        'config.yaml',
+      ),
+      env: { NODE_NAME: 'n1' },
+    });
+    expect(all.mig.dynamicCards).toBe('all');
+    const env = find(objects, 'ConfigMap', 'vcuda-control-plane')['data'] as Record<string, string>;
+    const cp = loadControlPlaneConfig({
+      file: configFile(objects, 'vcuda-control-plane-file', 'config.yaml'),
+      env: { ...env, VCUDA_NAMESPACE: 'vcuda-system', VCUDA_INSTANCE_ID: 'p' },
+    });
+    expect(cp.webhook.dra?.modeLabel).toBe('gpu.vcuda.io/mode');
+    // A changed setting rolls the node agents.
+    const checksum = (o: K8sObject[]) =>
+      (
+        find(o, 'DaemonSet', 'vcuda-node-agent') as K8sObject & {
+          spec: { template: { metadata: { annotations: Record<string, string> } } };
+        }
+      ).spec.template.metadata.annotations['checksum/config'];
+    expect(checksum(objects)).not.toBe(
+      checksum(render({ values: { ...values, 'nodeAgent.computeSensor': 'in-process' }, kubeVersion: 'v1.36.3' })),
+    );
+  });
+
   describe('refuses values it cannot honour, naming them', () => {
     it.each([
       [{ mode: 'gpu' }, /\/mode': value must be one of 'extender', 'dra'/],
@@ -465,6 +511,14 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
       [{ 'database.existingSecret': '' }, /database: the quota ledger needs PostgreSQL/],
       [{ 'networkPolicy.webhookSources': ['api-server'] }, /\/networkPolicy\/webhookSources\/0'/],
       [{ replicas: 3 }, /additional properties 'replicas' not allowed/],
+      [{ 'nodeAgent.computeSensor': 'dcgm' }, /\/nodeAgent\/computeSensor': value must be one of 'in-process', 'nvml'/],
+      [{ 'nodeAgent.mig.shared': [{ size: '3g' }] }, /\/nodeAgent\/mig\/shared\/0'/],
+      [{ 'nodeAgent.mig.dynamicCards': 'some' }, /\/nodeAgent\/mig\/dynamicCards'/],
+      [{ 'dra.unhealthyCards': 'drain' }, /\/dra\/unhealthyCards'/],
+      [
+        { mode: 'dra', 'dra.modeLabel': 'gpu.vcuda.io/mode' },
+        /dra.modeLabel: "gpu.vcuda.io\/mode" chooses which pods are converted, so it needs dra.convertPods: true/,
+      ],
     ])('%j', (values, message) => {
       expect(renderFailure(values)).toMatch(message);
     });

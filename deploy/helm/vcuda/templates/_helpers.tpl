@@ -17,6 +17,9 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- if and .Values.dra.convertPods (ne .Values.mode "dra") -}}
 {{- fail (printf "dra.convertPods: true needs mode: \"dra\" (pods become claims only where the node agents are DRA drivers), and mode is %q" .Values.mode) -}}
 {{- end -}}
+{{- if and .Values.dra.modeLabel (not .Values.dra.convertPods) -}}
+{{- fail (printf "dra.modeLabel: %q chooses which pods are converted, so it needs dra.convertPods: true" .Values.dra.modeLabel) -}}
+{{- end -}}
 {{- if not (or .Values.database.url .Values.database.existingSecret) -}}
 {{- fail "database: the quota ledger needs PostgreSQL; set database.url (postgres://…) or database.existingSecret (a Secret holding the url)" -}}
 {{- end -}}
