@@ -5,12 +5,9 @@
  */
 import {
   type FieldError,
-  fieldError,
   isVcudaAnnotation,
-  migResourceName,
   type PodGpuRequest,
   type PodLike,
-  type ResourceNames,
   requestsGpu,
 } from '../contract/index.js';
 import { annotationPath, escapePointerToken, type JsonPatchOp } from './json-patch.js';
@@ -70,29 +67,6 @@ export function chooseHardCoreLimit(request: PodGpuRequest): number | undefined 
   return sizes.size === 1 ? [...sizes][0] : undefined;
 }
 
-/**
- * Pods asking whole MIG instances are not converted to claims (a MIG partition is claimed through
- * its own DeviceClass): such a pod is refused, each MIG resource named, rather than turned into
- * whole-card claims.
- */
-export function migInDraErrors(pod: PodLike, request: PodGpuRequest, names: ResourceNames): FieldError[] {
-  const errors: FieldError[] = [];
-  for (const c of request.containers) {
-    if (c.mig === undefined) continue;
-    const list = (c.isInit ? pod.spec?.initContainers : pod.spec?.containers) ?? [];
-    const index = list.findIndex((k) => k.name === c.name);
-    const key = migResourceName(names, c.mig);
-    errors.push(
-      fieldError(
-        `spec.${c.isInit ? 'initContainers' : 'containers'}[${index}].resources.limits[${JSON.stringify(key)}]`,
-        'mig-not-in-dra',
-        `this pod goes to DRA, where whole MIG instances asked as extended resources are not converted to claims; write a claim of DeviceClass mig.gpu.vcuda.io`,
-      ),
-    );
-  }
-  return errors;
-}
-
 /** Removes every `vcuda.io/` label but ours, one warning each. */
 function forgedLabelOps(labels: Record<string, string> | undefined, warnings: string[]): JsonPatchOp[] {
   const forged = Object.keys(labels ?? {}).filter((k) => isVcudaAnnotation(k) && k !== VCUDA_POD_LABEL);
@@ -124,8 +98,6 @@ export function mutatePodCreate(pod: MutablePod, policy: MutationPolicy, namespa
   const patch: JsonPatchOp[] = forgedKeys.map((k) => ({ op: 'remove', path: annotationPath(k) }));
   const labels = pod.metadata?.labels ?? undefined;
   if (policy.dra && convertsToClaims(pod, policy.dra)) {
-    const migErrors = migInDraErrors(clean, request, names);
-    if (migErrors.length > 0) return { kind: 'refused', errors: migErrors, warnings };
     // DRA mode: the claims carry the shape and the limit; kube-scheduler places the pod.
     patch.push(...forgedLabelOps(labels, warnings));
     const ns = namespace ?? pod.metadata?.namespace ?? 'default';

@@ -92,16 +92,18 @@ describe('the mutating hook in DRA mode', () => {
     expect(calls).toBe(0);
   });
 
-  it('refuses a pod asking whole MIG instances, naming each one, and makes nothing', async () => {
+  it('converts a pod asking whole MIG instances too, one template per shape', async () => {
     const asked: string[] = [];
     const answer = answerer(async (ts) => void asked.push(...ts.map((t) => t.metadata.name)));
     const p = pod('m').share(30, 8192, 'side').mig('3g.40gb', 1, 'train').obj();
     const reply = JSON.parse((await answer('mutate', review(p))).body) as Out;
-    expect(reply.response.allowed).toBe(false);
-    expect(reply.response.status?.message).toContain(
-      'spec.containers[1].resources.limits["nvidia.com/mig-3g.40gb"]: this pod goes to DRA, where whole MIG instances asked as extended resources are not converted to claims; write a claim of DeviceClass mig.gpu.vcuda.io',
-    );
-    expect(asked).toEqual([]);
+    expect(reply.response.allowed).toBe(true);
+    expect(asked).toEqual(['vcuda-c30-m8gi', 'vcuda-mig-3g-40gb-1']);
+    const patch = JSON.parse(Buffer.from(reply.response.patch ?? '', 'base64').toString()) as {
+      op: string;
+      path: string;
+    }[];
+    expect(patch).toContainEqual({ op: 'remove', path: '/spec/containers/1/resources/limits/nvidia.com~1mig-3g.40gb' });
   });
 
   it('refuses over quota before it makes any template', async () => {

@@ -99,6 +99,30 @@ describe('pods moved to DRA at admission', () => {
     expect(templates.flatMap(judged)).toEqual([{ cores: 100, memoryBytes: undefined, count: 2 }]);
   });
 
+  it('asks whole MIG instances as partitions of the MIG DeviceClass, by profile, and leaves no MIG resource', () => {
+    const { out, templates } = convert(pod('a').share(30, 8192, 'side').mig('1g.10gb+me', 2, 'train').obj());
+    const train = out.spec.containers.find((c) => c.name === 'train');
+    expect(train?.resources).toEqual({ limits: {}, requests: {}, claims: [{ name: 'vcuda-train' }] });
+    expect(out.spec.resourceClaims).toEqual([
+      { name: 'vcuda-side', resourceClaimTemplateName: 'vcuda-c30-m8gi' },
+      { name: 'vcuda-train', resourceClaimTemplateName: 'vcuda-mig-1g-10gb-me-2' },
+    ]);
+    const mig = templates.find((t) => t.metadata.name === 'vcuda-mig-1g-10gb-me-2');
+    expect(mig?.spec.spec.devices).toEqual({
+      requests: [
+        {
+          name: 'gpu',
+          exactly: {
+            deviceClassName: 'mig.gpu.vcuda.io',
+            allocationMode: 'ExactCount',
+            count: 2,
+            selectors: [{ cel: { expression: "device.attributes['gpu.vcuda.io'].profile == '1g.10gb+me'" } }],
+          },
+        },
+      ],
+    });
+  });
+
   it('gives every container and init container a claim of its own, one template per shape', () => {
     const p = pod('a')
       .init('setup', { [names.core]: '10', [names.memory]: '1536' })

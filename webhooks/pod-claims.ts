@@ -10,6 +10,7 @@
  * | `vcuda-core: 30`, `vcuda-memory: 8192` (MiB units)      | `vcuda-c30-m8gi`    | `cores: 30`, `memory: 8192Mi`             |
  * | the same with `vcuda-core-limit: 60`                    | `vcuda-c30-m8gi-l60`| the same, and GpuShareConfig `coreLimit: 60` |
  * | `vcuda-core: 200`                                       | `vcuda-whole-2`     | `count: 2`, no capacity (whole cards)     |
+ * | `mig-3g.40gb: 2` (whole MIG instances)                  | `vcuda-mig-3g-40gb-2` | `count: 2` of the MIG DeviceClass, profile selected |
  *
  * Every container (init containers too) gets its own claim: shares are per container, as the
  * limit file on the node is. The validation is the pod's own (validate.ts), run before: a pod is
@@ -20,6 +21,9 @@ import {
   DRA_CAPACITY,
   DRA_PARAMETERS_API_VERSION,
   DRA_PARAMETERS_KIND,
+  draMigClassName,
+  draMigProfileSelector,
+  migResourceName,
   parseWholeQuantity,
 } from '../contract/index.js';
 import { escapePointerToken, type JsonPatchOp } from './json-patch.js';
@@ -54,6 +58,7 @@ type TemplateRequest = {
     deviceClassName: string;
     allocationMode: 'ExactCount';
     count: number;
+    selectors?: { cel: { expression: string } }[];
     capacity?: { requests: Record<string, string> };
   };
 };
@@ -93,6 +98,7 @@ function memoryName(mib: number): string {
 
 /** The template's name, from the shape alone: the same shape always names the same template. */
 export function claimTemplateName(c: ContainerGpuRequest): string {
+  if (c.mig !== undefined) return `vcuda-mig-${c.mig.replace(/[.+]/g, '-')}-${c.cards}`;
   if (c.corePerCard >= 100) return `vcuda-whole-${c.cards}`;
   const base = `vcuda-c${c.corePerCard}-m${memoryName(c.memoryMiBPerCard ?? 0)}`;
   return c.coreLimit > c.corePerCard ? `${base}-l${c.coreLimit}` : base;
@@ -100,13 +106,22 @@ export function claimTemplateName(c: ContainerGpuRequest): string {
 
 /** The template of one container's shape, in `namespace`. */
 export function claimTemplateOf(c: ContainerGpuRequest, namespace: string, policy: DraPodPolicy): ClaimTemplate {
-  const exactly: TemplateRequest['exactly'] = {
-    deviceClassName: policy.deviceClassName,
-    allocationMode: 'ExactCount',
-    count: c.corePerCard >= 100 ? c.cards : 1,
-  };
+  // Whole MIG instances: partitions of the MIG DeviceClass, of the profile asked.
+  const exactly: TemplateRequest['exactly'] =
+    c.mig !== undefined
+      ? {
+          deviceClassName: draMigClassName(policy.driverName),
+          allocationMode: 'ExactCount',
+          count: c.cards,
+          selectors: [{ cel: { expression: draMigProfileSelector(policy.driverName, c.mig) } }],
+        }
+      : {
+          deviceClassName: policy.deviceClassName,
+          allocationMode: 'ExactCount',
+          count: c.corePerCard >= 100 ? c.cards : 1,
+        };
   const devices: ClaimTemplate['spec']['spec']['devices'] = { requests: [{ name: TEMPLATE_REQUEST, exactly }] };
-  if (c.corePerCard < 100) {
+  if (c.mig === undefined && c.corePerCard < 100) {
     // Bytes as binary megabytes: exact, and what the card's memory capacity is stepped in.
     const memory = `${c.memoryMiBPerCard ?? 0}Mi`;
     exactly.capacity = { requests: { [DRA_CAPACITY.cores]: String(c.corePerCard), [DRA_CAPACITY.memory]: memory } };
@@ -147,11 +162,18 @@ function existingClaimNames(pod: ConvertiblePod): Set<string> {
   return new Set(claims.map((c) => (c as { name?: unknown } | null)?.name).filter((n) => typeof n === 'string'));
 }
 
-/** Takes the vcuda resources out of one container and adds its claim. */
-function containerOps(container: ContainerShape, path: string, claim: string, names: ResourceNames): JsonPatchOp[] {
+/** Takes the vcuda resources (a MIG profile's too) out of one container and adds its claim. */
+function containerOps(
+  container: ContainerShape,
+  request: ContainerGpuRequest,
+  path: string,
+  claim: string,
+  names: ResourceNames,
+): JsonPatchOp[] {
   const ops: JsonPatchOp[] = [];
+  const keys = [names.core, names.memory, ...(request.mig !== undefined ? [migResourceName(names, request.mig)] : [])];
   for (const section of ['limits', 'requests'] as const) {
-    for (const key of [names.core, names.memory]) {
+    for (const key of keys) {
       if (container.resources?.[section]?.[key] === undefined) continue;
       ops.push({ op: 'remove', path: `${path}/resources/${section}/${escapePointerToken(key)}` });
     }
@@ -197,7 +219,7 @@ export function convertPodToClaims(
     templates.set(template.metadata.name, template);
     podClaims.push({ name: claim, resourceClaimTemplateName: template.metadata.name });
     const path = `/spec/${c.isInit ? 'initContainers' : 'containers'}/${index}`;
-    patch.push(...containerOps(container, path, claim, names));
+    patch.push(...containerOps(container, c, path, claim, names));
   }
   if (Array.isArray(pod.spec?.resourceClaims)) {
     for (const value of podClaims) patch.push({ op: 'add', path: '/spec/resourceClaims/-', value });

@@ -18,6 +18,7 @@ import { claimCdiSpecPath } from '../../node-agent/dra/claim-cdi.js';
 import { NvmlGpuSource } from '../../node-agent/nvml/nvml-gpu-source.js';
 import { type KubeClient, podPath } from '../../sim/kube-client.js';
 import { installDeviceClass } from '../../sim/local-cluster.js';
+import { claimTemplateOf } from '../../webhooks/pod-claims.js';
 import { deletePodNow } from '../support/dra-node-tier.js';
 import type { DraKubeletClient } from '../support/node-agent/dra-harness.js';
 import { real136SkipReason } from '../support/real-control-plane-136.js';
@@ -141,4 +142,48 @@ describe.skipIf(skipReason !== undefined)('MIG partitions of the DRA node agent 
     expect(Object.values(unprepared.claims).map((c) => c.error)).toEqual(['', '']);
     expect(instances()).toEqual([]);
   }, 240_000);
+
+  it('allocates a MIG partition from the template a pod written for the extender is converted to', async () => {
+    // What the mutating hook makes of `nvidia.com/mig-3g.40gb: 1` on a DRA cluster (pod-claims.ts).
+    const request = {
+      name: 'c',
+      isInit: false,
+      corePerCard: 100,
+      cards: 1,
+      memoryMiBPerCard: undefined,
+      coreLimit: 100,
+      mode: 'hard' as const,
+      mig: '3g.40gb',
+    };
+    const template = claimTemplateOf(request, 'default', {
+      deviceClassName: DRIVER,
+      driverName: DRIVER,
+      modeValue: 'dra',
+    });
+    await client.create(`${GV}/namespaces/default/resourceclaimtemplates`, template);
+    await client.create(podPath('default'), {
+      metadata: { name: 'converted' },
+      spec: {
+        resourceClaims: [{ name: 'vcuda-c', resourceClaimTemplateName: template.metadata.name }],
+        containers: [{ name: 'c', image: 'cuda', resources: { claims: [{ name: 'vcuda-c' }] } }],
+      },
+    });
+    // The resourceclaim controller makes the pod's claim from the template; kube-scheduler allocates it.
+    const claimOfPod = async () =>
+      (await client.list(CLAIMS)).items.find((c) =>
+        ((c.metadata as { ownerReferences?: { name: string }[] }).ownerReferences ?? []).some(
+          (o) => o.name === 'converted',
+        ),
+      );
+    await expect
+      .poll(async () => ((await claimOfPod())?.['status'] as { allocation?: unknown } | undefined)?.allocation, {
+        timeout: 60_000,
+      })
+      .toBeDefined();
+    const allocated = (await claimOfPod())?.['status'] as { allocation: { devices: { results: Result[] } } };
+    expect(allocated.allocation.devices.results.map((r) => r.device)).toEqual([
+      expect.stringMatching(/^gpu-0-mig-3g-40gb-[04]$/),
+    ]);
+    await deletePodNow(client, 'default', 'converted');
+  }, 120_000);
 });
