@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Every GPU check in one lease: run.sh (memory), burst.sh (memory bursts), compute.sh (rate limits),
-# mig.sh (MIG layouts and profile table, read-only; with MIG_SHARE=1 also shares of a 3g instance,
-# which changes MIG settings: only where the machine's owner allows), busy.sh (the in-process compute sensor), contend.sh (two tenants
-# on one card, the limiter traced with each sensor),
-# each under its own deadline, each log also written to $OUT (or ./gpu-logs). With .gpu/ from
-# carry.sh, works on a machine with no Node.js.
+# The GPU checks in one lease: compute.sh (rate limits), contend.sh (two tenants on one card, the
+# limiter traced with each sensor), burst.sh (memory bursts), run.sh (memory), mig.sh (MIG layouts
+# and profile table, read-only; with MIG_SHARE=1 also shares of a 3g instance, which changes MIG
+# settings: only where the machine's owner allows); on request sensor.sh (what NVML reads) and
+# busy.sh (the in-process sensor's counter). Each runs under its own deadline, each log also
+# written to $OUT (or ./gpu-logs). With .gpu/ from carry.sh, works on a machine with no Node.js.
+# The default checks and deadlines fit one 600 s call (on an H200: about 180, 100, 125, 50 and
+# 5 s taken), leaving a lent machine's 15 minutes room for its start.
 #
 #   native/test/gpu/all.sh [COMPUTE_SECONDS]        (default 8)
-# Env: CHECKS (which, in order; default "mig run burst compute contend sensor busy"), VCUDA_GPU_WORKLOADS (compute
-# workloads, default "matmul4096 tiny"), RUN_S/BURST_S/COMPUTE_S/SENSOR_S/MIG_S (deadlines in seconds,
-# default 150/150/330/150, MIG_S 60 or 240 with MIG_SHARE=1), BURST_ARGS (burst.sh arguments).
+# Env: CHECKS (which, in order; default "compute contend burst run mig"), VCUDA_GPU_WORKLOADS
+# (compute workloads, default "matmul4096 tiny"), COMPUTE_S/CONTEND_S/BURST_S/RUN_S/MIG_S/SENSOR_S/
+# BUSY_S (deadlines in seconds, default 220/120/140/80/20/150/60; MIG_S 240 with MIG_SHARE=1),
+# BURST_ARGS (burst.sh arguments).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 LOGS=${OUT:-$PWD/gpu-logs}
@@ -24,11 +27,11 @@ fi
 export VCUDA_GPU_WORKLOADS=${VCUDA_GPU_WORKLOADS:-matmul4096 tiny}
 { date -u; nvidia-smi; node --version; python3 -c 'import torch; print("torch", torch.__version__)'; } 2>&1 | tee "$LOGS/machine.log"
 rc=0
-MIG_DEFAULT_S=60
+MIG_DEFAULT_S=20
 [ -n "${MIG_SHARE:-}" ] && MIG_DEFAULT_S=240
-declare -A DEADLINE=([mig]=${MIG_S:-$MIG_DEFAULT_S} [run]=${RUN_S:-150} [burst]=${BURST_S:-150} [compute]=${COMPUTE_S:-330} [sensor]=${SENSOR_S:-150} [busy]=${BUSY_S:-60} [contend]=${CONTEND_S:-150})
+declare -A DEADLINE=([mig]=${MIG_S:-$MIG_DEFAULT_S} [run]=${RUN_S:-80} [burst]=${BURST_S:-140} [compute]=${COMPUTE_S:-220} [sensor]=${SENSOR_S:-150} [busy]=${BUSY_S:-60} [contend]=${CONTEND_S:-120})
 declare -A ARGS=([compute]=${1:-8} [burst]=${BURST_ARGS:-})
-for check in ${CHECKS:-mig run burst compute contend sensor busy}; do
+for check in ${CHECKS:-compute contend burst run mig}; do
   timeout "${DEADLINE[$check]}" bash "native/test/gpu/$check.sh" ${ARGS[$check]:-} 2>&1 | tee "$LOGS/$check.log" || rc=1
 done
 exit $rc
