@@ -133,6 +133,11 @@ static void test_library_launch(CUdevice dev) {
   CUevent a, b;
   cuEventCreate(&a, 0);
   cuEventCreate(&b, 0);
+  /* Queued behind 20 ms of work, the events mark the device's timeline, not when this thread got
+   * the CPU back (a loaded machine could put a descheduled host gap between them). */
+  CUfunction lead;
+  CHECK(cuLibraryGetKernel(&lead, lib, "_Z12lead_us20000Pi") == CUDA_SUCCESS, "lead kernel");
+  CHECK(cuLaunchKernel(lead, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS, "lead kernel launches");
   cuEventRecord(a, NULL);
   CHECK(cuLaunchKernel(k1, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS, "a CUkernel launches");
   cuEventRecord(b, NULL);
