@@ -70,6 +70,7 @@ static void load(void) {
     fprintf(stderr, "fakegpu: FAKEGPU_NVML_STAMP=%s is not \"end\" or \"published\"; using end\n", stamp);
   env.nvml_util_info = (int)env_u64("FAKEGPU_NVML_UTIL_INFO", 1, 0, 1);
   env.nvml_process_util = (int)env_u64("FAKEGPU_NVML_PROCESS_UTIL", 1, 0, 1);
+  env.nvml_one_process = (int)env_u64("FAKEGPU_NVML_ONE_PROCESS", 0, 0, 1);
   const char *mig = getenv("FAKEGPU_MIG");
   snprintf(env.mig, sizeof env.mig, "%s", mig ? mig : "");
   env.context_bytes = env_u64("FAKEGPU_CONTEXT_MIB", 0, 0, 1u << 20) << 20;

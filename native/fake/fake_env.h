@@ -47,6 +47,7 @@ struct fg_env {
   int nvml_stamp_published; /* FAKEGPU_NVML_STAMP=published */
   int nvml_util_info;       /* FAKEGPU_NVML_UTIL_INFO=0: nvmlDeviceGetProcessesUtilizationInfo is NOT_SUPPORTED */
   int nvml_process_util;    /* FAKEGPU_NVML_PROCESS_UTIL=0: no per-process utilization at all */
+  int nvml_one_process;     /* FAKEGPU_NVML_ONE_PROCESS=1: an interval's busy time all to its busiest process (an H200's answer) */
   char mig[256];            /* FAKEGPU_MIG as given ("" when unset) */
   uint64_t context_bytes;
   uint64_t uvm_ns_per_mib;

@@ -314,10 +314,18 @@ static nvmlReturn_t process_samples(nvmlDevice_t device, nvmlProcessUtilizationS
     uint64_t stamp = ((uint64_t)j + 1) * v.interval_ns + v.stamp_late_ns;
     unsigned long long ts = (unsigned long long)(((int64_t)stamp + s->realtime_offset_ns) / 1000);
     if (ts <= lastSeen) continue;
+    /* As an H200 (driver 580.159.04) answered for processes time-slicing it: the interval's whole
+     * busy time to one process, 0 % to the others (BENCHMARKS.md, "Real GPU"). */
+    int busiest = -1;
+    if (fg_env()->nvml_one_process)
+      for (int k = 0; k < FG_MAX_PROCS; k++)
+        if (s->procs[k].live && b->proc_busy_ns[k] > 0 && (busiest < 0 || b->proc_busy_ns[k] > b->proc_busy_ns[busiest]))
+          busiest = k;
     for (int k = 0; k < FG_MAX_PROCS; k++) {
       if (!s->procs[k].live || b->proc_busy_ns[k] == 0) continue;
       if (n < cap) {
-        unsigned int pct = floor_percent(b->proc_busy_ns[k], v.interval_ns);
+        uint64_t ns = busiest < 0 ? b->proc_busy_ns[k] : (k == busiest ? b->busy_ns : 0);
+        unsigned int pct = floor_percent(ns, v.interval_ns);
         out[n] = (nvmlProcessUtilizationSample_t){.pid = s->procs[k].pid, .timeStamp = ts, .smUtil = pct, .memUtil = pct / 2};
       } else {
         short_buffer = 1;
