@@ -603,7 +603,7 @@ function sensorWhy(sensor: ComputeSensor, reason: ComputeSensorReason): string {
   if (sensor === 'nvml') return "measuring with NVML's per-process utilization (computeSensor: nvml)";
   return reason === 'nvml-unsupported'
     ? "NVML has no per-process utilization here (MIG): measuring with libvcuda's in-process sensor"
-    : "measuring with libvcuda's in-process sensor";
+    : "measuring with libvcuda's in-process sensor (NVML's per-process utilization for a card held whole)";
 }
 
 export function startCompute(

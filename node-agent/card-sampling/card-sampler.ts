@@ -27,6 +27,11 @@ export type ContainerOnCard = {
   regionPath: string;
   /** Index of this card among the container's devices (config record order). */
   deviceIndex: number;
+  /**
+   * libvcuda does not time this container's launches on this card (a hard 100 % limit: a whole
+   * card, nothing to limit), so only NVML can say how busy it keeps the card.
+   */
+  unmeasured?: boolean;
 };
 
 export interface ContainerPlacement {

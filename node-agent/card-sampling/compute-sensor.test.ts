@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { chooseComputeSensor } from './compute-sensor.js';
+import { chooseComputeSensor, tickSensor } from './compute-sensor.js';
 
 const source = (supported?: () => boolean) => ({
   processUtilization: () => [],
@@ -35,5 +35,15 @@ describe('chooseComputeSensor', () => {
       throw new Error('driver gone');
     });
     expect(chooseComputeSensor(failing, 0, 'nvml').sensor).toBe('nvml');
+  });
+});
+
+describe('tickSensor', () => {
+  it('reads NVML only for a card whose every holder libvcuda does not time (whole cards)', () => {
+    expect(tickSensor([{ unmeasured: true }])).toBe('nvml');
+    expect(tickSensor([{ unmeasured: true }, { unmeasured: true }])).toBe('nvml');
+    expect(tickSensor([{ unmeasured: true }, {}])).toBe('in-process');
+    expect(tickSensor([{}])).toBe('in-process');
+    expect(tickSensor([])).toBe('in-process');
   });
 });

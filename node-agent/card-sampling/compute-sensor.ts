@@ -8,7 +8,8 @@
  * GPU"). Both write the same samples; native/COMPUTE.md describes both sensors.
  */
 import { createBusySampler } from './busy-sampler.js';
-import { type CardSampler, type CardSamplerOptions, createCardSampler } from './card-sampler.js';
+import { type CardSampler, type CardSamplerOptions, createCardSampler, periodicSampler } from './card-sampler.js';
+import { createRegionHandles } from './region-handles.js';
 
 export type ComputeSensor = 'nvml' | 'in-process';
 
@@ -37,12 +38,50 @@ export function chooseComputeSensor(
     : { sensor: 'nvml', reason: 'configured' };
 }
 
+/**
+ * Which sensor reads this tick: NVML when every container on the card is one libvcuda does not time
+ * (whole cards, hard 100 %: one holder, so NVML's per-process figure is its own), the in-process
+ * counters otherwise. Pure over the placement.
+ */
+export function tickSensor(containers: readonly { unmeasured?: boolean }[]): ComputeSensor {
+  return containers.length > 0 && containers.every((c) => c.unmeasured) ? 'nvml' : 'in-process';
+}
+
+/**
+ * The in-process sensor where the card also has NVML's per-process figures: each tick reads the
+ * sensor `tickSensor` names, so a whole card's holder (never timed by libvcuda) is still measured
+ * for its usage, and shares are measured by their own launches.
+ */
+function inProcessWithWholeCards(opts: CardSamplerOptions): CardSampler {
+  const nvml = createCardSampler(opts);
+  const busy = createBusySampler(opts);
+  const sampleOnce = () =>
+    tickSensor(opts.placement.containersOn(opts.cardIndex)) === 'nvml' ? nvml.sampleOnce() : busy.sampleOnce();
+  const periodic = periodicSampler(sampleOnce, opts, createRegionHandles());
+  return {
+    sampleOnce,
+    start: periodic.start,
+    stop() {
+      periodic.stop();
+      nvml.stop();
+      busy.stop();
+    },
+  };
+}
+
 /** The card's sampler over the sensor chosen for it. */
 export function createComputeSampler(
   opts: CardSamplerOptions,
   preferred?: ComputeSensor,
 ): { sampler: CardSampler; sensor: ComputeSensor; reason: ComputeSensorReason } {
   const { sensor, reason } = chooseComputeSensor(opts.source, opts.cardIndex, preferred);
-  const sampler = sensor === 'nvml' ? createCardSampler(opts) : createBusySampler(opts);
+  if (sensor === 'nvml') return { sampler: createCardSampler(opts), sensor, reason };
+  let nvmlToo: boolean | undefined;
+  try {
+    nvmlToo = opts.source.processUtilizationSupported?.(opts.cardIndex);
+  } catch {
+    nvmlToo = false;
+  }
+  const sampler = nvmlToo === false ? createBusySampler(opts) : inProcessWithWholeCards(opts);
   return { sampler, sensor, reason };
 }

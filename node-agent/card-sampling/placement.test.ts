@@ -59,6 +59,21 @@ describe('compute feedback wiring', () => {
     expect(share('side')).toBe(1000);
   });
 
+  it("by default measures a whole card's holder with NVML: libvcuda does not time unlimited launches", async () => {
+    h = await startHarness({ config: { paths: { procRoot: proc } } });
+    await h.kubelet.waitFor(() => h?.kubelet.devices(h.names.core).length === 200, 'plugins');
+    const card0 = h.agent.health.list()[0]?.uuid as string;
+    const pod = new GpuPodBuilder(h.names, 'whole', UID).container('main', 100, 0);
+    await runPod(h, pod, [[card0]], { main: MAIN_ID });
+    fakeProcess(4242, MAIN_ID);
+    const t0 = h.nowMs.value * 1000;
+    h.gpu.samples.set(0, [{ pid: 4242, timestampUs: t0 + 50_000, smPercent: 64, memoryPercent: 0 }]);
+    h.gpu.rates.set(0, { gpuPercent: 64, memoryPercent: 0 });
+    h.agent.samplers[0]?.sampleOnce();
+    const region = h.agent.allocator.records()[0]?.paths.regionPath as string;
+    expect(readRegionUsage(region, 1)?.[0]?.measuredShareBp).toBe(6400);
+  });
+
   it("with computeSensor nvml writes each container's NVML share of its card into that container's region", async () => {
     h = await startHarness({ config: { paths: { procRoot: proc }, computeSensor: 'nvml' } });
     await h.kubelet.waitFor(() => h?.kubelet.devices(h.names.core).length === 200, 'plugins');

@@ -29,7 +29,12 @@ export function placementOf(
       for (const r of records()) {
         r.devices.forEach((d, deviceIndex) => {
           if (cardIndexOf(d.uuid) === cardIndex) {
-            out.push({ key: containerKey(r.podUid, r.container), regionPath: r.paths.regionPath, deviceIndex });
+            out.push({
+              key: containerKey(r.podUid, r.container),
+              regionPath: r.paths.regionPath,
+              deviceIndex,
+              ...(d.mode === 'hard' && d.coreLimit >= 100 ? { unmeasured: true } : {}),
+            });
           }
         });
       }

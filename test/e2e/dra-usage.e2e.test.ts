@@ -85,7 +85,7 @@ describe('usage of DRA claims from a DRA node agent over fake NVML', () => {
     h = await startDraHarness({
       paths: { procRoot: join(root, 'proc') },
       // Sampling and reporting are driven by hand below, through the agent's own functions.
-      config: { computePeriodMs: 0, usagePeriodMs: PERIOD_S * 1000 },
+      config: { computePeriodMs: 0, usagePeriodMs: PERIOD_S * 1000, computeSensor: 'nvml' },
       usageSink: new HttpUsageSink(server.url, { token: async () => 'agent-token' }),
     });
     // The ledger knows node-1's cards (from its inventory) and the team; kube-scheduler allocated
