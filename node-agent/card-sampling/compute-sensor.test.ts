@@ -11,12 +11,27 @@ const supporting = source(() => true);
 
 describe('chooseComputeSensor', () => {
   it('measures in-process by default, whatever NVML offers', () => {
-    expect(chooseComputeSensor(supporting, 0)).toEqual({ sensor: 'in-process', reason: 'configured' });
-    expect(chooseComputeSensor(source(), 0).sensor).toBe('in-process');
+    expect(chooseComputeSensor(supporting, 0)).toEqual({
+      sensor: 'in-process',
+      reason: 'configured',
+      wholeCardsByNvml: true,
+    });
+    expect(chooseComputeSensor(source(), 0)).toMatchObject({ sensor: 'in-process', wholeCardsByNvml: true });
+    // No per-process utilization (MIG): nothing for NVML to read, whole cards included.
+    expect(
+      chooseComputeSensor(
+        source(() => false),
+        0,
+      ),
+    ).toMatchObject({ sensor: 'in-process', wholeCardsByNvml: false });
   });
 
   it('uses NVML when configured, except where NVML says per-process utilization is not supported (MIG)', () => {
-    expect(chooseComputeSensor(supporting, 0, 'nvml')).toEqual({ sensor: 'nvml', reason: 'configured' });
+    expect(chooseComputeSensor(supporting, 0, 'nvml')).toEqual({
+      sensor: 'nvml',
+      reason: 'configured',
+      wholeCardsByNvml: false,
+    });
     expect(chooseComputeSensor(source(), 0, 'nvml').sensor).toBe('nvml');
     expect(
       chooseComputeSensor(
@@ -27,6 +42,7 @@ describe('chooseComputeSensor', () => {
     ).toEqual({
       sensor: 'in-process',
       reason: 'nvml-unsupported',
+      wholeCardsByNvml: false,
     });
   });
 
@@ -35,6 +51,8 @@ describe('chooseComputeSensor', () => {
       throw new Error('driver gone');
     });
     expect(chooseComputeSensor(failing, 0, 'nvml').sensor).toBe('nvml');
+    // Under the in-process default, a card whose probe fails is not read from NVML at all.
+    expect(chooseComputeSensor(failing, 0)).toMatchObject({ sensor: 'in-process', wholeCardsByNvml: false });
   });
 });
 

@@ -16,26 +16,36 @@ export type ComputeSensor = 'nvml' | 'in-process';
 /** What decided a card's sensor, for the agent's log line. */
 export type ComputeSensorReason = 'configured' | 'nvml-unsupported';
 
+/** What decides a card's sensor: the node's setting, and what NVML answers for the card. */
+export type SensorChoice = {
+  sensor: ComputeSensor;
+  reason: ComputeSensorReason;
+  /** In-process only: NVML may still read a card held whole, which libvcuda does not time. */
+  wholeCardsByNvml: boolean;
+};
+
 /**
- * The sensor for a card (pure over the source's answer): `preferred` where the card can give it;
- * NVML falls back to in-process where NVML has no per-process utilization. A probe that throws
- * keeps the preference.
+ * The sensor for a card (pure over the source's answer), probing NVML once: `preferred` where the
+ * card can give it; NVML falls back to in-process where NVML has no per-process utilization. A
+ * probe that throws keeps a configured NVML, and leaves whole cards to the in-process sensor.
  */
 export function chooseComputeSensor(
   source: CardSamplerOptions['source'],
   cardIndex: number,
   preferred: ComputeSensor = 'in-process',
-): { sensor: ComputeSensor; reason: ComputeSensorReason } {
-  if (preferred === 'in-process') return { sensor: 'in-process', reason: 'configured' };
+): SensorChoice {
   let supported: boolean | undefined;
+  let probeFailed = false;
   try {
     supported = source.processUtilizationSupported?.(cardIndex);
   } catch {
-    supported = undefined;
+    probeFailed = true;
   }
-  return supported === false
-    ? { sensor: 'in-process', reason: 'nvml-unsupported' }
-    : { sensor: 'nvml', reason: 'configured' };
+  if (preferred === 'nvml' && supported === false) {
+    return { sensor: 'in-process', reason: 'nvml-unsupported', wholeCardsByNvml: false };
+  }
+  if (preferred === 'nvml') return { sensor: 'nvml', reason: 'configured', wholeCardsByNvml: false };
+  return { sensor: 'in-process', reason: 'configured', wholeCardsByNvml: !probeFailed && supported !== false };
 }
 
 /**
@@ -74,14 +84,12 @@ export function createComputeSampler(
   opts: CardSamplerOptions,
   preferred?: ComputeSensor,
 ): { sampler: CardSampler; sensor: ComputeSensor; reason: ComputeSensorReason } {
-  const { sensor, reason } = chooseComputeSensor(opts.source, opts.cardIndex, preferred);
-  if (sensor === 'nvml') return { sampler: createCardSampler(opts), sensor, reason };
-  let nvmlToo: boolean | undefined;
-  try {
-    nvmlToo = opts.source.processUtilizationSupported?.(opts.cardIndex);
-  } catch {
-    nvmlToo = false;
-  }
-  const sampler = nvmlToo === false ? createBusySampler(opts) : inProcessWithWholeCards(opts);
+  const { sensor, reason, wholeCardsByNvml } = chooseComputeSensor(opts.source, opts.cardIndex, preferred);
+  const sampler =
+    sensor === 'nvml'
+      ? createCardSampler(opts)
+      : wholeCardsByNvml
+        ? inProcessWithWholeCards(opts)
+        : createBusySampler(opts);
   return { sampler, sensor, reason };
 }

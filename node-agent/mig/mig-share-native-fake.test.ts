@@ -83,6 +83,7 @@ describe.skipIf(!isFakeNvmlBuilt)('shares inside a MIG instance on the native fa
       expect(chooseComputeSensor(fake.lastOpened(), 0, 'nvml')).toEqual({
         sensor: 'in-process',
         reason: 'nvml-unsupported',
+        wholeCardsByNvml: false,
       });
 
       // A share grant naming the whole instance is refused: it is not a card here.
