@@ -100,14 +100,11 @@ run_tenants() {
   grep -v ready "$label.sampler.out" | head -n 5 | sed 's/^/  sampler: /' || true
 }
 
-# rate LABEL NAME: mean iterations per second after the warm-up.
-rate() {
-  grep -v ready "$(stem "$1").$2.out" | tail -n +$((WARMUP_S + 1)) |
-    awk '{s += $1; n++} END {if (n) printf "%.3f", s / n; else print 0}'
-}
-
 # windows FILE: the per-second figures after the warm-up, one per line.
 windows() { grep -v ready "$1" | tail -n +$((WARMUP_S + 1)); }
+
+# rate LABEL NAME: mean iterations per second after the warm-up.
+rate() { windows "$(stem "$1").$2.out" | awk '{s += $1; n++} END {if (n) printf "%.3f", s / n; else print 0}'; }
 
 # judge LABEL NAME WORKLOAD TARGET LIMIT LONE: one table row. A lone tenant is judged on the card's
 # busy share against min(TARGET, the workload's solo busy share); tenants sharing the card on their
@@ -125,7 +122,7 @@ judge() {
     figures=$(windows "$(stem "$label").$name.out" | awk -v solo="$solo" '{ if (solo > 0) printf "%.2f\n", 100 * $1 / solo }')
   fi
   local thr
-  thr=$(windows "$(stem "$label").$name.out" | awk -v solo="$solo" '{s += $1; n++} END {printf "%.1f", (n && solo > 0 ? 100 * s / n / solo : 0)}')
+  thr=$(awk -v r="$(rate "$label" "$name")" -v solo="$solo" 'BEGIN {printf "%.1f", (solo > 0 ? 100 * r / solo : 0)}')
   local row
   row=$(printf '%s\n' "$figures" | awk -v scale="$scale" -v target="$target" -v limit="$limit" -v lone="$lone" '
       NF { share = $1 / scale; err += (share > target ? share - target : target - share); sum += share; n++ }
