@@ -151,11 +151,13 @@ export const configSchema = z.object({
   /** Per-card utilization sampling for the compute limiter; 0 turns it off. */
   computePeriodMs: z.number().int().min(0).default(100),
   /**
-   * What feeds the compute limiters: libvcuda's in-process sensor, or NVML's per-process
-   * utilization where the card has it (not on MIG: there it falls back to in-process). NVML gives
-   * whole sample intervals to one process when several time-slice a card (BENCHMARKS.md, "Real GPU").
+   * What feeds the compute limiters: NVML's per-process utilization where the card has it (not on
+   * MIG: there it falls back to in-process), or libvcuda's in-process sensor. NVML gives whole
+   * sample intervals to one process when several time-slice a card (BENCHMARKS.md, "Real GPU"), but
+   * the in-process sensor under-reads a program that launches one kernel per tick and synchronizes
+   * (native/COMPUTE.md, "Which sensor"), so NVML stays the default until that is mended.
    */
-  computeSensor: z.enum(['in-process', 'nvml']).default('in-process'),
+  computeSensor: z.enum(['in-process', 'nvml']).default('nvml'),
   /**
    * A container whose NVML-reported memory on a card differs from its region's charge by more than
    * this (either way) is logged once and counted; reconciled on the compute sampler's period.

@@ -10,13 +10,16 @@ const source = (supported?: () => boolean) => ({
 const supporting = source(() => true);
 
 describe('chooseComputeSensor', () => {
-  it('measures in-process by default, whatever NVML offers', () => {
-    expect(chooseComputeSensor(supporting, 0)).toEqual({
+  it('measures in-process when configured, whatever NVML offers', () => {
+    expect(chooseComputeSensor(supporting, 0, 'in-process')).toEqual({
       sensor: 'in-process',
       reason: 'configured',
       wholeCardsByNvml: true,
     });
-    expect(chooseComputeSensor(source(), 0)).toMatchObject({ sensor: 'in-process', wholeCardsByNvml: true });
+    expect(chooseComputeSensor(source(), 0, 'in-process')).toMatchObject({
+      sensor: 'in-process',
+      wholeCardsByNvml: true,
+    });
     // No per-process utilization (MIG): nothing for NVML to read, whole cards included.
     expect(
       chooseComputeSensor(
@@ -26,7 +29,8 @@ describe('chooseComputeSensor', () => {
     ).toMatchObject({ sensor: 'in-process', wholeCardsByNvml: false });
   });
 
-  it('uses NVML when configured, except where NVML says per-process utilization is not supported (MIG)', () => {
+  it('uses NVML by default or when configured, except where NVML says per-process utilization is not supported (MIG)', () => {
+    expect(chooseComputeSensor(supporting, 0)).toMatchObject({ sensor: 'nvml', reason: 'configured' });
     expect(chooseComputeSensor(supporting, 0, 'nvml')).toEqual({
       sensor: 'nvml',
       reason: 'configured',
@@ -51,8 +55,11 @@ describe('chooseComputeSensor', () => {
       throw new Error('driver gone');
     });
     expect(chooseComputeSensor(failing, 0, 'nvml').sensor).toBe('nvml');
-    // Under the in-process default, a card whose probe fails is not read from NVML at all.
-    expect(chooseComputeSensor(failing, 0)).toMatchObject({ sensor: 'in-process', wholeCardsByNvml: false });
+    // With the in-process sensor configured, a card whose probe fails is not read from NVML at all.
+    expect(chooseComputeSensor(failing, 0, 'in-process')).toMatchObject({
+      sensor: 'in-process',
+      wholeCardsByNvml: false,
+    });
   });
 });
 

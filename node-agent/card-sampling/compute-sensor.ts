@@ -1,11 +1,13 @@
 /**
  * Which measurement feeds a card's compute limiters, chosen once per card when its sampler is
- * made: libvcuda's in-process sensor (the busy time it measures and keeps in each region,
- * busy-sampler.ts) unless the node is configured for NVML's per-process utilization and the card
- * has it (MIG has not: NVML answers NOT_SUPPORTED). In-process is the default because on a real
- * H200 NVML gave each 200 ms sample wholly to one process while two time-sliced the card (one
+ * made: NVML's per-process utilization where the card has it and the node is configured for it
+ * (the default), else libvcuda's in-process sensor (the busy time it measures and keeps in each
+ * region, busy-sampler.ts; MIG has no per-process utilization: NVML answers NOT_SUPPORTED). On a
+ * real H200 NVML gave each 200 ms sample wholly to one process while two time-sliced the card (one
  * read 99 %, the other 0 %, alternating), which no controller can steer by (BENCHMARKS.md, "Real
- * GPU"). Both write the same samples; native/COMPUTE.md describes both sensors.
+ * GPU"); the in-process sensor splits such a card, but under-reads a program that launches one
+ * kernel per tick and synchronizes, so it is chosen by configuration. Both write the same samples;
+ * native/COMPUTE.md describes both sensors.
  */
 import { createBusySampler } from './busy-sampler.js';
 import { type CardSampler, type CardSamplerOptions, createCardSampler, periodicSampler } from './card-sampler.js';
@@ -32,7 +34,7 @@ export type SensorChoice = {
 export function chooseComputeSensor(
   source: CardSamplerOptions['source'],
   cardIndex: number,
-  preferred: ComputeSensor = 'in-process',
+  preferred: ComputeSensor = 'nvml',
 ): SensorChoice {
   let supported: boolean | undefined;
   let probeFailed = false;

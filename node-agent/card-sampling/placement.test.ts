@@ -34,15 +34,15 @@ function writeBusyNs(regionPath: string, ns: bigint): void {
 }
 
 describe('compute feedback wiring', () => {
-  it("by default turns each container's in-process busy time into its share of the card, in its region", async () => {
-    h = await startHarness({ config: { paths: { procRoot: proc } } });
+  it("with computeSensor in-process turns each container's busy time into its share of the card, in its region", async () => {
+    h = await startHarness({ config: { paths: { procRoot: proc }, computeSensor: 'in-process' } });
     await h.kubelet.waitFor(() => h?.kubelet.devices(h.names.core).length === 200, 'plugins');
     const card0 = h.agent.health.list()[0]?.uuid as string;
     const pod = new GpuPodBuilder(h.names, 'cmp', UID).container('main', 30, 100).container('side', 20, 100);
     await runPod(h, pod, [[card0], [card0]], { main: MAIN_ID, side: SIDE_ID });
     const records = h.agent.allocator.records();
     const region = (name: string) => records.find((x) => x.container === name)?.paths.regionPath as string;
-    // NVML offers per-process figures too; the default sensor ignores them.
+    // NVML offers per-process figures too; the in-process sensor ignores them.
     h.gpu.samples.set(0, [{ pid: 4242, timestampUs: h.nowMs.value * 1000, smPercent: 90, memoryPercent: 0 }]);
     for (const name of ['main', 'side']) {
       truncateSync(region(name), REGION_FILE_SIZE); // as libvcuda sizes it
@@ -59,8 +59,8 @@ describe('compute feedback wiring', () => {
     expect(share('side')).toBe(1000);
   });
 
-  it("by default measures a whole card's holder with NVML: libvcuda does not time unlimited launches", async () => {
-    h = await startHarness({ config: { paths: { procRoot: proc } } });
+  it("with computeSensor in-process measures a whole card's holder with NVML: libvcuda does not time unlimited launches", async () => {
+    h = await startHarness({ config: { paths: { procRoot: proc }, computeSensor: 'in-process' } });
     await h.kubelet.waitFor(() => h?.kubelet.devices(h.names.core).length === 200, 'plugins');
     const card0 = h.agent.health.list()[0]?.uuid as string;
     const pod = new GpuPodBuilder(h.names, 'whole', UID).container('main', 100, 0);
@@ -74,8 +74,8 @@ describe('compute feedback wiring', () => {
     expect(readRegionUsage(region, 1)?.[0]?.measuredShareBp).toBe(6400);
   });
 
-  it("with computeSensor nvml writes each container's NVML share of its card into that container's region", async () => {
-    h = await startHarness({ config: { paths: { procRoot: proc }, computeSensor: 'nvml' } });
+  it("by default writes each container's NVML share of its card into that container's region", async () => {
+    h = await startHarness({ config: { paths: { procRoot: proc } } });
     await h.kubelet.waitFor(() => h?.kubelet.devices(h.names.core).length === 200, 'plugins');
     const card0 = h.agent.health.list()[0]?.uuid as string;
     const pod = new GpuPodBuilder(h.names, 'cmp', UID).container('main', 30, 100).container('side', 20, 100);

@@ -2,8 +2,8 @@
  * The fake NVML's answer for processes time-slicing a card, as a real H200 (driver 580.159.04) gave
  * it (BENCHMARKS.md, "Real GPU"): with FAKEGPU_NVML_ONE_PROCESS=1 each sample interval goes wholly
  * to its busiest process and the others read 0 %, so NVML's per-process figures cannot split a
- * shared card; the node agent measures with libvcuda's in-process sensor by default for that
- * reason (node-agent/card-sampling/compute-sensor.ts). Two unlimited tenants on the fake card,
+ * shared card; only the in-process sensor (`computeSensor: in-process`,
+ * node-agent/card-sampling/compute-sensor.ts) can. Two unlimited tenants on the fake card,
  * read through the node agent's own NVML binding.
  */
 import { type ChildProcess, spawn } from 'node:child_process';

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compute limits on a real NVIDIA GPU (issue 4, item 6): PyTorch tenants under LD_PRELOAD=libvcuda.so
 # with the node agent's card sampler (test/compute/sampler-child.ts on the real NVML) feeding their
-# regions, as on a node: the node's default sensor (in-process), or NVML's with SAMPLER_SENSOR=nvml. Prints one table row per scenario and tenant; exit 1 when a target missed.
+# regions, as on a node: the in-process sensor, or NVML's with SAMPLER_SENSOR=nvml (lib.sh). Prints one table row per scenario and tenant; exit 1 when a target missed.
 #
 #   native/test/gpu/compute.sh [SECONDS]      (default 12 s per scenario; first 2 s are warm-up)
 #

@@ -30,14 +30,14 @@ have_sampler() {
   node -e "process.exit(0)" 2>/dev/null && { [ -n "${VCUDA_SAMPLER_JS:-}" ] || [ -d node_modules/tsx ]; }
 }
 
-# start_sampler STEM SECONDS CONTAINERS_JSON: starts it (SAMPLER_SENSOR=nvml|in-process forces a
-# sensor instead of the node agent's choice), leaves its pid in SAMPLER_PID and fd 7
+# start_sampler STEM SECONDS CONTAINERS_JSON: starts it on the sensor SAMPLER_SENSOR names (default
+# in-process, the one the GPU runs have still to judge; nvml for NVML's, the node agent's default), leaves its pid in SAMPLER_PID and fd 7
 # open on its stdin; register_pid KEY PID tells it which container a process belongs to.
 start_sampler() {
   local stem=$1 seconds=$2 containers=$3
   local nvml
   nvml=$(ldconfig -p | awk '/libnvidia-ml.so.1 /{print $NF; exit}')
-  local settings="{\"nvmlPath\":\"${nvml:-libnvidia-ml.so.1}\",\"sysfsRoot\":\"/sys\",\"periodMs\":50,\"seconds\":$seconds,\"containers\":[$containers]${SAMPLER_SENSOR:+,\"sensor\":\"$SAMPLER_SENSOR\"}}"
+  local settings="{\"nvmlPath\":\"${nvml:-libnvidia-ml.so.1}\",\"sysfsRoot\":\"/sys\",\"periodMs\":50,\"seconds\":$seconds,\"containers\":[$containers],\"sensor\":\"${SAMPLER_SENSOR:-in-process}\"}"
   local cmd=(node --import tsx test/compute/sampler-child.ts)
   [ -n "${VCUDA_SAMPLER_JS:-}" ] && cmd=(node "$VCUDA_SAMPLER_JS")
   mkfifo "$stem.sampler.in"
