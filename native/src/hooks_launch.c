@@ -286,7 +286,11 @@ static __attribute__((noinline)) int pace_inflight(int rec, struct vc_device_blo
     return LAUNCH_GO;
   }
   t->charged_ns += (uint64_t)(t->interval_ns - until_mark_ns[rec]);
-  t->interval_ns = (int64_t)(cap / 4 > 1 ? cap / 4 : 1);
+  /* Until the first estimate every launch is timed: an interval of the first guess's charges may
+   * span many launches of a program whose kernels are far longer, and the sensor's first samples
+   * would land as one lump that the first estimate, taken in whichever window it fell into, reads
+   * as the cost. It is a second or so of launches at most (one estimation window). */
+  t->interval_ns = vc_limiter_cost_known(s) ? (int64_t)(cap / 4 > 1 ? cap / 4 : 1) : 1;
   until_mark_ns[rec] = t->interval_ns;
   CUresult (*get_ctx)(CUcontext *) = VC_REAL_CUDA(cuCtxGetCurrent);
   CUcontext ctx = NULL;
@@ -330,7 +334,13 @@ static __attribute__((noinline, cold)) int after_charge(int rec, struct vc_devic
 }
 
 /* The whole limiter for one launch, for the cases the fast path hands over: limits not read yet
- * or due for their periodic re-read, block not cached, a new node-agent sample to fold in. */
+ * or due for their periodic re-read, block not cached, a new node-agent sample to fold in.
+ *
+ * The launch that folds in a sample also gets the in-flight check and with it the sensor's timed
+ * sample, whatever is left of its interval of charges: while the cost estimate is far below the
+ * kernels' real length (its first guess, for a program of long kernels), an interval spans many
+ * launches, and the sensor's counter would grow in lumps seconds apart that no period of the
+ * node agent's can read. One sample per node-agent sample bounds a lump to a period's launches. */
 static __attribute__((noinline, cold)) int limit_record_slow(int rec, CUstream stream, uint64_t launches) {
   launches_until_refresh = REFRESH_EVERY;
   refresh_limits();
@@ -339,10 +349,14 @@ static __attribute__((noinline, cold)) int limit_record_slow(int rec, CUstream s
   if (!block || !(word & LIMITS_VALID) || (word & LIMITS_UNLIMITED)) return LAUNCH_GO;
   vc_limiter_state *s = state_of(block);
   vc_limiter_limits lim = unpack_limits(word);
-  if (vc_limiter_has_new_sample(s, block)) observe(block, s, &lim);
+  int fresh = vc_limiter_has_new_sample(s, block);
+  if (fresh) observe(block, s, &lim);
   int64_t ticket;
   int64_t cost = vc_limiter_charge_n(s, launches, &ticket);
-  return after_charge(rec, block, s, stream, ticket, cost);
+  if (!fresh) return after_charge(rec, block, s, stream, ticket, cost);
+  if (ticket < 0) wait_turn(rec, block, s, ticket);
+  until_mark_ns[rec] -= cost;
+  return pace_inflight(rec, block, s, stream, cost);
 }
 
 /* A launch into a capturing stream runs nothing now: the graph is charged when it replays. */

@@ -106,6 +106,11 @@ static inline int64_t vc_limiter_charge_n(vc_limiter_state *s, uint64_t launches
   return cost;
 }
 
+/* Whether the cost has been estimated from a measurement yet (else it is the first guess). */
+static inline int vc_limiter_cost_known(const vc_limiter_state *s) {
+  return atomic_load_explicit(&s->cost_q8, memory_order_relaxed) != 0;
+}
+
 /* One launch. */
 static inline int64_t vc_limiter_charge(vc_limiter_state *s, int64_t *ticket) { return vc_limiter_charge_n(s, 1, ticket); }
 

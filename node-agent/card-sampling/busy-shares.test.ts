@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { computeBusyShares } from './busy-shares.js';
+import { computeBusyShares, MAX_CARRY_NS } from './busy-shares.js';
 
 const ms = (n: number) => BigInt(Math.round(n * 1e6));
 
@@ -46,7 +46,7 @@ describe('computeBusyShares', () => {
     expect(r.baseline.get('old')).toBe(ms(10));
   });
 
-  it('forgets containers no longer read and clamps shares to the card', () => {
+  it('forgets containers no longer read, and carries growth past the period into the next ones', () => {
     const r = computeBusyShares(
       new Map([
         ['gone', 0n],
@@ -62,6 +62,33 @@ describe('computeBusyShares', () => {
     expect([...r.baseline.keys()]).toEqual(['a', 'b']);
     expect(r.shares.byContainer.get('b')).toBe(10_000);
     expect(r.shares.cardBusyBp).toBe(10_000);
+    // b's 50 ms past the period are still owed: its baseline moved by the 100 ms credited.
+    expect(r.baseline.get('b')).toBe(ms(100));
+    const next = computeBusyShares(r.baseline, [{ key: 'b', busyNs: ms(150) }], 100);
+    expect(next.shares.byContainer.get('b')).toBeCloseTo(5000, 6);
+    expect(next.addedNs).toBe(50e6);
+  });
+
+  it('spreads a rare program’s lump over the periods that follow, so the shares add up to it', () => {
+    // One timed 40 ms launch standing for 25 launches adds a second at once; 150 ms periods.
+    let baseline = new Map([['a', 0n]]);
+    let credited = 0;
+    const shares: number[] = [];
+    for (let tick = 0; tick < 10; tick++) {
+      const r = computeBusyShares(baseline, [{ key: 'a', busyNs: ms(1000) }], 150);
+      credited += r.addedNs;
+      shares.push(r.shares.byContainer.get('a') ?? 0);
+      baseline = r.baseline;
+    }
+    expect(credited).toBe(1000e6);
+    expect(shares.slice(0, 6)).toEqual([10_000, 10_000, 10_000, 10_000, 10_000, 10_000]);
+    expect(shares[6]).toBeCloseTo((100 / 150) * 10_000, 6);
+    expect(shares.slice(7)).toEqual([0, 0, 0]);
+  });
+
+  it('bounds the carry, so a counter that over-reads builds no backlog past it', () => {
+    const r = computeBusyShares(new Map([['a', 0n]]), [{ key: 'a', busyNs: ms(60_000) }], 100);
+    expect(r.baseline.get('a')).toBe(ms(60_000) - MAX_CARRY_NS);
   });
 
   it('reads nothing from a period of no length', () => {
