@@ -15,6 +15,7 @@ import {
   resourceDomainProblem,
   ValidationError,
 } from '../contract/index.js';
+import { COMPUTE_SENSORS, DEFAULT_COMPUTE_SENSOR } from './card-sampling/compute-sensor.js';
 
 export const configSchema = z.object({
   nodeName: z.string().min(1),
@@ -151,13 +152,13 @@ export const configSchema = z.object({
   /** Per-card utilization sampling for the compute limiter; 0 turns it off. */
   computePeriodMs: z.number().int().min(0).default(100),
   /**
-   * What feeds the compute limiters: NVML's per-process utilization where the card has it (not on
-   * MIG: there it falls back to in-process), or libvcuda's in-process sensor. NVML gives whole
-   * sample intervals to one process when several time-slice a card (BENCHMARKS.md, "Real GPU"), but
-   * the in-process sensor under-reads a program that launches one kernel per tick and synchronizes
-   * (native/COMPUTE.md, "Which sensor"), so NVML stays the default until that is mended.
+   * What feeds the compute limiters: libvcuda's in-process sensor (the default; a card held whole,
+   * whose launches libvcuda does not time, is read from NVML), or NVML's per-process utilization
+   * where the card has it (not on MIG: there it falls back to in-process). NVML gives whole sample
+   * intervals to one process when several time-slice a card, so it cannot split a shared card
+   * (BENCHMARKS.md, "Real GPU"); it reads a lone tenant as well as the sensor does.
    */
-  computeSensor: z.enum(['in-process', 'nvml']).default('nvml'),
+  computeSensor: z.enum(COMPUTE_SENSORS).default(DEFAULT_COMPUTE_SENSOR),
   /**
    * A container whose NVML-reported memory on a card differs from its region's charge by more than
    * this (either way) is logged once and counted; reconciled on the compute sampler's period.

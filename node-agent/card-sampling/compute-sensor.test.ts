@@ -25,12 +25,14 @@ describe('chooseComputeSensor', () => {
       chooseComputeSensor(
         source(() => false),
         0,
+        'in-process',
       ),
     ).toMatchObject({ sensor: 'in-process', wholeCardsByNvml: false });
+    // The default.
+    expect(chooseComputeSensor(supporting, 0)).toMatchObject({ sensor: 'in-process', wholeCardsByNvml: true });
   });
 
-  it('uses NVML by default or when configured, except where NVML says per-process utilization is not supported (MIG)', () => {
-    expect(chooseComputeSensor(supporting, 0)).toMatchObject({ sensor: 'nvml', reason: 'configured' });
+  it('uses NVML when configured, except where NVML says per-process utilization is not supported (MIG)', () => {
     expect(chooseComputeSensor(supporting, 0, 'nvml')).toEqual({
       sensor: 'nvml',
       reason: 'configured',

@@ -1,19 +1,21 @@
 /**
  * Which measurement feeds a card's compute limiters, chosen once per card when its sampler is
- * made: NVML's per-process utilization where the card has it and the node is configured for it
- * (the default), else libvcuda's in-process sensor (the busy time it measures and keeps in each
- * region, busy-sampler.ts; MIG has no per-process utilization: NVML answers NOT_SUPPORTED). On a
- * real H200 NVML gave each 200 ms sample wholly to one process while two time-sliced the card (one
- * read 99 %, the other 0 %, alternating), which no controller can steer by (BENCHMARKS.md, "Real
- * GPU"); the in-process sensor splits such a card, but under-reads a program that launches one
- * kernel per tick and synchronizes, so it is chosen by configuration. Both write the same samples;
- * native/COMPUTE.md describes both sensors.
+ * made: libvcuda's in-process sensor (the default: the busy time it measures and keeps in each
+ * region, busy-sampler.ts), or NVML's per-process utilization where the card has it and the node is
+ * configured for it (MIG has none: NVML answers NOT_SUPPORTED, and the in-process sensor reads it).
+ * On a real H200 NVML gave each 200 ms sample wholly to one process while two time-sliced the card
+ * (one read 99 %, the other 0 %, alternating), which no controller can steer by; the in-process
+ * sensor split the same card within a few points (BENCHMARKS.md, "Real GPU"). Both write the same
+ * samples; native/COMPUTE.md describes both sensors.
  */
 import { createBusySampler } from './busy-sampler.js';
 import { type CardSampler, type CardSamplerOptions, createCardSampler, periodicSampler } from './card-sampler.js';
 import { createRegionHandles } from './region-handles.js';
 
-export type ComputeSensor = 'nvml' | 'in-process';
+export const COMPUTE_SENSORS = ['in-process', 'nvml'] as const;
+export type ComputeSensor = (typeof COMPUTE_SENSORS)[number];
+/** The node agent's `computeSensor` when none is configured. */
+export const DEFAULT_COMPUTE_SENSOR: ComputeSensor = 'in-process';
 
 /** What decided a card's sensor, for the agent's log line. */
 export type ComputeSensorReason = 'configured' | 'nvml-unsupported';
@@ -34,7 +36,7 @@ export type SensorChoice = {
 export function chooseComputeSensor(
   source: CardSamplerOptions['source'],
   cardIndex: number,
-  preferred: ComputeSensor = 'nvml',
+  preferred: ComputeSensor = DEFAULT_COMPUTE_SENSOR,
 ): SensorChoice {
   let supported: boolean | undefined;
   let probeFailed = false;
@@ -84,7 +86,7 @@ function inProcessWithWholeCards(opts: CardSamplerOptions): CardSampler {
 /** The card's sampler over the sensor chosen for it. */
 export function createComputeSampler(
   opts: CardSamplerOptions,
-  preferred?: ComputeSensor,
+  preferred: ComputeSensor = DEFAULT_COMPUTE_SENSOR,
 ): { sampler: CardSampler; sensor: ComputeSensor; reason: ComputeSensorReason } {
   const { sensor, reason, wholeCardsByNvml } = chooseComputeSensor(opts.source, opts.cardIndex, preferred);
   const sampler =

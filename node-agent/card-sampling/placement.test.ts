@@ -74,8 +74,8 @@ describe('compute feedback wiring', () => {
     expect(readRegionUsage(region, 1)?.[0]?.measuredShareBp).toBe(6400);
   });
 
-  it("by default writes each container's NVML share of its card into that container's region", async () => {
-    h = await startHarness({ config: { paths: { procRoot: proc } } });
+  it("with computeSensor nvml writes each container's NVML share of its card into that container's region", async () => {
+    h = await startHarness({ config: { paths: { procRoot: proc }, computeSensor: 'nvml' } });
     await h.kubelet.waitFor(() => h?.kubelet.devices(h.names.core).length === 200, 'plugins');
     const card0 = h.agent.health.list()[0]?.uuid as string;
     const pod = new GpuPodBuilder(h.names, 'cmp', UID).container('main', 30, 100).container('side', 20, 100);

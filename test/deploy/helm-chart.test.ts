@@ -456,7 +456,7 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
   it("passes the node agent's sensor, MIG and DRA card settings through, and the pods' DRA label", () => {
     const values = {
       mode: 'dra',
-      'nodeAgent.computeSensor': 'in-process',
+      'nodeAgent.computeSensor': 'nvml',
       'nodeAgent.mig.shared': [{ profile: '3g.40gb' }, { card: 1, start: 4 }],
       'nodeAgent.mig.dynamicCards': [2, 3],
       'dra.unhealthyCards': 'withdraw',
@@ -468,7 +468,7 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
       file: configFile(objects, 'vcuda-node-agent-config', 'config.yaml'),
       env: { ...containerEnv(objects, 'DaemonSet', 'vcuda-node-agent'), NODE_NAME: 'n1' },
     });
-    expect(agent.computeSensor).toBe('in-process');
+    expect(agent.computeSensor).toBe('nvml');
     expect(agent.mig.shared).toEqual([{ profile: '3g.40gb' }, { card: 1, start: 4 }]);
     expect(agent.mig.dynamicCards).toEqual([2, 3]);
     expect(agent.dra.unhealthyCards).toBe('withdraw');
@@ -495,7 +495,7 @@ describe.skipIf(skip !== undefined)(`the Helm chart${skip ? ` (skipped: ${skip})
         }
       ).spec.template.metadata.annotations['checksum/config'];
     expect(checksum(objects)).not.toBe(
-      checksum(render({ values: { ...values, 'nodeAgent.computeSensor': 'nvml' }, kubeVersion: 'v1.36.3' })),
+      checksum(render({ values: { ...values, 'nodeAgent.computeSensor': 'in-process' }, kubeVersion: 'v1.36.3' })),
     );
   });
 
