@@ -5,14 +5,16 @@
 #
 #   native/test/gpu/compute.sh [SECONDS]      (default 12 s per scenario; first 2 s are warm-up)
 #
-# Workloads (one python process each, GPU 0): matmul loops of 1024², 4096² and 8192² fp16, and a
-# small-kernel loop (torch.add on 4 KiB, thousands of tiny launches per second).
+# Workloads (one python process each, GPU 0): matmul loops of 1024², 4096² and 8192² fp16, a
+# small-kernel loop (torch.add on 4 KiB, thousands of tiny launches per second), and on request
+# pulseP (a few long kernels filling P % of every 100 ms tick, synchronized: tenant.py).
 # Ground truth, over 1 s windows after the warm-up; MAE is against the target (hard: the limit;
 # soft: see COMPUTE.md):
 #  - a lone tenant: the card's busy share as NVML reads it (cardutil.py; one process on the card, so
 #    its share of the card's time, which vcuda-core limits), against min(target, what the workload
 #    keeps the card busy alone): a loop of tiny kernels that uses 24 % of the card alone is not
-#    slowed by a 30 % limit;
+#    slowed by a 30 % limit (basis "unheld": ok when the card stays under the limit and the loop
+#    keeps >= 90 % of its solo rate);
 #  - tenants sharing the card: NVML's per-process figures cannot split a time-sliced card, so each
 #    one's iterations per second over its solo rate, divided by what two contexts time-slicing the
 #    card get together in the same run (two unlimited matmul4096 tenants, about 0.95 on an H200).
@@ -133,6 +135,13 @@ judge() {
         printf "%.2f %.1f %.3f %s\n", mae, mean, mean / limit, ok ? "ok" : "MISS"
       }')
   read -r mae mean over verdict <<<"$row"
+  # A lone workload that keeps the card busy less than its limit alone has nothing to be held to:
+  # it passes when the card stays under the limit and the workload is not slowed (its run-to-run
+  # noise, ±15 % for the tiny loop, would fail it on an MAE against its solo share).
+  if [ "$lone" = 1 ] && awk -v u="${SOLO_UTIL[$workload]:-100}" -v l="$limit" 'BEGIN {exit !(u < l)}'; then
+    basis=unheld
+    verdict=$(awk -v m="$mean" -v l="$limit" -v t="$thr" 'BEGIN {print (m <= l + 2 && t >= 90 ? "ok" : "MISS")}')
+  fi
   [ "$verdict" = ok ] || FAILED=1
   ROWS+=("$(printf '%-34s %-6s %-9s %7s %7s %7s %10s %8s  %s' "$label" "$name" "$basis" "$target" "$mean" "$mae" "$over" "$thr" "$verdict")")
   echo "row: ${ROWS[-1]}"
@@ -171,9 +180,11 @@ done
 run_tenants "two hard 30/70 matmul4096" "a:matmul4096:30:30" "b:matmul4096:70:70"
 judge "two hard 30/70 matmul4096" a matmul4096 30 30 0
 judge "two hard 30/70 matmul4096" b matmul4096 70 70 0
-run_tenants "two hard 30/70 tiny+matmul4096" "a:tiny:30:30" "b:matmul4096:70:70"
-judge "two hard 30/70 tiny+matmul4096" a tiny 30 30 0
-judge "two hard 30/70 tiny+matmul4096" b matmul4096 70 70 0
+if [ -n "${SOLO[tiny]:-}" ]; then
+  run_tenants "two hard 30/70 tiny+matmul4096" "a:tiny:30:30" "b:matmul4096:70:70"
+  judge "two hard 30/70 tiny+matmul4096" a tiny 30 30 0
+  judge "two hard 30/70 tiny+matmul4096" b matmul4096 70 70 0
+fi
 run_tenants "soft 30..60 alone matmul4096" "s:matmul4096:30:60"
 judge "soft 30..60 alone matmul4096" s matmul4096 60 60 1
 run_tenants "soft 30..60 + hard 70 matmul4096" "s:matmul4096:30:60" "c:matmul4096:70:70"
