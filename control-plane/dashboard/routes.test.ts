@@ -474,7 +474,7 @@ describe('GET /ui/stream: what callers can make it hold', () => {
 });
 
 describe('overviewPrinter: one serialization per overview, however many streams', () => {
-  it('fingerprints and serializes an overview once for every stream that ticks on it', () => {
+  it('fingerprints, serializes and frames an overview once for every stream that ticks on it', () => {
     let serialized = 0;
     const print = overviewPrinter((v) => {
       serialized++;
@@ -483,10 +483,12 @@ describe('overviewPrinter: one serialization per overview, however many streams'
     const overview = { generatedAt: 'a', reports: { gpuHours: 1 } } as unknown as Overview;
     const perStream = Array.from({ length: 300 }, () => print(overview));
     const afterPrints = serialized;
-    const frames = new Set(perStream.map((p) => p.json()));
+    const frames = new Set(perStream.map((p) => p.frame()));
     expect(afterPrints).toBe(2); // the two fingerprints, once
     expect(serialized).toBe(3); // and the JSON, once
-    expect([...frames]).toEqual([JSON.stringify(overview)]);
+    // One frame object, the same bytes written to every stream.
+    expect(frames.size).toBe(1);
+    expect(new TextDecoder().decode([...frames][0])).toBe(`event: overview\ndata: ${JSON.stringify(overview)}\n\n`);
     // A new overview (the next load) is printed afresh.
     const next = { ...overview, generatedAt: 'b' } as Overview;
     expect(print(next).print.now).toBe(perStream[0]?.print.now);
