@@ -176,6 +176,8 @@ static __attribute__((noinline)) void wait_turn(int rec, struct vc_device_block 
  * for its oldest markers before launching more. Per thread because events see one stream each;
  * a failed driver call drops the bound (it is an accuracy aid; the bucket is the limit). */
 #define MARKS 8
+/* Launches of a thread timed one by one while the cost is still its first guess. */
+#define TIMED_UNESTIMATED_MAX 4096u
 struct mark {
   CUevent event;
   uint64_t at_ns; /* charged before the launch it precedes */
@@ -185,6 +187,7 @@ struct inflight {
   uint64_t charged_ns;
   uint64_t done_ns;   /* charged_ns covered by the newest completed marker */
   int64_t interval_ns;
+  uint32_t timed_unestimated; /* launches timed one by one before the first cost estimate */
   unsigned head, count, spare_count;
   struct mark marks[MARKS];
   CUevent spare[MARKS]; /* completed events, reused */
@@ -289,8 +292,12 @@ static __attribute__((noinline)) int pace_inflight(int rec, struct vc_device_blo
   /* Until the first estimate every launch is timed: an interval of the first guess's charges may
    * span many launches of a program whose kernels are far longer, and the sensor's first samples
    * would land as one lump that the first estimate, taken in whichever window it fell into, reads
-   * as the cost. It is a second or so of launches at most (one estimation window). */
-  t->interval_ns = vc_limiter_cost_known(s) ? (int64_t)(cap / 4 > 1 ? cap / 4 : 1) : 1;
+   * as the cost. That is one estimation window, a second or so; bounded in launches too, so a
+   * container whose node agent measures nothing (compute sampling off, the agent down) does not
+   * pay a timed launch forever. */
+  int each = !vc_limiter_cost_known(s) && t->timed_unestimated < TIMED_UNESTIMATED_MAX;
+  t->timed_unestimated += (uint32_t)each;
+  t->interval_ns = each ? 1 : (int64_t)(cap / 4 > 1 ? cap / 4 : 1);
   until_mark_ns[rec] = t->interval_ns;
   CUresult (*get_ctx)(CUcontext *) = VC_REAL_CUDA(cuCtxGetCurrent);
   CUcontext ctx = NULL;

@@ -165,6 +165,20 @@ static void test_lone(void) {
   region_busy_ns(&k, &samples);
   CHECK(samples * 10 >= launches * 9, "before the first estimate every launch is timed: %llu samples for %llu launches",
         (unsigned long long)samples, launches);
+  /* Only so many, though: with no estimate ever (no node agent here), a loop of short kernels is
+   * timed launch by launch for its first 4096 launches per thread, then once per marker interval. */
+  use_card("sync-short");
+  struct container q;
+  make_container(&q, "sync-short", 99);
+  grid = 2 * SMS;
+  launches = finish(start(&q, "sync", grid, "3"));
+  region_busy_ns(&q, &samples);
+  fprintf(stderr, "lone 99 %%, 20 us kernels + synchronize: %llu launches, %llu samples\n", launches,
+          (unsigned long long)samples);
+  /* The first guess's charges (200 µs a launch at 99 %) let about 14,000 launches through in 3 s. */
+  CHECK(launches > 2 * 4096, "enough launches to pass the bound: %llu", launches);
+  CHECK(samples >= 4000 && (samples - 4000) * 4 < launches - 4096,
+        "timed one by one only at first: %llu samples for %llu launches", (unsigned long long)samples, launches);
 }
 
 /* Two containers on one card, 30 % and 70 %: their kernels interleave in the card's queue, each
