@@ -179,7 +179,15 @@ async function templateStep(client: KubeClient): Promise<DraObservation> {
  * is free and the made one gone.
  */
 async function endPods(client: KubeClient, names: string[], only?: string[]): Promise<DraObservation> {
-  for (const name of names) await client.request('DELETE', podPath(NS, name), { gracePeriodSeconds: 0 });
+  // Pending pods first: one still waiting when a placed pod's devices are freed would take them
+  // (the real 1.36 did, under load, and its claim was still allocated when the step was judged).
+  const placed = new Set<string>();
+  for (const name of names) {
+    const pod = await client.get(podPath(NS, name));
+    if ((pod['spec'] as { nodeName?: string }).nodeName) placed.add(name);
+  }
+  const order = [...names.filter((n) => !placed.has(n)), ...names.filter((n) => placed.has(n))];
+  for (const name of order) await client.request('DELETE', podPath(NS, name), { gracePeriodSeconds: 0 });
   const deadline = Date.now() + 30_000;
   for (;;) {
     const claims: Record<string, string> = {};
