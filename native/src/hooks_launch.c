@@ -332,11 +332,11 @@ static __attribute__((noinline)) int pace_inflight(int rec, struct vc_device_blo
 /* ---- the limiter for one launch -------------------------------------------------------------- */
 
 /* After the charge, off the fast path: wait for tokens when in debt, and the in-flight check when
- * this thread's interval of charges ran out. */
+ * this thread's interval of charges ran out, or at once when `mark_now`. */
 static __attribute__((noinline, cold)) int after_charge(int rec, struct vc_device_block *block, vc_limiter_state *s,
-                                                        CUstream stream, int64_t ticket, int64_t cost) {
+                                                        CUstream stream, int64_t ticket, int64_t cost, int mark_now) {
   if (ticket < 0) wait_turn(rec, block, s, ticket);
-  if ((until_mark_ns[rec] -= cost) < 0) return pace_inflight(rec, block, s, stream, cost);
+  if ((until_mark_ns[rec] -= cost) < 0 || mark_now) return pace_inflight(rec, block, s, stream, cost);
   return LAUNCH_GO;
 }
 
@@ -360,10 +360,7 @@ static __attribute__((noinline, cold)) int limit_record_slow(int rec, CUstream s
   if (fresh) observe(block, s, &lim);
   int64_t ticket;
   int64_t cost = vc_limiter_charge_n(s, launches, &ticket);
-  if (!fresh) return after_charge(rec, block, s, stream, ticket, cost);
-  if (ticket < 0) wait_turn(rec, block, s, ticket);
-  until_mark_ns[rec] -= cost;
-  return pace_inflight(rec, block, s, stream, cost);
+  return after_charge(rec, block, s, stream, ticket, cost, fresh);
 }
 
 /* A launch into a capturing stream runs nothing now: the graph is charged when it replays. */
@@ -387,7 +384,8 @@ static inline __attribute__((always_inline)) int limit_launches(int rec, CUstrea
   if (__builtin_expect(vc_limiter_has_new_sample(s, block), 0)) return limit_record_slow(rec, stream, launches);
   int64_t ticket;
   int64_t cost = vc_limiter_charge_n(s, launches, &ticket);
-  if (__builtin_expect(ticket < 0 || until_mark_ns[rec] < cost, 0)) return after_charge(rec, block, s, stream, ticket, cost);
+  if (__builtin_expect(ticket < 0 || until_mark_ns[rec] < cost, 0))
+    return after_charge(rec, block, s, stream, ticket, cost, 0);
   until_mark_ns[rec] -= cost;
   return LAUNCH_GO;
 }
