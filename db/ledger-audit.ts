@@ -17,7 +17,7 @@ export async function findOvercommit(db: VcudaDb): Promise<string[]> {
     ) s on s.card_uuid = c.uuid
     where s.core > 100 or s.memory > c.memory_mib
     union all
-    select 'quota ' || q.name || ': core ' || sum(a.core) || '/' || q.core_limit
+    select 'quota ' || q.name || ': core ' || sum(coalesce(a.quota_core, a.core)) || '/' || q.core_limit
       || ', memory ' || sum(a.memory_mib) || '/' || q.memory_limit_mib || ' MiB'
     from quotas q join allocations a on a.state <> 'released'
       and (q.gpu_model = '' or a.gpu_model = q.gpu_model)
@@ -25,7 +25,7 @@ export async function findOvercommit(db: VcudaDb): Promise<string[]> {
         or (q.scope = 'team' and exists (select 1 from team_namespaces t
               where t.team = q.team and t.cluster = a.cluster and t.namespace = a.namespace)))
     group by q.id, q.name, q.core_limit, q.memory_limit_mib
-    having sum(a.core) > q.core_limit or sum(a.memory_mib) > q.memory_limit_mib`);
+    having sum(coalesce(a.quota_core, a.core)) > q.core_limit or sum(a.memory_mib) > q.memory_limit_mib`);
   return rowsOf<{ what: string }>(result).map((r) => r.what);
 }
 

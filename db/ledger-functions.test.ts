@@ -1,7 +1,7 @@
 /**
- * The ledger's SQL function (`vcuda_ledger_apply`, migrations 0012 and 0013) against the
- * specification in test/support/db/ledger-spec.ts: for random card and quota states and random
- * pods, the function must accept
+ * The ledger's SQL function (`vcuda_ledger_apply`, migrations 0012, 0013 and 0020) against the
+ * specification in test/support/db/ledger-spec.ts: for random card (quota weights among them) and
+ * quota states and random pods, the function must accept
  * exactly what the pure rules accept and refuse with exactly their code and message, alone and
  * in batches (releases first, then each reservation against the totals the ones before it left).
  */
@@ -30,6 +30,8 @@ const MODEL: Record<string, string> = { 'GPU-a': 'A100', 'GPU-b': 'T4', 'GPU-c':
 
 const cardState = fc.record({
   coreUsed: fc.integer({ min: 0, max: 100 }),
+  // 100: a card; 50 and 13: MIG instances shared as small cards (a 3g.40gb, a 1g.10gb).
+  quotaWeight: fc.constantFrom(100, 100, 50, 13),
   memoryUsedMiB: fc.integer({ min: 0, max: 1_000 }),
   isPresent: fc.boolean(),
   node: fc.constantFrom('n1', 'n1', 'n1', 'n2'),
@@ -88,7 +90,7 @@ describe('vcuda_reserve agrees with test/support/db/ledger-spec.ts', () => {
         }));
         if (quotaRows.length > 0) await t.db.insert(quotas).values(quotaRows.map((q) => ({ ...q, updatedAt: now })));
 
-        const demand = sumDemandByCard(s.items);
+        const demand = sumDemandByCard(s.items, (uuid) => cardRows.find((c) => c.uuid === uuid)?.quotaWeight);
         const where = { cluster: 'c1', node: 'n1' };
         const cardViolations = checkCards(where, cardRows, demand);
         const violations =

@@ -34,7 +34,11 @@ import { createQuotaAdmin, type QuotaRequest } from './quotas.js';
 import { allocations } from './schema.js';
 import { createUsageStore } from './usage.js';
 
-export type LedgerCard = { uuid: string; index: number; model: string; memoryMiB: number };
+/**
+ * A card as the ledger registers it. `quotaWeight`: hundredths of a whole GPU its 100 core stand
+ * for in quotas and GPU-hours (a shared MIG instance's span of its parent); absent: 100.
+ */
+export type LedgerCard = { uuid: string; index: number; model: string; memoryMiB: number; quotaWeight?: number };
 export type ReserveItem = { container: string; cardUuid: string; core: number; memoryMiB: number };
 /** Who holds a reservation, as its refusals name the asker ("pod asks 30", "claim asks 30"). */
 export type HolderKind = 'pod' | 'claim';
@@ -116,6 +120,7 @@ const cardSchema = z.object({
   index: z.number().int().min(0),
   model: name,
   memoryMiB: z.number().int().positive(),
+  quotaWeight: z.number().int().min(1).max(100).optional(),
 });
 
 function parse<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
@@ -166,8 +171,8 @@ returning pod_uid`;
 
 // Admission's pre-check runs for every GPU pod the API server creates: one prepared statement
 // asking the reservation's own quota rule, read-only (vcuda_quota_precheck, migrations 0013 and
-// 0017: worded for the holder kind asking).
-const PRECHECK_SQL = 'select vcuda_quota_precheck($1, $2, $3::int, $4::int, $5, $6) as r';
+// 0017: worded for the holder kind asking; 0020: shares priced at the cluster's lightest card).
+const PRECHECK_SQL = 'select vcuda_quota_precheck($1, $2, $3::int, $4::int, $5, $6, $7::int) as r';
 
 const parseJson = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T;
 
@@ -405,6 +410,11 @@ function quotaPrecheckOf(query: Query) {
     cluster: string;
     namespace: string;
     core: number;
+    /**
+     * The part of `core` that is shares (each under a whole card), which a weighted card (a
+     * shared MIG instance) charges less; absent: none.
+     */
+    shareCore?: number;
     memoryMiB: number;
     gpuModel?: string;
     /** Who would hold it (a pod when absent), as a refusal names the asker. */
@@ -418,6 +428,7 @@ function quotaPrecheckOf(query: Query) {
       q.memoryMiB,
       q.gpuModel ?? '',
       q.holderKind ?? 'pod',
+      Math.min(q.shareCore ?? 0, q.core),
     ]);
     const violations = parseJson<Violation[]>(row?.r) ?? [];
     if (violations.length === 0) return { ok: true };

@@ -54,7 +54,7 @@ export async function recomputeQuotaTotals(db: VcudaDb): Promise<void> {
   await db.execute(sql`
     update quotas q set core_used = s.core, memory_used_mib = s.memory
     from (
-      select q2.id, coalesce(sum(a.core), 0)::int as core, coalesce(sum(a.memory_mib), 0)::int as memory
+      select q2.id, coalesce(sum(coalesce(a.quota_core, a.core)), 0)::int as core, coalesce(sum(a.memory_mib), 0)::int as memory
       from quotas q2
       left join allocations a on a.state <> 'released'
         and (q2.gpu_model = '' or a.gpu_model = q2.gpu_model)

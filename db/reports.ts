@@ -2,8 +2,9 @@
  * Reporting queries over the ledger. Every report is one SQL statement returning flat rows, so
  * it serves JSON and CSV alike. Days are UTC days. The window defaults to the 7 days before now.
  *
- * - `gpu-hours`: GPU-hours allocated (core / 100 x time held) and used (SM share x time
- *   sampled) per UTC day and namespace, team or cluster (`groupBy`).
+ * - `gpu-hours`: GPU-hours allocated (quota cost / 100 x time held: core, or on a shared MIG
+ *   instance core scaled to the part of its card it spans) and used (SM share x time sampled) per
+ *   UTC day and namespace, team or cluster (`groupBy`).
  * - `quota-usage`: every quota, its limits and what is held now.
  * - `idle`: live allocations held longer than `idleForMinutes` whose mean SM share over that
  *   span is below `idleBelowPct` (only allocations with samples: no sample, no verdict), each
@@ -113,7 +114,7 @@ function allocatedPerNamespaceDay(w: Window): SQL {
         sum(extract(epoch from least(e, d + interval '1 day') - greatest(s, d)) * core / 100.0) / 3600.0 as allocated
       from (
         -- released rows, only on the partial days at the window's edges
-        select a.cluster, a.namespace, a.core, greatest(a.reserved_at, ${since}) as s,
+        select a.cluster, a.namespace, coalesce(a.quota_core, a.core) as core, greatest(a.reserved_at, ${since}) as s,
           least(a.released_at, ${until}) as e, false as is_live
         from allocations a
         where a.state = 'released'
@@ -122,7 +123,7 @@ function allocatedPerNamespaceDay(w: Window): SQL {
           ${inCluster(sql`a.cluster`)}
         union all
         -- rows still held, over the whole window
-        select a.cluster, a.namespace, a.core, greatest(a.reserved_at, ${since}), least(${now}, ${until}), true
+        select a.cluster, a.namespace, coalesce(a.quota_core, a.core), greatest(a.reserved_at, ${since}), least(${now}, ${until}), true
         from allocations a
         where a.state <> 'released' and a.reserved_at < ${until} ${inCluster(sql`a.cluster`)}
       ) c,
@@ -149,11 +150,12 @@ function usedPerNamespaceDay(w: Window): SQL {
     select cluster, namespace, day, sum(used) as used from (
       -- UTC day number by division of a double (date_part), far cheaper per row than date_trunc
       -- with a zone or extract's numeric.
-      select cluster, namespace, to_timestamp(86400 * floor(date_part('epoch', sampled_at) / 86400)) as day,
-        sum(sm_pct * period_s)::float8 / 360000.0 as used
-      from usage_samples
-      where ((sampled_at >= ${since} and sampled_at < ${fullFrom}) or (sampled_at >= ${fullTo} and sampled_at < ${until}))
-        ${inCluster}
+      -- A shared MIG instance's samples (its SM share is of the instance) count its quota weight.
+      select u.cluster, u.namespace, to_timestamp(86400 * floor(date_part('epoch', u.sampled_at) / 86400)) as day,
+        sum(u.sm_pct * u.period_s * coalesce(c.quota_weight, 100))::float8 / 36000000.0 as used
+      from usage_samples u left join cards c on c.uuid = u.card_uuid
+      where ((u.sampled_at >= ${since} and u.sampled_at < ${fullFrom}) or (u.sampled_at >= ${fullTo} and u.sampled_at < ${until}))
+        ${w.cluster ? sql`and u.cluster = ${w.cluster}` : sql``}
       group by 1, 2, 3
       union all
       select cluster, namespace, day, used_gpu_seconds / 3600.0

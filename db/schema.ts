@@ -56,6 +56,12 @@ export const cards = pgTable(
     memoryMiB: integer('memory_mib').notNull(),
     /** False once the node stops reporting the card: no new reservations on it. */
     isPresent: boolean('is_present').notNull().default(true),
+    /**
+     * Hundredths of a whole GPU that this ledger card's 100 core stand for in quotas and GPU-hours:
+     * 100 for a card; for a MIG instance shared as a small card (its core on its own scale), the
+     * part of its parent card it spans (50 for a 3g.40gb), so a 50 share of it costs 25 of a quota.
+     */
+    quotaWeight: integer('quota_weight').notNull().default(100),
     coreUsed: integer('core_used').notNull().default(0),
     memoryUsedMiB: integer('memory_used_mib').notNull().default(0),
     updatedAt: ts('updated_at').notNull(),
@@ -64,6 +70,9 @@ export const cards = pgTable(
     index('cards_cluster_node_idx').on(t.cluster, t.node),
     check('cards_core_within_card', sql`${t.coreUsed} >= 0 and ${t.coreUsed} <= 100`),
     check('cards_memory_within_card', sql`${t.memoryUsedMiB} >= 0 and ${t.memoryUsedMiB} <= ${t.memoryMiB}`),
+    check('cards_quota_weight_range', sql`${t.quotaWeight} between 1 and 100`),
+    // Admission's pre-check finds a cluster's cheapest card for a share from this index alone.
+    index('cards_weighted_idx').on(t.cluster, t.quotaWeight).where(sql`${t.quotaWeight} < 100`),
   ],
 );
 
@@ -178,6 +187,11 @@ export const allocations = pgTable(
     cardUuid: text('card_uuid').notNull(),
     gpuModel: text('gpu_model').notNull(),
     core: integer('core').notNull(),
+    /**
+     * What the row costs quotas and GPU-hours, in hundredths of a whole GPU: `core` scaled by its
+     * card's quota weight, rounded up (migration 0020). NULL: `core` (rows written before 0020).
+     */
+    quotaCore: integer('quota_core'),
     memoryMiB: integer('memory_mib').notNull(),
     state: text('state', { enum: allocationStates }).notNull(),
     reservedAt: ts('reserved_at').notNull(),
@@ -197,6 +211,7 @@ export const allocations = pgTable(
     index('allocations_released_reserved_idx').on(t.releasedAt, t.reservedAt),
     index('allocations_active_idx').on(t.cluster, t.namespace).where(sql`${t.state} <> 'released'`),
     check('allocations_core_range', sql`${t.core} between 1 and 100`),
+    check('allocations_quota_core_range', sql`${t.quotaCore} between 1 and ${t.core}`),
     check('allocations_memory_positive', sql`${t.memoryMiB} >= 0`),
   ],
 );

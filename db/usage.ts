@@ -2,7 +2,8 @@
  * Usage samples from node agents and their downsampling. Raw samples older than a day become
  * one row per container, card and hour; hourly rows older than a month become one per day.
  * A roll-up keeps the time covered (`period_s` summed) and the time-weighted mean SM share, so
- * GPU-hours used (`sm_pct / 100 * period_s / 3600`) are the same before and after.
+ * GPU-hours used (`sm_pct / 100 * period_s / 3600`, times the card's quota weight / 100 for a
+ * shared MIG instance, whose SM share is of the instance) are the same before and after.
  */
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
@@ -103,14 +104,18 @@ const sampleKey = (u: Pick<UsageSample, 'cluster' | 'podUid' | 'container' | 'ca
 const holdKey = (u: { cluster: string; podUid: string; container: string; cardUuid: string }) =>
   `${u.cluster}\u0000${u.podUid}\u0000${u.container}\u0000${u.cardUuid}`;
 
-/** GPU-seconds used per (cluster, namespace, UTC day of the sample), in a fixed (lock) order. */
-function usedPerDay(samples: readonly StoredSample[]) {
+/**
+ * GPU-seconds used per (cluster, namespace, UTC day of the sample), in a fixed (lock) order, on
+ * whole cards' scale: a sample of a weighted ledger card (a shared MIG instance, whose SM share is
+ * of the instance) counts its card's quota weight of it, as its allocation does.
+ */
+function usedPerDay(samples: readonly StoredSample[], weightOf: (u: StoredSample) => number) {
   const perDay = new Map<string, { cluster: string; namespace: string; day: Date; usedGpuSeconds: number }>();
   for (const u of samples) {
     const day = new Date(Math.floor(u.sampledAt.getTime() / DAY_MS) * DAY_MS);
     const key = `${u.cluster}\u0000${u.namespace}\u0000${day.getTime()}`;
     const row = perDay.get(key) ?? { cluster: u.cluster, namespace: u.namespace, day, usedGpuSeconds: 0 };
-    row.usedGpuSeconds += (u.smPct * u.periodS) / 100;
+    row.usedGpuSeconds += (u.smPct * u.periodS * weightOf(u)) / 10_000;
     perDay.set(key, row);
   }
   // Keys in a fixed order so concurrent batches lock roll-up rows in the same order.
@@ -138,7 +143,11 @@ async function lockPods(tx: VcudaDb, pods: readonly PodRef[]): Promise<void> {
 }
 
 /** Every allocation of these pods, released ones included: when each container held each card. */
-async function loadLives(tx: VcudaDb, pods: readonly PodRef[]): Promise<Map<string, AllocationLife[]>> {
+/** The pods' allocations' lives, and each hold's card's quota weight (migration 0020). */
+async function loadLives(
+  tx: VcudaDb,
+  pods: readonly PodRef[],
+): Promise<{ lives: Map<string, AllocationLife[]>; weights: Map<string, number> }> {
   const rows = rowsOf<{
     cluster: string;
     pod_uid: string;
@@ -147,17 +156,22 @@ async function loadLives(tx: VcudaDb, pods: readonly PodRef[]): Promise<Map<stri
     namespace: string;
     from_ms: number;
     to_ms: number | null;
+    weight: number;
   }>(
     await tx.execute(sql`
       select a.cluster, a.pod_uid, a.container, a.card_uuid, a.namespace,
         (extract(epoch from a.reserved_at) * 1000)::float8 as from_ms,
-        (extract(epoch from a.released_at) * 1000)::float8 as to_ms
+        (extract(epoch from a.released_at) * 1000)::float8 as to_ms,
+        coalesce(c.quota_weight, 100) as weight
       from allocations a join jsonb_to_recordset(${podsJson(pods)}::jsonb)
-        as p(cluster text, pod_uid text) on a.cluster = p.cluster and a.pod_uid = p.pod_uid`),
+        as p(cluster text, pod_uid text) on a.cluster = p.cluster and a.pod_uid = p.pod_uid
+      left join cards c on c.uuid = a.card_uuid`),
   );
   const lives = new Map<string, AllocationLife[]>();
+  const weights = new Map<string, number>();
   for (const r of rows) {
     const key = holdKey({ cluster: r.cluster, podUid: r.pod_uid, container: r.container, cardUuid: r.card_uuid });
+    weights.set(key, Number(r.weight));
     const life = {
       fromMs: Number(r.from_ms),
       toMs: r.to_ms === null ? undefined : Number(r.to_ms),
@@ -165,7 +179,7 @@ async function loadLives(tx: VcudaDb, pods: readonly PodRef[]): Promise<Map<stri
     };
     lives.set(key, [...(lives.get(key) ?? []), life]);
   }
-  return lives;
+  return { lives, weights };
 }
 
 /** Raw periods already stored for these pods that may touch `[fromMs, toMs)`. */
@@ -204,7 +218,11 @@ async function loadStoredPeriods(
 }
 
 /** Inserts rows (new keys only) and adds them to the daily roll-up; returns how many were new. */
-async function insertSamples(tx: VcudaDb, rows: readonly StoredSample[]): Promise<number> {
+async function insertSamples(
+  tx: VcudaDb,
+  rows: readonly StoredSample[],
+  weights: ReadonlyMap<string, number>,
+): Promise<number> {
   const stored = new Set<string>();
   for (const slice of slices(rows, USAGE_ROWS_PER_INSERT)) {
     const inserted = await tx
@@ -231,7 +249,8 @@ async function insertSamples(tx: VcudaDb, rows: readonly StoredSample[]): Promis
   }
   // Only what was new adds to the daily roll-up (a few rows per namespace and day).
   const fresh = rows.filter((u) => stored.has(sampleKey(u)));
-  for (const days of slices(usedPerDay(fresh), USAGE_ROWS_PER_INSERT)) {
+  const weightOf = (u: StoredSample) => weights.get(holdKey(u)) ?? 100;
+  for (const days of slices(usedPerDay(fresh, weightOf), USAGE_ROWS_PER_INSERT)) {
     await tx
       .insert(usageDays)
       .values(days)
@@ -275,7 +294,7 @@ export function createUsageStore(db: VcudaDb, opts: { clock: () => Date }) {
       const toMs = Math.max(...offered.map((o) => o.endMs));
       return db.transaction(async (tx) => {
         await lockPods(tx, pods);
-        const lives = await loadLives(tx, pods);
+        const { lives, weights } = await loadLives(tx, pods);
         const stored = await loadStoredPeriods(tx, pods, fromMs, toMs);
         const { accepted, verdicts } = acceptSamples(offered, lives, stored, opts.clock().getTime());
         const rows = accepted.map((a): StoredSample => {
@@ -296,7 +315,7 @@ export function createUsageStore(db: VcudaDb, opts: { clock: () => Date }) {
             burstEvictions: u.burstEvictions,
           };
         });
-        await insertSamples(tx, rows);
+        await insertSamples(tx, rows, weights);
         const count = (v: string) => verdicts.filter((x) => x === v).length;
         return {
           recorded: count('accepted'),

@@ -294,6 +294,7 @@ async function precheck({ deps, trace }: Judge, target: PrecheckTarget, usage: P
       cluster: deps.clusterName,
       namespace: pod.namespace,
       core: usage.core,
+      ...(usage.shareCore > 0 ? { shareCore: usage.shareCore } : {}),
       memoryMiB: usage.memoryMiB,
       ...(target.holderKind ? { holderKind: target.holderKind } : {}),
     });

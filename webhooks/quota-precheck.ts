@@ -10,6 +10,8 @@ export type QuotaQuery = {
   cluster: string;
   namespace: string;
   core: number;
+  /** The part of `core` that is shares, which a shared MIG instance charges less (absent: none). */
+  shareCore?: number;
   memoryMiB: number;
   gpuModel?: string;
   /** Who would hold it: a pod when absent; a claim's refusal says "claim asks". */
@@ -30,6 +32,12 @@ export type QuotaPrecheck = (q: QuotaQuery) => QuotaAnswer | Promise<QuotaAnswer
 export type PodQuotaUsage = {
   /** Hundredths of a card: a 30 share = 30, two whole cards = 200. */
   core: number;
+  /**
+   * The most of `core` that is shares (under a whole card each), over the containers run together:
+   * a share may land on a shared MIG instance, which costs a quota only the part of its card the
+   * instance spans, so the ledger prices it at the least such a card would charge.
+   */
+  shareCore: number;
   /** Known memory only: whole cards without a stated memory hold the card's, unknown until bind. */
   memoryMiB: number;
   /** True when some whole cards' memory is not counted (the card is chosen at bind). */
@@ -38,16 +46,18 @@ export type PodQuotaUsage = {
 
 type Sum = { core: number; memoryMiB: number; uncounted: boolean };
 
-function sumOf(containers: readonly ContainerGpuRequest[]): Sum {
+function sumOf(containers: readonly ContainerGpuRequest[]): Sum & { shareCore: number } {
   let core = 0;
+  let shareCore = 0;
   let memoryMiB = 0;
   let uncounted = false;
   for (const c of containers) {
     core += c.corePerCard * c.cards;
+    if (c.corePerCard < 100) shareCore += c.corePerCard * c.cards;
     if (c.memoryMiBPerCard === undefined) uncounted = true;
     else memoryMiB += c.memoryMiBPerCard * c.cards;
   }
-  return { core, memoryMiB, uncounted };
+  return { core, shareCore, memoryMiB, uncounted };
 }
 
 /**
@@ -59,9 +69,11 @@ export function measurePodQuotaUsage(request: PodGpuRequest): PodQuotaUsage {
   const app = sumOf(request.containers.filter((c) => !c.isInit));
   const inits = request.containers.filter((c) => c.isInit).map((c) => sumOf([c]));
   const core = Math.max(app.core, ...inits.map((i) => i.core));
+  // With the largest share part of any group, `core` less it plus its least price stays a lower bound.
+  const shareCore = Math.max(app.shareCore, ...inits.map((i) => i.shareCore));
   const memoryMiB = Math.max(app.memoryMiB, ...inits.map((i) => i.memoryMiB));
   const hasUncountedMemory = app.uncounted || inits.some((i) => i.uncounted);
-  return { core, memoryMiB, hasUncountedMemory };
+  return { core, shareCore, memoryMiB, hasUncountedMemory };
 }
 
 /**
@@ -100,7 +112,8 @@ export function measureClaimQuotaUsage(
     memoryMiB += sum.memoryMiB;
     hasUncountedMemory ||= sum.uncounted;
   }
-  return { core, memoryMiB, hasUncountedMemory };
+  // A claim's shares are never on a shared MIG instance (not served in DRA mode): full price.
+  return { core, shareCore: 0, memoryMiB, hasUncountedMemory };
 }
 
 export type CachedPrecheckOptions = {
@@ -176,7 +189,7 @@ export function cachedQuotaPrecheck(precheck: LedgerQuotaPrecheck, opts: CachedP
   }
 
   return (q) => {
-    const key = `${q.cluster}\u0000${q.namespace}\u0000${q.core}\u0000${q.memoryMiB}\u0000${q.gpuModel ?? ''}\u0000${q.holderKind ?? 'pod'}`;
+    const key = `${q.cluster}\u0000${q.namespace}\u0000${q.core}\u0000${q.shareCore ?? 0}\u0000${q.memoryMiB}\u0000${q.gpuModel ?? ''}\u0000${q.holderKind ?? 'pod'}`;
     const at = now();
     const hit = entries.get(key);
     if (hit && at - hit.at < ttlMs) return hit.ok ?? hit.answer;

@@ -193,7 +193,12 @@ describe('measureClaimQuotaUsage', () => {
         ],
       },
     };
-    expect(usage(spec)).toEqual({ core: 230, memoryMiB: Math.ceil(8e9 / 2 ** 20), hasUncountedMemory: true });
+    expect(usage(spec)).toEqual({
+      core: 230,
+      shareCore: 0,
+      memoryMiB: Math.ceil(8e9 / 2 ** 20),
+      hasUncountedMemory: true,
+    });
   });
 
   it('counts a firstAvailable request at the least of its alternatives, and not at all beside another class', () => {
@@ -203,12 +208,14 @@ describe('measureClaimQuotaUsage', () => {
     ];
     expect(usage({ devices: { requests: [{ name: 'gpu', firstAvailable: alternatives }] } })).toEqual({
       core: 20,
+      shareCore: 0,
       memoryMiB: 1024,
       hasUncountedMemory: false,
     });
     const withOther = [...alternatives, { name: 'cpu', deviceClassName: 'cpu.example.com' }];
     expect(usage({ devices: { requests: [{ name: 'gpu', firstAvailable: withOther }] } })).toEqual({
       core: 0,
+      shareCore: 0,
       memoryMiB: 0,
       hasUncountedMemory: false,
     });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildNodeSnapshot, gpuNode } from '../../test/support/control-plane/builders.js';
-import { LedgerNodes, type NodeRegistrationLedger } from './ledger-nodes.js';
+import type { NodeSnapshot } from '../placement/cluster-snapshot.js';
+import { LedgerNodes, ledgerCardsOf, type NodeRegistrationLedger } from './ledger-nodes.js';
 
 /** A ledger whose upserts stay open until released, counting how many run at once. */
 function slowLedger(failOnce: string[] = []) {
@@ -96,5 +97,34 @@ describe('LedgerNodes', () => {
     expect(l.maxRunning()).toBe(3);
     expect(new Set(l.calls.map((c) => c.node)).size).toBe(10);
     expect(l.calls.filter((c) => c.node === 'n0')).toHaveLength(1);
+  });
+
+  it('weights a shared MIG instance by the part of its card it spans, and registers again when that changes', async () => {
+    const base = node('n1', 1);
+    const card = base.cards[0] as NodeSnapshot['cards'][number];
+    const instance = { ...card, uuid: 'MIG-shared', memoryMiB: 40_000 };
+    const shared = (start: number, size: number): NodeSnapshot => ({
+      ...base,
+      cards: [card, { ...instance, sharedMig: { parentUuid: card.uuid, profile: '3g.40gb', start, size } }],
+    });
+    // A 3g.40gb on slices 4..7 spans 50 of its card; a card is not weighted (the ledger's 100).
+    expect(ledgerCardsOf(shared(4, 4)).map((c) => [c.uuid, c.quotaWeight])).toEqual([
+      [card.uuid, undefined],
+      ['MIG-shared', 50],
+    ]);
+    const l = slowLedger();
+    const nodes = new LedgerNodes(l.ledger, 'east');
+    const first = nodes.ensure(shared(4, 4));
+    await l.releaseAll();
+    await first;
+    await nodes.ensure(shared(4, 4));
+    // Served whole now (no longer shared): same uuid, other weight, so the ledger hears of it.
+    const whole = nodes.ensure({ ...base, cards: [card, instance] });
+    await l.releaseAll();
+    await whole;
+    expect(l.calls).toEqual([
+      { node: 'n1', cards: 2 },
+      { node: 'n1', cards: 2 },
+    ]);
   });
 });

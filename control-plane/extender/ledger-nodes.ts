@@ -5,11 +5,10 @@
  * plane registers every watched node in the background (at start and on each housekeeping tick),
  * binds only wait for a registration already under way, and concurrent binds to one node share it.
  */
-import { MIG_MEMORY_SLICES } from '../../contract/index.js';
+import { MIG_MEMORY_SLICES, migSpanCore } from '../../contract/index.js';
+import type { LedgerCard } from '../../db/ledger.js';
 import type { NodeSnapshot } from '../placement/cluster-snapshot.js';
 import { sliceLedgerCardsOf } from '../placement/dynamic-mig-cards.js';
-
-type LedgerCard = { uuid: string; index: number; model: string; memoryMiB: number };
 
 /** The slice of the ledger (db/ledger.ts) this needs. */
 export type NodeRegistrationLedger = {
@@ -84,7 +83,14 @@ type LedgerView = Pick<NodeSnapshot, 'cards' | 'migInstances' | 'dynamicMig'>;
  */
 export function ledgerCardsOf(node: LedgerView): LedgerCard[] {
   return [
-    ...node.cards.map((c) => ({ uuid: c.uuid, index: c.index, model: c.model, memoryMiB: c.memoryMiB })),
+    // A shared MIG instance's shares are on its own scale: the quota counts them on its card's.
+    ...node.cards.map((c) => ({
+      uuid: c.uuid,
+      index: c.index,
+      model: c.model,
+      memoryMiB: c.memoryMiB,
+      ...(c.sharedMig ? { quotaWeight: migSpanCore(c.sharedMig) } : {}),
+    })),
     ...node.migInstances.map((m) => ({
       uuid: m.uuid,
       index: m.parentIndex,
@@ -99,13 +105,18 @@ function isSameCard(a: LedgerCard, b: LedgerCard): boolean {
   return a.uuid === b.uuid && a.index === b.index && a.model === b.model && a.memoryMiB === b.memoryMiB;
 }
 
+/** A snapshot card against its registration: the same fields, and weighted alike. */
+function isSameSnapshotCard(known: LedgerCard, c: NodeSnapshot['cards'][number]): boolean {
+  return isSameCard(known, c) && known.quotaWeight === (c.sharedMig ? migSpanCore(c.sharedMig) : undefined);
+}
+
 /** Whether the node's cards and instances are the ones registered (same fields, in order). */
 function isSameCardList(known: readonly LedgerCard[], node: LedgerView): boolean {
   const { cards, migInstances, dynamicMig } = node;
   if (known.length !== cards.length + migInstances.length + dynamicMig.length * MIG_MEMORY_SLICES) return false;
   for (let i = 0; i < cards.length; i++) {
     const b = cards[i] as NodeSnapshot['cards'][number];
-    if (!isSameCard(known[i] as LedgerCard, b)) return false;
+    if (!isSameSnapshotCard(known[i] as LedgerCard, b)) return false;
   }
   // Few nodes have instances: these are built only for them.
   if (migInstances.length === 0 && dynamicMig.length === 0) return true;

@@ -7,12 +7,14 @@
  * asking `nvidia.com/mig-1g.20gb: 1` lands on the instance at a legal placement of that profile; and
  * two share pods (`vcuda-core: 50`, `vcuda-memory: 4096`) run inside node h100-shared's shared
  * 3g.40gb instance, each granted the instance by its MIG UUID, each CUDA program seeing 4096 MiB and
- * stopping at it. A second 1g.20gb pod, tolerating node h100-dynamic's taint, gets an instance cut
+ * stopping at it. Namespace `mig`'s quota of 200 core holds everything the test places, with each
+ * share counted on its card's scale: half the instance, which spans half its card, costs 25. A second 1g.20gb pod, tolerating node h100-dynamic's taint, gets an instance cut
  * on that node's card kept for dynamic MIG, at a legal placement its grant names, and the instance
  * goes with the pod. The pending pod's count stays one: the dynamic node's taint keeps the
  * 3g.40gb pods off it.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -25,7 +27,7 @@ import {
   verifyAssignment,
 } from '../../contract/index.js';
 import { KubeClient, type KubeObj, podPath } from '../../sim/kube-client.js';
-import { buildWorkloads, hasKubectl, kubectl, migPod, phaseOf, runVcuda } from './e2e-helpers.js';
+import { buildWorkloads, hasKubectl, kubectl, migPod, phaseOf, runVcuda, vcudaSync } from './e2e-helpers.js';
 
 const NS = 'mig';
 const NODE = 'h100-mig';
@@ -54,7 +56,17 @@ describe('vcuda local --cluster sim/examples/mig-cluster.yaml', () => {
     const canRunCuda = buildWorkloads();
     // The CUDA program holds its allocation while the pod runs, and prints what its device offers.
     const command = canRunCuda ? ['cuda-workload', '--alloc-mib', '1024', '--hold-seconds', '600'] : ['sleep', '600'];
-    const { child, output, exited } = runVcuda(['local', '--port', '0', '--workload', 'none', '--cluster', EXAMPLE]);
+    // What the namespace holds by the end, in hundredths of a card: two whole 3g.40gb (50 each), a
+    // static and a dynamic 1g.20gb (25 each), and two 50 shares of the shared 3g.40gb (25 each): 200.
+    // Counted on the instance's own scale, the shares would cost 100 and the second would be refused.
+    const dir = mkdtempSync(join(tmpdir(), 'vcuda-local-mig-'));
+    const dataDir = join(dir, 'ledger');
+    const cluster = (parse(readFileSync(EXAMPLE, 'utf8')) as { name: string }).name;
+    const quota = ['quota', 'set', 'mig-200', '--cluster', cluster, '--namespace', NS, '--core', '200'];
+    const set = vcudaSync([...quota, '--memory-mib', '1048576', '--data-dir', dataDir]);
+    expect(set, set.stderr).toMatchObject({ status: 0, stdout: 'quota mig-200 set\n' });
+    const args = ['local', '--port', '0', '--workload', 'none', '--cluster', EXAMPLE];
+    const { child, output, exited } = runVcuda(args, { dataDir });
     try {
       await expect.poll(() => /ready in/.test(output()), { timeout: 90_000, interval: 250 }).toBe(true);
       const kubeconfigPath = /kubeconfig\s+(\/\S+kubeconfig)/.exec(output())![1]!;
@@ -226,6 +238,8 @@ describe('vcuda local --cluster sim/examples/mig-cluster.yaml', () => {
       await expect.poll(dynamicInstances, { timeout: 30_000 }).toEqual([]);
     } finally {
       child.kill('SIGINT');
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
     }
     expect(await exited).toBe(0);
   }, 240_000);

@@ -14,6 +14,8 @@ export type CardCapacity = {
   model: string;
   memoryMiB: number;
   isPresent: boolean;
+  /** Hundredths of a whole GPU its 100 core stand for in quotas (migration 0020); absent: 100. */
+  quotaWeight?: number;
   coreUsed: number;
   memoryUsedMiB: number;
 };
@@ -32,19 +34,28 @@ export type QuotaCapacity = {
   memoryUsedMiB: number;
 };
 
-export type CardDemand = { cardUuid: string; core: number; memoryMiB: number };
+/** `quotaCore`: what it costs quotas, each item's core weighted and rounded up; absent: `core`. */
+export type CardDemand = { cardUuid: string; core: number; memoryMiB: number; quotaCore?: number };
 
 export type { Violation };
 
-/** Sums what a pod's items ask of each card (two containers may share one card). */
-export function sumDemandByCard(items: readonly CardDemand[]): CardDemand[] {
+/**
+ * Sums what a pod's items ask of each card (two containers may share one card) and, given the
+ * cards' quota weights, what each item costs quotas: its core scaled by its card's weight, rounded up.
+ */
+export function sumDemandByCard(
+  items: readonly CardDemand[],
+  weightOf?: (cardUuid: string) => number | undefined,
+): CardDemand[] {
   const byCard = new Map<string, CardDemand>();
   for (const item of items) {
     const prev = byCard.get(item.cardUuid);
+    const weight = weightOf?.(item.cardUuid) ?? 100;
     byCard.set(item.cardUuid, {
       cardUuid: item.cardUuid,
       core: (prev?.core ?? 0) + item.core,
       memoryMiB: (prev?.memoryMiB ?? 0) + item.memoryMiB,
+      ...(weightOf ? { quotaCore: (prev?.quotaCore ?? 0) + Math.ceil((item.core * weight) / 100) } : {}),
     });
   }
   return [...byCard.values()].sort((a, b) => (a.cardUuid < b.cardUuid ? -1 : a.cardUuid > b.cardUuid ? 1 : 0));
@@ -110,7 +121,7 @@ export function demandForQuota(
   let memoryMiB = 0;
   for (const d of demand) {
     if (quota.gpuModel !== '' && modelOf(d.cardUuid) !== quota.gpuModel) continue;
-    core += d.core;
+    core += d.quotaCore ?? d.core;
     memoryMiB += d.memoryMiB;
   }
   return { core, memoryMiB };
