@@ -650,6 +650,19 @@ export function startCompute(
         nowMs,
         alsoEachPeriod: drift.tick,
         onError: (err) => log.warn({ err, card: card.index }, `compute sampler card ${card.index}: sampling failed`),
+        onCounterCheck: (v) => {
+          const labels = { card: card.uuid, index: String(card.index) };
+          parts.metrics.cardUnaccountedBusy.set(labels, v.unaccountedBp / 10_000);
+          parts.metrics.cardCountersDistrusted.set(labels, v.distrusted ? 1 : 0);
+          if (!v.distrusted) return;
+          const who = placement.containersOn(card.index).map((c) => c.key);
+          log.warn(
+            { card: card.index, deviceBp: v.deviceBp, countersBp: v.countersBp, containers: who },
+            `compute sampler card ${card.index}: the in-process counters accounted for ${v.countersBp / 100} % ` +
+              `of the ${v.deviceBp / 100} % NVML saw busy, ${v.strikes} windows in a row; ` +
+              "measuring this card with NVML's per-process utilization from now on",
+          );
+        },
       },
       config.computeSensor,
     );

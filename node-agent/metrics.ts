@@ -102,6 +102,18 @@ export class AgentMetrics implements DriftSink {
     labelNames: ['card', 'index'],
     registers: [this.registry],
   });
+  readonly cardUnaccountedBusy = new Gauge({
+    name: 'vcuda_card_unaccounted_busy_ratio',
+    help: "Share of the card NVML saw busy that the in-process sensor's counters did not account for, over the last check window (in-process sensor, cards NVML reads)",
+    labelNames: ['card', 'index'],
+    registers: [this.registry],
+  });
+  readonly cardCountersDistrusted = new Gauge({
+    name: 'vcuda_card_counters_distrusted',
+    help: "1 once the in-process sensor's counters under-reported the card against NVML and the card is measured by NVML",
+    labelNames: ['card', 'index'],
+    registers: [this.registry],
+  });
   readonly cardHealthy = new Gauge({
     name: 'vcuda_card_healthy',
     help: '1 when the card is healthy',

@@ -45,7 +45,11 @@ export function readBusyNsFd(fd: number, deviceIndex: number): bigint {
   return readSync(fd, buf, 0, 8, at) === 8 ? buf.readBigUInt64LE(0) : 0n;
 }
 
-function readCounters(opts: BusySamplerOptions, regions: RegionHandles): BusyReading[] {
+/** The busy-ns counter of every container placed on the sampler's card that has a region. */
+export function readBusyCounters(
+  opts: Pick<CardSamplerOptions, 'cardIndex' | 'placement'>,
+  regions: RegionHandles,
+): BusyReading[] {
   const readings: BusyReading[] = [];
   for (const c of opts.placement.containersOn(opts.cardIndex)) {
     const minSize = regionDeviceOffset(c.deviceIndex) + 256;
@@ -68,7 +72,7 @@ export function createBusySampler(opts: BusySamplerOptions): CardSampler {
     const timeMs = Math.floor(opts.nowMs());
     // A tick too soon after the last publication measures nothing yet.
     if (timeMs - lastMs < minPeriodMs) return NOTHING;
-    const result = computeBusyShares(baseline, readCounters(opts, regions), timeMs - lastMs);
+    const result = computeBusyShares(baseline, readBusyCounters(opts, regions), timeMs - lastMs);
     const idle = result.addedNs === 0;
     if (!idle) lastActiveMs = timeMs;
     // A container new this tick only set its baseline: keep the others' so the next sample spans

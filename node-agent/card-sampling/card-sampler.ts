@@ -6,6 +6,7 @@
  * the NVML binding provides ProcessUtilizationSource, the allocation code ContainerPlacement.
  */
 import { type ContainerShares, computeContainerShares, type ProcessUtilizationSample } from './container-shares.js';
+import type { CounterGuardOptions, CounterGuardVerdict } from './counter-guard.js';
 import { periodicTask } from './periodic-task.js';
 import { type ShareSample, writeShareSample } from './region-feedback.js';
 import { createRegionHandles, type RegionHandles } from './region-handles.js';
@@ -62,6 +63,13 @@ export type CardSamplerOptions = {
   idleAfterMs?: number;
   /** Called with each period's result (metrics). */
   onSample?: (shares: ContainerShares, written: number) => void;
+  /**
+   * The in-process sensor's counters checked against NVML's device utilization (counter-guard.ts),
+   * where the card has it: called with each closed window's verdict.
+   */
+  onCounterCheck?: (verdict: CounterGuardVerdict) => void;
+  /** The windows and the gap of that check (defaults: COUNTER_GUARD_DEFAULTS). */
+  counterGuard?: CounterGuardOptions;
   /**
    * Further per-card work on this period (the memory-drift reconciliation), so a card has one
    * NVML poller; runs after the sample, whether or not the sample threw.

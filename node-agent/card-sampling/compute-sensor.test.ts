@@ -1,5 +1,13 @@
-import { describe, expect, it } from 'vitest';
-import { chooseComputeSensor, tickSensor } from './compute-sensor.js';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { REGION_MAGIC, regionDeviceOffset, regionOffsets } from '../../contract/region-layout.js';
+import { chooseComputeSensor, createComputeSampler, tickSensor } from './compute-sensor.js';
+import type { CounterGuardVerdict } from './counter-guard.js';
+
+const tmp = mkdtempSync(join(tmpdir(), 'vcuda-compute-sensor-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 const source = (supported?: () => boolean) => ({
   processUtilization: () => [],
@@ -72,5 +80,72 @@ describe('tickSensor', () => {
     expect(tickSensor([{ unmeasured: true }, {}])).toBe('in-process');
     expect(tickSensor([{}])).toBe('in-process');
     expect(tickSensor([])).toBe('in-process');
+  });
+});
+
+/**
+ * One tenant on a card NVML reads 70 % busy, its kernels' 200 ms intervals published as NVML
+ * does; its in-process counter grows by `countersPct` of each tick (0: a program that keeps
+ * writing it back). Ticks of 100 ms for `seconds`.
+ */
+function tenantOnCard(countersPct: number, seconds: number) {
+  const region = join(tmp, `r-${Math.random()}`);
+  const buf = Buffer.alloc(regionDeviceOffset(1));
+  buf.write(REGION_MAGIC, 0, 'latin1');
+  writeFileSync(region, buf);
+  let now = 1_700_000_000_000;
+  let busyNs = 0n;
+  const checks: CounterGuardVerdict[] = [];
+  const { sampler } = createComputeSampler({
+    cardIndex: 0,
+    periodMs: 100,
+    nowMs: () => now,
+    source: {
+      processUtilizationSupported: () => true,
+      utilizationRates: () => ({ gpuPercent: 70 }),
+      processUtilization: (_card, sinceUs) => {
+        const out = [];
+        for (let t = Math.floor(now / 200) * 200; t > now - 1_000; t -= 200) {
+          if (t * 1000 > sinceUs) out.push({ pid: 42, timestampUs: t * 1000, smPercent: 70 });
+        }
+        return out.reverse();
+      },
+    },
+    placement: {
+      containersOn: () => [{ key: 'tenant', regionPath: region, deviceIndex: 0 }],
+      containerOfPid: (pid) => (pid === 42 ? 'tenant' : null),
+    },
+    onCounterCheck: (v) => checks.push(v),
+  });
+  for (let i = 0; i < seconds * 10; i++) {
+    now += 100;
+    busyNs += BigInt(countersPct * 1e6);
+    const b = readFileSync(region);
+    b.writeBigUInt64LE(busyNs, regionDeviceOffset(0) + regionOffsets.device.busyNs);
+    writeFileSync(region, b);
+    sampler.sampleOnce();
+  }
+  sampler.stop();
+  const published = readFileSync(region).readUInt32LE(regionDeviceOffset(0) + regionOffsets.device.measuredShareBp);
+  return { checks, published };
+}
+
+describe('the in-process sensor held to NVML', () => {
+  it('measures a card with NVML once its counters account for far less than NVML saw, for 30 s', () => {
+    const early = tenantOnCard(0, 25);
+    // Two windows under-counted: still the counters, which say the tenant used nothing.
+    expect(early.checks.map((c) => c.strikes)).toEqual([1, 2]);
+    expect(early.published).toBe(0);
+    const { checks, published } = tenantOnCard(0, 40);
+    expect(checks).toHaveLength(3);
+    expect(checks[2]).toMatchObject({ deviceBp: 7000, countersBp: 0, distrusted: true });
+    // From then on the driver's per-process figure is the tenant's share.
+    expect(published).toBe(7000);
+  });
+
+  it('keeps the counters of an honest tenant', () => {
+    const { checks, published } = tenantOnCard(62, 40);
+    expect(checks.map((c) => c.distrusted)).toEqual([false, false, false, false]);
+    expect(published).toBe(6200);
   });
 });

@@ -8,8 +8,9 @@
  * sensor split the same card within a few points (BENCHMARKS.md, "Real GPU"). Both write the same
  * samples; native/COMPUTE.md describes both sensors.
  */
-import { createBusySampler } from './busy-sampler.js';
+import { createBusySampler, readBusyCounters } from './busy-sampler.js';
 import { type CardSampler, type CardSamplerOptions, createCardSampler, periodicSampler } from './card-sampler.js';
+import { createCounterGuard } from './counter-guard.js';
 import { createRegionHandles } from './region-handles.js';
 
 export const COMPUTE_SENSORS = ['in-process', 'nvml'] as const;
@@ -61,17 +62,59 @@ export function tickSensor(containers: readonly { unmeasured?: boolean }[]): Com
   return containers.length > 0 && containers.every((c) => c.unmeasured) ? 'nvml' : 'in-process';
 }
 
+/** NVML's device busy share of the card in basis points; undefined where it has none to give. */
+function deviceBusyBp(source: CardSamplerOptions['source'], cardIndex: number): number | undefined {
+  try {
+    return source.utilizationRates(cardIndex).gpuPercent * 100;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
- * The in-process sensor where the card also has NVML's per-process figures: each tick reads the
- * sensor `tickSensor` names, so a whole card's holder (never timed by libvcuda) is still measured
- * for its usage, and shares are measured by their own launches.
+ * The in-process sensor where the card also has NVML's figures: each tick reads the sensor
+ * `tickSensor` names, so a whole card's holder (never timed by libvcuda) is still measured for its
+ * usage, and shares are measured by their own launches. The counters are the containers' own to
+ * write, so every tick also holds their growth against NVML's device utilization (counter-guard.ts):
+ * once they account for far less than NVML saw busy, the card is measured by NVML from then on.
  */
 function inProcessWithWholeCards(opts: CardSamplerOptions): CardSampler {
   const nvml = createCardSampler(opts);
   const busy = createBusySampler(opts);
-  const sampleOnce = () =>
-    tickSensor(opts.placement.containersOn(opts.cardIndex)) === 'nvml' ? nvml.sampleOnce() : busy.sampleOnce();
-  const periodic = periodicSampler(sampleOnce, opts, createRegionHandles());
+  const regions = createRegionHandles();
+  const guard = createCounterGuard(opts.counterGuard);
+  let baseline = new Map<string, bigint>();
+  let lastMs = opts.nowMs();
+  let distrusted = false;
+
+  /** One tick of the check; a tick measured by NVML anyway (whole cards) is not judged. */
+  function check(byNvml: boolean): void {
+    const nowMs = opts.nowMs();
+    const next = new Map<string, bigint>();
+    let grownNs = 0;
+    for (const r of readBusyCounters(opts, regions)) {
+      const before = baseline.get(r.key);
+      // A counter seen first, or gone backwards (a new region), only sets its baseline.
+      if (before !== undefined && r.busyNs >= before) grownNs += Number(r.busyNs - before);
+      next.set(r.key, r.busyNs);
+    }
+    baseline = next;
+    regions.closeUnused();
+    const periodMs = nowMs - lastMs;
+    lastMs = nowMs;
+    if (byNvml) return;
+    const verdict = guard.observe(periodMs, grownNs, deviceBusyBp(opts.source, opts.cardIndex));
+    if (!verdict) return;
+    distrusted = verdict.distrusted;
+    opts.onCounterCheck?.(verdict);
+  }
+
+  const sampleOnce = () => {
+    const byNvml = tickSensor(opts.placement.containersOn(opts.cardIndex)) === 'nvml';
+    if (!distrusted) check(byNvml);
+    return byNvml || distrusted ? nvml.sampleOnce() : busy.sampleOnce();
+  };
+  const periodic = periodicSampler(sampleOnce, opts, regions);
   return {
     sampleOnce,
     start: periodic.start,
