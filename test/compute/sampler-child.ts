@@ -3,11 +3,14 @@
  * the fake NVML reads FAKEGPU_* once per process, so each scenario gets a fresh one. Reads its
  * settings from argv[2] (JSON), chooses the card's sensor as the node agent does (its `sensor`
  * setting, in-process where NVML has no per-process utilization), prints "ready <sensor>", then takes `{"key": …, "pids": […]}` lines on
- * stdin as tenants start, samples every period and exits after `seconds`.
+ * stdin as tenants start, samples every period and exits after `seconds` (or when killed), printing
+ * how the in-process counters compared with NVML's device utilization over 1 s windows
+ * (counter-guard.ts; observed only here, so the card is never switched to NVML mid-scenario).
  */
 import { createInterface } from 'node:readline';
 import type { CardSamplerOptions, ContainerOnCard } from '../../node-agent/card-sampling/card-sampler.js';
 import { type ComputeSensor, createComputeSampler } from '../../node-agent/card-sampling/compute-sensor.js';
+import type { CounterGuardVerdict } from '../../node-agent/card-sampling/counter-guard.js';
 import { NvmlGpuSource } from '../../node-agent/nvml/nvml-gpu-source.js';
 
 type Settings = {
@@ -22,6 +25,7 @@ type Settings = {
 
 const settings = JSON.parse(process.argv[2] ?? '{}') as Settings;
 const owners = new Map<number, string>();
+const checks: CounterGuardVerdict[] = [];
 const source = new NvmlGpuSource({ libraryPath: settings.nvmlPath, sysfsRoot: settings.sysfsRoot });
 const samplerOptions: CardSamplerOptions = {
   cardIndex: 0,
@@ -30,6 +34,8 @@ const samplerOptions: CardSamplerOptions = {
   nowMs: Date.now,
   placement: { containersOn: () => settings.containers, containerOfPid: (pid) => owners.get(pid) ?? null },
   onError: (err) => process.stderr.write(`sampler: ${String(err)}\n`),
+  onCounterCheck: (v) => checks.push(v),
+  counterGuard: { windowMs: 1000, windows: Number.MAX_SAFE_INTEGER },
 };
 const { sampler, sensor } = createComputeSampler(samplerOptions, settings.sensor);
 
@@ -37,10 +43,23 @@ createInterface({ input: process.stdin }).on('line', (line) => {
   const msg = JSON.parse(line) as { key: string; pids: number[] };
   for (const pid of msg.pids) owners.set(pid, msg.key);
 });
-sampler.start();
-process.stdout.write(`ready ${sensor}\n`);
-setTimeout(() => {
+/** One line: the windows in which some tenant ran, NVML's busy share against the counters'. */
+function counterSummary(): string {
+  const busy = checks.filter((c) => c.deviceBp > 0 || c.countersBp > 0);
+  if (busy.length === 0) return 'counter check: no busy window';
+  const mean = (f: (c: CounterGuardVerdict) => number) => busy.reduce((s, c) => s + f(c), 0) / busy.length / 100;
+  const worst = Math.max(...busy.map((c) => c.unaccountedBp)) / 100;
+  return `counter check: ${busy.length} busy windows of 1 s, NVML device ${mean((c) => c.deviceBp).toFixed(1)} %, counters ${mean((c) => c.countersBp).toFixed(1)} %, unaccounted ${mean((c) => c.unaccountedBp).toFixed(1)} % (worst ${worst.toFixed(1)} %)`;
+}
+
+function finish(): void {
   sampler.stop();
   source.close();
+  process.stdout.write(`${counterSummary()}\n`);
   process.exit(0);
-}, settings.seconds * 1000);
+}
+
+sampler.start();
+process.stdout.write(`ready ${sensor}\n`);
+process.on('SIGTERM', finish);
+setTimeout(finish, settings.seconds * 1000);

@@ -32,7 +32,10 @@ have_sampler() {
 
 # start_sampler STEM SECONDS CONTAINERS_JSON: starts it on the sensor SAMPLER_SENSOR names (default
 # in-process, the one the GPU runs have still to judge; nvml for NVML's, the node agent's default), leaves its pid in SAMPLER_PID and fd 7
-# open on its stdin; register_pid KEY PID tells it which container a process belongs to.
+# open on its stdin; register_pid KEY PID tells it which container a process belongs to. When stopped
+# it prints "counter check: …": NVML's device busy share against the in-process counters' sum over
+# its busy 1 s windows, the figures the node agent's counter guard judges (native/COMPUTE.md, "Held
+# to the driver"); the scripts show it among the sampler's lines.
 start_sampler() {
   local stem=$1 seconds=$2 containers=$3
   local nvml
