@@ -126,4 +126,26 @@ describe('createBusySampler', () => {
     expect(sampleIn(t.b, 1)).toMatchObject({ timeMs: t.now(), measuredBp: 0, cardBusyBp: 0, periodMs: 0 });
     t.sampler.stop();
   });
+
+  it('floors the card busy share at NVML’s device utilization when given it, never an idle sample', () => {
+    const a = makeRegion(`f-${Math.random()}`);
+    let now = 1_700_000_000_000;
+    const sampler = createBusySampler({
+      cardIndex: 0,
+      periodMs: 50,
+      minSamplePeriodMs: 50,
+      nowMs: () => now,
+      deviceBusyBp: () => 9_000,
+      placement: { containersOn: () => [{ key: 'a', regionPath: a, deviceIndex: 0 }], containerOfPid: () => null },
+    });
+    now += 50;
+    sampler.sampleOnce();
+    expect(sampleIn(a, 0)).toMatchObject({ cardBusyBp: 0, periodMs: 0 });
+    now += 100;
+    setBusy(a, 0, 40e6);
+    sampler.sampleOnce();
+    // Its own 40 %, the card 90 % busy: time slices of others the counters do not see.
+    expect(sampleIn(a, 0)).toMatchObject({ measuredBp: 4000, cardBusyBp: 9000, periodMs: 100 });
+    sampler.stop();
+  });
 });

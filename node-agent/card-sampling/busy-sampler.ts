@@ -26,6 +26,13 @@ export type BusySamplerOptions = Omit<CardSamplerOptions, 'source' | 'write'> & 
    * window per sample at the least.
    */
   minSamplePeriodMs?: number;
+  /**
+   * NVML's busy share of the whole card now, in basis points (undefined: none). Given, a sample's
+   * card busy share is the larger of it and the counters' sum, as on the NVML path
+   * (container-shares.ts), so a soft tenant sees a card its neighbours keep busy in time slices the
+   * counters do not add up to (`cardBusyFromDevice`, card-sampler.ts).
+   */
+  deviceBusyBp?: () => number | undefined;
 };
 
 const DEFAULT_IDLE_AFTER_MS = 2000;
@@ -86,11 +93,14 @@ export function createBusySampler(opts: BusySamplerOptions): CardSampler {
     const samplePeriodMs = idle ? 0 : Math.max(1, Math.round(timeMs - lastMs));
     lastMs = timeMs;
     let written = 0;
+    // An idle sample carries no period, and no floor: nothing of ours ran to be held back.
+    const device = idle ? undefined : opts.deviceBusyBp?.();
+    const cardBusyBp = Math.max(result.shares.cardBusyBp, Math.min(10_000, device ?? 0));
     for (const c of opts.placement.containersOn(opts.cardIndex)) {
       const sample = {
         timeMs,
         measuredShareBp: result.shares.byContainer.get(c.key) ?? 0,
-        cardBusyBp: result.shares.cardBusyBp,
+        cardBusyBp,
         periodMs: samplePeriodMs,
       };
       if (regions.withRegion(c.regionPath, 0, (fd) => void writeShareSampleFd(fd, c.deviceIndex, sample))) written++;

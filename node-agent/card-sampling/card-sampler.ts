@@ -71,6 +71,12 @@ export type CardSamplerOptions = {
   /** The windows and the gap of that check (defaults: COUNTER_GUARD_DEFAULTS). */
   counterGuard?: CounterGuardOptions;
   /**
+   * In-process sensor, where NVML has the card's utilization: publish the card's busy share as the
+   * larger of the counters' sum and NVML's device utilization. Off by default: meant for a soft
+   * tenant beside time-sliced neighbours, and no real card has judged it yet (native/COMPUTE.md).
+   */
+  cardBusyFromDevice?: boolean;
+  /**
    * Further per-card work on this period (the memory-drift reconciliation), so a card has one
    * NVML poller; runs after the sample, whether or not the sample threw.
    */

@@ -80,7 +80,8 @@ function deviceBusyBp(source: CardSamplerOptions['source'], cardIndex: number): 
  */
 function inProcessWithWholeCards(opts: CardSamplerOptions): CardSampler {
   const nvml = createCardSampler(opts);
-  const busy = createBusySampler(opts);
+  const device = () => deviceBusyBp(opts.source, opts.cardIndex);
+  const busy = createBusySampler({ ...opts, ...(opts.cardBusyFromDevice ? { deviceBusyBp: device } : {}) });
   const regions = createRegionHandles();
   const guard = createCounterGuard(opts.counterGuard);
   let baseline = new Map<string, bigint>();
@@ -103,7 +104,7 @@ function inProcessWithWholeCards(opts: CardSamplerOptions): CardSampler {
     const periodMs = nowMs - lastMs;
     lastMs = nowMs;
     if (byNvml) return;
-    const verdict = guard.observe(periodMs, grownNs, deviceBusyBp(opts.source, opts.cardIndex));
+    const verdict = guard.observe(periodMs, grownNs, device());
     if (!verdict) return;
     distrusted = verdict.distrusted;
     opts.onCounterCheck?.(verdict);

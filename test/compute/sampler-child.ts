@@ -21,6 +21,8 @@ type Settings = {
   containers: ContainerOnCard[];
   /** The node's computeSensor setting (absent: the agent's default); the GPU scripts compare the two. */
   sensor?: ComputeSensor;
+  /** `device`: the card's busy share floored at NVML's device utilization (`cardBusyFromDevice`). */
+  cardBusy?: 'counters' | 'device';
 };
 
 const settings = JSON.parse(process.argv[2] ?? '{}') as Settings;
@@ -36,6 +38,7 @@ const samplerOptions: CardSamplerOptions = {
   onError: (err) => process.stderr.write(`sampler: ${String(err)}\n`),
   onCounterCheck: (v) => checks.push(v),
   counterGuard: { windowMs: 1000, windows: Number.MAX_SAFE_INTEGER },
+  cardBusyFromDevice: settings.cardBusy === 'device',
 };
 const { sampler, sensor } = createComputeSampler(samplerOptions, settings.sensor);
 
