@@ -21,8 +21,9 @@ import type {
   PodResourcesLister,
   PodSource,
 } from './allocation/ports.js';
-import type { CardSampler } from './card-sampling/card-sampler.js';
+import type { CardSampler, ContainerPlacement } from './card-sampling/card-sampler.js';
 import { type ComputeSensor, type ComputeSensorReason, createComputeSampler } from './card-sampling/compute-sensor.js';
+import type { CounterGuardVerdict } from './card-sampling/counter-guard.js';
 import { createHostPidPublisher, type HostPidPublisher, procSource } from './card-sampling/host-pids.js';
 import { createMemoryDriftMonitor, type MemoryDriftMonitor } from './card-sampling/memory-drift.js';
 import {
@@ -606,6 +607,28 @@ function sensorWhy(sensor: ComputeSensor, reason: ComputeSensorReason): string {
     : "measuring with libvcuda's in-process sensor (NVML's per-process utilization for a card held whole)";
 }
 
+/** The counter guard's verdicts on one card (counter-guard.ts) as gauges, and a warning when it trips. */
+function counterCheckReporter(
+  card: { uuid: string; index: number },
+  metrics: AgentMetrics,
+  placement: Pick<ContainerPlacement, 'containersOn'>,
+  log: AgentDeps['log'],
+): (v: CounterGuardVerdict) => void {
+  const labels = { card: card.uuid, index: String(card.index) };
+  return (v) => {
+    metrics.cardUnaccountedBusy.set(labels, v.unaccountedBp / 10_000);
+    metrics.cardCountersDistrusted.set(labels, v.distrusted ? 1 : 0);
+    if (!v.distrusted) return;
+    const who = placement.containersOn(card.index).map((c) => c.key);
+    log.warn(
+      { card: card.index, deviceBp: v.deviceBp, countersBp: v.countersBp, containers: who },
+      `compute sampler card ${card.index}: the in-process counters accounted for ${v.countersBp / 100} % ` +
+        `of the ${v.deviceBp / 100} % NVML saw busy, ${v.strikes} windows in a row; ` +
+        "measuring this card with NVML's per-process utilization from now on",
+    );
+  };
+}
+
 export function startCompute(
   deps: Pick<AgentDeps, 'config' | 'gpu' | 'log' | 'runLoops'>,
   parts: {
@@ -650,19 +673,7 @@ export function startCompute(
         nowMs,
         alsoEachPeriod: drift.tick,
         onError: (err) => log.warn({ err, card: card.index }, `compute sampler card ${card.index}: sampling failed`),
-        onCounterCheck: (v) => {
-          const labels = { card: card.uuid, index: String(card.index) };
-          parts.metrics.cardUnaccountedBusy.set(labels, v.unaccountedBp / 10_000);
-          parts.metrics.cardCountersDistrusted.set(labels, v.distrusted ? 1 : 0);
-          if (!v.distrusted) return;
-          const who = placement.containersOn(card.index).map((c) => c.key);
-          log.warn(
-            { card: card.index, deviceBp: v.deviceBp, countersBp: v.countersBp, containers: who },
-            `compute sampler card ${card.index}: the in-process counters accounted for ${v.countersBp / 100} % ` +
-              `of the ${v.deviceBp / 100} % NVML saw busy, ${v.strikes} windows in a row; ` +
-              "measuring this card with NVML's per-process utilization from now on",
-          );
-        },
+        onCounterCheck: counterCheckReporter(card, parts.metrics, placement, log),
       },
       config.computeSensor,
     );
