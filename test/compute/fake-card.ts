@@ -6,11 +6,13 @@
  * MIG instance of it (the card in MIG mode). Shared by the regression tests and the benchmarks.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { encodeLimitConfig } from '../../contract/limit-config.js';
+import { regionDeviceOffset, regionOffsets } from '../../contract/region-layout.js';
+import type { CounterGuardOptions } from '../../node-agent/card-sampling/counter-guard.js';
 import { type DeviceLimitChange, updateLimitsInPlace } from '../../node-agent/compute/limit-update.js';
 
 export type TenantSpec = {
@@ -50,6 +52,12 @@ export type ScenarioSpec = {
   mig?: MigInstanceSpec;
   /** Live limit changes: at `atMs` after the tenants start. */
   changes?: { atMs: number; tenant: string; change: DeviceLimitChange }[];
+  /**
+   * A tenant that writes its own in-process counter back to 0 (every 10 ms, as a program writing
+   * its region would), on a card NVML reads per process, with the node agent's default sensor
+   * (in-process) and its counter guard `guard` (counter-guard.ts). `sensor` is not needed.
+   */
+  tamper?: { tenant: string; guard: CounterGuardOptions };
 };
 
 export type ScenarioResult = {
@@ -78,6 +86,21 @@ function firstLine(child: ChildProcess): Promise<string> {
     rl.once('line', (line) => resolve(line));
     child.once('exit', (code) => reject(new Error(`exited (${code}) before its first line`)));
   });
+}
+
+/** Writes 0 over device 0's busy-ns counter in a region (none yet: nothing to write). */
+function zeroBusyCounter(regionPath: string): void {
+  let fd: number;
+  try {
+    fd = openSync(regionPath, 'r+');
+  } catch {
+    return;
+  }
+  try {
+    writeSync(fd, Buffer.alloc(8), 0, 8, regionDeviceOffset(0) + regionOffsets.device.busyNs);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Creates the MIG instance in a fresh fake state (the card in MIG mode from creation) and returns
@@ -109,10 +132,10 @@ export async function runScenario(root: string, spec: ScenarioSpec): Promise<Sce
     FAKEGPU_NVML_STAMP: spec.nvmlStamp ?? 'end',
     FAKEGPU_KERNEL_US: String(spec.waveUs ?? 10),
     // On a MIG card NVML itself has none: nothing is switched off there.
-    FAKEGPU_NVML_PROCESS_UTIL: spec.sensor === 'in-process' && !spec.mig ? '0' : '1',
+    FAKEGPU_NVML_PROCESS_UTIL: spec.sensor === 'in-process' && !spec.mig && !spec.tamper ? '0' : '1',
     LD_LIBRARY_PATH: join(build, 'fake'),
   };
-  const expectedSensor = spec.mig ? 'in-process' : (spec.sensor ?? 'nvml');
+  const expectedSensor = spec.mig || spec.tamper ? 'in-process' : (spec.sensor ?? 'nvml');
   const children: ChildProcess[] = [];
   try {
     // What the tenants and the ground truth see: the whole card, or only the MIG instance; the
@@ -182,8 +205,10 @@ export async function runScenario(root: string, spec: ScenarioSpec): Promise<Sce
           seconds: spec.seconds + PROBE_SLACK_S,
           containers: containers.map(({ key, regionPath, deviceIndex }) => ({ key, regionPath, deviceIndex })),
           // A node configured for NVML: the in-process scenarios reach that sensor by NVML's
-          // NOT_SUPPORTED, the fallback MIG cards take.
-          sensor: 'nvml',
+          // NOT_SUPPORTED, the fallback MIG cards take. A tampering scenario runs the node agent's
+          // default, the in-process sensor held to NVML by the counter guard.
+          sensor: spec.tamper ? 'in-process' : 'nvml',
+          ...(spec.tamper ? { counterGuard: spec.tamper.guard } : {}),
         }),
       ],
       { cwd: root, env: baseEnv, stdio: ['pipe', 'pipe', 'inherit'] },
@@ -204,6 +229,8 @@ export async function runScenario(root: string, spec: ScenarioSpec): Promise<Sce
     });
     // The first period that starts after the tenants were spawned.
     const firstPeriod = (periods.at(-1)?.period ?? 0) + 1;
+    const tampered = containers.find((c) => c.key === spec.tamper?.tenant);
+    const tamper = tampered ? setInterval(() => zeroBusyCounter(tampered.regionPath), 10) : undefined;
     const timers = (spec.changes ?? []).map((ch) =>
       setTimeout(() => {
         const c = containers[spec.tenants.findIndex((t) => t.name === ch.tenant)]!;
@@ -223,6 +250,7 @@ export async function runScenario(root: string, spec: ScenarioSpec): Promise<Sce
     });
     await Promise.all(outputs);
     timers.forEach(clearTimeout);
+    clearInterval(tamper);
     await new Promise((r) => setTimeout(r, TAIL_MS));
     sampler.kill('SIGTERM');
     probe.kill('SIGTERM');

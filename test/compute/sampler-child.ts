@@ -10,7 +10,7 @@
 import { createInterface } from 'node:readline';
 import type { CardSamplerOptions, ContainerOnCard } from '../../node-agent/card-sampling/card-sampler.js';
 import { type ComputeSensor, createComputeSampler } from '../../node-agent/card-sampling/compute-sensor.js';
-import type { CounterGuardVerdict } from '../../node-agent/card-sampling/counter-guard.js';
+import type { CounterGuardOptions, CounterGuardVerdict } from '../../node-agent/card-sampling/counter-guard.js';
 import { NvmlGpuSource } from '../../node-agent/nvml/nvml-gpu-source.js';
 
 type Settings = {
@@ -23,6 +23,8 @@ type Settings = {
   sensor?: ComputeSensor;
   /** `device`: the card's busy share floored at NVML's device utilization (`cardBusyFromDevice`). */
   cardBusy?: 'counters' | 'device';
+  /** The counter guard as a node runs it; absent: observed only, over 1 s windows, never tripped. */
+  counterGuard?: CounterGuardOptions;
 };
 
 const settings = JSON.parse(process.argv[2] ?? '{}') as Settings;
@@ -37,7 +39,7 @@ const samplerOptions: CardSamplerOptions = {
   placement: { containersOn: () => settings.containers, containerOfPid: (pid) => owners.get(pid) ?? null },
   onError: (err) => process.stderr.write(`sampler: ${String(err)}\n`),
   onCounterCheck: (v) => checks.push(v),
-  counterGuard: { windowMs: 1000, windows: Number.MAX_SAFE_INTEGER },
+  counterGuard: settings.counterGuard ?? { windowMs: 1000, windows: Number.MAX_SAFE_INTEGER },
   cardBusyFromDevice: settings.cardBusy === 'device',
 };
 const { sampler, sensor } = createComputeSampler(samplerOptions, settings.sensor);
@@ -52,7 +54,7 @@ function counterSummary(): string {
   if (busy.length === 0) return 'counter check: no busy window';
   const mean = (f: (c: CounterGuardVerdict) => number) => busy.reduce((s, c) => s + f(c), 0) / busy.length / 100;
   const worst = Math.max(...busy.map((c) => c.unaccountedBp)) / 100;
-  return `counter check: ${busy.length} busy windows of 1 s, NVML device ${mean((c) => c.deviceBp).toFixed(1)} %, counters ${mean((c) => c.countersBp).toFixed(1)} %, unaccounted ${mean((c) => c.unaccountedBp).toFixed(1)} % (worst ${worst.toFixed(1)} %)`;
+  return `counter check: ${busy.length} busy windows of ${(settings.counterGuard?.windowMs ?? 1000) / 1000} s, NVML device ${mean((c) => c.deviceBp).toFixed(1)} %, counters ${mean((c) => c.countersBp).toFixed(1)} %, unaccounted ${mean((c) => c.unaccountedBp).toFixed(1)} % (worst ${worst.toFixed(1)} %)`;
 }
 
 function finish(): void {

@@ -1,0 +1,50 @@
+/**
+ * A tenant that writes its own in-process counter back to 0, on the fake GPU end to end: the
+ * node agent's default sensor reads the counters libvcuda keeps in each region, and the region is
+ * the tenant's to write, so a tenant reading itself idle teaches its limiter that it runs nothing
+ * and runs far past its limit. The counter guard (node-agent/card-sampling/counter-guard.ts) holds
+ * the counters to NVML's device utilization and, once they fall short, measures the card from
+ * NVML's per-process figures, which the tenant cannot write. Ground truth is the fake driver's own
+ * accounting. The guard's windows are shortened here (1 s, two in a row) to fit a test.
+ */
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { runScenario, type ScenarioResult } from './fake-card.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const TENANT = { name: 't', request: 30, limit: 30, path: 'storm', grid: 264 };
+
+function meanShare(result: ScenarioResult, fromMs: number, toMs: number): number {
+  const series = (result.shares.get('t') ?? []).slice(
+    Math.round(fromMs / result.periodMs),
+    Math.round(toMs / result.periodMs),
+  );
+  return series.reduce((a, b) => a + b, 0) / Math.max(1, series.length);
+}
+
+describe('a tenant writing its own in-process counter', () => {
+  it('runs far past its limit while the counters are trusted', async () => {
+    const result = await runScenario(root, {
+      sms: 132,
+      seconds: 6,
+      tenants: [TENANT],
+      // Observed, never tripped: what the attack gets without the guard.
+      tamper: { tenant: 't', guard: { windowMs: 1000, windows: Number.MAX_SAFE_INTEGER } },
+    });
+    expect(meanShare(result, 3000, 6000)).toBeGreaterThan(50);
+  }, 60_000);
+
+  it('is held to its limit once the guard measures the card from NVML', async () => {
+    const result = await runScenario(root, {
+      sms: 132,
+      seconds: 12,
+      tenants: [TENANT],
+      tamper: { tenant: 't', guard: { windowMs: 1000, windows: 2 } },
+    });
+    // The attack takes the card until two windows have read it (about 5 s in on this fake: the
+    // limiter starts the tenant low), then NVML's figures steer its limiter back within a second.
+    const held = meanShare(result, 7000, 12_000);
+    expect(held, `${held.toFixed(1)} % for a hard 30 %`).toBeLessThanOrEqual(34);
+    expect(held).toBeGreaterThanOrEqual(23);
+  }, 60_000);
+});
