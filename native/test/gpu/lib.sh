@@ -30,7 +30,8 @@ have_sampler() {
   node -e "process.exit(0)" 2>/dev/null && { [ -n "${VCUDA_SAMPLER_JS:-}" ] || [ -d node_modules/tsx ]; }
 }
 
-# SAMPLER_CARD_BUSY=device floors the card busy share it publishes at NVML's device utilization
+# SAMPLER_GUARD='{"windowMs":…,"windows":…}' runs the counter guard as a node does (default: observed
+# only). SAMPLER_CARD_BUSY=device floors the card busy share it publishes at NVML's device utilization
 # (cardBusyFromDevice, card-sampler.ts: the A/B for a soft tenant beside a time-sliced neighbour).
 # start_sampler STEM SECONDS CONTAINERS_JSON: starts it on the sensor SAMPLER_SENSOR names (default
 # in-process, the one the GPU runs have still to judge; nvml for NVML's, the node agent's default), leaves its pid in SAMPLER_PID and fd 7
@@ -42,7 +43,7 @@ start_sampler() {
   local stem=$1 seconds=$2 containers=$3
   local nvml
   nvml=$(ldconfig -p | awk '/libnvidia-ml.so.1 /{print $NF; exit}')
-  local settings="{\"nvmlPath\":\"${nvml:-libnvidia-ml.so.1}\",\"sysfsRoot\":\"/sys\",\"periodMs\":50,\"seconds\":$seconds,\"containers\":[$containers],\"sensor\":\"${SAMPLER_SENSOR:-in-process}\",\"cardBusy\":\"${SAMPLER_CARD_BUSY:-counters}\"}"
+  local settings="{\"nvmlPath\":\"${nvml:-libnvidia-ml.so.1}\",\"sysfsRoot\":\"/sys\",\"periodMs\":50,\"seconds\":$seconds,\"containers\":[$containers],\"sensor\":\"${SAMPLER_SENSOR:-in-process}\",\"cardBusy\":\"${SAMPLER_CARD_BUSY:-counters}\"${SAMPLER_GUARD:+,\"counterGuard\":$SAMPLER_GUARD}}"
   local cmd=(node --import tsx test/compute/sampler-child.ts)
   [ -n "${VCUDA_SAMPLER_JS:-}" ] && cmd=(node "$VCUDA_SAMPLER_JS")
   mkfifo "$stem.sampler.in"
