@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { REGION_MAGIC, regionDeviceOffset, regionOffsets } from '../../contract/region-layout.js';
-import { createBusySampler } from './busy-sampler.js';
+import { type BusySamplerOptions, createBusySampler } from './busy-sampler.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'vcuda-busy-sampler-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -38,7 +38,7 @@ function sampleIn(path: string, index: number) {
   };
 }
 
-function twoTenants() {
+function twoTenants(extra: Partial<BusySamplerOptions> = {}) {
   const a = makeRegion(`a-${Math.random()}`);
   const b = makeRegion(`b-${Math.random()}`);
   let now = 1_700_000_000_000;
@@ -54,6 +54,7 @@ function twoTenants() {
       ],
       containerOfPid: () => null,
     },
+    ...extra,
   });
   return { a, b, sampler, advance: (ms: number) => (now += ms), now: () => now };
 }
@@ -128,24 +129,15 @@ describe('createBusySampler', () => {
   });
 
   it('floors the card busy share at NVML’s device utilization when given it, never an idle sample', () => {
-    const a = makeRegion(`f-${Math.random()}`);
-    let now = 1_700_000_000_000;
-    const sampler = createBusySampler({
-      cardIndex: 0,
-      periodMs: 50,
-      minSamplePeriodMs: 50,
-      nowMs: () => now,
-      deviceBusyBp: () => 9_000,
-      placement: { containersOn: () => [{ key: 'a', regionPath: a, deviceIndex: 0 }], containerOfPid: () => null },
-    });
-    now += 50;
-    sampler.sampleOnce();
-    expect(sampleIn(a, 0)).toMatchObject({ cardBusyBp: 0, periodMs: 0 });
-    now += 100;
-    setBusy(a, 0, 40e6);
-    sampler.sampleOnce();
+    const t = twoTenants({ deviceBusyBp: () => 9_000 });
+    t.advance(50);
+    t.sampler.sampleOnce();
+    expect(sampleIn(t.a, 0)).toMatchObject({ cardBusyBp: 0, periodMs: 0 });
+    t.advance(100);
+    setBusy(t.a, 0, 40e6);
+    t.sampler.sampleOnce();
     // Its own 40 %, the card 90 % busy: time slices of others the counters do not see.
-    expect(sampleIn(a, 0)).toMatchObject({ measuredBp: 4000, cardBusyBp: 9000, periodMs: 100 });
-    sampler.stop();
+    expect(sampleIn(t.a, 0)).toMatchObject({ measuredBp: 4000, cardBusyBp: 9000, periodMs: 100 });
+    t.sampler.stop();
   });
 });
