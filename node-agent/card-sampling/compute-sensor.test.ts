@@ -88,7 +88,7 @@ describe('tickSensor', () => {
  * does; its in-process counter grows by `countersPct` of each tick (0: a program that keeps
  * writing it back). Ticks of 100 ms for `seconds`.
  */
-function tenantOnCard(countersPct: number, seconds: number) {
+function tenantOnCard(countersPct: number, seconds: number, jumpEveryTicks = 0) {
   const region = join(tmp, `r-${Math.random()}`);
   const buf = Buffer.alloc(regionDeviceOffset(1));
   buf.write(REGION_MAGIC, 0, 'latin1');
@@ -120,6 +120,8 @@ function tenantOnCard(countersPct: number, seconds: number) {
   for (let i = 0; i < seconds * 10; i++) {
     now += 100;
     busyNs += BigInt(countersPct * 1e6);
+    // A counter kept low but for one jump of a whole window's worth now and then.
+    if (jumpEveryTicks > 0 && i % jumpEveryTicks === jumpEveryTicks - 1) busyNs += 10_000_000_000n;
     const b = readFileSync(region);
     b.writeBigUInt64LE(busyNs, regionDeviceOffset(0) + regionOffsets.device.busyNs);
     writeFileSync(region, b);
@@ -140,6 +142,14 @@ describe('the in-process sensor held to NVML', () => {
     expect(checks).toHaveLength(3);
     expect(checks[2]).toMatchObject({ deviceBp: 7000, countersBp: 0, distrusted: true });
     // From then on the driver's per-process figure is the tenant's share.
+    expect(published).toBe(7000);
+  });
+
+  it('credits a jump as the limiter does, so one that would cover a window cannot hide a low counter', () => {
+    // 10 s of busy time at once every 10 s: counted raw it would read 100 % against NVML's 70.
+    const { checks, published } = tenantOnCard(0, 40, 100);
+    expect(checks.slice(0, 3).map((c) => c.distrusted)).toEqual([false, false, true]);
+    expect(checks[0]?.countersBp).toBeLessThanOrEqual(2_500);
     expect(published).toBe(7000);
   });
 

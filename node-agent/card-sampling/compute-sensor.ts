@@ -9,6 +9,7 @@
  * samples; native/COMPUTE.md describes both sensors.
  */
 import { createBusySampler, readBusyCounters } from './busy-sampler.js';
+import { computeBusyShares } from './busy-shares.js';
 import { type CardSampler, type CardSamplerOptions, createCardSampler, periodicSampler } from './card-sampler.js';
 import { createCounterGuard } from './counter-guard.js';
 import { createRegionHandles } from './region-handles.js';
@@ -88,23 +89,21 @@ function inProcessWithWholeCards(opts: CardSamplerOptions): CardSampler {
   let lastMs = opts.nowMs();
   let distrusted = false;
 
-  /** One tick of the check; a tick measured by NVML anyway (whole cards) is not judged. */
+  /**
+   * One tick of the check; a tick measured by NVML anyway (whole cards) is not judged. Growth is
+   * credited as the busy sampler credits it (busy-shares.ts: at most the tick per container, the
+   * rest carried a bounded while), so a counter cannot read low to its limiter and high here: one
+   * jump that would cover a whole window counts for a couple of seconds at most, in both.
+   */
   function check(byNvml: boolean): void {
     const nowMs = opts.nowMs();
-    const next = new Map<string, bigint>();
-    let grownNs = 0;
-    for (const r of readBusyCounters(opts, regions)) {
-      const before = baseline.get(r.key);
-      // A counter seen first, or gone backwards (a new region), only sets its baseline.
-      if (before !== undefined && r.busyNs >= before) grownNs += Number(r.busyNs - before);
-      next.set(r.key, r.busyNs);
-    }
-    baseline = next;
-    regions.closeUnused();
     const periodMs = nowMs - lastMs;
+    const credited = computeBusyShares(baseline, readBusyCounters(opts, regions), periodMs);
+    baseline = credited.baseline;
+    regions.closeUnused();
     lastMs = nowMs;
     if (byNvml) return;
-    const verdict = guard.observe(periodMs, grownNs, device());
+    const verdict = guard.observe(periodMs, credited.addedNs, device());
     if (!verdict) return;
     distrusted = verdict.distrusted;
     opts.onCounterCheck?.(verdict);
