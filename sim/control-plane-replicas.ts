@@ -60,6 +60,26 @@ function portsOf(cp: RunningControlPlane): ReplicaPorts {
   return { http: portOf(cp.url), https: portOf(cp.httpsUrl), extender: portOf(cp.extenderUrl) };
 }
 
+/** How long a started replica may take to turn ready before the Service sends to it anyway. */
+const READY_DEADLINE_MS = 30_000;
+
+/** Resolves once the replica's /readyz answers 200 (or the deadline passed, which is logged). */
+async function untilReady(replica: RunningControlPlane, logger: Logger): Promise<void> {
+  const deadline = performance.now() + READY_DEADLINE_MS;
+  let last = '';
+  while (performance.now() < deadline) {
+    try {
+      const res = await fetch(`${replica.url}/readyz`, { signal: AbortSignal.timeout(2_000) });
+      if (res.ok) return;
+      last = await res.text();
+    } catch (err) {
+      last = String(err);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  logger.warn(`control-plane replica not ready after ${READY_DEADLINE_MS} ms (${last}); serving it anyway`);
+}
+
 /** `count` replicas, none running yet. */
 export async function controlPlaneReplicas(
   count: number,
@@ -74,8 +94,12 @@ export async function controlPlaneReplicas(
     }
   };
   const start = async (i: number) => {
-    running[i] = await startReplica(settings, i);
-    refreshBackends();
+    const replica = await startReplica(settings, i);
+    running[i] = replica;
+    // As a Service sends only to ready endpoints: a replica whose watch cache or ledger is not
+    // there yet would fail every call it got.
+    await untilReady(replica, settings.logger);
+    if (running[i] === replica) refreshBackends();
   };
   const stop = async (i: number) => {
     const r = running[i];
