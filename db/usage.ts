@@ -142,8 +142,10 @@ async function lockPods(tx: VcudaDb, pods: readonly PodRef[]): Promise<void> {
     from (select k from jsonb_array_elements_text(${JSON.stringify(keys)}::jsonb) k order by k) x`);
 }
 
-/** Every allocation of these pods, released ones included: when each container held each card. */
-/** The pods' allocations' lives, and each hold's card's quota weight (migration 0020). */
+/**
+ * Every allocation of these pods, released ones included: when each container held each card, and
+ * each hold's card's quota weight (migration 0020).
+ */
 async function loadLives(
   tx: VcudaDb,
   pods: readonly PodRef[],

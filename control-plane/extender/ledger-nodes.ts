@@ -84,13 +84,11 @@ type LedgerView = Pick<NodeSnapshot, 'cards' | 'migInstances' | 'dynamicMig'>;
 export function ledgerCardsOf(node: LedgerView): LedgerCard[] {
   return [
     // A shared MIG instance's shares are on its own scale: the quota counts them on its card's.
-    ...node.cards.map((c) => ({
-      uuid: c.uuid,
-      index: c.index,
-      model: c.model,
-      memoryMiB: c.memoryMiB,
-      ...(c.sharedMig ? { quotaWeight: migSpanCore(c.sharedMig) } : {}),
-    })),
+    ...node.cards.map((c) => {
+      const quotaWeight = quotaWeightOf(c);
+      const card = { uuid: c.uuid, index: c.index, model: c.model, memoryMiB: c.memoryMiB };
+      return quotaWeight === undefined ? card : { ...card, quotaWeight };
+    }),
     ...node.migInstances.map((m) => ({
       uuid: m.uuid,
       index: m.parentIndex,
@@ -105,9 +103,14 @@ function isSameCard(a: LedgerCard, b: LedgerCard): boolean {
   return a.uuid === b.uuid && a.index === b.index && a.model === b.model && a.memoryMiB === b.memoryMiB;
 }
 
+/** A card's quota weight as the ledger registers it: a shared MIG instance's span; a card none (100). */
+function quotaWeightOf(c: NodeSnapshot['cards'][number]): number | undefined {
+  return c.sharedMig ? migSpanCore(c.sharedMig) : undefined;
+}
+
 /** A snapshot card against its registration: the same fields, and weighted alike. */
 function isSameSnapshotCard(known: LedgerCard, c: NodeSnapshot['cards'][number]): boolean {
-  return isSameCard(known, c) && known.quotaWeight === (c.sharedMig ? migSpanCore(c.sharedMig) : undefined);
+  return isSameCard(known, c) && known.quotaWeight === quotaWeightOf(c);
 }
 
 /** Whether the node's cards and instances are the ones registered (same fields, in order). */
