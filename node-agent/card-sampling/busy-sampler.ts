@@ -13,7 +13,7 @@
 import { readSync } from 'node:fs';
 import { regionDeviceOffset, regionOffsets } from '../../contract/region-layout.js';
 import { type BusyReading, computeBusyShares } from './busy-shares.js';
-import { type CardSampler, type CardSamplerOptions, periodicSampler } from './card-sampler.js';
+import { type CardSampler, type CardSamplerOptions, type ContainerOnCard, periodicSampler } from './card-sampler.js';
 import type { ContainerShares } from './container-shares.js';
 import { writeShareSampleFd } from './region-feedback.js';
 import { createRegionHandles, type RegionHandles } from './region-handles.js';
@@ -52,13 +52,10 @@ export function readBusyNsFd(fd: number, deviceIndex: number): bigint {
   return readSync(fd, buf, 0, 8, at) === 8 ? buf.readBigUInt64LE(0) : 0n;
 }
 
-/** The busy-ns counter of every container placed on the sampler's card that has a region. */
-export function readBusyCounters(
-  opts: Pick<CardSamplerOptions, 'cardIndex' | 'placement'>,
-  regions: RegionHandles,
-): BusyReading[] {
+/** The busy-ns counter of each of `containers` (those placed on one card) that has a region. */
+export function readBusyCounters(containers: readonly ContainerOnCard[], regions: RegionHandles): BusyReading[] {
   const readings: BusyReading[] = [];
-  for (const c of opts.placement.containersOn(opts.cardIndex)) {
+  for (const c of containers) {
     const minSize = regionDeviceOffset(c.deviceIndex) + 256;
     regions.withRegion(c.regionPath, minSize, (fd) => {
       readings.push({ key: c.key, busyNs: readBusyNsFd(fd, c.deviceIndex) });
@@ -67,26 +64,36 @@ export function readBusyCounters(
   return readings;
 }
 
-export function createBusySampler(opts: BusySamplerOptions): CardSampler {
+/** One tick's view of a card: the containers placed on it, and their counters read through `regions`. */
+export type BusyTick = { containers: readonly ContainerOnCard[]; readings: readonly BusyReading[] };
+
+/**
+ * The in-process sensor's sampler. `sampleTick` publishes from a tick read elsewhere (the compute
+ * sensor reads the counters once for its check and for this), through the same `regions`, whose
+ * pass the caller ends; `sampleOnce` reads its own.
+ */
+export type BusySampler = CardSampler & { sampleTick(read: () => BusyTick): ContainerShares };
+
+export function createBusySampler(opts: BusySamplerOptions, regions = createRegionHandles()): BusySampler {
   let lastMs = Math.floor(opts.nowMs());
   let lastActiveMs = Number.NEGATIVE_INFINITY;
   let baseline = new Map<string, bigint>();
   const idleAfterMs = opts.idleAfterMs ?? DEFAULT_IDLE_AFTER_MS;
   const minPeriodMs = Math.max(1, opts.minSamplePeriodMs ?? DEFAULT_MIN_SAMPLE_PERIOD_MS);
-  const regions = createRegionHandles();
 
-  function sampleOnce(): ContainerShares {
+  /** `read` is called only once a sample is due. The pass over `regions` is the caller's to end. */
+  function sampleTick(read: () => BusyTick): ContainerShares {
     const timeMs = Math.floor(opts.nowMs());
     // A tick too soon after the last publication measures nothing yet.
     if (timeMs - lastMs < minPeriodMs) return NOTHING;
-    const result = computeBusyShares(baseline, readBusyCounters(opts, regions), timeMs - lastMs);
+    const { containers, readings } = read();
+    const result = computeBusyShares(baseline, readings, timeMs - lastMs);
     const idle = result.addedNs === 0;
     if (!idle) lastActiveMs = timeMs;
     // A container new this tick only set its baseline: keep the others' so the next sample spans
     // both ticks when this one publishes nothing.
     if (idle && timeMs - lastActiveMs < idleAfterMs) {
       for (const [key, v] of result.baseline) if (!baseline.has(key)) baseline.set(key, v);
-      regions.closeUnused();
       return result.shares;
     }
     baseline = result.baseline;
@@ -96,7 +103,7 @@ export function createBusySampler(opts: BusySamplerOptions): CardSampler {
     // An idle sample carries no period, and no floor: nothing of ours ran to be held back.
     const device = idle ? undefined : opts.deviceBusyBp?.();
     const cardBusyBp = Math.max(result.shares.cardBusyBp, Math.min(10_000, device ?? 0));
-    for (const c of opts.placement.containersOn(opts.cardIndex)) {
+    for (const c of containers) {
       const sample = {
         timeMs,
         measuredShareBp: result.shares.byContainer.get(c.key) ?? 0,
@@ -105,10 +112,22 @@ export function createBusySampler(opts: BusySamplerOptions): CardSampler {
       };
       if (regions.withRegion(c.regionPath, 0, (fd) => void writeShareSampleFd(fd, c.deviceIndex, sample))) written++;
     }
-    regions.closeUnused();
     opts.onSample?.(result.shares, written);
     return result.shares;
   }
 
-  return periodicSampler(sampleOnce, opts, regions);
+  const sampleOnce = () => {
+    // A tick that reads nothing must not end a pass: it would close every handle.
+    let read = false;
+    try {
+      return sampleTick(() => {
+        read = true;
+        const containers = opts.placement.containersOn(opts.cardIndex);
+        return { containers, readings: readBusyCounters(containers, regions) };
+      });
+    } finally {
+      if (read) regions.closeUnused();
+    }
+  };
+  return { ...periodicSampler(sampleOnce, opts, regions), sampleTick };
 }

@@ -96,6 +96,7 @@ function tenantOnCard(countersPct: number, seconds: number, jumpEveryTicks = 0) 
   let now = 1_700_000_000_000;
   let busyNs = 0n;
   const checks: CounterGuardVerdict[] = [];
+  let placementReads = 0;
   const { sampler } = createComputeSampler({
     cardIndex: 0,
     periodMs: 100,
@@ -112,7 +113,10 @@ function tenantOnCard(countersPct: number, seconds: number, jumpEveryTicks = 0) 
       },
     },
     placement: {
-      containersOn: () => [{ key: 'tenant', regionPath: region, deviceIndex: 0 }],
+      containersOn: () => {
+        placementReads += 1;
+        return [{ key: 'tenant', regionPath: region, deviceIndex: 0 }];
+      },
       containerOfPid: (pid) => (pid === 42 ? 'tenant' : null),
     },
     onCounterCheck: (v) => checks.push(v),
@@ -129,7 +133,7 @@ function tenantOnCard(countersPct: number, seconds: number, jumpEveryTicks = 0) 
   }
   sampler.stop();
   const published = readFileSync(region).readUInt32LE(regionDeviceOffset(0) + regionOffsets.device.measuredShareBp);
-  return { checks, published };
+  return { checks, published, placementReadsPerTick: placementReads / (seconds * 10) };
 }
 
 describe('the in-process sensor held to NVML', () => {
@@ -154,8 +158,10 @@ describe('the in-process sensor held to NVML', () => {
   });
 
   it('keeps the counters of an honest tenant', () => {
-    const { checks, published } = tenantOnCard(62, 40);
+    const { checks, published, placementReadsPerTick } = tenantOnCard(62, 40);
     expect(checks.map((c) => c.distrusted)).toEqual([false, false, false, false]);
     expect(published).toBe(6200);
+    // The check and the samples share one look at the card's containers (and one read of their counters).
+    expect(placementReadsPerTick).toBe(1);
   });
 });

@@ -9,7 +9,7 @@
  * samples; native/COMPUTE.md describes both sensors.
  */
 import { createBusySampler, readBusyCounters } from './busy-sampler.js';
-import { computeBusyShares } from './busy-shares.js';
+import { type BusyReading, computeBusyShares } from './busy-shares.js';
 import { type CardSampler, type CardSamplerOptions, createCardSampler, periodicSampler } from './card-sampler.js';
 import { createCounterGuard } from './counter-guard.js';
 import { createRegionHandles } from './region-handles.js';
@@ -82,8 +82,9 @@ function deviceBusyBp(source: CardSamplerOptions['source'], cardIndex: number): 
 function inProcessWithWholeCards(opts: CardSamplerOptions): CardSampler {
   const nvml = createCardSampler(opts);
   const device = () => deviceBusyBp(opts.source, opts.cardIndex);
-  const busy = createBusySampler({ ...opts, ...(opts.cardBusyFromDevice ? { deviceBusyBp: device } : {}) });
+  // One set of handles, one read of the counters per tick: the check and the samples share both.
   const regions = createRegionHandles();
+  const busy = createBusySampler({ ...opts, ...(opts.cardBusyFromDevice ? { deviceBusyBp: device } : {}) }, regions);
   const guard = createCounterGuard(opts.counterGuard);
   let baseline = new Map<string, bigint>();
   let lastMs = opts.nowMs();
@@ -95,12 +96,11 @@ function inProcessWithWholeCards(opts: CardSamplerOptions): CardSampler {
    * rest carried a bounded while), so a counter cannot read low to its limiter and high here: one
    * jump that would cover a whole window counts for a couple of seconds at most, in both.
    */
-  function check(byNvml: boolean): void {
+  function check(byNvml: boolean, readings: readonly BusyReading[]): void {
     const nowMs = opts.nowMs();
     const periodMs = nowMs - lastMs;
-    const credited = computeBusyShares(baseline, readBusyCounters(opts, regions), periodMs);
+    const credited = computeBusyShares(baseline, readings, periodMs);
     baseline = credited.baseline;
-    regions.closeUnused();
     lastMs = nowMs;
     if (byNvml) return;
     const verdict = guard.observe(periodMs, credited.addedNs, device());
@@ -110,9 +110,17 @@ function inProcessWithWholeCards(opts: CardSamplerOptions): CardSampler {
   }
 
   const sampleOnce = () => {
-    const byNvml = tickSensor(opts.placement.containersOn(opts.cardIndex)) === 'nvml';
-    if (!distrusted) check(byNvml);
-    return byNvml || distrusted ? nvml.sampleOnce() : busy.sampleOnce();
+    if (distrusted) return nvml.sampleOnce();
+    const containers = opts.placement.containersOn(opts.cardIndex);
+    const byNvml = tickSensor(containers) === 'nvml';
+    try {
+      const readings = readBusyCounters(containers, regions);
+      check(byNvml, readings);
+      if (!byNvml && !distrusted) return busy.sampleTick(() => ({ containers, readings }));
+    } finally {
+      regions.closeUnused();
+    }
+    return nvml.sampleOnce();
   };
   const periodic = periodicSampler(sampleOnce, opts, regions);
   return {

@@ -45,10 +45,11 @@ function sampleAt(fdOrPath: number | string): { seq: bigint; timeMs: bigint } {
 }
 
 describe('region handles', () => {
-  it('writes a region replaced at the same path into the new file, never the deleted one', () => {
+  it('writes a region replaced at the same path between passes into the new file, never the deleted one', () => {
     const handles = createRegionHandles();
     const path = makeRegion('replaced');
     expect(writeShareSample(path, 0, sample(1), handles.withRegion)).toBe(true);
+    handles.closeUnused(); // the pass ends: the next one checks the handle again
     const old = openSync(path, 'r'); // the old inode, to see whether it is written after its unlink
     try {
       rmSync(path);
@@ -100,6 +101,9 @@ describe('region handles', () => {
     expect(writeHostPidMap(path, map, 1, 3000, handles.withRegion)).toBe(false);
     expect(handles.openCount()).toBe(1);
     truncateSync(path, REGION_FILE_SIZE);
+    // Within a pass the size is read once; the next pass sees the grown file.
+    expect(writeHostPidMap(path, map, 1, 3000, handles.withRegion)).toBe(false);
+    handles.closeUnused();
     expect(writeHostPidMap(path, map, 1, 3000, handles.withRegion)).toBe(true);
     handles.closeAll();
   });

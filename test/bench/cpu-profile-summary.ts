@@ -96,7 +96,9 @@ function main(argv: string[]): void {
   const s = summarizeProfile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile, new RegExp(marker));
   const pct = (ms: number) => `${((100 * ms) / Math.max(1, s.busyMs)).toFixed(1).padStart(5)}%`;
   const rows = (list: [string, number][]) => list.map(([k, ms]) => `${pct(ms)} ${ms.toFixed(0).padStart(7)} ms  ${k}`);
-  const ours = s.inclusive.filter(([k]) => /^\S+ (control-plane|db|webhooks|contract)\//.test(k));
+  const ours = s.inclusive.filter(([k]) =>
+    /^\S+ (control-plane|db|webhooks|contract|node-agent|kube-connections|sim|cli)\//.test(k),
+  );
   process.stdout.write(
     [
       `window ${s.windowMs.toFixed(0)} ms: busy ${s.busyMs.toFixed(0)} ms, idle ${s.idleMs.toFixed(0)} ms`,

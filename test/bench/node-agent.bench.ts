@@ -1,7 +1,12 @@
 /**
- * Node agent: the size of the memory plugin's ListAndWatch message (what decides the unit policy)
- * and Allocate latency through real gRPC sockets with the fake kubelet.
+ * Node agent: the size of the memory plugin's ListAndWatch message (what decides the unit policy),
+ * Allocate latency through real gRPC sockets with the fake kubelet, and the CPU the compute
+ * samplers cost a full node every tick (they run ten times a second for as long as the agent does).
  */
+import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { REGION_FILE_SIZE, REGION_MAGIC, regionDeviceOffset, regionOffsets } from '../../contract/region-layout.js';
+import { createComputeSampler } from '../../node-agent/card-sampling/compute-sensor.js';
 import {
   type CardHealthView,
   listMemoryDevices,
@@ -91,11 +96,89 @@ async function allocateLatency(log: (l: string) => void): Promise<Figure[]> {
   }
 }
 
+const SAMPLER_CARDS = 8;
+const SAMPLER_CONTAINERS_PER_CARD = 10;
+const SAMPLER_TICKS = 2000;
+
+/** A fresh region per container on tmpfs (as /run/vcuda), its busy counter opened for the tenant's writes. */
+function samplerRegions(dir: string): { paths: string[][]; counters: number[] } {
+  const paths = Array.from({ length: SAMPLER_CARDS }, (_, card) =>
+    Array.from({ length: SAMPLER_CONTAINERS_PER_CARD }, (_, k) => {
+      const path = join(dir, `card${card}-c${k}`);
+      const buf = Buffer.alloc(REGION_FILE_SIZE);
+      buf.write(REGION_MAGIC, 0, 'latin1');
+      writeFileSync(path, buf);
+      return path;
+    }),
+  );
+  return { paths, counters: paths.flat().map((p) => openSync(p, 'r+')) };
+}
+
+/**
+ * The in-process sensor's samplers of a full node (8 cards, 10 tenants each, every counter moving
+ * every tick, NVML answering the guard's device utilization), as the agent runs them: CPU per tick of
+ * all 8, the tenants' counter writes left out.
+ */
+async function samplerCost(log: (l: string) => void): Promise<Figure[]> {
+  const dir = mkdtempSync(join('/dev/shm', 'vcuda-bench-sampler-'));
+  const { paths, counters } = samplerRegions(dir);
+  let now = Date.now();
+  const samplers = paths.map(
+    (onCard, cardIndex) =>
+      createComputeSampler({
+        cardIndex,
+        periodMs: 100,
+        nowMs: () => now,
+        source: {
+          processUtilizationSupported: () => true,
+          utilizationRates: () => ({ gpuPercent: 40 }),
+          processUtilization: () => [],
+        },
+        placement: {
+          containersOn: () => onCard.map((regionPath, i) => ({ key: `c${i}`, regionPath, deviceIndex: 0 })),
+          containerOfPid: () => null,
+        },
+      }).sampler,
+  );
+  const at = regionDeviceOffset(0) + regionOffsets.device.busyNs;
+  const counter = Buffer.alloc(8);
+  let busyNs = 0n;
+  const perTickMs: number[] = [];
+  try {
+    for (let i = 0; i < 2 * SAMPLER_TICKS; i++) {
+      now += 100;
+      busyNs += 4_000_000n; // each tenant 4 % of the card
+      counter.writeBigUInt64LE(busyNs);
+      for (const fd of counters) writeSync(fd, counter, 0, 8, at);
+      const cpu = process.cpuUsage();
+      for (const s of samplers) s.sampleOnce();
+      const used = process.cpuUsage(cpu);
+      if (i >= SAMPLER_TICKS) perTickMs.push((used.user + used.system) / 1000); // the first half warms up
+    }
+  } finally {
+    for (const s of samplers) s.stop();
+    for (const fd of counters) closeSync(fd);
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const mean = perTickMs.reduce((a, b) => a + b, 0) / perTickMs.length;
+  const scenario = `${SAMPLER_CARDS} cards x ${SAMPLER_CONTAINERS_PER_CARD} containers, in-process sensor with the counter check, every counter moving`;
+  log(`compute samplers: ${mean.toFixed(3)} ms CPU per tick (${scenario})`);
+  return [
+    { name: 'sampler_cpu_ms_per_tick', value: Number(mean.toFixed(4)), unit: 'ms', scenario },
+    {
+      name: 'sampler_core_share',
+      value: Number((mean / 100).toFixed(5)),
+      unit: 'ratio',
+      scenario: `${scenario}: of one core, at the default 100 ms period`,
+    },
+  ];
+}
+
 const bench: Benchmark = {
   name: 'node-agent',
   description:
-    'Memory plugin ListAndWatch size per unit (the unit policy), and pod admission latency through the device plugins',
-  run: async ({ log }) => [...(await messageSizes(log)), ...(await allocateLatency(log))],
+    "Memory plugin ListAndWatch size per unit (the unit policy), pod admission latency through the device plugins, and the compute samplers' CPU per tick on a full node",
+  run: async ({ log }) => [...(await messageSizes(log)), ...(await allocateLatency(log)), ...(await samplerCost(log))],
 };
 
 export default bench;
