@@ -10,11 +10,16 @@
  * it leaves every other driver's claims). Run one arm after the other instead and the machine's
  * load drifting between them (other work sharing its cores and its PostgreSQL) moves each p99 by
  * more than the target. The difference is what the quota adds to each allocation.
+ *
+ * A third arm splits that cost: the same hook, served and registered the same way, for a third
+ * driver's claims, over a ledger that accepts every charge at once. What it adds is the webhook
+ * call alone (the API server's call out, TLS, the review's parsing); what the charged arm adds
+ * beyond it is the ledger's transaction.
  * `VCUDA_BENCH_DRA_UPDATES` (default 300) sets the updates per arm.
  */
 import { randomUUID } from 'node:crypto';
 import { KubeConfig, ResourceV1Api } from '@kubernetes/client-node';
-import { createLedger } from '../../db/ledger.js';
+import { createLedger, type Ledger } from '../../db/ledger.js';
 import { createTestDatabase, isPostgresReachable } from '../support/db/test-databases.js';
 import { adminKubectl, createDeviceClass, DRIVER, startChargeHook } from '../support/dra-real.js';
 import { k8s136SkipReason, startKubernetes136 } from '../support/kubernetes-136.js';
@@ -24,8 +29,20 @@ const UPDATES = Number(process.env.VCUDA_BENCH_DRA_UPDATES ?? 300);
 const NODE = 'node-1';
 /** The driver of the arm without the check: the charge hook's match condition leaves its claims out. */
 const OTHER_DRIVER = 'other.example.com';
+/** The driver of the arm whose hook has a ledger that answers at once: the webhook's own cost. */
+const INSTANT_DRIVER = 'instant.example.com';
 
 type Timings = { allocate: number[]; clear: number[] };
+type Arms = { without: Timings; withHook: Timings; hookAlone: Timings };
+
+/** A ledger that accepts every charge and release at once, holding nothing. */
+function instantLedger(): Ledger {
+  return {
+    charge: async () => ({ reused: false }),
+    release: async () => ({ released: 1 }),
+    liveClaimHolders: async () => [],
+  } as unknown as Ledger;
+}
 
 function allocationOf(driver: string) {
   return {
@@ -94,28 +111,25 @@ async function timeUpdates(api: ResourceV1Api, arm: string, driver: string): Pro
 }
 
 /**
- * `count` claims of vcuda's driver (charged) and as many of another (left out by the hook's match
- * condition), interleaved ABBA so that neither arm is always first.
+ * `count` claims of each arm: vcuda's driver (charged), another (left out by the hooks' match
+ * conditions) and the instant hook's, in an order that rotates claim by claim so that no arm is
+ * always first.
  */
-async function timeInterleaved(
-  api: ResourceV1Api,
-  label: string,
-  count: number,
-): Promise<{ without: Timings; withHook: Timings }> {
-  const without: Timings = { allocate: [], clear: [] };
-  const withHook: Timings = { allocate: [], clear: [] };
+async function timeInterleaved(api: ResourceV1Api, label: string, count: number): Promise<Arms> {
+  const arms: Arms = {
+    without: { allocate: [], clear: [] },
+    withHook: { allocate: [], clear: [] },
+    hookAlone: { allocate: [], clear: [] },
+  };
   for (let i = 0; i < count; i++) {
-    const charged = () => oneClaim(api, `${label}-charged-${i}`, withHook, DRIVER);
-    const plain = () => oneClaim(api, `${label}-plain-${i}`, without, OTHER_DRIVER);
-    if (i % 2 === 0) {
-      await plain();
-      await charged();
-    } else {
-      await charged();
-      await plain();
-    }
+    const runs = [
+      () => oneClaim(api, `${label}-plain-${i}`, arms.without, OTHER_DRIVER),
+      () => oneClaim(api, `${label}-charged-${i}`, arms.withHook, DRIVER),
+      () => oneClaim(api, `${label}-instant-${i}`, arms.hookAlone, INSTANT_DRIVER),
+    ];
+    for (let k = 0; k < runs.length; k++) await (runs[(i + k) % runs.length] as () => Promise<void>)();
   }
-  return { without, withHook };
+  return arms;
 }
 
 /** The API server loads webhook configurations asynchronously: allocate probes until one is charged. */
@@ -144,6 +158,7 @@ const bench: Benchmark = {
     const k8s = await startKubernetes136();
     const pg = await createTestDatabase('postgres');
     let server: Awaited<ReturnType<typeof startChargeHook>> | undefined;
+    let instant: Awaited<ReturnType<typeof startChargeHook>> | undefined;
     try {
       const ledger = createLedger(pg.db, { clock: () => new Date() });
       await ledger.upsertNode('bench', NODE, [{ uuid: 'GPU-bench-0', index: 0, model: 'H100', memoryMiB: 1_000_000 }]);
@@ -154,31 +169,39 @@ const bench: Benchmark = {
       await createDeviceClass(k8s);
       await timeUpdates(api, 'warm', OTHER_DRIVER);
       server = await startChargeHook(k8s, { ledger, cluster: 'bench' });
+      instant = await startChargeHook(k8s, {
+        ledger: instantLedger(),
+        cluster: 'bench',
+        other: { name: 'vcuda-bench-instant', driver: INSTANT_DRIVER },
+      });
       await untilCharged(api, ledger);
       await timeInterleaved(api, 'warm-hook', 50);
-      const { without, withHook } = await timeInterleaved(api, 'timed', UPDATES);
+      const arms = await timeInterleaved(api, 'timed', UPDATES);
       const charged = await ledger.liveClaimHolders('bench');
       if (charged.length !== 0)
         throw new Error(`${charged.length} claims still charged after their allocations were cleared`);
-      return figuresOf(without, withHook, log);
+      return figuresOf(arms, log);
     } finally {
       await server?.close();
+      await instant?.close();
       await k8s.stop();
       await pg.drop();
     }
   },
 };
 
-function figuresOf(without: Timings, withHook: Timings, log: (line: string) => void): Figure[] {
+function figuresOf({ without, withHook, hookAlone }: Arms, log: (line: string) => void): Figure[] {
   const figures: Figure[] = [];
   for (const step of ['allocate', 'clear'] as const) {
     const a = sorted(without[step]);
     const b = sorted(withHook[step]);
+    const h = sorted(hookAlone[step]);
     const added99 = percentile(b, 99) - percentile(a, 99);
     log(
-      `${step}: p50 ${percentile(a, 50).toFixed(2)} -> ${percentile(b, 50).toFixed(2)} ms, p99 ${percentile(a, 99).toFixed(2)} -> ${percentile(b, 99).toFixed(2)} ms`,
+      `${step}: p50 ${percentile(a, 50).toFixed(2)} -> ${percentile(b, 50).toFixed(2)} ms (hook alone ${percentile(h, 50).toFixed(2)}), p99 ${percentile(a, 99).toFixed(2)} -> ${percentile(b, 99).toFixed(2)} ms (hook alone ${percentile(h, 99).toFixed(2)})`,
     );
     const scenario = `${UPDATES} ${step} status UPDATEs per arm, interleaved`;
+    const alone = `${scenario}: the same hook over a ledger that answers at once (the webhook call alone)`;
     figures.push(
       { name: `${step}_p50_without_hook_ms`, value: percentile(a, 50), unit: 'ms', scenario },
       { name: `${step}_p50_with_hook_ms`, value: percentile(b, 50), unit: 'ms', scenario },
@@ -190,6 +213,18 @@ function figuresOf(without: Timings, withHook: Timings, log: (line: string) => v
         unit: 'ms',
         scenario,
         ...(step === 'allocate' ? atMost(added99, 5) : {}),
+      },
+      {
+        name: `${step}_p50_added_by_hook_alone_ms`,
+        value: percentile(h, 50) - percentile(a, 50),
+        unit: 'ms',
+        scenario: alone,
+      },
+      {
+        name: `${step}_p99_added_by_hook_alone_ms`,
+        value: percentile(h, 99) - percentile(a, 99),
+        unit: 'ms',
+        scenario: alone,
       },
     );
   }

@@ -81,16 +81,19 @@ export async function serveChargeHook(opts: {
   port?: number;
   /** Where MIG partitions' ledger rows are found, as the control plane's cluster state gives them. */
   partitionNode?: (node: string) => PartitionNode | undefined;
+  /** The driver whose allocations it charges (default vcuda's). */
+  driver?: string;
 }): Promise<Listening> {
+  const driver = opts.driver ?? DRIVER;
   const claims = createClaimLedger({
     ledger: opts.ledger,
     cluster: opts.cluster,
-    driver: DRIVER,
+    driver,
     ...(opts.partitionNode ? { partitionNode: opts.partitionNode } : {}),
   });
   const route = claimChargeRoute({
     claims,
-    driver: DRIVER,
+    driver,
     maxBodyBytes: 3 << 20,
     timeoutMs: 2_000,
     authenticate: () => true,
@@ -108,11 +111,22 @@ export async function serveChargeHook(opts: {
  * server loads webhook configurations asynchronously: callers that must not race it wait for a
  * first charge.
  */
-export async function registerChargeHook(k8s: Kubernetes136, url: string, caPem: string): Promise<void> {
-  const config = registrationConfigSchema.parse({ url, exemptNamespaces: ['kube-system'] });
+export async function registerChargeHook(
+  k8s: Kubernetes136,
+  url: string,
+  caPem: string,
+  /** Another driver's hook, beside vcuda's: its own configuration name and driver. */
+  other?: { name: string; driver: string },
+): Promise<void> {
+  const config = registrationConfigSchema.parse({
+    url,
+    exemptNamespaces: ['kube-system'],
+    ...(other ? { name: other.name } : {}),
+  });
+  const driverName = other?.driver ?? DRIVER;
   const built = buildClaimWebhookConfigurations({
     config,
-    claims: { deviceClassName: DRIVER, driverName: DRIVER },
+    claims: { deviceClassName: DRIVER, driverName },
     caBundlePem: caPem,
   });
   const charge = {
@@ -130,10 +144,17 @@ export function loopbackTls() {
 /** `serveChargeHook` in this process, registered with the API server. */
 export async function startChargeHook(
   k8s: Kubernetes136,
-  opts: { ledger: Ledger; cluster: string; partitionNode?: (node: string) => PartitionNode | undefined },
+  opts: {
+    ledger: Ledger;
+    cluster: string;
+    partitionNode?: (node: string) => PartitionNode | undefined;
+    /** Another driver's hook, beside vcuda's (registerChargeHook). */
+    other?: { name: string; driver: string };
+  },
 ): Promise<Listening> {
+  const { other, ...rest } = opts;
   const tls = await loopbackTls();
-  const server = await serveChargeHook({ ...opts, tls });
-  await registerChargeHook(k8s, server.url, tls.caPem);
+  const server = await serveChargeHook({ ...rest, tls, ...(other ? { driver: other.driver } : {}) });
+  await registerChargeHook(k8s, server.url, tls.caPem, other);
   return server;
 }
