@@ -162,6 +162,24 @@ describe('GET /ui/overview', () => {
     });
   });
 
+  it('reads the cards at every refresh and the reports only once they are older than reportsCacheMs', async () => {
+    let nowMs = Date.parse('2026-01-01T12:00:00.000Z');
+    const { source, calls } = fakeSource();
+    const app = createApp({
+      dashboard: dashboardRoutes({ source, clock: () => new Date(nowMs), cacheMs: 1000, reportsCacheMs: 10_000 }),
+    });
+    const seen: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      const body = (await (await app.request('/ui/overview')).json()) as Overview;
+      seen.push(body.totals.coreUsed);
+      nowMs += 1500;
+    }
+    // 8 refreshes 1.5 s apart: the cards every time, the reports at 0 s and 10.5 s.
+    expect(calls.clusters).toBe(8);
+    expect(calls.windows.map((w) => w.to.getTime() - Date.parse('2026-01-01T12:00:00.000Z'))).toEqual([0, 10_500]);
+    expect(seen).toEqual(Array(8).fill(30));
+  });
+
   it('filters by cluster from one read of the ledger shared by every cluster', async () => {
     const { source, calls } = fakeSource();
     const app = appWith(source);
@@ -347,6 +365,46 @@ describe('GET /ui/stream', () => {
     }, 50);
     expect(await readEvents(res, 200)).toEqual(['event: overview', 'event: overview']);
   });
+
+  it('keeps a quiet stream silent until streamKeepAliveMs has passed, then writes one comment', async () => {
+    let nowMs = Date.parse('2026-01-01T12:00:00.000Z');
+    const app = createApp({
+      dashboard: dashboardRoutes({
+        source: fakeSource().source,
+        clock: () => new Date(nowMs),
+        cacheMs: 0,
+        streamIntervalMs: 5,
+        streamKeepAliveMs: 10_000,
+      }),
+    });
+    const reader = ((await app.request('/ui/stream')).body as ReadableStream<Uint8Array>).getReader();
+    // A read still pending when one call's time is up is the next call's first.
+    let pending: ReturnType<typeof reader.read> | undefined;
+    const readFor = async (forMs: number) => {
+      let text = '';
+      const deadline = Date.now() + forMs;
+      while (Date.now() < deadline) {
+        pending ??= reader.read();
+        const chunk = await Promise.race([
+          pending,
+          new Promise<undefined>((r) => setTimeout(() => r(undefined), Math.max(1, deadline - Date.now()))),
+        ]);
+        if (!chunk) break;
+        pending = undefined;
+        if (chunk.done) break;
+        text += new TextDecoder().decode(chunk.value);
+      }
+      return text;
+    };
+    // About 30 ticks with nothing new: the overview, then nothing.
+    const quiet = await readFor(150);
+    expect(quiet).toContain('event: overview');
+    expect(quiet).not.toContain(': unchanged');
+    nowMs += 10_000;
+    const later = await readFor(100);
+    await reader.cancel();
+    expect(later.match(/: unchanged/g)).toHaveLength(1);
+  });
 });
 
 describe('GET /ui/stream: what callers can make it hold', () => {
@@ -409,6 +467,8 @@ describe('GET /ui/stream: what callers can make it hold', () => {
         source,
         clock: () => new Date('2026-01-01T12:00:00.000Z'),
         streamIntervalMs: 300,
+        // Every tick writes, so each stream's tick shows as a chunk.
+        streamKeepAliveMs: 0,
         streamPhase: () => drawn++ / count,
         maxStreams: 100,
         maxStreamsPerClient: 100,

@@ -29,6 +29,8 @@ export type DashboardDeps = {
   reportWindowMs?: number;
   /** Overviews younger than this are shared between requests, so many open pages cost one query. */
   cacheMs?: number;
+  /** The reports (GPU-hours, idle time) are read again at most this often (default 10 s). */
+  reportsCacheMs?: number;
   /** How often an open stream looks for changes. */
   streamIntervalMs?: number;
   /**
@@ -39,6 +41,12 @@ export type DashboardDeps = {
   streamPhase?: () => number;
   /** A change of the reports alone is pushed at most this often (a whole overview can be megabytes). */
   reportPushMs?: number;
+  /**
+   * A stream with nothing new for this long gets a comment line (default 15 s), so proxies keep it
+   * open; the page ignores it. One every tick was a write every 2 s per open page, on the event loop
+   * the admission reviews share.
+   */
+  streamKeepAliveMs?: number;
   refusalLimit?: number;
   overview?: Partial<OverviewOptions>;
   /** Open `/ui/stream` connections at most; more get 503 with Retry-After (default 64). */
@@ -123,18 +131,33 @@ export type OverviewLoader = {
  */
 export function createOverviewLoader(deps: DashboardDeps): OverviewLoader {
   const opts = { ...defaultOverviewOptions, ...deps.overview };
-  const readInputs = cachedRead(deps.clock, deps.cacheMs ?? 1000, async (windowMs: number, now) => {
+  const readNow = cachedRead(deps.clock, deps.cacheMs ?? 1000, async (windowMs: number, now) => {
     const window = { from: new Date(now.getTime() - windowMs), to: now };
-    const [clusters, quotas, reports, refusals, preemptions, unplacedPods] = await Promise.all([
+    const [clusters, quotas, refusals, preemptions, unplacedPods] = await Promise.all([
       deps.source.readClusters(),
       deps.source.readQuotas(),
-      deps.source.readReports(window),
       deps.source.readRefusals(deps.refusalLimit ?? 50),
       deps.source.readPreemptions?.(deps.refusalLimit ?? 50) ?? [],
       deps.source.readUnplacedPods?.() ?? [],
     ]);
-    return { clusters, quotas, reports, refusals, preemptions, unplacedPods, window, now } satisfies OverviewInput;
+    return { clusters, quotas, refusals, preemptions, unplacedPods, window, now };
   });
+  // GPU-hours and idle time move by the minute and are pushed at most every reportPushMs: read
+  // them every reportsCacheMs, not at every refresh of the cards.
+  const readReports = cachedRead(deps.clock, deps.reportsCacheMs ?? 10_000, (windowMs: number, now) =>
+    deps.source.readReports({ from: new Date(now.getTime() - windowMs), to: now }),
+  );
+  // One inputs promise per pair of reads, so a view is rebuilt only when one of them was read again.
+  const combined = new Map<number, { now: unknown; reports: unknown; inputs: Promise<OverviewInput> }>();
+  const readInputs = (windowMs: number): Promise<OverviewInput> => {
+    const now = readNow(windowMs);
+    const reports = readReports(windowMs);
+    const hit = combined.get(windowMs);
+    if (hit?.now === now && hit.reports === reports) return hit.inputs;
+    const inputs = Promise.all([now, reports]).then(([read, r]) => ({ ...read, reports: r }) satisfies OverviewInput);
+    combined.set(windowMs, { now, reports, inputs });
+    return inputs;
+  };
   const readKnown = cachedRead(deps.clock, deps.clusterListMs ?? 30_000, async (_: 'all') => {
     return new Set(await deps.source.readClusterNames());
   });
@@ -195,7 +218,7 @@ function fingerprints(o: Overview, stringify: (v: unknown) => string): { now: st
 export type PrintedOverview = { print: { now: string; reports: string }; frame: () => Uint8Array };
 
 const utf8 = new TextEncoder();
-/** The tick with nothing new: a comment line, which keeps proxies from closing an idle stream. */
+/** A silent stream's keep-alive: a comment line, which keeps proxies from closing an idle stream. */
 const UNCHANGED_FRAME = utf8.encode(': unchanged\n\n');
 
 /**
@@ -248,6 +271,7 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
     clock: deps.clock,
     intervalMs: deps.streamIntervalMs ?? 2000,
     reportPushMs: deps.reportPushMs ?? 30_000,
+    keepAliveMs: deps.streamKeepAliveMs ?? 15_000,
     phase: deps.streamPhase ?? Math.random,
   };
 
@@ -353,13 +377,18 @@ type PushPacing = {
   intervalMs: number;
   /** A change of the reports alone is pushed at most this often. */
   reportPushMs: number;
+  /** A stream silent this long gets a keep-alive comment. */
+  keepAliveMs: number;
   /** Shared by every stream of the listener. */
   print: (o: Overview) => PrintedOverview;
   /** This stream's offset within the interval, a fraction in [0, 1). */
   phase: () => number;
 };
 
-/** Until the viewer leaves: an `overview` event when the numbers changed, else a keep-alive comment. */
+/**
+ * Until the viewer leaves: an `overview` event when the numbers changed, else, once the stream has
+ * been silent for `keepAliveMs`, a keep-alive comment.
+ */
 async function pushOverviews(
   stream: SSEStreamingApi,
   load: () => Promise<Overview>,
@@ -367,6 +396,7 @@ async function pushOverviews(
 ): Promise<void> {
   let last = { now: '', reports: '' };
   let lastPushMs = Number.NEGATIVE_INFINITY;
+  let lastWriteMs = Number.NEGATIVE_INFINITY;
   // The first push goes at once (the page is waiting); after it, each stream keeps its own phase,
   // so hundreds of open streams tick spread over the interval, not in one burst that would hold
   // the event loop (and every admission review behind it) for tens of milliseconds.
@@ -380,8 +410,10 @@ async function pushOverviews(
       if (print.now !== last.now || reportsDue) {
         last = print;
         lastPushMs = nowMs;
+        lastWriteMs = nowMs;
         await stream.write(printed.frame());
-      } else {
+      } else if (nowMs - lastWriteMs >= pacing.keepAliveMs) {
+        lastWriteMs = nowMs;
         await stream.write(UNCHANGED_FRAME);
       }
     } catch (err) {

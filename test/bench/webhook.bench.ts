@@ -17,6 +17,8 @@
  * slower than the target is set beside those intervals. A latency counts from when the request left
  * the generator, queueing for a busy connection included (`p99_from_due_ms` counts from when it
  * fell due, the generator's ~1 ms timer slack and its own stalls included).
+ * Before the rounds, with no review coming in, the CPU of the control plane holding the dashboard
+ * streams is read beside the one holding none (`idle_cpu_ms_per_s`): what the streams cost alone.
  * `VCUDA_BENCH_WEBHOOK_SECONDS` (default 10) sets each figure's measured time;
  * `VCUDA_BENCH_WEBHOOK_CPU_PROF=DIR` writes the control planes' CPU profiles there (see
  * cpu-profile-summary.ts).
@@ -64,7 +66,7 @@ const BASELINE_REV = process.env.VCUDA_BENCH_WEBHOOK_BASELINE;
  */
 const PRIORITY = process.env.VCUDA_BENCH_WEBHOOK_PRIORITY;
 /** Dashboard streams held open on the `_sse` control plane while its reviews are measured. */
-const SSE_STREAMS = 300;
+const SSE_STREAMS = Number(process.env.VCUDA_BENCH_WEBHOOK_STREAMS ?? 300);
 /** `VCUDA_BENCH_WEBHOOK_PGLITE=0` leaves the PGlite control plane out (a shorter run). */
 const WITH_PGLITE = process.env.VCUDA_BENCH_WEBHOOK_PGLITE !== '0';
 
@@ -726,6 +728,43 @@ async function startServers(setup: Setup, gen: ReturnType<typeof startGenerator>
   }
 }
 
+/** CPU jiffies (user + system, every thread) of one process so far. */
+function processJiffies(pid: number | undefined): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11]) + Number(fields[12]);
+}
+
+const IDLE_MS = 10_000;
+
+/**
+ * What the dashboard streams cost with no review coming in: the CPU of the control plane holding
+ * them against the same one holding none, side by side over the same seconds.
+ */
+async function idleStreamCost(servers: readonly Server[], log: (line: string) => void): Promise<Figure[]> {
+  const plain = servers.find((s) => s.key === '');
+  const sse = servers.find((s) => s.key === '_sse');
+  if (!plain || !sse) return [];
+  const before = [processJiffies(plain.child.pid), processJiffies(sse.child.pid)];
+  await new Promise((r) => setTimeout(r, IDLE_MS));
+  const [a, b] = [processJiffies(plain.child.pid), processJiffies(sse.child.pid)].map(
+    (j, i) => (((j - (before[i] as number)) * 1000) / HZ / IDLE_MS) * 1000,
+  ) as [number, number];
+  log(
+    `no reviews for ${IDLE_MS / 1000} s: control plane ${a.toFixed(1)} ms CPU per second, with ${SSE_STREAMS} streams ${b.toFixed(1)}`,
+  );
+  const scenario = `no reviews, ledger on PostgreSQL, ${IDLE_MS / 1000} s, CPU of every thread of the process`;
+  return [
+    { name: 'idle_cpu_ms_per_s', value: Number(a.toFixed(1)), unit: 'ms', scenario },
+    {
+      name: 'idle_cpu_ms_per_s_sse',
+      value: Number(b.toFixed(1)),
+      unit: 'ms',
+      scenario: `${scenario}, ${SSE_STREAMS} dashboard streams open`,
+    },
+  ];
+}
+
 /** Interleaved rounds: a neighbour's burst lands on every server alike, not on one figure. */
 async function measureServers(
   servers: readonly Server[],
@@ -813,6 +852,7 @@ const bench: Benchmark = {
       await startServers({ root, dist, baselineDist, dir, tls, pgUrl, liteDir, bodies, streams }, gen, servers);
       if (PRIORITY !== undefined)
         restorePriority = prioritize([gen.pid, ...servers.map((s) => s.child.pid)], Number(PRIORITY));
+      figures.push(...(await idleStreamCost(servers, log)));
       figures.push(...(await measureServers(servers, gen, pgStats, log)));
       const streamed = streams.reduce((a, st) => a + st.bytes(), 0);
       log(`${streams.length} dashboard streams open during the rounds received ${streamed} bytes in all`);
