@@ -490,6 +490,57 @@ describe('GET /ui/stream: what callers can make it hold', () => {
     expect(Math.max(...secondTicks) - Math.min(...secondTicks)).toBeGreaterThan(200);
   });
 
+  it('keeps each stream on its own phase when streams wait on the same load, however long the loads take', async () => {
+    // 30 streams over 100 ms, loads of 2 to 12 ms, no cache: streams that tick while a load is
+    // under way share it. Sleeping a full interval after each tick, they woke together and merged
+    // into fewer, larger groups every round.
+    const loadMs = [2, 7, 12, 4, 9];
+    let loads = 0;
+    const { source } = fakeSource({
+      readClusters: async () => {
+        await new Promise((r) => setTimeout(r, loadMs[loads++ % loadMs.length]));
+        return [];
+      },
+    });
+    const count = 30;
+    const intervalMs = 100;
+    const rounds = 40;
+    let drawn = 0;
+    const app = createApp({
+      dashboard: dashboardRoutes({
+        source,
+        clock: () => new Date(),
+        cacheMs: 0,
+        streamIntervalMs: intervalMs,
+        streamKeepAliveMs: 0,
+        streamPhase: () => drawn++ / count,
+        maxStreams: 100,
+        maxStreamsPerClient: 100,
+      }),
+    });
+    const start = performance.now();
+    const writes = await Promise.all(
+      Array.from({ length: count }, async () => {
+        const reader = ((await app.request('/ui/stream')).body as ReadableStream<Uint8Array>).getReader();
+        const at: number[] = [];
+        while (performance.now() - start < rounds * intervalMs) {
+          await reader.read();
+          at.push(performance.now() - start);
+        }
+        await reader.cancel();
+        return at;
+      }),
+    );
+    // The writes of the last full interval, by 5 ms: in how many moments the 30 streams wrote.
+    // On their own phases, about 10 (streams sharing one load write together); merged, 3 to 6.
+    const moments = new Set<number>();
+    for (const at of writes) {
+      for (const t of at)
+        if (t >= (rounds - 2) * intervalMs && t < (rounds - 1) * intervalMs) moments.add(Math.floor(t / 5));
+    }
+    expect(moments.size).toBeGreaterThanOrEqual(7);
+  });
+
   it('gives each client its own slots: one client cannot take every stream, others still get one', async () => {
     const { source } = fakeSource();
     const app = createApp({

@@ -399,8 +399,15 @@ async function pushOverviews(
   let lastWriteMs = Number.NEGATIVE_INFINITY;
   // The first push goes at once (the page is waiting); after it, each stream keeps its own phase,
   // so hundreds of open streams tick spread over the interval, not in one burst that would hold
-  // the event loop (and every admission review behind it) for tens of milliseconds.
-  let sleepMs = Math.floor(pacing.intervalMs * Math.min(Math.max(pacing.phase(), 0), 1));
+  // the event loop (and every admission review behind it) for tens of milliseconds. The ticks are
+  // due at fixed times (its phase plus whole intervals): sleeping a full interval after each tick
+  // let every stream that waited on the same load wake together, and within minutes the streams
+  // ticked as one.
+  const offsetMs = Math.floor(pacing.intervalMs * Math.min(Math.max(pacing.phase(), 0), 1));
+  const originMs = performance.now() + offsetMs;
+  // Until this stream's next due time, however long this tick took.
+  const untilDue = () => pacing.intervalMs - Math.max(0, (performance.now() - originMs) % pacing.intervalMs);
+  let first = true;
   while (!stream.aborted && !stream.closed) {
     try {
       const printed = pacing.print(await load());
@@ -420,7 +427,7 @@ async function pushOverviews(
       // The viewer is told why this tick has no overview; the next tick tries again.
       await stream.writeSSE({ event: 'failure', data: JSON.stringify({ message: String(err) }) });
     }
-    await stream.sleep(sleepMs);
-    sleepMs = pacing.intervalMs;
+    await stream.sleep(first ? offsetMs : untilDue());
+    first = false;
   }
 }
