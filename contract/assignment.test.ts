@@ -95,6 +95,16 @@ describe('signed assignment', () => {
     expect(await refusal(verifyAssignment(forged, jwksOf([ed]), expectOk))).toBe('bad-signature');
   });
 
+  it('checks a key replaced under the same kid with its new material, never the one verified before', async () => {
+    const token = await signAssignment(assignment, ed, { nowSeconds: NOW, ttlSeconds: 600 });
+    await expect(verifyAssignment(token, jwksOf([ed]), expectOk)).resolves.toMatchObject({ kid: 'k-2026-11' });
+    // The same kid now names `other`'s key: ed's token no longer verifies, other's does.
+    expect(await refusal(verifyAssignment(token, jwksOf([other]), expectOk))).toBe('bad-signature');
+    const byOther = await signAssignment(assignment, other, { nowSeconds: NOW, ttlSeconds: 600 });
+    await expect(verifyAssignment(byOther, jwksOf([other]), expectOk)).resolves.toMatchObject({ kid: 'k-2026-11' });
+    expect(await refusal(verifyAssignment(byOther, jwksOf([ed]), expectOk))).toBe('bad-signature');
+  });
+
   it('refuses a tampered payload', async () => {
     const token = await signAssignment(assignment, ed, { nowSeconds: NOW, ttlSeconds: 600 });
     const [h, p, s] = token.split('.') as [string, string, string];

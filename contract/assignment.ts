@@ -127,6 +127,27 @@ export type VerifyExpectation = {
   ignoreExpiry?: boolean;
 };
 
+/**
+ * Public keys as imported, by their algorithm and material (never by kid alone: a key rotated
+ * under the same kid is another entry). Importing cost as much as the verification itself, and
+ * every pod's assignment is verified with the same few keys.
+ */
+const importedKeys = new Map<string, ReturnType<typeof jose.importJWK>>();
+const MAX_IMPORTED_KEYS = 32;
+
+function importedPublicKey(jwk: jose.JWK, alg: string): ReturnType<typeof jose.importJWK> {
+  const id = JSON.stringify([alg, jwk.kty, jwk.crv, jwk.x, jwk.y]);
+  let key = importedKeys.get(id);
+  if (!key) {
+    if (importedKeys.size >= MAX_IMPORTED_KEYS) importedKeys.clear();
+    key = jose.importJWK(jwk, alg);
+    importedKeys.set(id, key);
+    // A key that did not import is not kept: the next verification tries again and fails alike.
+    key.catch(() => importedKeys.delete(id));
+  }
+  return key;
+}
+
 /** Verifies signature, key id, pod, node and expiry; each failure has its own code. */
 export async function verifyAssignment(
   token: string,
@@ -148,7 +169,7 @@ export async function verifyAssignment(
   }
   let payload: jose.JWTPayload;
   try {
-    const publicKey = await jose.importJWK(jwk, header.alg);
+    const publicKey = await importedPublicKey(jwk, header.alg);
     ({ payload } = await jose.jwtVerify(token, publicKey, {
       issuer: ISSUER,
       algorithms: [header.alg],
