@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -131,9 +131,17 @@ function tenantOnCard(countersPct: number, seconds: number, jumpEveryTicks = 0) 
     writeFileSync(region, b);
     sampler.sampleOnce();
   }
+  // How many of this process's descriptors hold the region open (each sampler keeps its own).
+  const regionFds = readdirSync('/proc/self/fd').filter((fd) => {
+    try {
+      return readlinkSync(`/proc/self/fd/${fd}`) === region;
+    } catch {
+      return false;
+    }
+  }).length;
   sampler.stop();
   const published = readFileSync(region).readUInt32LE(regionDeviceOffset(0) + regionOffsets.device.measuredShareBp);
-  return { checks, published, placementReadsPerTick: placementReads / (seconds * 10) };
+  return { checks, published, placementReadsPerTick: placementReads / (seconds * 10), regionFds };
 }
 
 describe('the in-process sensor held to NVML', () => {
@@ -142,11 +150,13 @@ describe('the in-process sensor held to NVML', () => {
     // Two windows under-counted: still the counters, which say the tenant used nothing.
     expect(early.checks.map((c) => c.strikes)).toEqual([1, 2]);
     expect(early.published).toBe(0);
-    const { checks, published } = tenantOnCard(0, 40);
+    const { checks, published, regionFds } = tenantOnCard(0, 40);
     expect(checks).toHaveLength(3);
     expect(checks[2]).toMatchObject({ deviceBp: 7000, countersBp: 0, distrusted: true });
-    // From then on the driver's per-process figure is the tenant's share.
+    // From then on the driver's per-process figure is the tenant's share, and only NVML's
+    // sampler keeps the region open: the counters' handle is closed.
     expect(published).toBe(7000);
+    expect(regionFds).toBe(1);
   });
 
   it('credits a jump as the limiter does, so one that would cover a window cannot hide a low counter', () => {

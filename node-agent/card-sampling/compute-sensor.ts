@@ -110,7 +110,11 @@ function inProcessWithWholeCards(opts: CardSamplerOptions): CardSampler {
   }
 
   const sampleOnce = () => {
-    if (distrusted) return nvml.sampleOnce();
+    if (distrusted) {
+      // Nothing reads the counters any more: their handles close within two ticks.
+      regions.closeUnused();
+      return nvml.sampleOnce();
+    }
     const containers = opts.placement.containersOn(opts.cardIndex);
     const byNvml = tickSensor(containers) === 'nvml';
     try {
