@@ -73,6 +73,11 @@ export type ScenarioResult = {
 const PROBE_SLACK_S = 3;
 const TAIL_MS = 350;
 
+/** The exit code once the process's output is all read too ('exit' can come before its last line). */
+function waitOutput(child: ChildProcess): Promise<number> {
+  return new Promise((resolve) => child.on('close', (code) => resolve(code ?? -1)));
+}
+
 function waitExit(child: ChildProcess): Promise<number> {
   return new Promise((resolve) => {
     if (child.exitCode !== null) resolve(child.exitCode);
@@ -243,7 +248,7 @@ export async function runScenario(root: string, spec: ScenarioSpec): Promise<Sce
       child.stdout!.on('data', (d: Buffer) => {
         text += d.toString();
       });
-      return waitExit(child).then((code) => {
+      return waitOutput(child).then((code) => {
         if (code !== 0) throw new Error(`tenant ${spec.tenants[i]!.name} exited with ${code}`);
         launches.set(spec.tenants[i]!.name, Number(/launches (\d+)/.exec(text)?.[1] ?? 0));
       });

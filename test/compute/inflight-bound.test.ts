@@ -29,7 +29,8 @@ function finish(child: ChildProcess): Promise<string> {
       out += d.toString();
     });
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`exited with ${code}: ${out}`))));
+    // 'close', not 'exit': the process can exit before its last output has been read.
+    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`exited with ${code}: ${out}`))));
   });
 }
 
