@@ -3,7 +3,9 @@
  * resourceclaim controller (where the API server serves DRA) and the garbage collector over one
  * informer cache. Any change wakes one pass over every workload (the
  * simulator's clusters are small); a workload whose sync failed (a pod refused by admission, a
- * conflict) waits out a doubling backoff from 1 s to 1 min, as a rate-limited work queue makes it.
+ * conflict) waits out a doubling backoff from 5 ms to 1000 s, as client-go's default controller
+ * rate limiter makes it. A first retry of 1 s left a Deployment whose status write lost a race
+ * with its own scale 1, 2, then 4 s behind, where kube-controller-manager retries at once.
  */
 import type { KubeClient, KubeObj } from '../kube-client.js';
 import { collectGarbage } from './garbage-collector.js';
@@ -23,8 +25,8 @@ export type ControllerManagerOptions = {
 
 export type SimControllerManager = { close(): Promise<void> };
 
-const FIRST_BACKOFF_MS = 1_000;
-const MAX_BACKOFF_MS = 60_000;
+const FIRST_BACKOFF_MS = 5;
+const MAX_BACKOFF_MS = 1_000_000;
 /** Changes arriving together (a pod's status, its owner's status) make one pass. */
 const BATCH_MS = 10;
 
