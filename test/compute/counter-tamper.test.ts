@@ -37,13 +37,14 @@ describe('a tenant writing its own in-process counter', () => {
   it('is held to its limit once the guard measures the card from NVML', async () => {
     const result = await runScenario(root, {
       sms: 132,
-      seconds: 12,
+      seconds: 14,
       tenants: [TENANT],
       tamper: { tenant: 't', guard: { windowMs: 1000, windows: 2 } },
     });
     // The attack takes the card until two windows have read it (about 5 s in on this fake: the
     // limiter starts the tenant low), then NVML's figures steer its limiter back within a second.
-    const held = meanShare(result, 7000, 12_000);
+    // Judged from 9 s: on two cores busy with the rest of the suite, the trip came up to 3 s late.
+    const held = meanShare(result, 9000, 14_000);
     expect(held, `${held.toFixed(1)} % for a hard 30 %`).toBeLessThanOrEqual(34);
     expect(held).toBeGreaterThanOrEqual(23);
   }, 60_000);
