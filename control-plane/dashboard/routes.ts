@@ -405,9 +405,11 @@ async function pushOverviews(
   // ticked as one.
   const offsetMs = Math.floor(pacing.intervalMs * Math.min(Math.max(pacing.phase(), 0), 1));
   const originMs = performance.now() + offsetMs;
-  // Until this stream's next due time, however long this tick took.
-  const untilDue = () => pacing.intervalMs - Math.max(0, (performance.now() - originMs) % pacing.intervalMs);
-  let first = true;
+  // Until this stream's next due time (the first is `originMs`), however long this tick took.
+  const untilDue = () => {
+    const sinceOrigin = performance.now() - originMs;
+    return sinceOrigin < 0 ? -sinceOrigin : pacing.intervalMs - (sinceOrigin % pacing.intervalMs);
+  };
   while (!stream.aborted && !stream.closed) {
     try {
       const printed = pacing.print(await load());
@@ -427,7 +429,6 @@ async function pushOverviews(
       // The viewer is told why this tick has no overview; the next tick tries again.
       await stream.writeSSE({ event: 'failure', data: JSON.stringify({ message: String(err) }) });
     }
-    await stream.sleep(first ? offsetMs : untilDue());
-    first = false;
+    await stream.sleep(untilDue());
   }
 }
