@@ -316,19 +316,35 @@ describe('GET /ui/stream', () => {
     expect(data.totals.coreUsed).toBe(30);
   });
 
-  async function readEvents(res: Response, forMs: number): Promise<string[]> {
+  /** Reads a stream's text for a while at a time; a read still pending when one call's time is up is the next call's first. */
+  function streamReader(res: Response) {
     const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    let text = '';
-    const deadline = Date.now() + forMs;
-    while (Date.now() < deadline) {
-      const chunk = await Promise.race([
-        reader.read(),
-        new Promise<undefined>((r) => setTimeout(() => r(undefined), Math.max(1, deadline - Date.now()))),
-      ]);
-      if (!chunk || chunk.done) break;
-      text += new TextDecoder().decode(chunk.value);
-    }
-    await reader.cancel();
+    let pending: ReturnType<typeof reader.read> | undefined;
+    return {
+      async readFor(forMs: number): Promise<string> {
+        let text = '';
+        const deadline = Date.now() + forMs;
+        while (Date.now() < deadline) {
+          pending ??= reader.read();
+          const chunk = await Promise.race([
+            pending,
+            new Promise<undefined>((r) => setTimeout(() => r(undefined), Math.max(1, deadline - Date.now()))),
+          ]);
+          if (!chunk) break;
+          pending = undefined;
+          if (chunk.done) break;
+          text += new TextDecoder().decode(chunk.value);
+        }
+        return text;
+      },
+      cancel: () => reader.cancel(),
+    };
+  }
+
+  async function readEvents(res: Response, forMs: number): Promise<string[]> {
+    const stream = streamReader(res);
+    const text = await stream.readFor(forMs);
+    await stream.cancel();
     return text.split('\n').filter((l) => l.startsWith('event: '));
   }
 
@@ -377,32 +393,14 @@ describe('GET /ui/stream', () => {
         streamKeepAliveMs: 10_000,
       }),
     });
-    const reader = ((await app.request('/ui/stream')).body as ReadableStream<Uint8Array>).getReader();
-    // A read still pending when one call's time is up is the next call's first.
-    let pending: ReturnType<typeof reader.read> | undefined;
-    const readFor = async (forMs: number) => {
-      let text = '';
-      const deadline = Date.now() + forMs;
-      while (Date.now() < deadline) {
-        pending ??= reader.read();
-        const chunk = await Promise.race([
-          pending,
-          new Promise<undefined>((r) => setTimeout(() => r(undefined), Math.max(1, deadline - Date.now()))),
-        ]);
-        if (!chunk) break;
-        pending = undefined;
-        if (chunk.done) break;
-        text += new TextDecoder().decode(chunk.value);
-      }
-      return text;
-    };
+    const stream = streamReader(await app.request('/ui/stream'));
     // About 30 ticks with nothing new: the overview, then nothing.
-    const quiet = await readFor(150);
+    const quiet = await stream.readFor(150);
     expect(quiet).toContain('event: overview');
     expect(quiet).not.toContain(': unchanged');
     nowMs += 10_000;
-    const later = await readFor(100);
-    await reader.cancel();
+    const later = await stream.readFor(100);
+    await stream.cancel();
     expect(later.match(/: unchanged/g)).toHaveLength(1);
   });
 });

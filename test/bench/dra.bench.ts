@@ -19,7 +19,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { KubeConfig, ResourceV1Api } from '@kubernetes/client-node';
-import { createLedger, type Ledger } from '../../db/ledger.js';
+import type { ClaimLedgerOptions } from '../../control-plane/claim-ledger/claim-ledger.js';
+import { createLedger } from '../../db/ledger.js';
 import { createTestDatabase, isPostgresReachable } from '../support/db/test-databases.js';
 import { adminKubectl, createDeviceClass, DRIVER, startChargeHook } from '../support/dra-real.js';
 import { k8s136SkipReason, startKubernetes136 } from '../support/kubernetes-136.js';
@@ -36,12 +37,12 @@ type Timings = { allocate: number[]; clear: number[] };
 type Arms = { without: Timings; withHook: Timings; hookAlone: Timings };
 
 /** A ledger that accepts every charge and release at once, holding nothing. */
-function instantLedger(): Ledger {
+function instantLedger(): ClaimLedgerOptions['ledger'] {
   return {
     charge: async () => ({ reused: false }),
     release: async () => ({ released: 1 }),
     liveClaimHolders: async () => [],
-  } as unknown as Ledger;
+  };
 }
 
 function allocationOf(driver: string) {

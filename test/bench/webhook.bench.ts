@@ -342,16 +342,20 @@ function machineJiffies(): { busy: number; all: number } {
   return { busy, all: busy + idle + iowait };
 }
 
+/** utime + stime of a /proc/PID/stat line (the fields after the command's closing parenthesis). */
+function jiffiesOfStat(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11]) + Number(fields[12]);
+}
+
 /** CPU jiffies of every postgres process now, by pid. */
 function postgresJiffies(): Map<string, number> {
   const byPid = new Map<string, number>();
   for (const pid of readdirPids()) {
     try {
       const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-      const close = stat.lastIndexOf(')');
-      if (stat.slice(stat.indexOf('(') + 1, close) !== 'postgres') continue;
-      const fields = stat.slice(close + 2).split(' ');
-      byPid.set(pid, Number(fields[11]) + Number(fields[12]));
+      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== 'postgres') continue;
+      byPid.set(pid, jiffiesOfStat(stat));
     } catch {
       // The process ended between listing and reading.
     }
@@ -730,9 +734,7 @@ async function startServers(setup: Setup, gen: ReturnType<typeof startGenerator>
 
 /** CPU jiffies (user + system, every thread) of one process so far. */
 function processJiffies(pid: number | undefined): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(fields[11]) + Number(fields[12]);
+  return jiffiesOfStat(readFileSync(`/proc/${pid}/stat`, 'latin1'));
 }
 
 const IDLE_MS = 10_000;

@@ -7,10 +7,9 @@
 import { Hono } from 'hono';
 import { DEFAULT_DRA_DRIVER } from '../../contract/index.js';
 import { claimChargeRoute } from '../../control-plane/claim-ledger/claim-charge-route.js';
-import { createClaimLedger } from '../../control-plane/claim-ledger/claim-ledger.js';
+import { type ClaimLedgerOptions, createClaimLedger } from '../../control-plane/claim-ledger/claim-ledger.js';
 import type { PartitionNode } from '../../control-plane/claim-ledger/claim-partitions.js';
 import { type Listening, listen } from '../../control-plane/starters/http-listener.js';
-import type { Ledger } from '../../db/ledger.js';
 import { buildResourceSlices, type SliceCard } from '../../node-agent/dra/resource-slice.js';
 import type { GpuCard } from '../../node-agent/nvml/gpu-source.js';
 import { issueServingCertificate } from '../../webhooks/certificates.js';
@@ -75,7 +74,7 @@ export async function createDraNode(
 
 /** The ledger's charge hook for `cluster` on an HTTPS listener at `port` (0: any). */
 export async function serveChargeHook(opts: {
-  ledger: Ledger;
+  ledger: ClaimLedgerOptions['ledger'];
   cluster: string;
   tls: { keyPem: string; certPem: string };
   port?: number;
@@ -145,7 +144,7 @@ export function loopbackTls() {
 export async function startChargeHook(
   k8s: Kubernetes136,
   opts: {
-    ledger: Ledger;
+    ledger: ClaimLedgerOptions['ledger'];
     cluster: string;
     partitionNode?: (node: string) => PartitionNode | undefined;
     /** Another driver's hook, beside vcuda's (registerChargeHook). */
