@@ -5,6 +5,7 @@
  */
 import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { generateSigningKey, jwksOf, signAssignment, verifyAssignment } from '../../contract/index.js';
 import { REGION_FILE_SIZE, REGION_MAGIC, regionDeviceOffset, regionOffsets } from '../../contract/region-layout.js';
 import { createComputeSampler } from '../../node-agent/card-sampling/compute-sensor.js';
 import {
@@ -178,11 +179,67 @@ async function samplerCost(log: (l: string) => void): Promise<Figure[]> {
   ];
 }
 
+const VERIFICATIONS = 2000;
+
+/**
+ * One signed assignment verified as the agent verifies each pod's at Allocate and PreStart (and the
+ * control plane once): the median of VERIFICATIONS after as many unmeasured.
+ */
+async function verifyCost(log: (l: string) => void): Promise<Figure[]> {
+  const key = await generateSigningKey('bench-1');
+  const nowSeconds = Math.floor(Date.now() / 1000);
+  const token = await signAssignment(
+    {
+      v: 1,
+      pod: { uid: 'bench-uid', namespace: 'bench', name: 'share-30' },
+      node: 'node-1',
+      cluster: 'bench',
+      containers: [
+        {
+          name: 'main',
+          isInit: false,
+          cards: [{ uuid: 'GPU-11111111-2222-3333-4444-555555555555', core: 30, memoryBytes: 8 * 2 ** 30 }],
+          coreLimit: 30,
+          mode: 'hard',
+        },
+      ],
+    },
+    key,
+    { nowSeconds, ttlSeconds: 600 },
+  );
+  const jwks = jwksOf([key]);
+  const expect = { podUid: 'bench-uid', node: 'node-1', nowSeconds };
+  const us: number[] = [];
+  for (let i = 0; i < 2 * VERIFICATIONS; i++) {
+    const start = performance.now();
+    await verifyAssignment(token, jwks, expect);
+    if (i >= VERIFICATIONS) us.push((performance.now() - start) * 1000);
+  }
+  const median = percentile(
+    us.sort((a, b) => a - b),
+    50,
+  );
+  log(`verifyAssignment: median ${median.toFixed(0)} us`);
+  return [
+    {
+      name: 'verify_assignment_p50_us',
+      value: Math.round(median),
+      unit: 'us',
+      scenario: `one EdDSA-signed share assignment, ${VERIFICATIONS} verifications after as many unmeasured`,
+    },
+  ];
+}
+
 const bench: Benchmark = {
   name: 'node-agent',
   description:
-    "Memory plugin ListAndWatch size per unit (the unit policy), pod admission latency through the device plugins, and the compute samplers' CPU per tick on a full node",
-  run: async ({ log }) => [...(await messageSizes(log)), ...(await allocateLatency(log)), ...(await samplerCost(log))],
+    "Memory plugin ListAndWatch size per unit (the unit policy), pod admission latency through the device plugins, the compute samplers' CPU per tick on a full node, and one assignment's verification",
+  run: async ({ log }) => [
+    ...(await messageSizes(log)),
+    ...(await allocateLatency(log)),
+    ...(await samplerCost(log)),
+    ...(await verifyCost(log)),
+  ],
 };
 
 export default bench;
