@@ -20,7 +20,9 @@ import { startLocalCluster } from '../../sim/local-cluster.js';
 import { liveRows } from '../e2e/e2e-helpers.js';
 import { realTierSkipReason, startRealCluster } from '../e2e/real-cluster.js';
 import { createNamespace, localClusterRig, type Rig, sharePod } from '../e2e/scheduling-scenarios.js';
+import type { ControlPlaneChild } from '../support/control-plane/control-plane-child.js';
 import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../support/db/test-databases.js';
+import { type IdleLagProcess, startIdleLagProcess } from '../support/lag-probe.js';
 import { descendantsOf, procStats } from '../support/process.js';
 import { atLeast, atMost, type Benchmark, type Figure } from './harness.js';
 import { meanMsBetween, type SchedulerTotals, schedulerTotalsReader } from './scheduler-metrics.js';
@@ -150,10 +152,13 @@ function machineJiffies(): { busy: number; all: number } {
  * descendants (each node's kubelet and node agent, its container runtime and containers).
  */
 const PROCESSES = ['kube-apiserver', 'etcd', 'kube-scheduler', 'postgres'] as const;
-type ProcessName = (typeof PROCESSES)[number] | 'this process' | 'simulated nodes';
+type ProcessName = (typeof PROCESSES)[number] | 'this process' | 'control plane' | 'simulated nodes';
 
-/** CPU jiffies (user + system) of every process of interest, by name, from /proc/PID/stat. */
-function processJiffies(): Map<ProcessName, number> {
+/**
+ * CPU jiffies (user + system) of every process of interest, by name, from /proc/PID/stat;
+ * `controlPlanePid`: the control plane's own process, where it has one.
+ */
+function processJiffies(controlPlanePid?: number): Map<ProcessName, number> {
   const stats = procStats();
   const nodes = new Set(descendantsOf(process.pid, stats));
   const out = new Map<ProcessName, number>();
@@ -162,8 +167,10 @@ function processJiffies(): Map<ProcessName, number> {
     const name: ProcessName | undefined =
       pid === process.pid
         ? 'this process'
-        : (PROCESSES.find((p) => comm === p || comm.startsWith(`${p}:`)) ??
-          (nodes.has(pid) ? 'simulated nodes' : undefined));
+        : pid === controlPlanePid
+          ? 'control plane'
+          : (PROCESSES.find((p) => comm === p || comm.startsWith(`${p}:`)) ??
+            (nodes.has(pid) ? 'simulated nodes' : undefined));
     if (name) out.set(name, (out.get(name) ?? 0) + jiffies);
   }
   return out;
@@ -173,37 +180,66 @@ type Timing = {
   seconds: number;
   cpuMsPerPod: number;
   byProcess: Map<ProcessName, number>;
-  /** This process's event-loop delay during the round (ms): the control plane's, on the real tier. */
+  /**
+   * The control plane's event-loop delay during the round (ms): its own process's on the real
+   * tier; on the simulator this process's, which also runs the API server and the scheduler.
+   */
   lagP99Ms: number;
   lagMaxMs: number;
+  /** A process that does nothing, meanwhile: what the machine's scheduler alone costs an event loop. */
+  idleLagP99Ms: number;
   /** kube-scheduler's mean per pod (ms), where it can be read: its algorithm (filters and scores), attempt (to the bind's end), queue to bind. */
   algorithmMs?: number;
   cycleMs?: number;
   sliMs?: number;
 };
 
-/** kube-scheduler's histogram totals, read before and after a round (the real tier only). */
-type ReadScheduler = () => Promise<SchedulerTotals>;
+/** What the real tier reads beside the pods: kube-scheduler's histogram totals, the control plane's own process. */
+type Probes = {
+  readScheduler?: () => Promise<SchedulerTotals>;
+  controlPlane?: () => ControlPlaneChild | undefined;
+  idle: IdleLagProcess;
+};
+
+/** The event-loop delay of the control plane's own process where it has one, else of this one. */
+function measureLag(
+  controlPlane: ControlPlaneChild | undefined,
+): () => Promise<{ lagP99Ms: number; lagMaxMs: number }> {
+  if (controlPlane) {
+    const stop = controlPlane.measureLag();
+    return async () => {
+      const r = await stop();
+      return { lagP99Ms: r.p99Ms, lagMaxMs: r.maxMs };
+    };
+  }
+  const lag = monitorEventLoopDelay({ resolution: 1 });
+  lag.enable();
+  return async () => {
+    lag.disable();
+    return { lagP99Ms: lag.percentile(99) / 1e6, lagMaxMs: lag.max / 1e6 };
+  };
+}
 
 /** Creates the pods at once and returns the seconds until every one runs, and the machine's CPU per pod. */
-async function startAll(client: KubeClient, pods: object[], readScheduler?: ReadScheduler): Promise<Timing> {
+async function startAll(client: KubeClient, pods: object[], probes: Probes): Promise<Timing> {
+  const { readScheduler } = probes;
+  const controlPlane = probes.controlPlane?.();
   const schedulerBefore = await readScheduler?.();
-  const lag = monitorEventLoopDelay({ resolution: 1 });
   const start = performance.now();
   const before = machineJiffies();
-  const processesBefore = processJiffies();
+  const processesBefore = processJiffies(controlPlane?.pid);
   const abort = new AbortController();
   const running = allRunning(client, pods.length, abort);
-  lag.enable();
+  const stopLag = measureLag(controlPlane);
+  const stopIdleLag = probes.idle.measureLag();
   try {
     await Promise.all(pods.map((p) => createRetrying(client, p)));
     await running;
   } finally {
-    lag.disable();
     abort.abort();
   }
+  const lagMs = { ...(await stopLag()), idleLagP99Ms: (await stopIdleLag()).p99Ms };
   const seconds = (performance.now() - start) / 1000;
-  const lagMs = { lagP99Ms: lag.percentile(99) / 1e6, lagMaxMs: lag.max / 1e6 };
   const schedulerAfter = schedulerBefore && (await readScheduler?.());
   const scheduler =
     schedulerBefore && schedulerAfter
@@ -215,7 +251,7 @@ async function startAll(client: KubeClient, pods: object[], readScheduler?: Read
       : {};
   const jiffyMs = 10; // USER_HZ is 100 on Linux
   const byProcess = new Map<ProcessName, number>();
-  for (const [name, jiffies] of processJiffies()) {
+  for (const [name, jiffies] of processJiffies(controlPlane?.pid)) {
     byProcess.set(name, ((jiffies - (processesBefore.get(name) ?? 0)) * jiffyMs) / pods.length);
   }
   const cpuMsPerPod = ((machineJiffies().busy - before.busy) * jiffyMs) / pods.length;
@@ -322,10 +358,11 @@ async function manyPods(timed: Timed, tier: string): Promise<Figure[]> {
 }
 
 /**
- * This process's event-loop delay during the rounds and kube-scheduler's own time per pod. On the
- * real tier this process is the control plane (and the admin front the simulated nodes reach the
- * API server through), so its lag is what a filter or prioritize call waits behind; on the
- * simulator it also runs the API server and the scheduler, so no target is set there.
+ * The control plane's event-loop delay during the rounds, beside an idle process's (what the
+ * machine's scheduler alone costs an event loop then), and kube-scheduler's own time per pod. On
+ * the real tier with PostgreSQL the control plane runs in a process of its own, as in a cluster,
+ * so its lag is what a filter or prioritize call waits behind there; on the simulator this process
+ * runs it with the API server and the scheduler, so no target is set there.
  */
 function loopAndCycle(vcuda: Timing[], plain: Timing[], scenario: string, ceiling: string, tier: string): Figure[] {
   const worst = (ts: Timing[], f: (t: Timing) => number) => Math.max(...ts.map(f));
@@ -335,6 +372,8 @@ function loopAndCycle(vcuda: Timing[], plain: Timing[], scenario: string, ceilin
     { name: 'event_loop_lag_p99_ms', value: lagP99, unit: 'ms', scenario, ...(real ? atMost(lagP99, 10) : {}) },
     { name: 'event_loop_lag_max_ms', value: worst(vcuda, (t) => t.lagMaxMs), unit: 'ms', scenario },
     { name: 'plain_event_loop_lag_p99_ms', value: worst(plain, (t) => t.lagP99Ms), unit: 'ms', scenario: ceiling },
+    // The machine's own share of it: an idle process's loop, in the same vcuda rounds.
+    { name: 'idle_process_lag_p99_ms', value: worst(vcuda, (t) => t.idleLagP99Ms), unit: 'ms', scenario },
   ];
   if (vcuda.every((t) => t.cycleMs !== undefined)) {
     // kube-scheduler's own histograms, vcuda beside plain: the per-pod figure and its name.
@@ -367,14 +406,23 @@ async function measure(
   rig: Rig,
   tier: string,
   log: (l: string) => void,
-  readScheduler?: ReadScheduler,
+  probes: Omit<Probes, 'idle'> = {},
 ): Promise<Figure[]> {
+  const idle = await startIdleLagProcess();
+  try {
+    return await measureWith(rig, tier, log, { ...probes, idle });
+  } finally {
+    await idle.close();
+  }
+}
+
+async function measureWith(rig: Rig, tier: string, log: (l: string) => void, probes: Probes): Promise<Figure[]> {
   await createNamespace(rig, NS);
   const timed: Timed = async (what, pods) => {
-    const timing = await startAll(rig.client, pods, readScheduler);
+    const timing = await startAll(rig.client, pods, probes);
     const parts = [...timing.byProcess].map(([n, ms]) => `${n} ${ms.toFixed(1)}`).join(', ');
     const cpu = `${timing.cpuMsPerPod.toFixed(1)} ms of machine CPU per pod (${parts})`;
-    const lag = `event loop p99 ${timing.lagP99Ms.toFixed(1)} ms, max ${timing.lagMaxMs.toFixed(1)}`;
+    const lag = `event loop p99 ${timing.lagP99Ms.toFixed(1)} ms, max ${timing.lagMaxMs.toFixed(1)} (an idle process's p99 ${timing.idleLagP99Ms.toFixed(1)})`;
     const cycle =
       timing.cycleMs === undefined
         ? ''
@@ -440,13 +488,15 @@ async function onSimulator(spec: ReturnType<typeof oneNode>, log: (l: string) =>
 async function onRealServers(spec: ReturnType<typeof oneNode>, log: (l: string) => void): Promise<Figure[]> {
   const { label, database } = await benchLedger();
   try {
+    // With PostgreSQL the control plane runs in a process of its own, as in a cluster, so its
+    // event loop and CPU are its own, not this process's pod creation and watch besides.
     const rc = await startRealCluster(spec, {
       nodeProcesses: true,
-      ...(database?.url ? { databaseUrl: database.url } : {}),
+      ...(database?.url ? { databaseUrl: database.url, controlPlaneProcess: true } : {}),
     });
     try {
       const readScheduler = await schedulerTotalsReader(rc.client, rc.dir);
-      return await measure(rc, `kube 1.32, ${label}`, log, readScheduler);
+      return await measure(rc, `kube 1.32, ${label}`, log, { readScheduler, controlPlane: rc.controlPlaneProcess });
     } finally {
       await rc.close();
     }
@@ -458,7 +508,7 @@ async function onRealServers(spec: ReturnType<typeof oneNode>, log: (l: string) 
 const bench: Benchmark = {
   name: 'starts',
   description:
-    'Pod starts from creation to all Running, after unmeasured warm-up rounds in which every node starts 200 pods (the first round’s rate is reported as the cold figure), every node in a process of its own: identical share pods on one node against as many distinct sizes, each run twice in the order identical, distinct, distinct, identical (target ratio of the means <= 1.2), and 200 identical share pods (core 20, 4096 MiB, all fitting) on 4 nodes of 12 cards (target >= 100 pods/s) beside 200 plain pods on the same cluster (the ceiling of this machine, same run: target vcuda >= 0.8 of it), with the CPU per pod of the whole machine, this process’s event-loop delay (the control plane’s on the real tier: target p99 <= 10 ms) and kube-scheduler’s own cycle time per pod (from its metrics), on the simulator (scheduler backoff as the shipped configuration sets) and on a real kube-apiserver + kube-scheduler 1.32 with the simulated kubelets.',
+    'Pod starts from creation to all Running, after unmeasured warm-up rounds in which every node starts 200 pods (the first round’s rate is reported as the cold figure), every node in a process of its own: identical share pods on one node against as many distinct sizes, each run twice in the order identical, distinct, distinct, identical (target ratio of the means <= 1.2), and 200 identical share pods (core 20, 4096 MiB, all fitting) on 4 nodes of 12 cards (target >= 100 pods/s) beside 200 plain pods on the same cluster (the ceiling of this machine, same run: target vcuda >= 0.8 of it), with the CPU per pod of the whole machine, the control plane’s event-loop delay (its own process’s on the real tier: target p99 <= 10 ms, beside an idle process’s in the same rounds) and kube-scheduler’s own cycle time per pod (from its metrics), on the simulator (scheduler backoff as the shipped configuration sets) and on a real kube-apiserver + kube-scheduler 1.32 with the simulated kubelets.',
   async run({ log }) {
     // On a host whose cores others hold, a connection of the cluster's plumbing is now and then reset
     // with no listener left to hear it (seen as "socket hang up" / ECONNRESET, source not found):

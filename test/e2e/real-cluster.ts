@@ -20,7 +20,7 @@ import { promisify } from 'node:util';
 import { pino } from 'pino';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { resourceNames } from '../../contract/index.js';
-import { loadControlPlaneConfig } from '../../control-plane/config.js';
+import { type ControlPlaneConfigInput, loadControlPlaneConfig } from '../../control-plane/config.js';
 import type { BindFaults } from '../../control-plane/extender/binder.js';
 import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
@@ -33,6 +33,7 @@ import { type LocalNode, startLocalNode } from '../../sim/node/local-node.js';
 import { publishedJwks } from '../../sim/node/published-jwks.js';
 import { workDirParent } from '../../sim/work-dir.js';
 import { startAdminFront } from '../support/admin-front.js';
+import { type ControlPlaneChild, spawnControlPlane } from '../support/control-plane/control-plane-child.js';
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const REAL_K8S_DIR = join(repoRoot, '..', 'shared', 'kubernetes-1.32');
@@ -95,7 +96,10 @@ export type RealCluster = {
   readonly nodes: LocalNode[];
   readonly nodeNames: string[];
   readonly dir: string;
+  /** The control plane in this process; undefined while it is down or runs as a process of its own. */
   controlPlane(): RunningControlPlane | undefined;
+  /** The control plane's own process, with `controlPlaneProcess`. */
+  controlPlaneProcess(): ControlPlaneChild | undefined;
   killControlPlane(): Promise<void>;
   startControlPlane(): Promise<void>;
   close(): Promise<void>;
@@ -118,6 +122,11 @@ export type RealClusterOptions = {
   nodeProcesses?: boolean;
   /** Fault injection: the control plane's hook at each step of its binds, at every start. */
   bindFaults?: BindFaults;
+  /**
+   * The control plane in a process of its own, as in a cluster, so what it does is told apart
+   * from the test's own work (its event loop, its CPU). Needs `databaseUrl`; no `bindFaults`.
+   */
+  controlPlaneProcess?: boolean;
 };
 
 /** Starts etcd, kube-apiserver, the control plane, the nodes and kube-scheduler; ~15 s. */
@@ -160,26 +169,30 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
     // plane, the agents and the tests all use here, so it may write vcuda.io/ annotations. The URL
     // says port 0: the control plane registers the port its listener bound.
     let cp: RunningControlPlane | undefined;
+    let cpProcess: ControlPlaneChild | undefined;
     const startCp = async () => {
-      const config = loadControlPlaneConfig({
-        flags: {
-          port,
-          host: '127.0.0.1',
-          clusterName: spec.name,
-          memoryUnitMiB: spec.memoryUnitMiB,
-          instanceId: 'vcuda-control-plane-0',
-          kube: { mode: 'kubeconfig' },
-          webhookRegistration: 'auto',
-          webhook: {
-            schedulerName: 'vcuda-scheduler',
-            privilegedUsernames: ['admin'],
-            registration: { url: 'https://127.0.0.1:0' },
-          },
-          extender: { port: extenderPort },
-          logLevel: logger.level as 'silent',
+      const flags = {
+        port,
+        host: '127.0.0.1',
+        clusterName: spec.name,
+        memoryUnitMiB: spec.memoryUnitMiB,
+        instanceId: 'vcuda-control-plane-0',
+        kube: { mode: 'kubeconfig' },
+        webhookRegistration: 'auto',
+        webhook: {
+          schedulerName: 'vcuda-scheduler',
+          privilegedUsernames: ['admin'],
+          registration: { url: 'https://127.0.0.1:0' },
         },
-      });
-      cp = await startControlPlane(config, {
+        extender: { port: extenderPort },
+        logLevel: logger.level as 'silent',
+      } satisfies ControlPlaneConfigInput;
+      if (opts.controlPlaneProcess) {
+        cpProcess = await startProcess(flags);
+        ({ http: port, extender: extenderPort, https: webhookPort } = cpProcess.ports);
+        return;
+      }
+      cp = await startControlPlane(loadControlPlaneConfig({ flags }), {
         db,
         kubeConfig: kc,
         logger: logger.child({ cp: 0 }),
@@ -190,13 +203,25 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
       extenderPort = Number(new URL(cp.extenderUrl).port);
       webhookPort = Number(new URL(cp.httpsUrl ?? 'https://127.0.0.1:0').port);
     };
+    const startProcess = (flags: ControlPlaneConfigInput) => {
+      if (!opts.databaseUrl) throw new Error('startRealCluster: controlPlaneProcess needs databaseUrl');
+      const kubeconfigPath = join(dir, 'admin.kubeconfig');
+      return spawnControlPlane({ flags, kubeconfigPath, httpsPort: webhookPort, dbUrl: opts.databaseUrl }, 60_000);
+    };
     const killCp = async () => {
       const c = cp;
       cp = undefined;
       await c?.close();
+      const child = cpProcess;
+      cpProcess = undefined;
+      child?.kill();
+      await child?.exited;
     };
     await startCp();
-    closers.push(killCp);
+    closers.push(async () => {
+      await cpProcess?.stop();
+      await killCp();
+    });
 
     // The agents read the ConfigMap as a mounted file would show it.
     const jwks = publishedJwks(client);
@@ -228,6 +253,7 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
       nodeNames: nodes.map((n) => n.name),
       dir,
       controlPlane: () => cp,
+      controlPlaneProcess: () => cpProcess,
       killControlPlane: killCp,
       startControlPlane: startCp,
       close,

@@ -1,36 +1,57 @@
 /**
- * A control-plane replica as its own process, so a test can kill it with a real SIGKILL mid-bind:
- * `tsx control-plane-process.ts '<settings JSON>'` starts replica `replica` of a local cluster
- * (its configuration from `replicaConfig`, the ledger at `dbUrl`), prints
- * `ready <http> <https> <extender>` (its ports), and SIGKILLs itself when the first bind reaches
- * `killAt`, every other bind in flight dying with it.
+ * A control plane as its own process, so a test can kill it with a real SIGKILL mid-bind and a
+ * benchmark can tell its event loop and CPU from its own: `tsx control-plane-process.ts '<settings
+ * JSON>'` starts either replica `replica` of a local cluster (its configuration from
+ * `replicaConfig`) or a control plane of the given flags on a kubeconfig file, with the ledger at
+ * `dbUrl`, prints `ready <http> <https> <extender>` (its ports), and SIGKILLs itself when the first
+ * bind reaches `killAt`, every other bind in flight dying with it. Over an IPC channel (where the
+ * parent opened one) it measures its event-loop delay between 'lag-start' and 'lag-stop'.
  */
 import pino from 'pino';
+import { type ControlPlaneConfigInput, loadControlPlaneConfig } from '../../../control-plane/config.js';
 import type { BindStep } from '../../../control-plane/extender/binder.js';
 import { startControlPlane } from '../../../control-plane/server.js';
 import { connectDb } from '../../../db/connect.js';
+import { PooledKubeConfig } from '../../../kube-connections/pooled-kube-config.js';
 import { type ReplicaConfigSettings, replicaConfig } from '../../../sim/control-plane-replicas.js';
 import { kubeConfigFor } from '../../../sim/kubeconfig.js';
+import { answerLagProbes } from '../lag-probe.js';
 
-export type ControlPlaneProcessSettings = {
-  replica: number;
-  config: ReplicaConfigSettings;
-  dbUrl: string;
-  apiUrl: string;
-  token: string;
-  caPem: string;
-  killAt?: BindStep;
-};
+/** A local cluster's replica, reaching the simulated API server with a token. */
+type LocalReplica = { replica: number; config: ReplicaConfigSettings; apiUrl: string; token: string; caPem: string };
+/** A control plane of these flags, reaching a real API server with the kubeconfig at this path. */
+type OnKubeconfig = { flags: ControlPlaneConfigInput; kubeconfigPath: string; httpsPort: number };
+
+export type ControlPlaneProcessSettings = (LocalReplica | OnKubeconfig) & { dbUrl: string; killAt?: BindStep };
+
+function configAndKube(s: ControlPlaneProcessSettings) {
+  if ('flags' in s) {
+    const kubeConfig = new PooledKubeConfig();
+    kubeConfig.loadFromFile(s.kubeconfigPath);
+    // The ledger's connections as an in-process control plane on a real cluster has them.
+    return { config: loadControlPlaneConfig({ flags: s.flags }), kubeConfig, httpsPort: s.httpsPort, connections: 10 };
+  }
+  return {
+    config: replicaConfig(s.config, s.replica),
+    kubeConfig: kubeConfigFor(s.apiUrl, s.token, s.caPem),
+    httpsPort: 0,
+    connections: 8,
+  };
+}
 
 const settings = JSON.parse(process.argv[2] ?? '{}') as ControlPlaneProcessSettings;
+const { config, kubeConfig, httpsPort, connections } = configAndKube(settings);
 const port = (url: string | undefined) => (url ? new URL(url).port : '0');
-const cp = await startControlPlane(replicaConfig(settings.config, settings.replica), {
-  db: await connectDb({ url: settings.dbUrl, maxConnections: 8 }),
-  kubeConfig: kubeConfigFor(settings.apiUrl, settings.token, settings.caPem),
-  logger: pino({ level: settings.config.logLevel }),
-  httpsPort: 0,
+const cp = await startControlPlane(config, {
+  db: await connectDb({ url: settings.dbUrl, maxConnections: connections }),
+  kubeConfig,
+  logger: pino({ level: config.logLevel }),
+  httpsPort,
   bindFaults: (step) => {
     if (step === settings.killAt) process.kill(process.pid, 'SIGKILL');
   },
 });
+if (process.send) answerLagProbes();
+// A clean stop, so a profiled run (--cpu-prof) writes its profile.
+process.once('SIGTERM', () => void cp.close().finally(() => process.exit(0)));
 process.stdout.write(`ready ${port(cp.url)} ${port(cp.httpsUrl)} ${port(cp.extenderUrl)}\n`);
