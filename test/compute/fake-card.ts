@@ -66,6 +66,8 @@ export type ScenarioResult = {
   shares: Map<string, number[]>;
   /** Launch counts the tenants reported. */
   launches: Map<string, number>;
+  /** When the counter guard distrusted the counters, in ms from the tenants' start (undefined: never). */
+  distrustedAtMs?: number;
 };
 
 /** The probe and the sampler outlive the tenants by at most this much; they are stopped once the
@@ -234,6 +236,11 @@ export async function runScenario(root: string, spec: ScenarioSpec): Promise<Sce
     });
     // The first period that starts after the tenants were spawned.
     const firstPeriod = (periods.at(-1)?.period ?? 0) + 1;
+    const startedAt = performance.now();
+    let distrustedAtMs: number | undefined;
+    createInterface({ input: sampler.stdout! }).on('line', (line) => {
+      if (line === 'distrusted') distrustedAtMs ??= performance.now() - startedAt;
+    });
     const tampered = containers.find((c) => c.key === spec.tamper?.tenant);
     const tamper = tampered ? setInterval(() => zeroBusyCounter(tampered.regionPath), 10) : undefined;
     const timers = (spec.changes ?? []).map((ch) =>
@@ -272,7 +279,7 @@ export async function runScenario(root: string, spec: ScenarioSpec): Promise<Sce
           .map((p) => ((p.byPid.get(pid) ?? 0) / sampleNs) * 100),
       );
     }
-    return { periodMs: sampleNs / 1e6, shares, launches };
+    return { periodMs: sampleNs / 1e6, shares, launches, ...(distrustedAtMs === undefined ? {} : { distrustedAtMs }) };
   } finally {
     for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });

@@ -38,7 +38,11 @@ const samplerOptions: CardSamplerOptions = {
   nowMs: Date.now,
   placement: { containersOn: () => settings.containers, containerOfPid: (pid) => owners.get(pid) ?? null },
   onError: (err) => process.stderr.write(`sampler: ${String(err)}\n`),
-  onCounterCheck: (v) => checks.push(v),
+  onCounterCheck: (v) => {
+    // The moment the guard distrusts the counters, so a scenario judges from there.
+    if (v.distrusted && !checks.some((c) => c.distrusted)) process.stdout.write('distrusted\n');
+    checks.push(v);
+  },
   counterGuard: settings.counterGuard ?? { windowMs: 1000, windows: Number.MAX_SAFE_INTEGER },
   cardBusyFromDevice: settings.cardBusy === 'device',
 };
