@@ -6,7 +6,6 @@ export const eventReasons = {
   admissionRefused: 'VcudaAdmissionRefused',
   quotaRefused: 'VcudaQuotaRefused',
   unschedulable: 'VcudaUnschedulable',
-  bound: 'VcudaBound',
   bindConflict: 'VcudaBindConflict',
   allocated: 'VcudaAllocated',
   allocateFailed: 'VcudaAllocateFailed',
@@ -20,11 +19,7 @@ export const eventReasons = {
 export type EventReason = (typeof eventReasons)[keyof typeof eventReasons];
 
 /** Reasons that report progress, not trouble. */
-const normalReasons: ReadonlySet<EventReason> = new Set([
-  eventReasons.bound,
-  eventReasons.allocated,
-  eventReasons.preempting,
-]);
+const normalReasons: ReadonlySet<EventReason> = new Set([eventReasons.allocated, eventReasons.preempting]);
 
 export type PodRef = { namespace: string; name: string; uid?: string };
 

@@ -55,7 +55,7 @@ describe('watchRefusalEvents', () => {
 
   it('records refusals listed at start and created later, and nothing else', async () => {
     await post('early', eventReasons.allocateFailed, 'a');
-    await post('bound-one', eventReasons.bound, 'b');
+    await post('bound-one', eventReasons.allocated, 'b');
     const log = createRefusalLog();
     const watch = watchRefusalEvents(kubeConfigFor(api.url), log, { cluster: 'west', retryMs: 100 });
     try {
@@ -74,7 +74,7 @@ describe('watchRefusalEvents', () => {
 
   it('records both sides of a preemption, listed and watched, and no other Normal Event', async () => {
     await post('winner', eventReasons.preempting, 'p1');
-    await post('placed', eventReasons.bound, 'p2');
+    await post('placed', eventReasons.allocated, 'p2');
     const log = createPreemptionLog();
     const watch = watchPreemptionEvents(kubeConfigFor(api.url), log, { cluster: 'west', retryMs: 100 });
     try {

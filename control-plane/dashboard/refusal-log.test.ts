@@ -26,7 +26,7 @@ describe('refusalFromEvent', () => {
     });
   });
 
-  it.each([eventReasons.bound, eventReasons.allocated, eventReasons.released])(
+  it.each([eventReasons.allocated, eventReasons.allocated, eventReasons.released])(
     'ignores %s: not a refusal',
     (reason) => {
       expect(refusalFromEvent(event(reason))).toBeUndefined();
@@ -63,7 +63,7 @@ describe('createRefusalLog', () => {
     expect((await log.readRefusals(10)).map((r) => r.pod)).toEqual(['p4', 'p3', 'p2']);
     expect(log.recordEvent(event(eventReasons.quotaRefused, new Date(now.getTime() + 9000)))).toBe(true);
     expect(log.recordEvent(event(eventReasons.quotaRefused, new Date(now.getTime() + 10000)))).toBe(true);
-    expect(log.recordEvent(event(eventReasons.bound))).toBe(false);
+    expect(log.recordEvent(event(eventReasons.allocated))).toBe(false);
     const rows = await log.readRefusals(2);
     expect(rows.map((r) => [r.pod, r.at])).toEqual([
       ['train', '2026-03-01T12:00:10.000Z'],

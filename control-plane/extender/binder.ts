@@ -108,7 +108,7 @@ export type BinderDeps = {
   ledgerRefused?: () => void;
 };
 
-export type BindOutcome = { pod: string; node: string; cards: string[]; reused: boolean };
+export type BindOutcome = { pod: string; node: string };
 
 export class Binder {
   private readonly ledgerNodes: LedgerNodes;
@@ -194,12 +194,7 @@ export class Binder {
       const a = existing;
       if (boundTo === args.Node && a?.node === args.Node) {
         await this.confirm(args.PodUID);
-        return {
-          pod: podRef,
-          node: args.Node,
-          cards: a.containers.flatMap((c) => c.cards.map((g) => g.uuid)),
-          reused: true,
-        };
+        return { pod: podRef, node: args.Node };
       }
       throw new VcudaError('conflict', `bind ${podRef}: already bound to ${boundTo}`);
     }
@@ -275,12 +270,7 @@ export class Binder {
     // bind's latency, which with kube-scheduler's bounded binds in flight bounds binds per second.
     await this.deps.faults?.('bound', args.PodUID);
     void this.confirm(args.PodUID, request);
-    return {
-      pod: podRef,
-      node: args.Node,
-      cards: assignment.containers.flatMap((c) => c.cards.map((g) => g.uuid)),
-      reused,
-    };
+    return { pod: podRef, node: args.Node };
   }
 
   /**

@@ -21,14 +21,7 @@ import type { PodWithStatus } from '../placement/cluster-snapshot.js';
 import { capacityReasons, type FitContext } from '../placement/fit.js';
 import { type PlacementRequest, readPlacementRequest } from '../placement/placement-request.js';
 import type { AssignmentSigner } from '../signing-keys.js';
-import {
-  Binder,
-  type BinderConfig,
-  type BinderDeps,
-  type BindLedger,
-  type BindOutcome,
-  fitContextOf,
-} from './binder.js';
+import { Binder, type BinderConfig, type BinderDeps, type BindLedger, fitContextOf } from './binder.js';
 import { CallGate } from './call-gate.js';
 import {
   type BindingArgs,
@@ -246,14 +239,14 @@ class ExtenderVerbs {
 
   /**
    * The answer goes out as soon as the Binding exists (or the bind failed); what only reports the
-   * outcome (metrics, the Event, the log line, the nudger's bookkeeping) runs after it, off the
+   * outcome (metrics, a failure's Event, the log line, the nudger's bookkeeping) runs after it, off the
    * request path, so the scheduler's next filter and prioritize do not queue behind it.
    */
   async bind(args: BindingArgs): Promise<ExtenderBindingResult> {
     const ref = { namespace: args.PodNamespace, name: args.PodName, uid: args.PodUID };
     try {
-      const out = await this.binder.bind(args);
-      setImmediate(() => this.reportBound(ref, out));
+      await this.binder.bind(args);
+      setImmediate(() => this.reportBound(ref));
       return { Error: '' };
     } catch (err) {
       const message = messageOf(err);
@@ -263,11 +256,13 @@ class ExtenderVerbs {
     }
   }
 
-  private reportBound(ref: PodRef, out: BindOutcome): void {
+  private reportBound(ref: PodRef): void {
     this.deps.metrics.binds.inc({ result: 'bound' });
     this.deps.nudger?.forget(ref.uid);
     this.lastUnschedulableEvent.delete(ref.uid);
-    if (!out.reused) this.recordEvent(ref, eventReasons.bound, `bound to ${out.node} on ${out.cards.join(', ')}`);
+    // No Event of its own: kube-scheduler's Scheduled says where the pod went and the node
+    // agent's VcudaAllocated which cards it got. One more Event per pod cost the cluster about a
+    // tenth of a vcuda pod's CPU (the API server's write, etcd's, every Event watcher's read).
   }
 
   private reportBindFailure(ref: PodRef, node: string, err: unknown, message: string): void {

