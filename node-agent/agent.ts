@@ -31,6 +31,7 @@ import {
   driftTargetsOn,
   placementOf,
   procCgroupReader,
+  recordsOfShownPods,
   regionCharge,
 } from './card-sampling/placement.js';
 import type { NodeAgentConfig } from './config.js';
@@ -127,20 +128,7 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
   const reportUsage = usageReporter(deps, () => allocator.records(), nowMs);
   let stopped = false;
   const healthWatch = startHealthWatch(deps, health, publishInventory);
-  const checks: AgentCheck[] = [
-    { name: 'agent', problem: () => (stopped ? 'stopping' : undefined) },
-    {
-      name: 'device-plugins',
-      problem: () => (runner.isRegistered() ? undefined : 'not registered with the kubelet'),
-    },
-    {
-      name: 'nvml',
-      problem: () => {
-        const err = healthWatch.nvmlError();
-        return err && `waiting for GPU events failed: ${err}`;
-      },
-    },
-  ];
+  const checks = agentChecks(() => stopped, runner, healthWatch);
   const refreshMetrics = () => {
     const records = allocator.records();
     metrics.update(health.list(), records, collectUsage(records));
@@ -149,7 +137,13 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
   const stopLoops = await startLoops(deps, { publishInventory, housekeep, reportUsage });
   const compute = startCompute(
     deps,
-    { health, cards: shareTargets, records: () => allocator.records(), pods: () => deps.pods.pods(), metrics },
+    {
+      health,
+      cards: shareTargets,
+      records: () => recordsOfShownPods(allocator.records(), deps.pods.pods()),
+      pods: () => deps.pods.pods(),
+      metrics,
+    },
     nowMs,
   );
   return {
@@ -178,6 +172,28 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
       deps.gpu.close();
     },
   };
+}
+
+/** What the agent's health endpoint reports on: itself, its registration with the kubelet, NVML's events. */
+function agentChecks(
+  isStopped: () => boolean,
+  runner: Pick<PluginRunner, 'isRegistered'>,
+  healthWatch: Pick<HealthWatch, 'nvmlError'>,
+): AgentCheck[] {
+  return [
+    { name: 'agent', problem: () => (isStopped() ? 'stopping' : undefined) },
+    {
+      name: 'device-plugins',
+      problem: () => (runner.isRegistered() ? undefined : 'not registered with the kubelet'),
+    },
+    {
+      name: 'nvml',
+      problem: () => {
+        const err = healthWatch.nvmlError();
+        return err && `waiting for GPU events failed: ${err}`;
+      },
+    },
+  ];
 }
 
 /** The preload file every GPU container mounts, and the folder of per-container limit files. */

@@ -99,6 +99,29 @@ describe('compute feedback wiring', () => {
     expect(share('side')).toBe(1000);
   });
 
+  it('stops measuring a pod the API server deleted, though its record waits for housekeeping', async () => {
+    h = await startHarness({ config: { paths: { procRoot: proc }, computeSensor: 'nvml' } });
+    await h.kubelet.waitFor(() => h?.kubelet.devices(h.names.core).length === 200, 'plugins');
+    const card0 = h.agent.health.list()[0]?.uuid as string;
+    const pod = new GpuPodBuilder(h.names, 'gone', UID).container('main', 30, 100);
+    await runPod(h, pod, [[card0]], { main: MAIN_ID });
+    fakeProcess(4242, MAIN_ID);
+    const region = h.agent.allocator.records()[0]?.paths.regionPath as string;
+    const measure = (smPercent: number) => {
+      h!.nowMs.value += 200;
+      const at = h!.nowMs.value * 1000;
+      h!.gpu.samples.set(0, [{ pid: 4242, timestampUs: at - 50_000, smPercent, memoryPercent: 0 }]);
+      h!.gpu.rates.set(0, { gpuPercent: smPercent, memoryPercent: 0 });
+      h!.agent.samplers[0]?.sampleOnce();
+      return readRegionUsage(region, 1)?.[0]?.measuredShareBp;
+    };
+    expect(measure(30)).toBe(3000);
+    h.cluster.delete('default', 'gone');
+    expect(h.agent.allocator.records()).toHaveLength(1);
+    // Its region keeps the last sample: nothing runs there to measure.
+    expect(measure(70)).toBe(3000);
+  });
+
   it("exports each container's NVML memory minus its region's charge, labelled by pod and card", async () => {
     h = await startHarness({ config: { paths: { procRoot: proc } } });
     await h.kubelet.waitFor(() => h?.kubelet.devices(h.names.core).length === 200, 'plugins');

@@ -16,6 +16,21 @@ export function containerKey(podUid: string, container: string): string {
   return `${podUid}/${container}`;
 }
 
+/**
+ * The records whose pod this node's view still shows: what the samplers measure. A deleted pod's
+ * records stay until housekeeping forgets them (a period later), and measuring their regions ten
+ * times a second cost the node syscalls for containers that no longer run: with pods coming and
+ * going, most of the samplers' work. A pod leaves the view only when the API server says it is gone.
+ */
+export function recordsOfShownPods(
+  records: readonly ContainerRecord[],
+  pods: readonly PodView[],
+): readonly ContainerRecord[] {
+  if (records.length === 0) return records;
+  const shown = new Set(pods.map((p) => p.uid));
+  return records.every((r) => shown.has(r.podUid)) ? records : records.filter((r) => shown.has(r.podUid));
+}
+
 /** Pure over its inputs; `readCgroup` returns `/proc/PID/cgroup`'s text or undefined. */
 export function placementOf(
   records: () => readonly ContainerRecord[],
