@@ -236,7 +236,10 @@ describe('DynamicResources in the simulated scheduler', () => {
       expect((claim['status'] as { reservedFor: { name: string }[] }).reservedFor.map((r) => r.name)).toEqual([
         'raced',
       ]);
-      expect((await client.list('/api/v1/namespaces/default/events')).items).toEqual([]);
+      // The conflict was retried, not reported: the one Event is the bind's.
+      await expect
+        .poll(async () => (await client.list('/api/v1/namespaces/default/events')).items.map((e) => e['reason']))
+        .toEqual(['Scheduled']);
     } finally {
       await hook.close();
     }

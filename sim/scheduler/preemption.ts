@@ -10,13 +10,13 @@
  * period, and the pod gets `status.nominatedNodeName`. The pod is then scheduled as usual once the
  * victims are gone. The simulated cluster has no PodDisruptionBudgets: kube-scheduler's counts are 0.
  */
-import { randomBytes } from 'node:crypto';
 import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
 import { callPreempt, isInterested, type NodeVictims } from './extender-client.js';
 import type { ExtenderTransport } from './extender-transport.js';
 import { filterNode, type SchedNode, type SchedPod } from './node-filters.js';
 import type { ClusterCache } from './scheduler-cache.js';
 import type { SchedulerConfig } from './scheduler-config.js';
+import { schedulerEvent } from './scheduler-events.js';
 
 export type PreemptionContext = {
   client: KubeClient;
@@ -131,20 +131,7 @@ async function evict(ctx: PreemptionContext, pod: KubeObj, node: string, victims
     await ctx.client
       .strategicPatch(`${podPath(ns, v.metadata.name)}/status`, { status: { conditions: [condition] } })
       .catch(() => undefined);
-    await ctx.client
-      .create(`/api/v1/namespaces/${ns}/events`, {
-        metadata: { name: `${v.metadata.name}.${randomBytes(8).toString('hex')}`, namespace: ns },
-        involvedObject: { apiVersion: 'v1', kind: 'Pod', namespace: ns, name: v.metadata.name, uid: v.metadata.uid },
-        reason: 'Preempted',
-        message,
-        type: 'Normal',
-        source: { component: ctx.schedulerName },
-        firstTimestamp: time,
-        lastTimestamp: time,
-        count: 1,
-        reportingComponent: ctx.schedulerName,
-      })
-      .catch(() => undefined);
+    await schedulerEvent(ctx, v, { reason: 'Preempted', message, type: 'Normal', time });
     await ctx.client.delete(podPath(ns, v.metadata.name)).catch(() => undefined);
     ctx.log(`preempted ${ns}/${v.metadata.name} on ${node} for ${pod.metadata.namespace}/${pod.metadata.name}`);
   }

@@ -14,7 +14,6 @@
  * `startScheduler` starts the watches (the cluster cache) and the loop; `close` stops them in
  * reverse order and waits for binds in flight.
  */
-import { randomBytes } from 'node:crypto';
 import { type KubeClient, type KubeObj, podPath } from '../kube-client.js';
 import { DraCache } from './dra-cache.js';
 import type { ClaimAllocation, ResourceClaim } from './dra-objects.js';
@@ -25,6 +24,7 @@ import { filterNode, type SchedNode, type SchedPod, summarizeFailures } from './
 import { isResolvable, preempt } from './preemption.js';
 import { ClusterCache, keyOf, SchedulingQueue } from './scheduler-cache.js';
 import type { SchedulerConfig } from './scheduler-config.js';
+import { schedulerEvent } from './scheduler-events.js';
 
 export type SchedulerOptions = {
   client: KubeClient;
@@ -129,30 +129,10 @@ async function recordFailure(
 ): Promise<void> {
   const t = ctx.now();
   if (!ctx.queue.fail(keyOf(pod), message, kind === 'unschedulable', t)) return;
-  const { client, schedulerName } = ctx;
+  const { client } = ctx;
   const ns = pod.metadata.namespace ?? 'default';
   const time = new Date(t).toISOString();
-  const involvedObject = {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    namespace: ns,
-    name: pod.metadata.name,
-    uid: pod.metadata.uid,
-  };
-  await client
-    .create(`/api/v1/namespaces/${ns}/events`, {
-      metadata: { name: `${pod.metadata.name}.${randomBytes(8).toString('hex')}`, namespace: ns },
-      involvedObject,
-      reason: 'FailedScheduling',
-      message,
-      type: 'Warning',
-      source: { component: schedulerName },
-      firstTimestamp: time,
-      lastTimestamp: time,
-      count: 1,
-      reportingComponent: schedulerName,
-    })
-    .catch(() => undefined);
+  await schedulerEvent(ctx, pod, { reason: 'FailedScheduling', message, type: 'Warning', time });
   const reason = kind === 'unschedulable' ? 'Unschedulable' : 'SchedulerError';
   const condition = { type: 'PodScheduled', status: 'False', reason, message, lastTransitionTime: time };
   await client
@@ -254,6 +234,11 @@ function bindInBackground(
       ctx.stats.bound++;
       ctx.queue.forget(keyOf(pod));
       ctx.log(`bound ${keyOf(pod)} to ${chosen}`);
+      // kube-scheduler's word for every pod it bound, through an extender's bind verb or not,
+      // recorded in the background: the binding's slot is free already.
+      const message = `Successfully assigned ${keyOf(pod)} to ${chosen}`;
+      const time = new Date(ctx.now()).toISOString();
+      void schedulerEvent(ctx, pod, { reason: 'Scheduled', message, type: 'Normal', time });
     },
     async (e: Error) => {
       ctx.cache.forget(pod);

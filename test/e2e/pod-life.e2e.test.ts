@@ -94,9 +94,10 @@ describe('a pod through the simulated cluster', () => {
       { core: 60, memoryMiB: 4096, node: 'node-0' },
     ]);
     const card = rows[0]!.cardUuid;
+    // The scheduler's word for the node, the node agent's for the cards.
     await expect
       .poll(async () => (await lc.client.list(`/api/v1/namespaces/${NS}/events`)).items.map((e) => e['reason']))
-      .toContain('VcudaAllocated');
+      .toEqual(expect.arrayContaining(['Scheduled', 'VcudaAllocated']));
 
     await lc.client.delete(podPath(NS, 'share'));
     await expect.poll(() => phaseOf(lc.client, NS, 'share'), { timeout: 15_000 }).toBe('Gone');
