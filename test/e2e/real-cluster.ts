@@ -21,7 +21,7 @@ import { pino } from 'pino';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { resourceNames } from '../../contract/index.js';
 import { type ControlPlaneConfigInput, loadControlPlaneConfig } from '../../control-plane/config.js';
-import type { BindFaults } from '../../control-plane/extender/binder.js';
+import type { BindFaults, BindStep } from '../../control-plane/extender/binder.js';
 import { type RunningControlPlane, startControlPlane } from '../../control-plane/server.js';
 import { closeDb, connectDb, type VcudaDb } from '../../db/connect.js';
 import { migrate } from '../../db/migrate.js';
@@ -101,7 +101,8 @@ export type RealCluster = {
   /** The control plane's own process, with `controlPlaneProcess`. */
   controlPlaneProcess(): ControlPlaneChild | undefined;
   killControlPlane(): Promise<void>;
-  startControlPlane(): Promise<void>;
+  /** `pauseAt` (with `controlPlaneProcess`): the first bind to reach that step holds there (see `controlPlaneProcess().paused`). */
+  startControlPlane(opts?: { pauseAt?: BindStep }): Promise<void>;
   close(): Promise<void>;
 };
 
@@ -170,7 +171,7 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
     // says port 0: the control plane registers the port its listener bound.
     let cp: RunningControlPlane | undefined;
     let cpProcess: ControlPlaneChild | undefined;
-    const startCp = async () => {
+    const startCp = async (startOpts: { pauseAt?: BindStep } = {}) => {
       const flags = {
         port,
         host: '127.0.0.1',
@@ -188,7 +189,7 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
         logLevel: logger.level as 'silent',
       } satisfies ControlPlaneConfigInput;
       if (opts.controlPlaneProcess) {
-        cpProcess = await startProcess(flags);
+        cpProcess = await startProcess(flags, startOpts.pauseAt);
         ({ http: port, extender: extenderPort, https: webhookPort } = cpProcess.ports);
         return;
       }
@@ -203,10 +204,11 @@ export async function startRealCluster(spec: ClusterSpec, opts: RealClusterOptio
       extenderPort = Number(new URL(cp.extenderUrl).port);
       webhookPort = Number(new URL(cp.httpsUrl ?? 'https://127.0.0.1:0').port);
     };
-    const startProcess = (flags: ControlPlaneConfigInput) => {
+    const startProcess = (flags: ControlPlaneConfigInput, pauseAt: BindStep | undefined) => {
       if (!opts.databaseUrl) throw new Error('startRealCluster: controlPlaneProcess needs databaseUrl');
       const kubeconfigPath = join(dir, 'admin.kubeconfig');
-      return spawnControlPlane({ flags, kubeconfigPath, httpsPort: webhookPort, dbUrl: opts.databaseUrl }, 60_000);
+      const settings = { flags, kubeconfigPath, httpsPort: webhookPort, dbUrl: opts.databaseUrl };
+      return spawnControlPlane({ ...settings, ...(pauseAt ? { pauseAt } : {}) }, 60_000);
     };
     const killCp = async () => {
       const c = cp;

@@ -23,6 +23,8 @@ export type ControlPlaneChild = {
   stop(deadlineMs?: number): Promise<void>;
   /** Starts measuring its event-loop delay; the function returned stops and reads it. */
   measureLag(): () => Promise<LagReport>;
+  /** With `pauseAt`: the uid of the pod whose bind holds at that step. */
+  paused: Promise<string>;
 };
 
 /** Spawns the process and resolves once it serves (within `deadlineMs`, else it is killed and this fails). */
@@ -43,13 +45,22 @@ export async function spawnControlPlane(
   const exited = new Promise<NodeJS.Signals | null>((resolve) =>
     child.once('exit', (_code, signal) => resolve(signal)),
   );
+  let onPaused: (uid: string) => void = () => undefined;
+  const paused = new Promise<string>((resolve) => {
+    onPaused = resolve;
+  });
+  // Appends first: the readers registered below read `out` as this left it.
+  child.stdout?.on('data', (d) => {
+    out += d;
+    const m = /paused (\S+)\n/.exec(out);
+    if (m) onPaused(m[1] as string);
+  });
   const ports = await new Promise<number[]>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`control-plane process not serving after ${deadlineMs} ms: ${err.slice(-2000)}`));
     }, deadlineMs);
-    child.stdout?.on('data', (d) => {
-      out += d;
+    child.stdout?.on('data', () => {
       const m = /ready (\d+) (\d+) (\d+)/.exec(out);
       if (!m) return;
       clearTimeout(timer);
@@ -75,6 +86,7 @@ export async function spawnControlPlane(
       clearTimeout(timer);
     },
     measureLag: () => measureLagOf(child, exited),
+    paused,
   };
 }
 

@@ -4,7 +4,8 @@
  * JSON>'` starts either replica `replica` of a local cluster (its configuration from
  * `replicaConfig`) or a control plane of the given flags on a kubeconfig file, with the ledger at
  * `dbUrl`, prints `ready <http> <https> <extender>` (its ports), and SIGKILLs itself when the first
- * bind reaches `killAt`, every other bind in flight dying with it. Over an IPC channel (where the
+ * bind reaches `killAt`, every other bind in flight dying with it (or, at `pauseAt`, holds that bind
+ * there for its parent to SIGKILL it when the test is ready). Over an IPC channel (where the
  * parent opened one) it measures its event-loop delay between 'lag-start' and 'lag-stop'.
  */
 import pino from 'pino';
@@ -22,7 +23,13 @@ type LocalReplica = { replica: number; config: ReplicaConfigSettings; apiUrl: st
 /** A control plane of these flags, reaching a real API server with the kubeconfig at this path. */
 type OnKubeconfig = { flags: ControlPlaneConfigInput; kubeconfigPath: string; httpsPort: number };
 
-export type ControlPlaneProcessSettings = (LocalReplica | OnKubeconfig) & { dbUrl: string; killAt?: BindStep };
+export type ControlPlaneProcessSettings = (LocalReplica | OnKubeconfig) & {
+  dbUrl: string;
+  /** The bind step where it SIGKILLs itself. */
+  killAt?: BindStep;
+  /** The bind step where the first bind to reach it says `paused <pod uid>` and waits for its parent's SIGKILL. */
+  pauseAt?: BindStep;
+};
 
 function configAndKube(s: ControlPlaneProcessSettings) {
   if ('flags' in s) {
@@ -40,6 +47,7 @@ function configAndKube(s: ControlPlaneProcessSettings) {
 }
 
 const settings = JSON.parse(process.argv[2] ?? '{}') as ControlPlaneProcessSettings;
+let paused = false;
 const { config, kubeConfig, httpsPort, connections } = configAndKube(settings);
 const port = (url: string | undefined) => (url ? new URL(url).port : '0');
 const cp = await startControlPlane(config, {
@@ -47,8 +55,12 @@ const cp = await startControlPlane(config, {
   kubeConfig,
   logger: pino({ level: config.logLevel }),
   httpsPort,
-  bindFaults: (step) => {
+  bindFaults: async (step, podUid) => {
     if (step === settings.killAt) process.kill(process.pid, 'SIGKILL');
+    if (step !== settings.pauseAt || paused) return;
+    paused = true;
+    process.stdout.write(`paused ${podUid}\n`);
+    await new Promise(() => undefined);
   },
 });
 if (process.send) answerLagProbes();
