@@ -108,8 +108,6 @@ export type BinderDeps = {
   ledgerRefused?: () => void;
 };
 
-export type BindOutcome = { pod: string; node: string };
-
 export class Binder {
   private readonly ledgerNodes: LedgerNodes;
   private readonly confirms: PodWriteBatcher;
@@ -177,7 +175,7 @@ export class Binder {
    * Plans and assumes in the request's own tick (when the pod is cached), so every later filter
    * and bind in this replica sees these cards taken; the ledger settles races between replicas.
    */
-  async bind(args: BindingArgs): Promise<BindOutcome> {
+  async bind(args: BindingArgs): Promise<void> {
     const { state } = this.deps;
     const now = this.deps.clock();
     const podRef = `${args.PodNamespace}/${args.PodName}`;
@@ -194,7 +192,7 @@ export class Binder {
       const a = existing;
       if (boundTo === args.Node && a?.node === args.Node) {
         await this.confirm(args.PodUID);
-        return { pod: podRef, node: args.Node };
+        return;
       }
       throw new VcudaError('conflict', `bind ${podRef}: already bound to ${boundTo}`);
     }
@@ -221,7 +219,7 @@ export class Binder {
     isExisting: boolean,
     assignedAt: string,
     now: Date,
-  ): Promise<BindOutcome> {
+  ): Promise<void> {
     const { ledger, signer, state, config } = this.deps;
     const podRef = `${args.PodNamespace}/${args.PodName}`;
     await this.syncLedgerNode(args.Node);
@@ -270,7 +268,6 @@ export class Binder {
     // bind's latency, which with kube-scheduler's bounded binds in flight bounds binds per second.
     await this.deps.faults?.('bound', args.PodUID);
     void this.confirm(args.PodUID, request);
-    return { pod: podRef, node: args.Node };
   }
 
   /**

@@ -18,9 +18,9 @@ export function containerKey(podUid: string, container: string): string {
 
 /**
  * The records whose pod this node's view still shows: what the samplers measure. A deleted pod's
- * records stay until housekeeping forgets them (a period later), and measuring their regions ten
- * times a second cost the node syscalls for containers that no longer run: with pods coming and
- * going, most of the samplers' work. A pod leaves the view only when the API server says it is gone.
+ * records stay until housekeeping forgets them (a period later), and the samplers went on reading
+ * and writing their regions ten times a second for containers that no longer run. A pod leaves the
+ * view only when the API server says it is gone.
  */
 export function recordsOfShownPods(
   records: readonly ContainerRecord[],
