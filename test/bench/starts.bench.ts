@@ -13,7 +13,6 @@
  * cores, so the ceiling says what the machine allows and the ratio what vcuda costs on top.
  */
 import { readFileSync } from 'node:fs';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseClusterSpec } from '../../sim/cluster-spec.js';
 import { type KubeClient, type KubeObj, podPath } from '../../sim/kube-client.js';
 import { startLocalCluster } from '../../sim/local-cluster.js';
@@ -22,7 +21,7 @@ import { realTierSkipReason, startRealCluster } from '../e2e/real-cluster.js';
 import { createNamespace, localClusterRig, type Rig, sharePod } from '../e2e/scheduling-scenarios.js';
 import type { ControlPlaneChild } from '../support/control-plane/control-plane-child.js';
 import { createTestDatabase, isPostgresReachable, type TestDatabase } from '../support/db/test-databases.js';
-import { type IdleLagProcess, startIdleLagProcess } from '../support/lag-probe.js';
+import { type IdleLagProcess, type LagReport, measureOwnLag, startIdleLagProcess } from '../support/lag-probe.js';
 import { descendantsOf, procStats } from '../support/process.js';
 import { atLeast, atMost, type Benchmark, type Figure } from './harness.js';
 import { meanMsBetween, type SchedulerTotals, schedulerTotalsReader } from './scheduler-metrics.js';
@@ -202,22 +201,10 @@ type Probes = {
 };
 
 /** The event-loop delay of the control plane's own process where it has one, else of this one. */
-function measureLag(
-  controlPlane: ControlPlaneChild | undefined,
-): () => Promise<{ lagP99Ms: number; lagMaxMs: number }> {
-  if (controlPlane) {
-    const stop = controlPlane.measureLag();
-    return async () => {
-      const r = await stop();
-      return { lagP99Ms: r.p99Ms, lagMaxMs: r.maxMs };
-    };
-  }
-  const lag = monitorEventLoopDelay({ resolution: 1 });
-  lag.enable();
-  return async () => {
-    lag.disable();
-    return { lagP99Ms: lag.percentile(99) / 1e6, lagMaxMs: lag.max / 1e6 };
-  };
+function measureLag(controlPlane: ControlPlaneChild | undefined): () => Promise<LagReport> {
+  if (controlPlane) return controlPlane.measureLag();
+  const stop = measureOwnLag();
+  return async () => stop();
 }
 
 /** Creates the pods at once and returns the seconds until every one runs, and the machine's CPU per pod. */
@@ -238,7 +225,8 @@ async function startAll(client: KubeClient, pods: object[], probes: Probes): Pro
   } finally {
     abort.abort();
   }
-  const lagMs = { ...(await stopLag()), idleLagP99Ms: (await stopIdleLag()).p99Ms };
+  const lag = await stopLag();
+  const lagMs = { lagP99Ms: lag.p99Ms, lagMaxMs: lag.maxMs, idleLagP99Ms: (await stopIdleLag()).p99Ms };
   const seconds = (performance.now() - start) / 1000;
   const schedulerAfter = schedulerBefore && (await readScheduler?.());
   const scheduler =

@@ -6,22 +6,31 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { exitWithin } from './process.js';
 
 /** A process's event-loop delay over one measurement (ms). */
 export type LagReport = { p99Ms: number; maxMs: number };
 
-/** In the child: 'lag-start' begins a measurement at 1 ms resolution (the benchmarks' own), 'lag-stop' answers it. */
+/** Starts measuring this process's event-loop delay at 1 ms resolution (the benchmarks' own); the function returned stops and reads it. */
+export function measureOwnLag(): () => LagReport {
+  const lag = monitorEventLoopDelay({ resolution: 1 });
+  lag.enable();
+  return () => {
+    lag.disable();
+    return { p99Ms: lag.percentile(99) / 1e6, maxMs: lag.max / 1e6 };
+  };
+}
+
+/** In the child: 'lag-start' begins a measurement (`measureOwnLag`), 'lag-stop' answers it. */
 export function answerLagProbes(): void {
-  let lag: ReturnType<typeof monitorEventLoopDelay> | undefined;
+  let stop: (() => LagReport) | undefined;
   process.on('message', (m) => {
     if (m === 'lag-start') {
-      lag?.disable();
-      lag = monitorEventLoopDelay({ resolution: 1 });
-      lag.enable();
-    } else if (m === 'lag-stop' && lag) {
-      lag.disable();
-      const report: LagReport = { p99Ms: lag.percentile(99) / 1e6, maxMs: lag.max / 1e6 };
-      lag = undefined;
+      stop?.();
+      stop = measureOwnLag();
+    } else if (m === 'lag-stop' && stop) {
+      const report = stop();
+      stop = undefined;
       process.send?.(report);
     }
   });
@@ -55,9 +64,7 @@ export async function startIdleLagProcess(): Promise<IdleLagProcess> {
     measureLag: () => measureLagOf(child, exited),
     async close() {
       child.disconnect();
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(timer);
+      await exitWithin(child, exited, 5000);
     },
   };
 }

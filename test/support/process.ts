@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 
 /** Test support: whether a process still exists (signal 0 probes without touching it). */
@@ -9,6 +9,13 @@ export function processAlive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** Waits for a process asked to stop to exit (`exited`), killing it after `deadlineMs`. */
+export async function exitWithin(child: ChildProcess, exited: Promise<unknown>, deadlineMs: number): Promise<void> {
+  const timer = setTimeout(() => child.kill('SIGKILL'), deadlineMs);
+  await exited;
+  clearTimeout(timer);
 }
 
 /** One process as /proc/PID/stat shows it: parent, command name, CPU jiffies (user + system). */

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { BindStep } from '../../../control-plane/extender/binder.js';
 import type { LocalCluster } from '../../../sim/local-cluster.js';
 import { type LagReport, measureLagOf } from '../lag-probe.js';
+import { exitWithin } from '../process.js';
 import type { ControlPlaneProcessSettings } from './control-plane-process.js';
 
 const SCRIPT = join(import.meta.dirname, 'control-plane-process.ts');
@@ -81,9 +82,7 @@ export async function spawnControlPlane(
     kill: () => child.kill('SIGKILL'),
     async stop(deadlineMs = 15_000) {
       child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), deadlineMs);
-      await exited;
-      clearTimeout(timer);
+      await exitWithin(child, exited, deadlineMs);
     },
     measureLag: () => measureLagOf(child, exited),
     paused,
