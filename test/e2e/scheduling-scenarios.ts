@@ -132,6 +132,17 @@ export async function podLife(rig: Rig, ns: string): Promise<void> {
   expect(rig.nodeNames).toContain(nodeName(pod));
   expect(assignment(pod)).toBeTruthy();
   expect(pod.metadata.annotations?.['vcuda.io/allocated-at']).toBeTruthy();
+  // The scheduler's word for the node (kube-scheduler's, or the simulator's written as it does),
+  // the node agent's for the cards.
+  const said = async () =>
+    (await rig.client.list(`/api/v1/namespaces/${ns}/events`)).items
+      .filter((e) => (e['involvedObject'] as { uid?: string } | undefined)?.uid === uid)
+      .map((e) => [e['type'], e['reason'], e['reason'] === 'Scheduled' ? e['message'] : ''])
+      .sort();
+  await expect.poll(said, { timeout: 10_000 }).toEqual([
+    ['Normal', 'Scheduled', `Successfully assigned ${ns}/life to ${nodeName(pod)}`],
+    ['Normal', 'VcudaAllocated', ''],
+  ]);
   await expect
     .poll(async () => (await liveRows(rig.db, uid)).map((r) => [r.core, r.state]), { timeout: 10_000 })
     .toEqual([[30, 'bound']]);
