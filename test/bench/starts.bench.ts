@@ -187,6 +187,9 @@ type Timing = {
   lagMaxMs: number;
   /** A process that does nothing, meanwhile: what the machine's scheduler alone costs an event loop. */
   idleLagP99Ms: number;
+  /** The collector's pauses of the same event loop during the round. */
+  gc: LagReport['gc'];
+  pods: number;
   /** kube-scheduler's mean per pod (ms), where it can be read: its algorithm (filters and scores), attempt (to the bind's end), queue to bind. */
   algorithmMs?: number;
   cycleMs?: number;
@@ -203,8 +206,7 @@ type Probes = {
 /** The event-loop delay of the control plane's own process where it has one, else of this one. */
 function measureLag(controlPlane: ControlPlaneChild | undefined): () => Promise<LagReport> {
   if (controlPlane) return controlPlane.measureLag();
-  const stop = measureOwnLag();
-  return async () => stop();
+  return measureOwnLag();
 }
 
 /** Creates the pods at once and returns the seconds until every one runs, and the machine's CPU per pod. */
@@ -226,7 +228,8 @@ async function startAll(client: KubeClient, pods: object[], probes: Probes): Pro
     abort.abort();
   }
   const lag = await stopLag();
-  const lagMs = { lagP99Ms: lag.p99Ms, lagMaxMs: lag.maxMs, idleLagP99Ms: (await stopIdleLag()).p99Ms };
+  const idleLagP99Ms = (await stopIdleLag()).p99Ms;
+  const lagMs = { lagP99Ms: lag.p99Ms, lagMaxMs: lag.maxMs, idleLagP99Ms, gc: lag.gc };
   const seconds = (performance.now() - start) / 1000;
   const schedulerAfter = schedulerBefore && (await readScheduler?.());
   const scheduler =
@@ -243,7 +246,7 @@ async function startAll(client: KubeClient, pods: object[], probes: Probes): Pro
     byProcess.set(name, ((jiffies - (processesBefore.get(name) ?? 0)) * jiffyMs) / pods.length);
   }
   const cpuMsPerPod = ((machineJiffies().busy - before.busy) * jiffyMs) / pods.length;
-  return { seconds, cpuMsPerPod, byProcess, ...lagMs, ...scheduler };
+  return { seconds, cpuMsPerPod, byProcess, ...lagMs, ...scheduler, pods: pods.length };
 }
 
 /**
@@ -362,6 +365,7 @@ function loopAndCycle(vcuda: Timing[], plain: Timing[], scenario: string, ceilin
     { name: 'plain_event_loop_lag_p99_ms', value: worst(plain, (t) => t.lagP99Ms), unit: 'ms', scenario: ceiling },
     // The machine's own share of it: an idle process's loop, in the same vcuda rounds.
     { name: 'idle_process_lag_p99_ms', value: worst(vcuda, (t) => t.idleLagP99Ms), unit: 'ms', scenario },
+    ...collectorPauses(vcuda, plain, scenario, ceiling),
   ];
   if (vcuda.every((t) => t.cycleMs !== undefined)) {
     // kube-scheduler's own histograms, vcuda beside plain: the per-pod figure and its name.
@@ -377,6 +381,22 @@ function loopAndCycle(vcuda: Timing[], plain: Timing[], scenario: string, ceilin
     }
   }
   return figures;
+}
+
+/**
+ * The collector's share of that delay: how long it paused the same event loop per pod, vcuda pods
+ * beside plain ones, and its longest young-generation pause (a scavenge stops the thread however
+ * little survives; its length is what a filter call arriving then waits).
+ */
+function collectorPauses(vcuda: Timing[], plain: Timing[], scenario: string, ceiling: string): Figure[] {
+  const perPod = (ts: Timing[]) => mean(ts.map((t) => t.gc.totalMs / t.pods));
+  const worst = (ts: Timing[], f: (t: Timing) => number) => Math.max(...ts.map(f));
+  return [
+    { name: 'gc_pause_ms_per_pod', value: perPod(vcuda), unit: 'ms', scenario },
+    { name: 'plain_gc_pause_ms_per_pod', value: perPod(plain), unit: 'ms', scenario: ceiling },
+    { name: 'gc_young_pause_max_ms', value: worst(vcuda, (t) => t.gc.youngMaxMs), unit: 'ms', scenario },
+    { name: 'gc_pause_max_ms', value: worst(vcuda, (t) => t.gc.maxMs), unit: 'ms', scenario },
+  ];
 }
 
 /** CPU per pod of each process that ran during the rounds, vcuda pods beside plain ones. */
@@ -410,7 +430,9 @@ async function measureWith(rig: Rig, tier: string, log: (l: string) => void, pro
     const timing = await startAll(rig.client, pods, probes);
     const parts = [...timing.byProcess].map(([n, ms]) => `${n} ${ms.toFixed(1)}`).join(', ');
     const cpu = `${timing.cpuMsPerPod.toFixed(1)} ms of machine CPU per pod (${parts})`;
-    const lag = `event loop p99 ${timing.lagP99Ms.toFixed(1)} ms, max ${timing.lagMaxMs.toFixed(1)} (an idle process's p99 ${timing.idleLagP99Ms.toFixed(1)})`;
+    const { gc } = timing;
+    const pauses = `${gc.pauses} collector pauses, ${gc.totalMs.toFixed(0)} ms in all (${gc.youngPauses} young, longest ${gc.youngMaxMs.toFixed(1)} ms)`;
+    const lag = `event loop p99 ${timing.lagP99Ms.toFixed(1)} ms, max ${timing.lagMaxMs.toFixed(1)}, ${pauses} (an idle process's p99 ${timing.idleLagP99Ms.toFixed(1)})`;
     const cycle =
       timing.cycleMs === undefined
         ? ''
