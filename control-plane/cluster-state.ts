@@ -11,6 +11,9 @@ import type { AssignmentTrust } from './assignment-trust.js';
 import {
   type ClusterSnapshot,
   composeNodeSnapshot,
+  type InventorySource,
+  inventorySourceOf,
+  isSameInventorySource,
   type NodeInventoryRead,
   type NodeLike,
   type NodeSnapshot,
@@ -86,6 +89,8 @@ function healthyCount(inv: NodeInventoryRead | undefined): number {
 
 export class ClusterState {
   private readonly inventories = new Map<string, NodeInventoryRead>();
+  /** What each inventory was read from; an update with the same source is not read again. */
+  private readonly inventorySources = new Map<string, InventorySource>();
   private readonly pods = new Map<string, PodEntry>();
   /** Node name -> keys of pods holding cards there. */
   private readonly holdsByNode = new Map<string, Set<string>>();
@@ -186,15 +191,21 @@ export class ClusterState {
   upsertNode(node: NodeLike): void {
     const name = node.metadata?.name;
     if (!name) return;
+    // Most Node updates leave the agent's annotations as they were: the view, the snapshot's
+    // version (which the cycle's filter memo and the nodes' card choices are kept by) stay too.
+    const source = inventorySourceOf(node);
+    if (isSameInventorySource(this.inventorySources.get(name), source)) return;
     const before = this.inventories.get(name);
     const inv = readNodeInventory(node);
     this.inventories.set(name, inv);
+    this.inventorySources.set(name, source);
     this.rebuild(name);
     if (before && healthyCount(inv) > healthyCount(before)) this.emit({ node: name, why: 'node-recovered' });
   }
 
   removeNode(name: string): void {
     this.inventories.delete(name);
+    this.inventorySources.delete(name);
     this.published?.recordBefore(name);
     this.nodeSnapshots.delete(name);
     this.touch();

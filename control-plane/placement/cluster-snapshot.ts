@@ -150,6 +150,26 @@ export type NodeInventoryRead = Readonly<{
 /** Why a healthy card in MIG mode is not offered whole or as shares. */
 export const MIG_ONLY_REASON = 'in MIG mode: served only as MIG instances';
 
+/**
+ * Everything `readNodeInventory` reads of a Node: its name and the agent's two annotations. Two
+ * Nodes with the same source read alike, so an update that leaves it as it was (the kubelet's
+ * status, labels, other controllers' annotations) changes nothing vcuda counts.
+ */
+export type InventorySource = { name: string; inventory: string | undefined; heartbeat: string | undefined };
+
+export function inventorySourceOf(node: NodeLike): InventorySource {
+  const annotations = node.metadata?.annotations ?? {};
+  return {
+    name: node.metadata?.name ?? '',
+    inventory: annotations[vcudaAnnotations.inventory],
+    heartbeat: annotations[vcudaAnnotations.heartbeat],
+  };
+}
+
+export function isSameInventorySource(a: InventorySource | undefined, b: InventorySource): boolean {
+  return a !== undefined && a.name === b.name && a.inventory === b.inventory && a.heartbeat === b.heartbeat;
+}
+
 export function readNodeInventory(node: NodeLike): NodeInventoryRead {
   const name = node.metadata?.name ?? '';
   const annotations = node.metadata?.annotations ?? {};
