@@ -185,6 +185,7 @@ type Timing = {
    */
   lagP99Ms: number;
   lagMaxMs: number;
+  lagSamples: number;
   /** A process that does nothing, meanwhile: what the machine's scheduler alone costs an event loop. */
   idleLagP99Ms: number;
   /** The collector's pauses of the same event loop during the round. */
@@ -229,7 +230,7 @@ async function startAll(client: KubeClient, pods: object[], probes: Probes): Pro
   }
   const lag = await stopLag();
   const idleLagP99Ms = (await stopIdleLag()).p99Ms;
-  const lagMs = { lagP99Ms: lag.p99Ms, lagMaxMs: lag.maxMs, idleLagP99Ms, gc: lag.gc };
+  const lagMs = { lagP99Ms: lag.p99Ms, lagMaxMs: lag.maxMs, lagSamples: lag.samples, idleLagP99Ms, gc: lag.gc };
   const seconds = (performance.now() - start) / 1000;
   const schedulerAfter = schedulerBefore && (await readScheduler?.());
   const scheduler =
@@ -432,7 +433,7 @@ async function measureWith(rig: Rig, tier: string, log: (l: string) => void, pro
     const cpu = `${timing.cpuMsPerPod.toFixed(1)} ms of machine CPU per pod (${parts})`;
     const { gc } = timing;
     const pauses = `${gc.pauses} collector pauses, ${gc.totalMs.toFixed(0)} ms in all (${gc.youngPauses} young, longest ${gc.youngMaxMs.toFixed(1)} ms)`;
-    const lag = `event loop p99 ${timing.lagP99Ms.toFixed(1)} ms, max ${timing.lagMaxMs.toFixed(1)}, ${pauses} (an idle process's p99 ${timing.idleLagP99Ms.toFixed(1)})`;
+    const lag = `event loop p99 ${timing.lagP99Ms.toFixed(1)} ms, max ${timing.lagMaxMs.toFixed(1)} (${timing.lagSamples} samples), ${pauses} (an idle process's p99 ${timing.idleLagP99Ms.toFixed(1)})`;
     const cycle =
       timing.cycleMs === undefined
         ? ''

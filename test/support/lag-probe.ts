@@ -16,6 +16,8 @@ import { exitWithin } from './process.js';
 export type LagReport = {
   p99Ms: number;
   maxMs: number;
+  /** Delays recorded: one per turn of the loop at most, so a busy loop records few. */
+  samples: number;
   gc: { pauses: number; totalMs: number; maxMs: number; youngPauses: number; youngTotalMs: number; youngMaxMs: number };
 };
 
@@ -67,7 +69,7 @@ export function measureOwnLag(): () => Promise<LagReport> {
   lag.enable();
   return async () => {
     lag.disable();
-    return { p99Ms: lag.percentile(99) / 1e6, maxMs: lag.max / 1e6, gc: await gc() };
+    return { p99Ms: lag.percentile(99) / 1e6, maxMs: lag.max / 1e6, samples: lag.count, gc: await gc() };
   };
 }
 
