@@ -95,65 +95,37 @@ describe('ClusterState', () => {
   it('leaves the snapshot alone when a Node update changes nothing the agent publishes, and follows what it does', () => {
     const s = testState();
     const node = gpuNode({ name: 'n1', cards: 2 });
-    const annotations = node.metadata?.annotations ?? {};
-    s.upsertNode({
+    const published = node.metadata?.annotations?.[vcudaAnnotations.inventory] ?? '{}';
+    // The node as the API server has it: the agent's two annotations, and whatever else is on it.
+    const nodeWith = (inventory: string, heartbeat: string, more: { labels?: Record<string, string> } = {}) => ({
       ...node,
       metadata: {
         ...node.metadata,
-        annotations: { ...annotations, [vcudaAnnotations.heartbeat]: '2026-11-22T04:00:00.000Z' },
+        ...more,
+        annotations: { [vcudaAnnotations.inventory]: inventory, [vcudaAnnotations.heartbeat]: heartbeat },
       },
     });
+    s.upsertNode(nodeWith(published, '2026-11-22T04:00:00.000Z'));
     const before = s.snapshot();
     const heartbeatBefore = before.nodes.get('n1')?.heartbeatMs ?? 0;
-    // The kubelet's status, a label, another controller's annotation: a new object, same inventory.
-    s.upsertNode({
-      ...node,
-      metadata: {
-        ...node.metadata,
-        labels: { zone: 'b' },
-        annotations: { ...annotations, [vcudaAnnotations.heartbeat]: '2026-11-22T04:00:00.000Z', other: 'x' },
-      },
-    } as typeof node);
+    // The kubelet's status, a label: a new object, the same annotations.
+    s.upsertNode(nodeWith(published, '2026-11-22T04:00:00.000Z', { labels: { zone: 'b' } }));
     expect(s.snapshot()).toBe(before);
     // A later heartbeat is read: the node's snapshot carries it.
-    s.upsertNode({
-      ...node,
-      metadata: {
-        ...node.metadata,
-        annotations: { ...annotations, [vcudaAnnotations.heartbeat]: '2026-11-22T05:00:00.000Z' },
-      },
-    });
+    s.upsertNode(nodeWith(published, '2026-11-22T05:00:00.000Z'));
     expect(s.snapshot()).not.toBe(before);
     expect(s.snapshot().nodes.get('n1')?.heartbeatMs).toBeGreaterThan(heartbeatBefore);
     // A changed inventory is read: a card gone unhealthy is no longer offered as healthy.
-    const inventory = JSON.parse(annotations[vcudaAnnotations.inventory] ?? '{}');
+    const inventory = JSON.parse(published);
     inventory.cards[1].healthy = false;
     const afterHeartbeat = s.snapshot();
-    s.upsertNode({
-      ...node,
-      metadata: {
-        ...node.metadata,
-        annotations: {
-          [vcudaAnnotations.inventory]: JSON.stringify(inventory),
-          [vcudaAnnotations.heartbeat]: '2026-11-22T05:00:00.000Z',
-        },
-      },
-    });
+    s.upsertNode(nodeWith(JSON.stringify(inventory), '2026-11-22T05:00:00.000Z'));
     expect(s.snapshot()).not.toBe(afterHeartbeat);
     expect(cardOf(s, 'n1', 1)?.healthy).toBe(false);
     // Removed and added again with the same annotations: read again, not skipped as seen.
     s.removeNode('n1');
     expect(s.snapshot().nodes.get('n1')).toBeUndefined();
-    s.upsertNode({
-      ...node,
-      metadata: {
-        ...node.metadata,
-        annotations: {
-          [vcudaAnnotations.inventory]: JSON.stringify(inventory),
-          [vcudaAnnotations.heartbeat]: '2026-11-22T05:00:00.000Z',
-        },
-      },
-    });
+    s.upsertNode(nodeWith(JSON.stringify(inventory), '2026-11-22T05:00:00.000Z'));
     expect(cardOf(s, 'n1', 1)?.healthy).toBe(false);
   });
 
