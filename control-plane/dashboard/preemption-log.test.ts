@@ -37,7 +37,7 @@ describe('preemptionFromEvent', () => {
   });
 
   it('ignores other reasons, other objects and events without a time', () => {
-    expect(preemptionFromEvent(event('p', eventReasons.allocated, 'bound'))).toBeUndefined();
+    expect(preemptionFromEvent(event('p', eventReasons.allocated, 'allocated'))).toBeUndefined();
     expect(preemptionFromEvent(event('p', eventReasons.quotaRefused, 'no'))).toBeUndefined();
     const e = event('p', 'Preempted', 'by someone');
     expect(preemptionFromEvent({ ...e, involvedObject: { ...e.involvedObject, kind: 'Node' } })).toBeUndefined();
@@ -62,7 +62,7 @@ describe('createPreemptionLog', () => {
     expect(log.recordEvent(event('urgent', eventReasons.preempting, 'again', new Date(now.getTime() + 10000)))).toBe(
       true,
     );
-    expect(log.recordEvent(event('urgent', eventReasons.allocated, 'bound'))).toBe(false);
+    expect(log.recordEvent(event('urgent', eventReasons.allocated, 'allocated'))).toBe(false);
     const rows = await log.readPreemptions(10);
     expect(rows.map((r) => [r.pod, r.role, r.message])).toEqual([
       ['urgent', 'preemptor', 'again'],

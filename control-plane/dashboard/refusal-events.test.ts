@@ -55,7 +55,7 @@ describe('watchRefusalEvents', () => {
 
   it('records refusals listed at start and created later, and nothing else', async () => {
     await post('early', eventReasons.allocateFailed, 'a');
-    await post('bound-one', eventReasons.allocated, 'b');
+    await post('allocated-one', eventReasons.allocated, 'b');
     const log = createRefusalLog();
     const watch = watchRefusalEvents(kubeConfigFor(api.url), log, { cluster: 'west', retryMs: 100 });
     try {

@@ -26,7 +26,7 @@ describe('refusalFromEvent', () => {
     });
   });
 
-  it.each([eventReasons.allocated, eventReasons.allocated, eventReasons.released])(
+  it.each([eventReasons.allocated, eventReasons.preempting, eventReasons.released])(
     'ignores %s: not a refusal',
     (reason) => {
       expect(refusalFromEvent(event(reason))).toBeUndefined();
