@@ -140,7 +140,7 @@ export async function startNodeAgent(deps: AgentDeps): Promise<NodeAgent> {
     {
       health,
       cards: shareTargets,
-      records: () => recordsOfShownPods(allocator.records(), deps.pods.pods()),
+      records: () => recordsOfShownPods(allocator.records(), (uid) => deps.pods.isShown(uid)),
       pods: () => deps.pods.pods(),
       metrics,
     },

@@ -46,6 +46,10 @@ export class PodWatchCache implements PodSource {
     return [...this.byUid.values()];
   }
 
+  isShown(podUid: string): boolean {
+    return this.byUid.has(podUid);
+  }
+
   /** Lists and returns the list's resourceVersion, replacing the cache. */
   private async list(): Promise<string> {
     const res = await this.api.listPodForAllNamespaces({ fieldSelector: this.fieldSelector });

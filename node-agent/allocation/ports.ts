@@ -12,6 +12,8 @@ import type { PodView } from './pod-view.js';
 /** Pods bound to this node, from a watch cache. */
 export interface PodSource {
   pods(): PodView[];
+  /** Whether the view still shows a pod of this UID: no copy of the view (the samplers ask it every tick). */
+  isShown(podUid: string): boolean;
   /** Re-lists from the API server; used once before a refusal, in case the watch lags. */
   refresh(): Promise<void>;
 }

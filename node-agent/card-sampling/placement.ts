@@ -24,11 +24,9 @@ export function containerKey(podUid: string, container: string): string {
  */
 export function recordsOfShownPods(
   records: readonly ContainerRecord[],
-  pods: readonly PodView[],
+  isShown: (podUid: string) => boolean,
 ): readonly ContainerRecord[] {
-  if (records.length === 0) return records;
-  const shown = new Set(pods.map((p) => p.uid));
-  return records.every((r) => shown.has(r.podUid)) ? records : records.filter((r) => shown.has(r.podUid));
+  return records.every((r) => isShown(r.podUid)) ? records : records.filter((r) => isShown(r.podUid));
 }
 
 /** Pure over its inputs; `readCgroup` returns `/proc/PID/cgroup`'s text or undefined. */

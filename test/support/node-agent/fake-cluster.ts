@@ -46,6 +46,11 @@ export class FakeCluster implements PodSource, PodAnnotator, EventRecorder, Node
     return [...this.objects.values()].map((p) => toPodView(p, this.names));
   }
 
+  isShown(podUid: string): boolean {
+    for (const p of this.objects.values()) if (p.metadata?.uid === podUid) return true;
+    return false;
+  }
+
   async refresh(): Promise<void> {
     this.refreshes++;
   }
