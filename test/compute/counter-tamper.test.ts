@@ -26,13 +26,16 @@ describe('a tenant writing its own in-process counter', () => {
   it('runs far past its limit while the counters are trusted', async () => {
     const result = await runScenario(root, {
       sms: 132,
-      seconds: 6,
+      seconds: 8,
       tenants: [TENANT],
       // Observed, never tripped: what the attack gets without the guard.
       tamper: { tenant: 't', guard: { windowMs: 1000, windows: Number.MAX_SAFE_INTEGER } },
     });
     expect(result.distrustedAtMs).toBeUndefined();
-    expect(meanShare(result, 3000, 6000)).toBeGreaterThan(50);
+    // Judged over the last 4 s: the limiter starts the tenant low, and a 3..6 s window of a 6 s
+    // run read under 50 once, with 21 test files busy on two cores.
+    const taken = meanShare(result, 4000, 8000);
+    expect(taken, `${taken.toFixed(1)} % for a hard 30 % over 4..8 s`).toBeGreaterThan(50);
   }, 60_000);
 
   it('is held to its limit once the guard measures the card from NVML', async () => {
