@@ -29,9 +29,11 @@ function resolveSpecifier(fromFile: string, specifier: string, files: ReadonlySe
 /** file → the files it imports. */
 export type ImportGraph = ReadonlyMap<string, readonly string[]>;
 
-/** The import graph of the production files under `root`, keyed by repository-relative path. */
-export function buildImportGraph(root: string): ImportGraph {
-  const files = listProductionFiles(root);
+/**
+ * The import graph of `files` (default: the production files under `root`), keyed by
+ * repository-relative path; imports of files outside the list are left out.
+ */
+export function buildImportGraph(root: string, files: readonly string[] = listProductionFiles(root)): ImportGraph {
   const known = new Set(files);
   const graph = new Map<string, string[]>();
   for (const file of files) {

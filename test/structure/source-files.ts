@@ -7,21 +7,33 @@ import { parseAst } from 'rolldown/parseAst';
 /** Folders that never hold production code: tests and their support, build output, dependencies. */
 const SKIPPED_DIRS = new Set(['node_modules', 'test', 'build', 'dist', 'results']);
 
-/** Every production TypeScript file under `root` (tests, test support and build output excluded), relative to `root`. */
-export function listProductionFiles(root: string): string[] {
+/** Folders that never hold the repository's own TypeScript: build output and dependencies. */
+const NOT_SOURCE_DIRS = new Set(['node_modules', 'build', 'dist', 'results']);
+
+function listFiles(root: string, skippedDirs: ReadonlySet<string>, keep: (name: string) => boolean): string[] {
   const found: string[] = [];
   const walk = (dir: string): void => {
     for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
       const path = dir === '' ? entry.name : `${dir}/${entry.name}`;
       if (entry.isDirectory()) {
-        if (!SKIPPED_DIRS.has(entry.name) && !entry.name.startsWith('.')) walk(path);
-      } else if (isProductionSource(entry.name)) {
+        if (!skippedDirs.has(entry.name) && !entry.name.startsWith('.')) walk(path);
+      } else if (keep(entry.name)) {
         found.push(path);
       }
     }
   };
   walk('');
   return found.sort();
+}
+
+/** Every production TypeScript file under `root` (tests, test support and build output excluded), relative to `root`. */
+export function listProductionFiles(root: string): string[] {
+  return listFiles(root, SKIPPED_DIRS, isProductionSource);
+}
+
+/** Every TypeScript file under `root`, tests and their support included, relative to `root`. */
+export function listTypeScriptFiles(root: string): string[] {
+  return listFiles(root, NOT_SOURCE_DIRS, (name) => name.endsWith('.ts') && !name.endsWith('.d.ts'));
 }
 
 function isProductionSource(name: string): boolean {
