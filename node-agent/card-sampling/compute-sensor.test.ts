@@ -86,9 +86,10 @@ describe('tickSensor', () => {
 /**
  * One tenant on a card NVML reads 70 % busy, its kernels' 200 ms intervals published as NVML
  * does; its in-process counter grows by `countersPct` of each tick (0: a program that keeps
- * writing it back). Ticks of 100 ms for `seconds`.
+ * writing it back). Ticks of 100 ms for `seconds`, the first `emptyTicks` of them with no
+ * container on the card (NVML still reads it 70 % busy: something vcuda does not place).
  */
-function tenantOnCard(countersPct: number, seconds: number, jumpEveryTicks = 0) {
+function tenantOnCard(countersPct: number, seconds: number, jumpEveryTicks = 0, emptyTicks = 0) {
   const region = join(tmp, `r-${Math.random()}`);
   const buf = Buffer.alloc(regionDeviceOffset(1));
   buf.write(REGION_MAGIC, 0, 'latin1');
@@ -97,13 +98,18 @@ function tenantOnCard(countersPct: number, seconds: number, jumpEveryTicks = 0) 
   let busyNs = 0n;
   const checks: CounterGuardVerdict[] = [];
   let placementReads = 0;
+  let tick = 0;
+  let deviceReadsWhileEmpty = 0;
   const { sampler } = createComputeSampler({
     cardIndex: 0,
     periodMs: 100,
     nowMs: () => now,
     source: {
       processUtilizationSupported: () => true,
-      utilizationRates: () => ({ gpuPercent: 70 }),
+      utilizationRates: () => {
+        if (tick < emptyTicks) deviceReadsWhileEmpty += 1;
+        return { gpuPercent: 70 };
+      },
       processUtilization: (_card, sinceUs) => {
         const out = [];
         for (let t = Math.floor(now / 200) * 200; t > now - 1_000; t -= 200) {
@@ -115,13 +121,13 @@ function tenantOnCard(countersPct: number, seconds: number, jumpEveryTicks = 0) 
     placement: {
       containersOn: () => {
         placementReads += 1;
-        return [{ key: 'tenant', regionPath: region, deviceIndex: 0 }];
+        return tick < emptyTicks ? [] : [{ key: 'tenant', regionPath: region, deviceIndex: 0 }];
       },
       containerOfPid: (pid) => (pid === 42 ? 'tenant' : null),
     },
     onCounterCheck: (v) => checks.push(v),
   });
-  for (let i = 0; i < seconds * 10; i++) {
+  for (let i = 0; i < seconds * 10; i++, tick++) {
     now += 100;
     busyNs += BigInt(countersPct * 1e6);
     // A counter kept low but for one jump of a whole window's worth now and then.
@@ -141,7 +147,13 @@ function tenantOnCard(countersPct: number, seconds: number, jumpEveryTicks = 0) 
   }).length;
   sampler.stop();
   const published = readFileSync(region).readUInt32LE(regionDeviceOffset(0) + regionOffsets.device.measuredShareBp);
-  return { checks, published, placementReadsPerTick: placementReads / (seconds * 10), regionFds };
+  return {
+    checks,
+    published,
+    placementReadsPerTick: placementReads / (seconds * 10),
+    regionFds,
+    deviceReadsWhileEmpty,
+  };
 }
 
 describe('the in-process sensor held to NVML', () => {
@@ -165,6 +177,14 @@ describe('the in-process sensor held to NVML', () => {
     expect(checks.slice(0, 3).map((c) => c.distrusted)).toEqual([false, false, true]);
     expect(checks[0]?.countersBp).toBeLessThanOrEqual(2_500);
     expect(published).toBe(7000);
+  });
+
+  it('judges nothing while the card holds no container: busy by something else, it is not the counters', () => {
+    // 40 s empty at 70 % busy, then an honest tenant for 40 s.
+    const { checks, published, deviceReadsWhileEmpty } = tenantOnCard(62, 80, 0, 400);
+    expect(deviceReadsWhileEmpty).toBe(0);
+    expect(checks.map((c) => c.distrusted)).toEqual([false, false, false, false]);
+    expect(published).toBe(6200);
   });
 
   it('keeps the counters of an honest tenant', () => {

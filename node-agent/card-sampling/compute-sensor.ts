@@ -91,18 +91,20 @@ function inProcessWithWholeCards(opts: CardSamplerOptions): CardSampler {
   let distrusted = false;
 
   /**
-   * One tick of the check; a tick measured by NVML anyway (whole cards) is not judged. Growth is
-   * credited as the busy sampler credits it (busy-shares.ts: at most the tick per container, the
-   * rest carried a bounded while), so a counter cannot read low to its limiter and high here: one
-   * jump that would cover a whole window counts for a couple of seconds at most, in both.
+   * One tick of the check. Not judged: a tick measured by NVML anyway (whole cards), and one with
+   * no container on the card, whose busy time is something vcuda did not place and no counter of
+   * ours could account for (nor is NVML asked then). Growth is credited as the busy sampler
+   * credits it (busy-shares.ts: at most the tick per container, the rest carried a bounded
+   * while), so a counter cannot read low to its limiter and high here: one jump that would cover
+   * a whole window counts for a couple of seconds at most, in both.
    */
-  function check(byNvml: boolean, readings: readonly BusyReading[]): void {
+  function check(byNvml: boolean, containerCount: number, readings: readonly BusyReading[]): void {
     const nowMs = opts.nowMs();
     const periodMs = nowMs - lastMs;
     const credited = computeBusyShares(baseline, readings, periodMs);
     baseline = credited.baseline;
     lastMs = nowMs;
-    if (byNvml) return;
+    if (byNvml || containerCount === 0) return;
     const verdict = guard.observe(periodMs, credited.addedNs, device());
     if (!verdict) return;
     distrusted = verdict.distrusted;
@@ -119,7 +121,7 @@ function inProcessWithWholeCards(opts: CardSamplerOptions): CardSampler {
     const byNvml = tickSensor(containers) === 'nvml';
     try {
       const readings = readBusyCounters(containers, regions);
-      check(byNvml, readings);
+      check(byNvml, containers.length, readings);
       if (!byNvml && !distrusted) return busy.sampleTick(() => ({ containers, readings }));
     } finally {
       regions.closeUnused();
