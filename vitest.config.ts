@@ -2,7 +2,11 @@ import { configDefaults, defineConfig } from 'vitest/config';
 import { OWN_PROCESS_TESTS } from './test/own-process-tests.js';
 
 const exclude = [...configDefaults.exclude, '**/node_modules/**', 'native/build/**'];
-/** What both projects share. Not the global setup: a project would run it again, nesting TMPDIR. */
+/**
+ * What both projects share; each project has its own copy, the root's options reach the projects
+ * only as the run's (workers, global setup). Not the global setup: a project would run it again,
+ * nesting TMPDIR.
+ */
 const common = {
   // Generous: several suites spawn the CLI or a whole simulated cluster, and CI has two busy cores.
   testTimeout: 60_000,
@@ -12,7 +16,6 @@ const common = {
 
 export default defineConfig({
   test: {
-    ...common,
     // Two cores in CI: limit parallel files so process-spawning suites do not starve each other.
     maxWorkers: 2,
     // Every temporary directory of the run under one, removed at its end.
