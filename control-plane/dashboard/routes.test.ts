@@ -1,3 +1,6 @@
+import { get, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
 import { describe, expect, it } from 'vitest';
 import { createApp } from '../app.js';
 import type { Overview } from './overview.js';
@@ -403,6 +406,101 @@ describe('GET /ui/stream', () => {
     await stream.cancel();
     expect(later.match(/: unchanged/g)).toHaveLength(1);
   });
+
+  it('tells every stream of a tick why it has no overview, and pushes again once the ledger answers', async () => {
+    let isDown = false;
+    const { source } = fakeSource();
+    const readClusters = source.readClusters.bind(source);
+    source.readClusters = async () => {
+      if (isDown) throw new Error('ledger unreachable');
+      return readClusters();
+    };
+    let overviewMs = Date.parse('2026-01-01T12:00:00.000Z');
+    const app = createApp({
+      dashboard: dashboardRoutes({
+        source,
+        clock: () => new Date(overviewMs),
+        cacheMs: 0,
+        streamIntervalMs: 20,
+        streamPhase: () => 0.5,
+      }),
+    });
+    const streams = await Promise.all([1, 2, 3].map(() => app.request('/ui/stream')));
+    const readers = streams.map((r) => streamReader(r));
+    await Promise.all(readers.map((r) => r.readFor(30)));
+    isDown = true;
+    const down = await Promise.all(readers.map((r) => r.readFor(60)));
+    isDown = false;
+    overviewMs += 1;
+    const back = await Promise.all(readers.map((r) => r.readFor(60)));
+    await Promise.all(readers.map((r) => r.cancel()));
+    for (const text of down) expect(text).toContain('event: failure\ndata: {"message":"Error: ledger unreachable"}');
+    // The failure was the last push, so the same overview counts as news again.
+    for (const text of back) expect(text).toContain('event: overview');
+  });
+
+  it('under Node’s HTTP server writes to the response itself: headers, pushes, and a closed page frees its slot', async () => {
+    let core = 30;
+    const { source } = fakeSource();
+    const readClusters = source.readClusters.bind(source);
+    source.readClusters = async () => {
+      const clusters = await readClusters();
+      const card = clusters[0]?.nodes[0]?.cards[0]?.allocations[0];
+      if (card) card.core = core;
+      return clusters;
+    };
+    const app = createApp({
+      dashboard: dashboardRoutes({
+        source,
+        clock: () => new Date('2026-01-01T12:00:00.000Z'),
+        cacheMs: 0,
+        streamIntervalMs: 10,
+        maxStreams: 1,
+      }),
+    });
+    const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server;
+    await new Promise((r) => server.once('listening', r));
+    const { port } = server.address() as AddressInfo;
+    const open = () =>
+      new Promise<IncomingMessage>((resolve, reject) =>
+        get({ host: '127.0.0.1', port, path: '/ui/stream' }, resolve).on('error', reject),
+      );
+    const events = (res: IncomingMessage, count: number) =>
+      new Promise<string>((resolve) => {
+        let text = '';
+        res.on('data', (chunk: Buffer) => {
+          text += chunk.toString('utf8');
+          if ((text.match(/event: overview/g) ?? []).length >= count) resolve(text);
+        });
+      });
+    try {
+      const first = await open();
+      expect(first.statusCode).toBe(200);
+      expect(first.headers['content-type']).toBe('text/event-stream');
+      expect(first.headers['content-security-policy']).toContain("default-src 'self'");
+      const pushed = events(first, 2);
+      setTimeout(() => {
+        core = 40;
+      }, 30);
+      const text = await pushed;
+      expect(text).toContain('"core":30');
+      expect(text).toContain('"core":40');
+      // The one slot is taken until the page goes.
+      expect((await open()).statusCode).toBe(503);
+      first.destroy();
+      let again = await open();
+      for (let i = 0; i < 50 && again.statusCode === 503; i++) {
+        again.resume();
+        await new Promise((r) => setTimeout(r, 20));
+        again = await open();
+      }
+      expect(again.statusCode).toBe(200);
+      again.destroy();
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
 });
 
 describe('GET /ui/stream: what callers can make it hold', () => {
@@ -537,6 +635,32 @@ describe('GET /ui/stream: what callers can make it hold', () => {
         if (t >= (rounds - 2) * intervalMs && t < (rounds - 1) * intervalMs) moments.add(Math.floor(t / 5));
     }
     expect(moments.size).toBeGreaterThanOrEqual(7);
+  });
+
+  it('300 open streams cost one load per slot and tick, not one per stream', async () => {
+    const { source, calls } = fakeSource();
+    const intervalMs = 100;
+    const app = createApp({
+      dashboard: dashboardRoutes({
+        source,
+        clock: () => new Date('2026-01-01T12:00:00.000Z'),
+        // No cache: every tick of every stream that asked for its own load would reach the source.
+        cacheMs: 0,
+        streamIntervalMs: intervalMs,
+        maxStreams: 1000,
+        maxStreamsPerClient: 1000,
+      }),
+    });
+    const streams = await Promise.all(Array.from({ length: 300 }, () => app.request('/ui/stream')));
+    const readers = streams.map((r) => (r.body as ReadableStream<Uint8Array>).getReader());
+    await Promise.all(readers.map((r) => r.read()));
+    const before = calls.clusters;
+    await new Promise((r) => setTimeout(r, 5 * intervalMs));
+    const loads = calls.clusters - before;
+    await Promise.all(readers.map((r) => r.cancel()));
+    // 16 slots, 5 intervals: at most 80 ticks, each one load (about 1,500 with a load per stream).
+    expect(loads).toBeGreaterThan(0);
+    expect(loads).toBeLessThanOrEqual(16 * 6);
   });
 
   it('gives each client its own slots: one client cannot take every stream, others still get one', async () => {

@@ -8,8 +8,10 @@
  * window and `cacheMs` whatever the cluster, and open streams are capped (`maxStreams`).
  */
 import { readFileSync } from 'node:fs';
+import { ServerResponse } from 'node:http';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
-import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
+import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
 import { fieldErrorsFromZod, ValidationError } from '../../contract/index.js';
 import { withDeadline } from '../../db/deadline.js';
@@ -21,6 +23,7 @@ import {
   type OverviewOptions,
 } from './overview.js';
 import type { DashboardSource } from './source.js';
+import { nodeResponseSink, type PrintedOverview, streamTicker, webStreamSink } from './stream-ticker.js';
 
 export type DashboardDeps = {
   source: DashboardSource;
@@ -35,8 +38,9 @@ export type DashboardDeps = {
   streamIntervalMs?: number;
   /**
    * Where in the interval each stream's ticks fall, as a fraction in [0, 1) drawn once per stream
-   * (default Math.random; tests pin it). Streams opened together (a page per viewer after a
-   * restart, or a load test) would otherwise all tick in the same millisecond every interval.
+   * (default Math.random; tests pin it): it picks one of the interval's slots (streamTicker).
+   * Streams opened together (a page per viewer after a restart, or a load test) would otherwise
+   * all tick in the same millisecond every interval.
    */
   streamPhase?: () => number;
   /** A change of the reports alone is pushed at most this often (a whole overview can be megabytes). */
@@ -79,6 +83,15 @@ const overviewQuery = z.object({
 });
 
 type OverviewRequest = { windowMs: number; cluster?: string };
+
+/** The loader's key for a request: streams with the same key share one load per tick. */
+const requestKey = (r: OverviewRequest) => `${r.windowMs}|${r.cluster ?? ''}`;
+
+/**
+ * Slots per stream interval (streamTicker): each occupied slot costs one timer and one load per
+ * tick, and 300 streams opened together tick in groups of about 20, 125 ms apart at the default 2 s.
+ */
+const STREAM_SLOTS = 16;
 
 function asset(name: string): string {
   return readFileSync(new URL(`./assets/${name}`, import.meta.url), 'utf8');
@@ -167,7 +180,7 @@ export function createOverviewLoader(deps: DashboardDeps): OverviewLoader {
     knownClusters: () => readKnown('all'),
     load({ windowMs, cluster }) {
       const inputs = readInputs(windowMs);
-      const key = `${windowMs}|${cluster ?? ''}`;
+      const key = requestKey({ windowMs, ...(cluster ? { cluster } : {}) });
       const view = views.get(key);
       if (view?.inputs === inputs) return view.value;
       const value = inputs.then((input) => buildOverview({ ...input, ...(cluster ? { cluster } : {}) }, opts));
@@ -211,15 +224,7 @@ function fingerprints(o: Overview, stringify: (v: unknown) => string): { now: st
   };
 }
 
-/**
- * An overview as the streams need it: its fingerprints, and once a stream pushes it, its
- * Server-Sent Event (`event: overview`, the JSON on one `data:` line) as the bytes every stream writes.
- */
-export type PrintedOverview = { print: { now: string; reports: string }; frame: () => Uint8Array };
-
 const utf8 = new TextEncoder();
-/** A silent stream's keep-alive: a comment line, which keeps proxies from closing an idle stream. */
-const UNCHANGED_FRAME = utf8.encode(': unchanged\n\n');
 
 /**
  * Every open stream ticks on the same cached overview object, so each overview is fingerprinted,
@@ -266,14 +271,15 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
   const loadInTime = (request: OverviewRequest) =>
     withDeadline(loader.load(request), loadTimeoutMs, 'dashboard overview');
   const slots = streamSlots(deps.maxStreams ?? 64, deps.maxStreamsPerClient ?? 8);
-  const pacing: PushPacing = {
+  const ticker = streamTicker(loadInTime, requestKey, {
     print: overviewPrinter(),
     clock: deps.clock,
     intervalMs: deps.streamIntervalMs ?? 2000,
+    slots: STREAM_SLOTS,
     reportPushMs: deps.reportPushMs ?? 30_000,
     keepAliveMs: deps.streamKeepAliveMs ?? 15_000,
     phase: deps.streamPhase ?? Math.random,
-  };
+  });
 
   const app = new Hono();
   servePage(app, loader, defaultWindowMs);
@@ -294,11 +300,19 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
         'retry-after': String(STREAM_RETRY_AFTER_S),
       });
     }
+    const outgoing = nodeResponseOf(c.env);
+    if (outgoing) {
+      // Under Node's HTTP/1.1 server the frames go to the response itself (see StreamSink).
+      const sink = nodeResponseSink(outgoing, securityHeaders);
+      // A closed page frees its slot at once, not at the ticker's next turn.
+      sink.onClose(release);
+      void ticker.serve(sink, request).finally(release);
+      return RESPONSE_ALREADY_SENT;
+    }
     return streamSSE(c, async (stream) => {
-      // A closed page frees its slot at once, not at the loop's next turn.
       stream.onAbort(release);
       try {
-        await pushOverviews(stream, () => loadInTime(request), pacing);
+        await ticker.serve(webStreamSink(stream), request);
       } finally {
         release();
       }
@@ -331,7 +345,12 @@ function servePage(app: Hono, loader: OverviewLoader, defaultWindowMs: number): 
   app.get('/ui/app.css', (c) => c.body(style, 200, { ...securityHeaders, 'content-type': 'text/css; charset=utf-8' }));
 }
 
-/** At most `max` streams open at once; a slot's release counts once however often it is called. */
+/** The Node HTTP/1.1 response behind a request served by `@hono/node-server`, if any. */
+function nodeResponseOf(env: unknown): ServerResponse | undefined {
+  const outgoing = (env as { outgoing?: unknown } | undefined)?.outgoing;
+  return outgoing instanceof ServerResponse ? outgoing : undefined;
+}
+
 /** The address a request came from (behind `kubectl port-forward`, every viewer is 127.0.0.1). */
 function clientAddressOf(env: unknown): string {
   const incoming = (env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming;
@@ -369,66 +388,4 @@ function streamSlots(max: number, perClient: number): StreamSlots {
       };
     },
   };
-}
-
-type PushPacing = {
-  clock: () => Date;
-  /** How often the stream looks for changes. */
-  intervalMs: number;
-  /** A change of the reports alone is pushed at most this often. */
-  reportPushMs: number;
-  /** A stream silent this long gets a keep-alive comment. */
-  keepAliveMs: number;
-  /** Shared by every stream of the listener. */
-  print: (o: Overview) => PrintedOverview;
-  /** This stream's offset within the interval, a fraction in [0, 1). */
-  phase: () => number;
-};
-
-/**
- * Until the viewer leaves: an `overview` event when the numbers changed, else, once the stream has
- * been silent for `keepAliveMs`, a keep-alive comment.
- */
-async function pushOverviews(
-  stream: SSEStreamingApi,
-  load: () => Promise<Overview>,
-  pacing: PushPacing,
-): Promise<void> {
-  let last = { now: '', reports: '' };
-  let lastPushMs = Number.NEGATIVE_INFINITY;
-  let lastWriteMs = Number.NEGATIVE_INFINITY;
-  // The first push goes at once (the page is waiting); after it, each stream keeps its own phase,
-  // so hundreds of open streams tick spread over the interval, not in one burst that would hold
-  // the event loop (and every admission review behind it) for tens of milliseconds. The ticks are
-  // due at fixed times (its phase plus whole intervals): sleeping a full interval after each tick
-  // let every stream that waited on the same load wake together, and within minutes the streams
-  // ticked as one.
-  const offsetMs = Math.floor(pacing.intervalMs * Math.min(Math.max(pacing.phase(), 0), 1));
-  const originMs = performance.now() + offsetMs;
-  // Until this stream's next due time (the first is `originMs`), however long this tick took.
-  const untilDue = () => {
-    const sinceOrigin = performance.now() - originMs;
-    return sinceOrigin < 0 ? -sinceOrigin : pacing.intervalMs - (sinceOrigin % pacing.intervalMs);
-  };
-  while (!stream.aborted && !stream.closed) {
-    try {
-      const printed = pacing.print(await load());
-      const print = printed.print;
-      const nowMs = pacing.clock().getTime();
-      const reportsDue = print.reports !== last.reports && nowMs - lastPushMs >= pacing.reportPushMs;
-      if (print.now !== last.now || reportsDue) {
-        last = print;
-        lastPushMs = nowMs;
-        lastWriteMs = nowMs;
-        await stream.write(printed.frame());
-      } else if (nowMs - lastWriteMs >= pacing.keepAliveMs) {
-        lastWriteMs = nowMs;
-        await stream.write(UNCHANGED_FRAME);
-      }
-    } catch (err) {
-      // The viewer is told why this tick has no overview; the next tick tries again.
-      await stream.writeSSE({ event: 'failure', data: JSON.stringify({ message: String(err) }) });
-    }
-    await stream.sleep(untilDue());
-  }
 }
