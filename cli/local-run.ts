@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { resourceNames } from '../contract/index.js';
+import { tuneHeapForLongLivedConnections } from '../control-plane/heap-tuning.js';
 import type { ServedVersion } from '../sim/apiserver/discovery.js';
 import { type ClusterSpec, DEFAULT_CLUSTER, expandNodes, loadClusterSpec } from '../sim/cluster-spec.js';
 import { installDeviceClass, type LocalCluster, startLocalCluster, WORKLOAD_DIR } from '../sim/local-cluster.js';
@@ -221,6 +222,8 @@ function stopOnSignal(lc: LocalCluster, stopWorkload: () => void): void {
 
 export async function runLocal(flags: LocalFlags): Promise<void> {
   const settings = readSettings(flags);
+  // The control plane runs in this process: its dashboard streams and webhooks share one heap.
+  tuneHeapForLongLivedConnections();
   const hasWorkloadBinary = buildWorkloadProgram();
   const { cluster, spec } = await prepareClusterAndWorkload(flags, settings, hasWorkloadBinary);
   const started = Date.now();

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { type ControlPlaneConfig, loadControlPlaneConfig, parseConfigFile } from './config.js';
+import { tuneHeapForLongLivedConnections } from './heap-tuning.js';
 import { startControlPlane } from './server.js';
 
 export type ControlPlaneFlags = {
@@ -75,6 +76,7 @@ export function buildConfig(flags: ControlPlaneFlags, env: NodeJS.ProcessEnv): C
 /** Runs until SIGTERM/SIGINT. */
 export async function runControlPlane(flags: ControlPlaneFlags): Promise<void> {
   const config = buildConfig(flags, process.env);
+  tuneHeapForLongLivedConnections();
   const running = await startControlPlane(config);
   const stop = () => {
     running.close().then(
