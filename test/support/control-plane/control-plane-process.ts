@@ -11,6 +11,7 @@
 import pino from 'pino';
 import { type ControlPlaneConfigInput, loadControlPlaneConfig } from '../../../control-plane/config.js';
 import type { BindStep } from '../../../control-plane/extender/binder.js';
+import { tuneHeapForLongLivedConnections } from '../../../control-plane/heap-tuning.js';
 import { startControlPlane } from '../../../control-plane/server.js';
 import { connectDb } from '../../../db/connect.js';
 import { PooledKubeConfig } from '../../../kube-connections/pooled-kube-config.js';
@@ -47,6 +48,8 @@ function configAndKube(s: ControlPlaneProcessSettings) {
 }
 
 const settings = JSON.parse(process.argv[2] ?? '{}') as ControlPlaneProcessSettings;
+// As `vcuda control-plane` sets its collector up (heap-tuning.ts).
+tuneHeapForLongLivedConnections();
 let paused = false;
 const { config, kubeConfig, httpsPort, connections } = configAndKube(settings);
 const port = (url: string | undefined) => (url ? new URL(url).port : '0');
