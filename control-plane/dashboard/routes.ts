@@ -30,7 +30,11 @@ export type DashboardDeps = {
   clock: () => Date;
   /** Default report window when the page does not ask for one. */
   reportWindowMs?: number;
-  /** Overviews younger than this are shared between requests, so many open pages cost one query. */
+  /**
+   * Overviews younger than this are shared between requests, so many open pages cost one read of
+   * the ledger (default: the stream interval; each stream looks once per interval, so a shorter
+   * cache only read the ledger again for the streams of a later slot of the same interval).
+   */
   cacheMs?: number;
   /** The reports (GPU-hours, idle time) are read again at most this often (default 10 s). */
   reportsCacheMs?: number;
@@ -93,6 +97,9 @@ const requestKey = (r: OverviewRequest) => `${r.windowMs}|${r.cluster ?? ''}`;
  */
 const STREAM_SLOTS = 16;
 
+/** How often an open stream looks for changes, unless `streamIntervalMs` says otherwise. */
+const DEFAULT_STREAM_INTERVAL_MS = 2000;
+
 function asset(name: string): string {
   return readFileSync(new URL(`./assets/${name}`, import.meta.url), 'utf8');
 }
@@ -144,17 +151,21 @@ export type OverviewLoader = {
  */
 export function createOverviewLoader(deps: DashboardDeps): OverviewLoader {
   const opts = { ...defaultOverviewOptions, ...deps.overview };
-  const readNow = cachedRead(deps.clock, deps.cacheMs ?? 1000, async (windowMs: number, now) => {
-    const window = { from: new Date(now.getTime() - windowMs), to: now };
-    const [clusters, quotas, refusals, preemptions, unplacedPods] = await Promise.all([
-      deps.source.readClusters(),
-      deps.source.readQuotas(),
-      deps.source.readRefusals(deps.refusalLimit ?? 50),
-      deps.source.readPreemptions?.(deps.refusalLimit ?? 50) ?? [],
-      deps.source.readUnplacedPods?.() ?? [],
-    ]);
-    return { clusters, quotas, refusals, preemptions, unplacedPods, window, now };
-  });
+  const readNow = cachedRead(
+    deps.clock,
+    deps.cacheMs ?? deps.streamIntervalMs ?? DEFAULT_STREAM_INTERVAL_MS,
+    async (windowMs: number, now) => {
+      const window = { from: new Date(now.getTime() - windowMs), to: now };
+      const [clusters, quotas, refusals, preemptions, unplacedPods] = await Promise.all([
+        deps.source.readClusters(),
+        deps.source.readQuotas(),
+        deps.source.readRefusals(deps.refusalLimit ?? 50),
+        deps.source.readPreemptions?.(deps.refusalLimit ?? 50) ?? [],
+        deps.source.readUnplacedPods?.() ?? [],
+      ]);
+      return { clusters, quotas, refusals, preemptions, unplacedPods, window, now };
+    },
+  );
   // GPU-hours and idle time move by the minute and are pushed at most every reportPushMs: read
   // them every reportsCacheMs, not at every refresh of the cards.
   const readReports = cachedRead(deps.clock, deps.reportsCacheMs ?? 10_000, (windowMs: number, now) =>
@@ -274,7 +285,7 @@ export function dashboardRoutes(deps: DashboardDeps): Hono {
   const ticker = streamTicker(loadInTime, requestKey, {
     print: overviewPrinter(),
     clock: deps.clock,
-    intervalMs: deps.streamIntervalMs ?? 2000,
+    intervalMs: deps.streamIntervalMs ?? DEFAULT_STREAM_INTERVAL_MS,
     slots: STREAM_SLOTS,
     reportPushMs: deps.reportPushMs ?? 30_000,
     keepAliveMs: deps.streamKeepAliveMs ?? 15_000,
