@@ -11,7 +11,7 @@
  *   handed to the socket (node's `http.server.*` diagnostics channels).
  * Times are epoch milliseconds so the benchmark can set them beside the load generator's.
  */
-import { subscribe } from 'node:diagnostics_channel';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
@@ -62,6 +62,9 @@ function startRecording() {
   const eluBefore = performance.eventLoopUtilization();
   const startedAt = epochNow();
   return () => {
+    // Each recording subscribes anew: the last one's handlers (and the times they hold) go with it.
+    unsubscribe('http.server.request.start', onStart);
+    unsubscribe('http.server.response.finish', onFinish);
     clearInterval(sampler);
     loopDelay.disable();
     gc.disconnect();

@@ -855,8 +855,9 @@ const bench: Benchmark = {
       if (PRIORITY !== undefined)
         restorePriority = prioritize([gen.pid, ...servers.map((s) => s.child.pid)], Number(PRIORITY));
       figures.push(...(await idleStreamCost(servers, log)));
+      const streamedBefore = streams.reduce((a, st) => a + st.bytes(), 0);
       figures.push(...(await measureServers(servers, gen, pgStats, log)));
-      const streamed = streams.reduce((a, st) => a + st.bytes(), 0);
+      const streamed = streams.reduce((a, st) => a + st.bytes(), 0) - streamedBefore;
       log(`${streams.length} dashboard streams open during the rounds received ${streamed} bytes in all`);
       return figures;
     } finally {
