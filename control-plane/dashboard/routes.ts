@@ -375,7 +375,10 @@ type StreamSlots = {
   take(client: string): (() => void) | 'all' | 'client';
 };
 
-/** `max` streams in all, `perClient` from any one client address. */
+/**
+ * `max` streams in all, `perClient` from any one client address. A slot's release counts once however
+ * often it is called: both the close listener and the end of the stream call it.
+ */
 function streamSlots(max: number, perClient: number): StreamSlots {
   let open = 0;
   const byClient = new Map<string, number>();
